@@ -1,0 +1,63 @@
+"""Errors that reach the user.
+
+Every problem with the user's input is raised as :class:`InputError` (or converted to one at the
+edge from a pydantic ``ValidationError``). The CLI prints the message and exits with status 2;
+it never shows a traceback for bad input.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class TrainplanError(Exception):
+    """Base class of trainplan's own errors."""
+
+
+class InputError(TrainplanError, ValueError):
+    """Bad input: names the field, the value given and what would be valid."""
+
+    def __init__(self, field: str, value: Any, valid: str, hint: str | None = None):
+        self.field = field
+        self.value = value
+        self.valid = valid
+        self.hint = hint
+        msg = f"{field} = {value!r} is not valid: {valid}"
+        if hint:
+            msg += f" ({hint})"
+        super().__init__(msg)
+
+
+class MissingExtraError(TrainplanError, ImportError):
+    """An optional dependency is needed: names the extra that provides it."""
+
+    def __init__(self, package: str, extra: str, purpose: str):
+        self.package = package
+        self.extra = extra
+        super().__init__(
+            f"{purpose} needs the '{package}' package: install it with "
+            f"pip install 'trainplan[{extra}]'"
+        )
+
+
+def from_validation_error(exc: Any, prefix: str = "") -> InputError:
+    """Turn a pydantic ValidationError into an InputError naming the first bad field."""
+    errors = exc.errors()
+    lines = []
+    first_field, first_value, first_msg = "?", None, ""
+    for i, err in enumerate(errors):
+        loc = ".".join(str(p) for p in err.get("loc", ()) if p != "__root__")
+        field = f"{prefix}{loc}" if loc else (prefix.rstrip(".") or "input")
+        value = err.get("input")
+        msg = err.get("msg", "")
+        if msg.startswith("Value error, "):
+            msg = msg[len("Value error, "):]
+        if i == 0:
+            first_field, first_value, first_msg = field, value, msg
+        lines.append(f"{field} = {value!r}: {msg}" if not isinstance(value, dict) else f"{field}: {msg}")
+    e = InputError(first_field, first_value if not isinstance(first_value, dict) else "…", first_msg)
+    if len(lines) > 1:
+        e.args = ("; ".join(lines),)
+    elif isinstance(first_value, dict):
+        e.args = (lines[0],)
+    return e
