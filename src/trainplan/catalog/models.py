@@ -1,0 +1,82 @@
+"""Model presets (package data ``data/models.json``) and model resolution.
+
+``get_model(name)`` accepts a preset id (case-insensitive), or a path to a Hugging Face
+``config.json`` (or a folder holding one). Users add presets with a JSON file in the same
+shape named by the environment variable ``TRAINPLAN_MODELS`` (os.pathsep-separated).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from trainplan.catalog.hf import load_hf_config, model_from_hf_config
+from trainplan.errors import InputError, from_validation_error
+from trainplan.spec.model import Model
+
+
+def _records() -> list[dict[str, Any]]:
+    data = json.loads(resources.files("trainplan.catalog").joinpath("data/models.json").read_text())
+    recs = list(data["presets"])
+    for extra in filter(None, os.environ.get("TRAINPLAN_MODELS", "").split(os.pathsep)):
+        try:
+            recs.extend(json.loads(Path(extra).read_text())["presets"])
+        except (OSError, json.JSONDecodeError, KeyError) as e:
+            raise InputError("TRAINPLAN_MODELS", extra,
+                             f"a readable JSON file with a 'presets' list ({e})") from None
+    return recs
+
+
+def _build(rec: dict[str, Any]) -> Model:
+    if rec.get("format", "hf") == "hf":
+        return model_from_hf_config(rec["config"], name=rec["name"], source=rec.get("source", ""))
+    try:
+        return Model(name=rec["name"], stacks=tuple(rec["stacks"]),
+                     projectors=tuple(rec.get("projectors", ())), source=rec.get("source", ""))
+    except ValidationError as e:
+        raise from_validation_error(e, prefix=f"preset {rec['id']}.") from None
+
+
+@lru_cache(maxsize=None)
+def _index() -> dict[str, dict[str, Any]]:
+    return {r["id"].lower(): r for r in _records()}
+
+
+@lru_cache(maxsize=256)
+def _preset(key: str) -> Model:
+    return _build(_index()[key])
+
+
+def list_models() -> list[dict[str, Any]]:
+    """Preset records (id, name, source, params_reference)."""
+    return [{k: r.get(k) for k in ("id", "name", "source", "params_reference")}
+            for r in _index().values()]
+
+
+def preset_ids() -> list[str]:
+    return sorted(r["id"] for r in _index().values())
+
+
+def get_model(name: str | Model) -> Model:
+    """A Model from a preset id, a config.json path, or a Model (returned as is)."""
+    if isinstance(name, Model):
+        return name
+    key = str(name).strip().lower()
+    if key in _index():
+        return _preset(key)
+    p = Path(str(name))
+    if p.suffix == ".json" or p.is_dir() or p.exists():
+        return load_hf_config(p)
+    raise InputError("model", name, "a preset (" + ", ".join(preset_ids()) +
+                     ") or a path to a Hugging Face config.json")
+
+
+def clear_cache() -> None:
+    _index.cache_clear()
+    _preset.cache_clear()

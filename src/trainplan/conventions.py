@@ -1,0 +1,99 @@
+"""Named conventions, one table each, used everywhere.
+
+* Bytes per parameter for every precision/optimizer mix (``model_state_bytes``).
+* Units: memory is reported in GiB (2**30 bytes), as CUDA tools and HBM labels effectively use;
+  bandwidths in GB/s (1e9 bytes/s) as vendor datasheets and nccl-tests use; FLOP/s in 1e12 (TFLOP/s).
+* MFU uses *model* FLOPs (no recompute) over dense peak; HFU uses *hardware* FLOPs (with
+  recompute). 6ND is shown beside them, never in their place.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, NamedTuple
+
+GiB = 2.0**30
+GB = 1e9
+TFLOP = 1e12
+
+Precision = Literal["fp32", "bf16_mixed", "fp16_mixed", "bf16_pure", "fp8_mixed"]
+Optimizer = Literal["adamw", "adamw_8bit", "sgd_momentum", "sgd", "adafactor"]
+
+PRECISIONS: tuple[str, ...] = ("fp32", "bf16_mixed", "fp16_mixed", "bf16_pure", "fp8_mixed")
+OPTIMIZERS: tuple[str, ...] = ("adamw", "adamw_8bit", "sgd_momentum", "sgd", "adafactor")
+
+
+class StateBytes(NamedTuple):
+    """Bytes per trainable parameter held as model states (before any sharding)."""
+
+    weights: float   # the copy the forward/backward reads
+    grads: float     # gradient buffer
+    master: float    # fp32 master weights kept by the optimizer (mixed precision)
+    optim: float     # optimizer moments
+
+    @property
+    def total(self) -> float:
+        return self.weights + self.grads + self.master + self.optim
+
+
+# Weights / grads / master bytes per precision.
+# fp32: 4/4/0. bf16/fp16 mixed: 2/2/4 -- ZeRO paper (Rajbhandari et al. 2020, arXiv:1910.02054)
+# sec. 3.1: 2Psi fp16 weights + 2Psi fp16 grads + fp32 master copy inside K. bf16_pure: weights,
+# grads and optimizer moments in bf16, no master copy. fp8_mixed: Transformer Engine keeps the
+# bf16 weights *and* an fp8 copy by default (TE fp8_model_init docstring), so 2+1 bytes.
+_PRECISION_BYTES: dict[str, tuple[float, float, float]] = {
+    "fp32": (4.0, 4.0, 0.0),
+    "bf16_mixed": (2.0, 2.0, 4.0),
+    "fp16_mixed": (2.0, 2.0, 4.0),
+    "bf16_pure": (2.0, 2.0, 0.0),
+    "fp8_mixed": (3.0, 2.0, 4.0),
+}
+
+# Optimizer moment bytes per parameter, by moment dtype width (4 = fp32 moments, 2 = bf16).
+# AdamW: m and v (2 moments) -- ZeRO paper K = 12 = 4 master + 4 m + 4 v.
+# 8-bit Adam: 1 byte each for m and v (Dettmers et al. 2022, arXiv:2110.02861), block-wise
+# quantisation statistics (one fp32 per 2048-element block, ~0.002 B/param) ignored.
+# SGD with momentum: one moment. Plain SGD: none.
+# Adafactor: factored second moment, O(rows + cols) per matrix (Shazeer & Stern 2018) ~ 0 per
+# parameter; no first moment with beta1 = 0 (its default).
+_OPTIM_MOMENTS: dict[str, tuple[float, bool]] = {
+    # name: (moments per parameter, moments follow the state dtype?)
+    "adamw": (2.0, True),
+    "adamw_8bit": (2.0, False),
+    "sgd_momentum": (1.0, True),
+    "sgd": (0.0, True),
+    "adafactor": (0.0, True),
+}
+
+
+def model_state_bytes(precision: str, optimizer: str) -> StateBytes:
+    """Bytes per trainable parameter for one precision/optimizer mix.
+
+    Source: ZeRO paper (Rajbhandari et al. 2020) sec. 3.1 for mixed-precision Adam (16 bytes:
+    2 + 2 + 12); the other rows follow the same accounting with the dtypes named above.
+    """
+    w, g, master = _PRECISION_BYTES[precision]
+    moments, follows = _OPTIM_MOMENTS[optimizer]
+    if optimizer == "adamw_8bit":
+        per_moment = 1.0
+    elif precision == "bf16_pure":
+        per_moment = 2.0
+    else:
+        per_moment = 4.0
+    return StateBytes(w, g, master, moments * per_moment)
+
+
+def bytes_per_param_table() -> dict[str, dict[str, StateBytes]]:
+    """The whole table, for docs and ``trainplan conventions``."""
+    return {p: {o: model_state_bytes(p, o) for o in OPTIMIZERS} for p in PRECISIONS}
+
+
+# Bytes of one activation element by precision (what the forward keeps for backward).
+ACTIVATION_BYTES: dict[str, float] = {
+    "fp32": 4.0, "bf16_mixed": 2.0, "fp16_mixed": 2.0, "bf16_pure": 2.0, "fp8_mixed": 2.0,
+}
+
+# Which peak FLOP/s column the matmuls run at.
+MATMUL_DTYPE: dict[str, str] = {
+    "fp32": "tf32", "bf16_mixed": "bf16", "fp16_mixed": "fp16", "bf16_pure": "bf16",
+    "fp8_mixed": "fp8",
+}

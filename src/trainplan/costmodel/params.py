@@ -1,0 +1,186 @@
+"""Exact parameter counts from the architecture.
+
+Each count follows the module structure of the reference implementation (Hugging Face
+``modeling_llama.py`` / ``modeling_mixtral.py`` / ``modeling_qwen2.py``, Megatron-LM's GPT
+model): linear weights ``in x out`` plus biases where the config has them, norm weights (RMSNorm:
+1 vector; LayerNorm: weight and bias), embeddings, untied LM head.
+Checked in tests against published counts (Llama-2-7B 6,738,415,616 in its model card, etc.).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from trainplan.spec.model import Model, Projector, Stack
+
+
+def norm_params(stack: Stack) -> int:
+    """One normalisation layer: RMSNorm has a scale (h); LayerNorm a scale and a bias (2h)."""
+    return stack.hidden * (2 if stack.norm == "layernorm" else 1)
+
+
+def attention_params(stack: Stack) -> int:
+    """q, k, v, o projections with GQA: h*(a*d) + 2*h*(kv*d) + (a*d)*h, plus biases."""
+    h, d, a, kv = stack.hidden, stack.d_head, stack.heads, stack.n_kv
+    n = h * a * d + 2 * h * kv * d + a * d * h
+    if stack.attn_bias:
+        n += a * d + 2 * kv * d
+    if stack.attn_out_bias:
+        n += h
+    return n
+
+
+def mlp_params(stack: Stack, ffn: int | None = None) -> int:
+    """Dense FFN: SwiGLU has gate, up, down (3*h*f); GeLU MLP has up, down (2*h*f)."""
+    h, f = stack.hidden, ffn or stack.ffn_hidden
+    if stack.mlp == "swiglu":
+        return 3 * h * f + ((2 * f + h) if stack.mlp_bias else 0)
+    return 2 * h * f + ((f + h) if stack.mlp_bias else 0)
+
+
+def router_params(stack: Stack) -> int:
+    """MoE router: one h x E linear (Mixtral ``gate``), plus a bias if present."""
+    assert stack.moe is not None
+    return stack.hidden * stack.moe.num_experts + (stack.moe.num_experts if stack.moe.router_bias else 0)
+
+
+@dataclass(frozen=True)
+class StackParams:
+    """Parameter counts of one stack, split the way the memory and time models need them."""
+
+    embedding: int          # token embedding (+ learned positions, patch embedding, class token)
+    lm_head: int            # untied output projection (0 if tied or no vocab)
+    attention_per_layer: int
+    dense_mlp_per_layer: int
+    norms_per_layer: int
+    final: int              # final norm(s)
+    dense_layers: int       # layers with a dense FFN
+    moe_layers: int         # layers with an MoE FFN
+    expert: int             # one routed expert
+    shared_experts: int     # all shared experts of one MoE layer
+    router: int
+    num_experts: int
+    top_k: int
+
+    @property
+    def per_dense_layer(self) -> int:
+        return self.attention_per_layer + self.dense_mlp_per_layer + self.norms_per_layer
+
+    @property
+    def per_moe_layer(self) -> int:
+        return (self.attention_per_layer + self.norms_per_layer + self.router
+                + self.shared_experts + self.num_experts * self.expert)
+
+    @property
+    def per_moe_layer_active(self) -> int:
+        return (self.attention_per_layer + self.norms_per_layer + self.router
+                + self.shared_experts + self.top_k * self.expert)
+
+    @property
+    def layers_total(self) -> int:
+        return self.dense_layers * self.per_dense_layer + self.moe_layers * self.per_moe_layer
+
+    @property
+    def total(self) -> int:
+        return self.embedding + self.lm_head + self.layers_total + self.final
+
+    @property
+    def active(self) -> int:
+        """Parameters one token passes through (MoE: top-k + shared experts only)."""
+        return (self.embedding + self.lm_head + self.final
+                + self.dense_layers * self.per_dense_layer
+                + self.moe_layers * self.per_moe_layer_active)
+
+    @property
+    def non_embedding(self) -> int:
+        """Kaplan et al. 2020 convention: all but token/position embeddings (LM head kept if untied)."""
+        return self.total - self.embedding
+
+
+def vision_embedding_params(stack: Stack) -> int:
+    """Patch embedding conv (C*p*p*t*h, no bias as in CLIP/Qwen2-VL), class token, positions.
+
+    CLIP ViT (Radford et al. 2021; HF ``CLIPVisionEmbeddings``): conv without bias, class
+    embedding h, position table (patches + 1) * h, pre-LayerNorm 2h.
+    """
+    h = stack.hidden
+    n_patches = (stack.image_size // stack.patch_size) ** 2
+    n = stack.channels * stack.patch_size ** 2 * stack.temporal_patch * h
+    if stack.class_token:
+        n += h
+        n_patches += 1
+    if stack.position == "learned":
+        n += n_patches * h
+    if stack.pre_norm:
+        n += norm_params(stack)
+    return n
+
+
+def stack_params(stack: Stack) -> StackParams:
+    """Split parameter count of a stack."""
+    h = stack.hidden
+    if stack.role == "vision":
+        embedding = vision_embedding_params(stack)
+    else:
+        embedding = stack.vocab * h + (stack.max_positions * h if stack.position == "learned" else 0)
+    lm_head = 0 if (stack.tied_embeddings or stack.vocab == 0) else stack.vocab * h
+    moe = stack.moe
+    moe_layers = stack.layers - moe.dense_layers if moe else 0
+    return StackParams(
+        embedding=embedding,
+        lm_head=lm_head,
+        attention_per_layer=attention_params(stack),
+        dense_mlp_per_layer=mlp_params(stack),
+        norms_per_layer=2 * norm_params(stack),
+        final=norm_params(stack) if stack.final_norm else 0,
+        dense_layers=stack.layers - moe_layers,
+        moe_layers=moe_layers,
+        expert=mlp_params(stack, moe.expert_ffn_hidden) if moe else 0,
+        shared_experts=(moe.shared_experts * mlp_params(stack, moe.expert_ffn_hidden)) if moe else 0,
+        router=router_params(stack) if moe else 0,
+        num_experts=moe.num_experts if moe else 0,
+        top_k=moe.top_k if moe else 0,
+    )
+
+
+def projector_params(p: Projector) -> int:
+    """Projector parameters.
+
+    linear: in*out (+out). mlp2 (LLaVA-1.5 ``multi_modal_projector``): in*hid + hid*out (+biases).
+    merge_mlp (Qwen2-VL ``PatchMerger``): LayerNorm(in) then MLP (in*m^2 -> in*m^2 -> out).
+    resampler (Qwen-VL): ``queries`` learned queries (q*out), a kv projection in->out, one
+    multi-head cross-attention (4*out^2 + biases), 2 LayerNorms.
+    """
+    b = 1 if p.bias else 0
+    if p.kind == "linear":
+        return p.in_dim * p.out_dim + b * p.out_dim
+    if p.kind == "mlp2":
+        hid = p.hidden or p.out_dim
+        return p.in_dim * hid + b * hid + hid * p.out_dim + b * p.out_dim
+    if p.kind == "merge_mlp":
+        m = p.in_dim * p.merge ** 2
+        return 2 * p.in_dim + m * m + b * m + m * p.out_dim + b * p.out_dim
+    d = p.out_dim
+    return (p.queries * d + p.in_dim * d + 4 * d * d + b * 4 * d + 2 * 2 * d)
+
+
+@dataclass(frozen=True)
+class ModelParams:
+    total: int
+    active: int
+    non_embedding: int
+    by_stack: dict[str, int]
+    projectors: int
+    decoder: StackParams
+
+
+def model_params(model: Model) -> ModelParams:
+    """Total, active (MoE) and non-embedding parameters of a model, by stack."""
+    by = {s.name: stack_params(s) for s in model.stacks}
+    proj = sum(projector_params(p) for p in model.projectors)
+    total = sum(sp.total for sp in by.values()) + proj
+    active = sum(sp.active for sp in by.values()) + proj
+    non_emb = sum(sp.non_embedding for sp in by.values()) + proj
+    return ModelParams(total=total, active=active, non_embedding=non_emb,
+                       by_stack={k: v.total for k, v in by.items()}, projectors=proj,
+                       decoder=by[model.decoder.name])

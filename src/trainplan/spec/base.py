@@ -1,0 +1,12 @@
+"""Shared pydantic configuration for specs: frozen, strict about unknown keys."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+
+class Spec(BaseModel):
+    """Base of every spec: immutable, rejects unknown keys, validates defaults."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True,
+                              protected_namespaces=())

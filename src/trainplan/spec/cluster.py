@@ -1,0 +1,101 @@
+"""Hardware spec: accelerator (from the catalog), its efficiency profile, and the cluster."""
+
+from __future__ import annotations
+
+from pydantic import Field, PositiveInt, model_validator
+
+from trainplan.spec.base import Spec
+
+
+class EfficiencyProfile(Spec):
+    """Achievable fractions of datasheet peaks, and fixed latencies.
+
+    One profile per accelerator, not tuned per run. The GEMM model: a matmul of ``flops`` FLOPs
+    reaches ``gemm_max * flops / (flops + gemm_half_flops)`` of dense peak (a saturation curve:
+    small GEMMs cannot fill the machine), and never exceeds the memory roofline.
+    Defaults come from the catalog entry's measured maximum achievable matmul FLOP/s (MAMF).
+    """
+
+    gemm_max: float = Field(0.80, gt=0, le=1, description="max achievable fraction of dense peak")
+    gemm_half_flops: float = Field(2.0e9, ge=0, description="GEMM size reaching half of gemm_max")
+    attn_max: float = Field(0.60, gt=0, le=1, description="flash-attention fraction of peak")
+    hbm: float = Field(0.80, gt=0, le=1, description="achievable fraction of HBM bandwidth")
+    intra_busbw_GBps: float | None = Field(None, gt=0, description="measured NCCL ring busbw in a node")
+    inter_busbw_GBps: float | None = Field(None, gt=0, description="measured busbw per GPU across nodes")
+    intra_latency_s: float = Field(10e-6, ge=0, description="alpha per ring step inside a node")
+    inter_latency_s: float = Field(20e-6, ge=0, description="alpha per ring step across nodes")
+    kernel_overhead_s: float = Field(4e-6, ge=0, description="launch/sync overhead per kernel")
+    dp_overlap: float = Field(0.9, ge=0, le=1, description="share of DP comm hidden under backward")
+    source: str = ""
+
+
+class Accelerator(Spec):
+    """One accelerator model with datasheet numbers; each field has a source in ``sources``."""
+
+    id: str
+    name: str
+    vendor: str = ""
+    peak_tflops: dict[str, float] = Field(description="dense peak TFLOP/s per dtype")
+    hbm_gib: float = Field(gt=0, description="HBM capacity (vendor 'GB' labels are GiB)")
+    hbm_bw_tbps: float = Field(gt=0, description="HBM bandwidth, TB/s")
+    intra_node_GBps: float = Field(gt=0, description="intra-node link, unidirectional GB/s per GPU")
+    inter_node_Gbps: float = Field(gt=0, description="scale-out NIC Gb/s per GPU")
+    gpus_per_node: PositiveInt = 8
+    tdp_w: float = Field(gt=0)
+    usd_per_gpu_hour: float | None = None
+    price_source: str = ""
+    efficiency: EfficiencyProfile = EfficiencyProfile()
+    sources: dict[str, str] = Field(default_factory=dict)
+
+    def peak(self, dtype: str) -> float:
+        """Dense peak FLOP/s for ``dtype`` (falls back: fp16<->bf16, fp8->bf16, tf32->fp32)."""
+        for d in (dtype, {"fp16": "bf16", "bf16": "fp16", "fp8": "bf16", "tf32": "fp32"}.get(dtype)):
+            if d and self.peak_tflops.get(d):
+                return self.peak_tflops[d] * 1e12
+        raise KeyError(dtype)
+
+    def peak_tflops_for(self, dtype: str) -> float:
+        return self.peak(dtype) / 1e12
+
+
+class Cluster(Spec):
+    """How many accelerators, how they are wired, and what an hour costs."""
+
+    accelerator: Accelerator
+    gpus: PositiveInt = 8
+    gpus_per_node: PositiveInt | None = None
+    usd_per_gpu_hour: float | None = Field(None, ge=0, description="override of the catalog price")
+    intra_node_GBps: float | None = Field(None, gt=0, description="override of link bandwidth")
+    inter_node_Gbps: float | None = Field(None, gt=0, description="override of NIC bandwidth")
+    utilisation_power: float = Field(0.85, gt=0, le=1,
+                                     description="average power draw as a share of TDP")
+    pue: float = Field(1.2, ge=1.0, description="datacenter power usage effectiveness")
+
+    @model_validator(mode="after")
+    def _check(self) -> "Cluster":
+        g = self.node_size
+        if self.gpus > g and self.gpus % g:
+            raise ValueError(f"gpus ({self.gpus}) must be a multiple of gpus_per_node ({g}) "
+                             "when it spans several nodes")
+        return self
+
+    @property
+    def node_size(self) -> int:
+        return self.gpus_per_node or self.accelerator.gpus_per_node
+
+    @property
+    def nodes(self) -> int:
+        return max(1, -(-self.gpus // self.node_size))
+
+    @property
+    def price(self) -> float | None:
+        return self.usd_per_gpu_hour if self.usd_per_gpu_hour is not None \
+            else self.accelerator.usd_per_gpu_hour
+
+    @property
+    def link_GBps(self) -> float:
+        return self.intra_node_GBps or self.accelerator.intra_node_GBps
+
+    @property
+    def nic_GBps(self) -> float:
+        return (self.inter_node_Gbps or self.accelerator.inter_node_Gbps) / 8.0

@@ -1,0 +1,71 @@
+"""Workload spec: what is trained on the model, with which numerics."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, PositiveInt, model_validator
+
+from trainplan.conventions import Optimizer, Precision
+from trainplan.spec.base import Spec
+
+
+class Job(Spec):
+    """Sequence length, batch, data amount, precision, optimizer, trainable parts.
+
+    Give the global batch as ``global_batch`` (sequences) or ``global_batch_tokens``; the data
+    amount as ``tokens`` or as ``samples`` x ``epochs`` (samples are sequences of ``seq_len``
+    tokens unless the multimodal fields say otherwise).
+    """
+
+    seq_len: PositiveInt = 4096
+    global_batch: PositiveInt | None = Field(None, description="sequences per optimizer step")
+    global_batch_tokens: PositiveInt | None = Field(None, description="tokens per optimizer step")
+    tokens: float | None = Field(None, gt=0, description="total training tokens")
+    samples: float | None = Field(None, gt=0, description="unique samples per epoch")
+    epochs: float = Field(1.0, gt=0)
+    precision: Precision = "bf16_mixed"
+    optimizer: Optimizer = "adamw"
+    grad_clip: float | None = Field(1.0, ge=0)
+    trainable: Literal["full", "lora"] = "full"
+    frozen: tuple[str, ...] = Field((), description="stack or projector names kept frozen")
+    lora_rank: int = Field(16, ge=1)
+    implementation: Literal["analytic", "pytorch", "megatron", "fsdp", "deepspeed"] = Field(
+        "megatron", description="implementation profile for memory overheads")
+    # multimodal workload (used when the model has vision stacks)
+    images_per_sample: float = Field(0.0, ge=0)
+    image_size: int | None = Field(None, gt=0, description="image side in pixels (default: tower's)")
+    text_tokens: float | None = Field(None, gt=0, description="text tokens per sample")
+    packing_efficiency: float = Field(1.0, gt=0, le=1.0,
+                                      description="useful tokens / processed tokens")
+
+    @model_validator(mode="after")
+    def _check(self) -> "Job":
+        if self.global_batch is None and self.global_batch_tokens is None:
+            object.__setattr__(self, "global_batch", 1024)
+        if self.global_batch is not None and self.global_batch_tokens is not None:
+            if self.global_batch * self.seq_len != self.global_batch_tokens:
+                raise ValueError("give global_batch or global_batch_tokens, not both")
+        if self.global_batch is None:
+            if self.global_batch_tokens % self.seq_len:
+                raise ValueError(
+                    f"global_batch_tokens ({self.global_batch_tokens}) must be a multiple of "
+                    f"seq_len ({self.seq_len})")
+            object.__setattr__(self, "global_batch", self.global_batch_tokens // self.seq_len)
+        return self
+
+    @property
+    def batch_sequences(self) -> int:
+        return int(self.global_batch)  # type: ignore[arg-type]
+
+    @property
+    def batch_tokens(self) -> int:
+        return self.batch_sequences * self.seq_len
+
+    def total_tokens(self) -> float | None:
+        """Total processed tokens: ``tokens`` if given, else samples x epochs x seq_len."""
+        if self.tokens is not None:
+            return float(self.tokens)
+        if self.samples is not None:
+            return self.samples * self.epochs * self.seq_len
+        return None

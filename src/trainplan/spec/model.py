@@ -1,0 +1,134 @@
+"""Model architecture spec: one or more transformer stacks joined by projectors.
+
+A stack is exact enough to count every parameter (see ``trainplan.costmodel.params``).
+The language decoder is the stack with ``role == "decoder"``; vision encoders have
+``role == "vision"`` and feed the decoder through a projector.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, PositiveInt, model_validator
+
+from trainplan.spec.base import Spec
+
+
+class MoE(Spec):
+    """Mixture-of-experts feed-forward layers (Mixtral, DeepSeek-V3 style)."""
+
+    num_experts: PositiveInt = Field(description="routed experts per MoE layer")
+    top_k: PositiveInt = Field(description="routed experts each token is sent to")
+    expert_ffn_hidden: PositiveInt = Field(description="FFN hidden size of one expert")
+    shared_experts: int = Field(0, ge=0, description="always-active shared experts (DeepSeek)")
+    dense_layers: int = Field(0, ge=0, description="first k layers that keep a dense FFN")
+    router_bias: bool = False
+
+    @model_validator(mode="after")
+    def _check(self) -> "MoE":
+        if self.top_k > self.num_experts:
+            raise ValueError(f"top_k ({self.top_k}) must be <= num_experts ({self.num_experts})")
+        return self
+
+
+class Stack(Spec):
+    """One transformer stack (a decoder LM or a vision encoder)."""
+
+    name: str = "decoder"
+    role: Literal["decoder", "vision"] = "decoder"
+    layers: PositiveInt
+    hidden: PositiveInt
+    heads: PositiveInt
+    kv_heads: PositiveInt | None = Field(None, description="KV heads (GQA/MQA); default = heads")
+    head_dim: PositiveInt | None = Field(None, description="default = hidden // heads")
+    ffn_hidden: PositiveInt
+    mlp: Literal["swiglu", "gelu"] = "swiglu"
+    attn_bias: bool = Field(False, description="bias on q/k/v projections (Qwen2: True)")
+    attn_out_bias: bool = Field(False, description="bias on the attention output projection")
+    mlp_bias: bool = False
+    norm: Literal["rmsnorm", "layernorm"] = "rmsnorm"
+    vocab: int = Field(0, ge=0, description="vocabulary size (0 for a vision encoder)")
+    tied_embeddings: bool = False
+    position: Literal["rope", "learned", "none"] = "rope"
+    max_positions: int = Field(0, ge=0, description="learned position table size")
+    final_norm: bool = True
+    causal: bool = True
+    moe: MoE | None = None
+    # Vision-encoder fields (role == "vision"); ignored for decoders.
+    image_size: int = Field(0, ge=0, description="input image side in pixels (vision)")
+    patch_size: int = Field(0, ge=0, description="patch side in pixels (vision)")
+    channels: int = Field(3, ge=1)
+    class_token: bool = False
+    pre_norm: bool = Field(False, description="extra LayerNorm before the encoder (CLIP)")
+    spatial_merge: int = Field(1, ge=1, description="patches merged per side (Qwen2-VL: 2)")
+    temporal_patch: int = Field(1, ge=1, description="frames per patch (Qwen2-VL: 2)")
+
+    @property
+    def n_kv(self) -> int:
+        return self.kv_heads or self.heads
+
+    @property
+    def d_head(self) -> int:
+        return self.head_dim or self.hidden // self.heads
+
+    @model_validator(mode="after")
+    def _check(self) -> "Stack":
+        if self.kv_heads is not None and self.heads % self.kv_heads:
+            raise ValueError(
+                f"heads ({self.heads}) must be a multiple of kv_heads ({self.kv_heads})")
+        if self.head_dim is None and self.hidden % self.heads:
+            raise ValueError(
+                f"hidden ({self.hidden}) is not divisible by heads ({self.heads}); give head_dim")
+        if self.role == "decoder" and self.vocab <= 0:
+            raise ValueError("a decoder stack needs vocab > 0")
+        if self.role == "vision" and (self.image_size <= 0 or self.patch_size <= 0):
+            raise ValueError("a vision stack needs image_size > 0 and patch_size > 0")
+        if self.moe and self.moe.dense_layers > self.layers:
+            raise ValueError(f"moe.dense_layers ({self.moe.dense_layers}) > layers ({self.layers})")
+        return self
+
+
+class Projector(Spec):
+    """Connects a vision stack to the decoder.
+
+    kinds: ``linear`` (one matrix), ``mlp2`` (Linear-GELU-Linear, LLaVA-1.5), ``resampler``
+    (``queries`` learned queries + one cross-attention layer, Qwen-VL), ``merge_mlp`` (spatial
+    merge of ``merge**2`` patches then a 2-layer MLP, Qwen2-VL).
+    """
+
+    kind: Literal["linear", "mlp2", "resampler", "merge_mlp"] = "mlp2"
+    in_dim: PositiveInt
+    out_dim: PositiveInt
+    hidden: int = Field(0, ge=0, description="MLP hidden size (default out_dim)")
+    queries: int = Field(0, ge=0, description="learned queries (resampler)")
+    heads: int = Field(0, ge=0, description="cross-attention heads (resampler)")
+    merge: int = Field(1, ge=1, description="patches merged per side (merge_mlp)")
+    bias: bool = True
+
+
+class Model(Spec):
+    """A trainable model: stacks (at least one decoder) and projectors."""
+
+    name: str
+    stacks: tuple[Stack, ...]
+    projectors: tuple[Projector, ...] = ()
+    source: str = ""
+
+    @model_validator(mode="after")
+    def _check(self) -> "Model":
+        decoders = [s for s in self.stacks if s.role == "decoder"]
+        if len(decoders) != 1:
+            raise ValueError(f"a model needs exactly one decoder stack, got {len(decoders)}")
+        return self
+
+    @property
+    def decoder(self) -> Stack:
+        return next(s for s in self.stacks if s.role == "decoder")
+
+    @property
+    def vision(self) -> tuple[Stack, ...]:
+        return tuple(s for s in self.stacks if s.role == "vision")
+
+    @property
+    def is_moe(self) -> bool:
+        return self.decoder.moe is not None

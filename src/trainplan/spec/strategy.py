@@ -1,0 +1,70 @@
+"""Parallel strategy spec: how one job is laid out on the cluster."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, PositiveInt, model_validator
+
+from trainplan.spec.base import Spec
+
+Recompute = Literal["none", "selective", "full", "layers"]
+RECOMPUTE_CODES: dict[str, int] = {"none": 0, "selective": 1, "full": 2, "layers": 3}
+ZERO_FSDP_NAMES = {
+    0: "DDP (no sharding)",
+    1: "ZeRO-1 (optimizer states sharded; Megatron distributed optimizer)",
+    2: "ZeRO-2 (optimizer states and gradients sharded; FSDP SHARD_GRAD_OP)",
+    3: "ZeRO-3 (everything sharded; FSDP FULL_SHARD / FSDP2 fully_shard)",
+}
+
+
+class Strategy(Spec):
+    """TP x CP x PP x DP = GPUs (EP divides DP for the experts).
+
+    ``dp`` is derived from the GPU count when omitted. Gradient accumulation is derived:
+    global_batch / (micro_batch x dp).
+    """
+
+    tp: PositiveInt = 1
+    pp: PositiveInt = 1
+    vp: PositiveInt = Field(1, description="virtual pipeline stages per rank (interleaving)")
+    dp: PositiveInt | None = None
+    cp: PositiveInt = 1
+    ep: PositiveInt = 1
+    sequence_parallel: bool = Field(True, description="Megatron SP (only meaningful with tp > 1)")
+    zero: Literal[0, 1, 2, 3] = 1
+    micro_batch: PositiveInt = 1
+    recompute: Recompute = "selective"
+    recompute_layers: int = Field(0, ge=0, description="layers per stage fully recomputed "
+                                  "when recompute == 'layers'")
+    offload_optimizer: bool = False
+    offload_params: bool = False
+    flash_attention: bool = True
+
+    @model_validator(mode="after")
+    def _check(self) -> "Strategy":
+        if self.vp > 1 and self.pp == 1:
+            raise ValueError("vp (virtual stages) > 1 needs pp > 1")
+        if self.offload_params and self.zero != 3:
+            raise ValueError("offload_params needs zero = 3 (parameters must be sharded)")
+        return self
+
+    def layout(self) -> str:
+        parts = [f"TP{self.tp}"]
+        if self.cp > 1:
+            parts.append(f"CP{self.cp}")
+        parts.append(f"PP{self.pp}" + (f"x{self.vp}" if self.vp > 1 else ""))
+        parts.append(f"DP{self.dp}" if self.dp else "DP?")
+        if self.ep > 1:
+            parts.append(f"EP{self.ep}")
+        parts.append(f"Z{self.zero}")
+        parts.append(f"mb{self.micro_batch}")
+        rc = {"none": "", "selective": "sel", "full": "full",
+              "layers": f"rc{self.recompute_layers}"}[self.recompute]
+        if rc:
+            parts.append(rc)
+        if self.offload_optimizer:
+            parts.append("offopt")
+        if self.offload_params:
+            parts.append("offparam")
+        return " ".join(parts)
