@@ -40,6 +40,9 @@ class Strategy(Spec):
     offload_optimizer: bool = False
     offload_params: bool = False
     flash_attention: bool = True
+    uneven_stages: bool = Field(False, description="allow layers not divisible by pp x vp (the "
+                                "busiest stage gets the extra layers; Megatron "
+                                "--decoder-first/last-pipeline-num-layers)")
 
     @model_validator(mode="after")
     def _check(self) -> "Strategy":

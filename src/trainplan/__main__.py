@@ -1,0 +1,3 @@
+from trainplan.cli import main
+
+main()

@@ -1,0 +1,180 @@
+"""The ``trainplan`` command line. Heavy modules are imported inside commands."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from trainplan.errors import InputError, MissingExtraError, TrainplanError
+
+app = typer.Typer(
+    name="trainplan", no_args_is_help=False, add_completion=False, rich_markup_mode="rich",
+    help="Plan LLM and VLM training before booking GPUs: parameters, FLOPs, memory, step time, "
+         "parallel layout, launch files, cost, and scaling laws.")
+
+
+def fail(exc: BaseException) -> None:
+    from rich.console import Console
+    Console(stderr=True).print(f"[bold red]error:[/bold red] {exc}", highlight=False)
+    raise typer.Exit(2)
+
+
+def _load(job_file: Optional[Path]) -> dict:
+    from trainplan.jobfile import read_file
+    return read_file(job_file) if job_file else {}
+
+
+@app.command()
+def estimate(
+    job_file: Optional[Path] = typer.Argument(None, help="TOML/YAML job file; none: built-in example"),
+    model: Optional[str] = typer.Option(None, "--model", "-m", help="preset id or config.json path"),
+    gpu: Optional[str] = typer.Option(None, help="accelerator id or alias (see `trainplan gpus`)"),
+    gpus: Optional[int] = typer.Option(None, help="total GPUs"),
+    gpus_per_node: Optional[int] = typer.Option(None, "--gpus-per-node"),
+    price: Optional[float] = typer.Option(None, "--price", help="USD per GPU-hour override"),
+    tp: Optional[int] = typer.Option(None), pp: Optional[int] = typer.Option(None),
+    vp: Optional[int] = typer.Option(None, help="virtual pipeline stages per rank"),
+    cp: Optional[int] = typer.Option(None), ep: Optional[int] = typer.Option(None),
+    zero: Optional[int] = typer.Option(None, help="ZeRO stage 0-3 (3 = FSDP full shard)"),
+    micro_batch: Optional[int] = typer.Option(None, "--micro-batch"),
+    recompute: Optional[str] = typer.Option(None, help="none|selective|full|layers"),
+    recompute_layers: Optional[int] = typer.Option(None, "--recompute-layers"),
+    sequence_parallel: Optional[bool] = typer.Option(None, "--sp/--no-sp"),
+    flash: Optional[bool] = typer.Option(None, "--flash/--eager"),
+    offload_optimizer: Optional[bool] = typer.Option(None, "--offload-optimizer/--no-offload-optimizer"),
+    seq_len: Optional[int] = typer.Option(None, "--seq-len"),
+    global_batch: Optional[int] = typer.Option(None, "--global-batch", help="sequences per step"),
+    tokens: Optional[float] = typer.Option(None, help="total training tokens"),
+    precision: Optional[str] = typer.Option(None, help="fp32|bf16_mixed|fp16_mixed|bf16_pure|fp8_mixed"),
+    optimizer: Optional[str] = typer.Option(None, help="adamw|adamw_8bit|sgd_momentum|sgd|adafactor"),
+    implementation: Optional[str] = typer.Option(None, help="megatron|deepspeed|fsdp|pytorch|analytic"),
+    as_json: bool = typer.Option(False, "--json", help="print the whole Estimate as JSON"),
+) -> None:
+    """Estimate one configuration: memory per GPU, step time by component, MFU, run totals."""
+    try:
+        from trainplan.estimate import build_estimate
+        from trainplan.jobfile import build_inputs, example_path, merge, read_file
+        from trainplan.spec.validate import complete_strategy
+
+        data = read_file(job_file) if job_file else (
+            read_file(example_path()) if not any([model, gpu]) else {})
+        if model:
+            data["model"] = {"preset": model} if not model.endswith(".json") and not Path(model).exists() \
+                else {"hf_config": model}
+        merge(data, "cluster", gpu=gpu, gpus=gpus, gpus_per_node=gpus_per_node, usd_per_gpu_hour=price)
+        merge(data, "strategy", tp=tp, pp=pp, vp=vp, cp=cp, ep=ep, zero=zero, micro_batch=micro_batch,
+              recompute=recompute, recompute_layers=recompute_layers,
+              sequence_parallel=sequence_parallel, flash_attention=flash,
+              offload_optimizer=offload_optimizer)
+        merge(data, "job", seq_len=seq_len, global_batch=global_batch, tokens=tokens,
+              precision=precision, optimizer=optimizer, implementation=implementation)
+        inp = build_inputs(data)
+        st = complete_strategy(inp.model, inp.job, inp.cluster, inp.strategy)
+        est = build_estimate(inp.model, inp.job, inp.cluster, st)
+    except (TrainplanError, InputError, MissingExtraError) as e:
+        fail(e)
+        return
+    if as_json:
+        typer.echo(json.dumps(est.model_dump(), indent=2))
+    else:
+        from trainplan.report.console import render_estimate
+        render_estimate(est)
+
+
+@app.command()
+def models(as_json: bool = typer.Option(False, "--json")) -> None:
+    """List the model presets with their exact parameter counts."""
+    from trainplan.catalog import get_model, list_models
+    from trainplan.costmodel.params import model_params
+    rows = []
+    for r in list_models():
+        p = model_params(get_model(r["id"]))
+        rows.append({**r, "params": p.total, "active": p.active})
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+    t = Table(title="Model presets")
+    for col in ("id", "name", "params", "active", "source"):
+        t.add_column(col, overflow="fold")
+    for r in rows:
+        t.add_row(r["id"], r["name"], f"{r['params']:,}", f"{r['active']:,}", (r["source"] or "")[:70])
+    Console().print(t)
+
+
+@app.command()
+def gpus(as_json: bool = typer.Option(False, "--json")) -> None:
+    """List the accelerator catalog: peaks, memory, links, TDP, default price."""
+    from trainplan.catalog.accelerators import list_accelerators
+    accs = list_accelerators()
+    if as_json:
+        typer.echo(json.dumps([a.model_dump() for a in accs], indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+    t = Table(title="Accelerators (dense peak TFLOP/s)")
+    for col in ("id", "name", "bf16", "fp8", "HBM GiB", "HBM TB/s", "link GB/s", "NIC Gb/s", "TDP W", "$/GPU-h"):
+        t.add_column(col)
+    for a in accs:
+        t.add_row(a.id, a.name, f"{a.peak_tflops.get('bf16', a.peak_tflops.get('fp16', 0)):g}",
+                  f"{a.peak_tflops.get('fp8', 0) or '-'}", f"{a.hbm_gib:g}", f"{a.hbm_bw_tbps:g}",
+                  f"{a.intra_node_GBps:g}", f"{a.inter_node_Gbps:g}", f"{a.tdp_w:g}",
+                  f"{a.usd_per_gpu_hour:g}" if a.usd_per_gpu_hour else "-")
+    Console().print(t)
+
+
+@app.command()
+def conventions() -> None:
+    """Show the bytes-per-parameter table and the FLOPs/MFU conventions."""
+    from rich.console import Console
+    from rich.table import Table
+    from trainplan.conventions import bytes_per_param_table
+    t = Table(title="Model-state bytes per parameter (before ZeRO sharding)")
+    for col in ("precision", "optimizer", "weights", "grads", "master", "optimizer", "total"):
+        t.add_column(col)
+    for p, row in bytes_per_param_table().items():
+        for o, b in row.items():
+            t.add_row(p, o, f"{b.weights:g}", f"{b.grads:g}", f"{b.master:g}", f"{b.optim:g}", f"{b.total:g}")
+    c = Console()
+    c.print(t)
+    c.print("MFU = model FLOPs (no recompute, causal attention, LM head) / (step time x GPUs x dense peak).\n"
+            "HFU adds recompute FLOPs. 6ND is shown beside them. Memory in GiB (2^30 B), bandwidth in GB/s.")
+
+
+def _register() -> None:
+    """Mount the sub-commands that live in their own modules (each imports lightly)."""
+    import importlib
+    for mod, attr, name, kind in [
+        ("trainplan.commands.plan", "plan_command", "plan", "command"),
+        ("trainplan.scaling.cli", "scale_app", "scale", "group"),
+        ("trainplan.commands.data", "data_app", "data", "group"),
+        ("trainplan.commands.audit", "audit_command", "audit", "command"),
+        ("trainplan.measure.cli", "measure_app", "measure", "group"),
+    ]:
+        try:
+            obj = getattr(importlib.import_module(mod), attr)
+        except (ImportError, AttributeError):
+            continue
+        if kind == "group":
+            app.add_typer(obj, name=name)
+        else:
+            app.command(name)(obj)
+
+
+_register()
+
+
+def main() -> None:
+    try:
+        app()
+    except (InputError, MissingExtraError) as e:  # raised outside a command's own handler
+        fail(e)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

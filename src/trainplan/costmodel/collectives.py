@@ -1,0 +1,75 @@
+"""Collective communication times by the alpha-beta model with nccl-tests bus bandwidth.
+
+nccl-tests doc/PERFORMANCE.md: algbw = S / t and busbw = algbw * factor, with factor
+2(n-1)/n for all-reduce and (n-1)/n for reduce-scatter, all-gather and all-to-all. So for a
+measured (or datasheet-derived) bus bandwidth B, a collective of S bytes over n ranks takes
+t = steps * alpha + factor * S / B (Thakur et al. 2005; Patarasuk & Yuan 2009, ring: 2(n-1)
+steps for all-reduce, n-1 for the others).
+
+A group of ``n`` ranks whose consecutive members are ``stride`` GPUs apart sits on
+``ceil(n * stride / gpus_per_node)`` nodes. Groups inside one node use the intra-node bus
+bandwidth; groups across nodes are hierarchical (reduce-scatter inside the node, the collective
+across nodes on each GPU's NIC, all-gather inside the node), as NCCL does for multi-node rings.
+All functions broadcast over numpy arrays.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+AR, RS, AG, A2A = 0, 1, 2, 3
+_FACTOR_ALLREDUCE = 2.0
+
+
+def bus_factor(kind, n):
+    """nccl-tests busbw factor: 2(n-1)/n for all-reduce, (n-1)/n otherwise."""
+    n = np.asarray(n, dtype=float)
+    base = (n - 1.0) / np.maximum(n, 1.0)
+    return np.where(np.asarray(kind) == AR, _FACTOR_ALLREDUCE * base, base)
+
+
+def ring_steps(kind, n):
+    """Latency steps of a ring collective: 2(n-1) for all-reduce, n-1 otherwise."""
+    n = np.asarray(n, dtype=float)
+    return np.where(np.asarray(kind) == AR, 2.0 * (n - 1.0), n - 1.0)
+
+
+def group_layout(n, stride, gpus_per_node):
+    """(members per node, nodes spanned) of a group of n ranks at the given stride."""
+    n = np.asarray(n, dtype=float)
+    stride = np.asarray(stride, dtype=float)
+    per_node = np.clip(np.floor(gpus_per_node / np.maximum(stride, 1.0)), 1.0, None)
+    per_node = np.minimum(per_node, n)
+    nodes = np.ceil(n / per_node)
+    return per_node, nodes
+
+
+def collective_time(kind, size_bytes, n, stride, gpus_per_node, intra_busbw, inter_busbw,
+                    intra_alpha, inter_alpha):
+    """Time of one collective of ``size_bytes`` (the full buffer) over ``n`` ranks.
+
+    Hierarchical when the group spans nodes: an intra-node phase over ``g`` members (busbw
+    ``intra_busbw``, bytes S) and an inter-node phase over ``nodes`` (each GPU moves S/g on its
+    own NIC at ``inter_busbw``). Returns 0 for n == 1.
+    """
+    n = np.asarray(n, dtype=float)
+    size = np.asarray(size_bytes, dtype=float)
+    g, nodes = group_layout(n, stride, gpus_per_node)
+    intra = bus_factor(kind, g) * size / intra_busbw + ring_steps(kind, g) * intra_alpha
+    inter = (bus_factor(kind, nodes) * size / np.maximum(g, 1.0) / inter_busbw
+             + ring_steps(kind, nodes) * inter_alpha)
+    # all-to-all has no reduction tree: each rank exchanges (n-1)/n of its data once,
+    # bottlenecked by the slowest link it crosses.
+    a2a_inter = np.where(nodes > 1, (n - g) / np.maximum(n, 1.0) * size / inter_busbw, 0.0)
+    a2a = np.where(np.asarray(kind) == A2A, 1.0, 0.0)
+    t_tree = intra + np.where(nodes > 1, inter, 0.0)
+    t_a2a = (g - 1.0) / np.maximum(n, 1.0) * size / intra_busbw + a2a_inter \
+        + ring_steps(A2A, n) * np.where(nodes > 1, inter_alpha, intra_alpha)
+    t = np.where(a2a > 0, t_a2a, t_tree)
+    return np.where(n > 1, t, 0.0)
+
+
+def p2p_time(size_bytes, cross_node, intra_GBps, inter_GBps, alpha):
+    """Point-to-point send of ``size_bytes`` (pipeline stages): alpha + S / link bandwidth."""
+    bw = np.where(cross_node, inter_GBps, intra_GBps) * 1e9
+    return alpha + np.asarray(size_bytes, dtype=float) / bw

@@ -1,0 +1,123 @@
+"""FLOPs per token and per step.
+
+Conventions (see ``trainplan.conventions``):
+
+* **model FLOPs**: the matmuls a training step needs -- forward plus backward at 2x forward
+  (Kaplan et al. 2020 sec. 2.1; Hoffmann et al. 2022 App. F), including attention scores and
+  values with causal masking (half of the s x s products are skipped), and the LM head.
+  MFU = model FLOPs / (time x peak) (Chowdhery et al. 2022, PaLM App. B).
+* **hardware FLOPs**: model FLOPs plus recomputation (full recompute re-runs the layer forward;
+  selective re-runs the attention core). HFU uses these.
+* **6ND**: shown beside, never in their place.
+* Paper conventions for comparing with published runs: Narayanan et al. 2021 eq. 3 and
+  Korthikanti et al. 2022 sec. 6 count non-causal attention.
+
+All functions broadcast over numpy arrays (strategy knobs) and accept Python numbers.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from trainplan.spec.model import Stack
+
+
+def linear_flops_per_token(stack: Stack) -> dict[str, float]:
+    """Forward matmul FLOPs per token of one layer, by GEMM (2 FLOPs per multiply-add).
+
+    qkv: 2*h*(a + 2*kv)*d; out: 2*a*d*h; mlp: 2*h*f per matrix (3 for SwiGLU, 2 for GeLU).
+    For MoE layers the FFN is top_k routed + shared experts (plus the router) per token.
+    """
+    h, d, a, kv = stack.hidden, stack.d_head, stack.heads, stack.n_kv
+    n_mlp = 3 if stack.mlp == "swiglu" else 2
+    out = {
+        "qkv": 2.0 * h * (a + 2 * kv) * d,
+        "attn_out": 2.0 * a * d * h,
+        "mlp": 2.0 * n_mlp * h * stack.ffn_hidden,
+    }
+    if stack.moe:
+        m = stack.moe
+        out["moe_mlp"] = 2.0 * n_mlp * h * m.expert_ffn_hidden * (m.top_k + m.shared_experts)
+        out["router"] = 2.0 * h * m.num_experts
+    return out
+
+
+def attention_core_flops_per_token(stack: Stack, seq, causal=True):
+    """Forward FLOPs per token of QK^T and AV in one layer: 4*a*d*s_eff.
+
+    s_eff = (s + 1) / 2 under a causal mask (token i attends to i + 1 keys), s otherwise.
+    Kaplan et al. 2020 Table 1 counts 2*n_ctx*d_attn per token for each of the two products.
+    """
+    s_eff = np.where(causal, (np.asarray(seq, dtype=float) + 1.0) / 2.0, seq)
+    return 4.0 * stack.heads * stack.d_head * s_eff
+
+
+def lm_head_flops_per_token(stack: Stack) -> float:
+    """Output projection onto the vocabulary: 2*h*V per token (forward)."""
+    return 2.0 * stack.hidden * stack.vocab
+
+
+def layer_forward_flops_per_token(stack: Stack, seq, causal=True, moe_layer=False):
+    """All forward matmul FLOPs of one layer per token (dense or MoE FFN)."""
+    lin = linear_flops_per_token(stack)
+    ffn = lin["moe_mlp"] + lin["router"] if moe_layer else lin["mlp"]
+    return lin["qkv"] + lin["attn_out"] + ffn + attention_core_flops_per_token(stack, seq, causal)
+
+
+def stack_forward_flops_per_token(stack: Stack, seq, causal=None):
+    """Forward FLOPs per token of a whole stack (all layers plus LM head for a decoder)."""
+    causal = stack.causal if causal is None else causal
+    dense = stack.layers - (stack.layers - stack.moe.dense_layers if stack.moe else 0)
+    moe = stack.layers - dense
+    f = dense * layer_forward_flops_per_token(stack, seq, causal)
+    if moe:
+        f = f + moe * layer_forward_flops_per_token(stack, seq, causal, moe_layer=True)
+    if stack.vocab:
+        f = f + lm_head_flops_per_token(stack)
+    return f
+
+
+# Multipliers of the forward pass for one training step.
+TRAIN_MULTIPLIER = 3.0          # forward 1 + backward 2 (activation grads 1, weight grads 1)
+
+
+def recompute_extra_forward_fraction(recompute_code, layers_recomputed_frac=0.0,
+                                     attn_core_share=0.0):
+    """Share of the layers' forward re-executed by activation recomputation.
+
+    0 none; 1 selective (only the attention core, Korthikanti et al. 2022 sec. 5:
+    ``attn_core_share`` of the layer forward); 2 full (whole layer forward, Narayanan et al. 2021
+    eq. 3 includes it); 3 'layers' (a fraction of the layers fully).
+    """
+    rc = np.asarray(recompute_code)
+    return np.select([rc == 0, rc == 1, rc == 2], [0.0, attn_core_share, 1.0],
+                     default=layers_recomputed_frac)
+
+
+def six_nd(n_params, tokens):
+    """The 6ND approximation (Kaplan et al. 2020 eq. 2.2 / Hoffmann et al. 2022): C = 6 N D."""
+    return 6.0 * n_params * tokens
+
+
+def palm_flops_per_token(n_params, layers, heads, head_dim, seq):
+    """PaLM App. B model FLOPs per token: 6N + 12*L*H*Q*T (non-causal attention)."""
+    return 6.0 * n_params + 12.0 * layers * heads * head_dim * seq
+
+
+def megatron_eq3_flops(batch, seq, layers, hidden, vocab):
+    """Narayanan et al. 2021 eq. 3: 96*B*s*l*h^2*(1 + s/(6h) + V/(16*l*h)) per iteration.
+
+    Assumes full activation recomputation (4 forward-equivalents) and non-causal attention;
+    the paper's reported TFLOP/s and '% of peak' use it (an HFU-style figure).
+    """
+    return 96.0 * batch * seq * layers * hidden**2 * (
+        1.0 + seq / (6.0 * hidden) + vocab / (16.0 * layers * hidden))
+
+
+def korthikanti_model_flops(batch, seq, layers, hidden, vocab):
+    """Korthikanti et al. 2022 sec. 6.3: model FLOPs 72*B*s*l*h^2*(1 + s/(6h) + V/(12*l*h)).
+
+    No recomputation, non-causal attention; their MFU uses it.
+    """
+    return 72.0 * batch * seq * layers * hidden**2 * (
+        1.0 + seq / (6.0 * hidden) + vocab / (12.0 * layers * hidden))

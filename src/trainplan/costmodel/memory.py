@@ -1,0 +1,128 @@
+"""Memory per GPU: model states (ZeRO), activations (Korthikanti et al. 2022), buffers.
+
+Activation memory follows Korthikanti et al. 2022, "Reducing Activation Recomputation in Large
+Transformer Models" (arXiv:2205.05198), sec. 4, generalised component by component so that GQA,
+SwiGLU, an FFN size other than 4h, no dropout and FlashAttention are counted exactly; with GPT
+shapes and dropout it reproduces their eq. 1-6 (tests check this):
+
+    no parallelism         s*b*h*(34 + 5*a*s/h)
+    tensor parallel        s*b*h*(10 + 24/t + 5*a*s/(h*t))
+    TP + sequence parallel s*b*h/t*(34 + 5*a*s/h)
+    TP + SP + selective    34*s*b*h/t
+    full recompute         2*s*b*h (the layer input only; /t with SP)
+
+All functions broadcast over numpy arrays of strategy knobs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from trainplan.spec.model import Stack
+
+
+# ---------------------------------------------------------------- Korthikanti closed forms
+def korthikanti_layer_bytes(s, b, h, a, t=1, sp=False, recompute="none"):
+    """Korthikanti et al. 2022 eq. 1-6 (per layer, 16-bit activations, with dropout)."""
+    if recompute == "full":
+        return 2.0 * s * b * h / (t if sp else 1)
+    if recompute == "selective":
+        return 34.0 * s * b * h / t if sp else s * b * h * (10.0 + 24.0 / t)
+    if sp:
+        return s * b * h / t * (34.0 + 5.0 * a * s / h)
+    return s * b * h * (10.0 + 24.0 / t + 5.0 * a * s / (h * t))
+
+
+# ---------------------------------------------------------------- generalised per layer
+def layer_activation_bytes(stack: Stack, s, b, t, sp, rc, flash, dropout, act_bytes=2.0,
+                           moe_layer=False, cp=1):
+    """Bytes one layer keeps for backward for one micro-batch of b sequences of length s.
+
+    Components (Korthikanti sec. 4.1, bytes per token, 2-byte activations):
+      norm inputs 2*2h; QKV input 2h; Q and K 2(a+kv)d; V 2*kv*d; out-proj input 2*a*d;
+      eager softmax output 2*a*s and its dropout mask a*s and output 2*a*s (FlashAttention
+      instead keeps only the fp32 log-sum-exp, 4*a); MLP input 2h; GeLU: input 2f and output
+      2f; SwiGLU: gate 2f, up 2f, product 2f; dropout masks h each after attention and MLP.
+    Replicated parts (norm and linear inputs, masks) shard by t only with sequence parallelism;
+    head- and FFN-split parts shard by t always. Context parallelism splits the sequence: s/cp
+    tokens per rank, each attending to s keys. ``rc``: 0 none, 1 selective, 2 full.
+    Under full recompute only the layer input (2h per token) is kept.
+    """
+    h, d, a, kv = stack.hidden, stack.d_head, stack.heads, stack.n_kv
+    sc = act_bytes / 2.0                     # scale for fp32 activations
+    tokens = np.asarray(s, dtype=float) / cp * b
+    if moe_layer and stack.moe:
+        f = stack.moe.expert_ffn_hidden * (stack.moe.top_k + stack.moe.shared_experts)
+    else:
+        f = stack.ffn_hidden
+    sp_div = np.where(sp, t, 1.0)
+    drop = 1.0 if dropout else 0.0
+    replicated = (4.0 * h + 2.0 * h + 2.0 * h + drop * 2.0 * h) * sc      # norms, linear ins, masks
+    split = (2.0 * (a + kv) * d + 2.0 * kv * d + 2.0 * a * d
+             + (6.0 * f if stack.mlp == "swiglu" else 4.0 * f)) * sc
+    eager_scores = (2.0 + drop * 1.0 + drop * 2.0) * a * np.asarray(s, dtype=float) * sc
+    if not dropout:
+        eager_scores = 2.0 * a * np.asarray(s, dtype=float) * sc
+    flash_lse = 4.0 * a
+    keep_scores = np.where(flash, flash_lse, eager_scores)
+    rc = np.asarray(rc)
+    keep_scores = np.where(rc == 1, 0.0, keep_scores)        # selective drops the attention core
+    full_layer = tokens * (replicated / sp_div + (split + keep_scores) / t)
+    only_input = tokens * 2.0 * h * sc / sp_div
+    return np.where(rc == 2, only_input, full_layer)
+
+
+def embedding_activation_bytes(stack: Stack, s, b, t, sp, dropout, act_bytes=2.0, cp=1):
+    """Embedding output kept on the first stage (dropout mask h if dropout; Korthikanti 4.3)."""
+    tokens = np.asarray(s, dtype=float) / cp * b
+    return tokens * stack.hidden * (1.0 if dropout else 0.0) / np.where(sp, t, 1.0) * act_bytes / 2.0
+
+
+def logits_bytes(stack: Stack, s, b, t, cp=1, logits_fp32_copy=True):
+    """LM head output and loss buffers on the last stage.
+
+    The logits s*b*V in 16 bits (2 bytes) are split by t (vocab-parallel), and the fused
+    cross-entropy keeps an fp32 copy (4 bytes) for the softmax gradient (Korthikanti sec. 4.3
+    counts 4*s*b*V/t). With a 128K vocabulary and s = 8192 this alone is 4 GiB per sequence.
+    """
+    tokens = np.asarray(s, dtype=float) / cp * b
+    per = 2.0 + (4.0 if logits_fp32_copy else 0.0)
+    return tokens * stack.vocab * per / t + tokens * stack.hidden * 2.0 * 2.0
+
+
+def pipeline_in_flight(pp, vp, m):
+    """Micro-batches whose activations the first stage holds under 1F1B.
+
+    Non-interleaved 1F1B: min(p, m) (Narayanan et al. 2021 sec. 2.2). Interleaved with v
+    chunks: the first stage holds p*(1 + (p-1)/(p*v)) micro-batch-stages (Korthikanti et al.
+    2022 sec. 4.2.3), i.e. the factor (1 + (p-1)/(p*v)) on p.
+    """
+    pp = np.asarray(pp, dtype=float)
+    vp = np.asarray(vp, dtype=float)
+    base = np.minimum(pp, m)
+    return np.where(vp > 1, base * (1.0 + (pp - 1.0) / (pp * vp)), base)
+
+
+# ---------------------------------------------------------------- model states
+def model_state_bytes_per_gpu(params, w, g, master, optim, dp, zero,
+                              offload_optimizer=False, offload_params=False):
+    """Weights, gradients, master weights and optimizer states on one GPU.
+
+    ZeRO (Rajbhandari et al. 2020, sec. 5.1, Fig. 1): stage 1 shards optimizer states and
+    master weights over dp, stage 2 also gradients, stage 3 also weights. Offload moves the
+    optimizer states and master weights (ZeRO-Offload, Ren et al. 2021), or the weights under
+    ZeRO-3 (ZeRO-Infinity), to CPU memory. ``params`` is the parameter count this GPU holds
+    before ZeRO (already divided by TP, PP, EP).
+    """
+    zero = np.asarray(zero)
+    dp = np.asarray(dp, dtype=float)
+    w_b = params * w / np.where(zero >= 3, dp, 1.0) * np.where(offload_params, 0.0, 1.0)
+    g_b = params * g / np.where(zero >= 2, dp, 1.0)
+    o_b = params * (master + optim) / np.where(zero >= 1, dp, 1.0) * np.where(
+        offload_optimizer, 0.0, 1.0)
+    return w_b, g_b, o_b
+
+
+def zero3_gathered_bytes(layer_params, w, zero, prefetch_layers=2.0):
+    """Working copy of gathered parameters under ZeRO-3 (current + prefetched layers)."""
+    return np.where(np.asarray(zero) >= 3, prefetch_layers * layer_params * w, 0.0)

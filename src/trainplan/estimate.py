@@ -1,0 +1,249 @@
+"""The public estimate: one (model, job, cluster, strategy) -> a typed, serialisable Estimate."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from trainplan.conventions import GiB
+from trainplan.costmodel.evaluate import Layout, evaluate
+from trainplan.errors import InputError, from_validation_error
+from trainplan.spec.cluster import Cluster
+from trainplan.spec.job import Job
+from trainplan.spec.model import Model
+from trainplan.spec.strategy import RECOMPUTE_CODES, ZERO_FSDP_NAMES, Strategy
+from trainplan.spec.validate import complete_strategy
+
+
+class Out(BaseModel):
+    model_config = ConfigDict(frozen=True, protected_namespaces=())
+
+
+class MemoryBreakdown(Out):
+    """Bytes per GPU on the most loaded rank (GiB in ``*_gib``)."""
+
+    stage: str = Field(description="which pipeline stage is the most loaded: first or last")
+    weights_gib: float
+    gradients_gib: float
+    optimizer_gib: float = Field(description="optimizer states and fp32 master weights")
+    activations_gib: float = Field(description="kept for backward, all micro-batches in flight")
+    transient_gib: float = Field(description="backward working set (recomputed layer, MLP grads)")
+    overhead_gib: float = Field(description="CUDA context, NCCL, buckets, ZeRO-3 gathers, allocator reserve")
+    total_gib: float
+    capacity_gib: float
+    headroom_gib: float
+    fits: bool
+    first_stage_gib: float
+    last_stage_gib: float
+    logits_gib: float = Field(description="logits and loss buffers per micro-batch (last stage)")
+
+
+class TimeBreakdown(Out):
+    """Seconds per optimizer step, by component (they add up to ``step_s``)."""
+
+    compute_s: float
+    tp_comm_s: float = Field(description="exposed tensor/sequence-parallel collectives")
+    cp_comm_s: float = Field(description="exposed context-parallel ring exchange")
+    ep_comm_s: float = Field(description="expert-parallel all-to-all")
+    pp_bubble_s: float
+    pp_p2p_s: float
+    dp_comm_s: float = Field(description="exposed data-parallel / ZeRO communication")
+    optimizer_s: float
+    data_s: float
+    step_s: float
+
+
+class Totals(Out):
+    steps: float | None
+    tokens: float | None
+    wall_clock_days: float | None
+    gpu_hours: float | None
+    cost_usd: float | None
+    usd_per_gpu_hour: float | None
+    price_source: str
+    energy_mwh: float | None
+    energy_assumption: str
+
+
+class Estimate(Out):
+    """Everything trainplan concludes for one configuration."""
+
+    model: str
+    gpu: str
+    gpus: int
+    layout: str
+    strategy: dict[str, Any]
+    zero_name: str
+    params_total: int
+    params_active: int
+    grad_accum: int
+    micro_batch: int
+    global_batch: int
+    tokens_per_step: int
+    model_flops_per_step: float
+    hardware_flops_per_step: float
+    six_nd_per_step: float
+    flops_convention: str
+    memory: MemoryBreakdown
+    time: TimeBreakdown
+    tokens_per_s: float
+    tokens_per_s_per_gpu: float
+    tflops_per_gpu: float = Field(description="achieved model TFLOP/s per GPU")
+    mfu: float
+    hfu: float
+    peak_tflops: float
+    totals: Totals
+    warnings: list[str]
+
+    @property
+    def fits(self) -> bool:
+        return self.memory.fits
+
+
+def layout_from_strategy(st: Strategy) -> Layout:
+    return Layout(tp=st.tp, pp=st.pp, vp=st.vp, dp=st.dp, cp=st.cp, ep=st.ep,
+                  sp=bool(st.sequence_parallel and st.tp > 1), zero=st.zero, mb=st.micro_batch,
+                  rc=RECOMPUTE_CODES[st.recompute], rc_layers=st.recompute_layers,
+                  off_opt=st.offload_optimizer, off_par=st.offload_params,
+                  flash=st.flash_attention)
+
+
+def _f(x) -> float:
+    return float(x)
+
+
+def build_estimate(model: Model, job: Job, cluster: Cluster, st: Strategy,
+                   r: dict[str, Any] | None = None) -> Estimate:
+    """Turn evaluate()'s numbers into an Estimate (with totals and warnings)."""
+    r = r if r is not None else evaluate(model, job, cluster, layout_from_strategy(st))
+    acc = cluster.accelerator
+    mem = MemoryBreakdown(
+        stage="first" if bool(r["worst_first"]) else "last",
+        weights_gib=_f(r["mem_weights"]) / GiB, gradients_gib=_f(r["mem_grads"]) / GiB,
+        optimizer_gib=_f(r["mem_optimizer"]) / GiB, activations_gib=_f(r["mem_activations"]) / GiB,
+        transient_gib=_f(r["mem_transient"]) / GiB, overhead_gib=_f(r["mem_overhead"]) / GiB,
+        total_gib=_f(r["mem_total"]) / GiB, capacity_gib=acc.hbm_gib,
+        headroom_gib=acc.hbm_gib - _f(r["mem_total"]) / GiB, fits=bool(r["fits"]),
+        first_stage_gib=_f(r["mem_first"]) / GiB, last_stage_gib=_f(r["mem_last"]) / GiB,
+        logits_gib=_f(r["logits_bytes"]) / GiB)
+    time = TimeBreakdown(
+        compute_s=_f(r["t_compute"]), tp_comm_s=_f(r["t_tp"]), cp_comm_s=_f(r["t_cp"]),
+        ep_comm_s=_f(r["t_ep"]), pp_bubble_s=_f(r["t_bubble"]),
+        pp_p2p_s=_f(r["t_p2p"]), dp_comm_s=_f(r["t_dp"]), optimizer_s=_f(r["t_optimizer"]),
+        data_s=_f(r["t_data"]), step_s=_f(r["t_step"]))
+    step = time.step_s
+    total_tokens = job.total_tokens()
+    price = cluster.price
+    steps = total_tokens / job.batch_tokens if total_tokens else None
+    secs = steps * step if steps else None
+    gpu_h = secs * cluster.gpus / 3600.0 if secs else None
+    energy = (gpu_h * acc.tdp_w * cluster.utilisation_power * cluster.pue / 1e6) if gpu_h else None
+    totals = Totals(
+        steps=steps, tokens=total_tokens, wall_clock_days=secs / 86400.0 if secs else None,
+        gpu_hours=gpu_h, cost_usd=gpu_h * price if (gpu_h and price is not None) else None,
+        usd_per_gpu_hour=price,
+        price_source=("user override" if cluster.usd_per_gpu_hour is not None
+                      else acc.price_source or "no price in catalog"),
+        energy_mwh=energy,
+        energy_assumption=f"GPU TDP {acc.tdp_w:.0f} W x {cluster.utilisation_power:.0%} average "
+                          f"draw x PUE {cluster.pue} (GPU power only, host excluded)")
+    warnings = _warnings(model, job, cluster, st, r, mem, time)
+    n = cluster.gpus
+    return Estimate(
+        model=model.name, gpu=acc.name, gpus=n, layout=st.layout(),
+        strategy=st.model_dump(), zero_name=ZERO_FSDP_NAMES[st.zero],
+        params_total=int(r["params_total"]), params_active=int(r["params_active"]),
+        grad_accum=int(round(_f(r["grad_accum"]))), micro_batch=st.micro_batch,
+        global_batch=job.batch_sequences, tokens_per_step=job.batch_tokens,
+        model_flops_per_step=_f(r["model_flops_step"]),
+        hardware_flops_per_step=_f(r["hardware_flops_step"]),
+        six_nd_per_step=_f(r["six_nd_step"]),
+        flops_convention="model FLOPs: matmuls incl. causal attention and LM head, backward = 2x "
+                         "forward (PaLM App. B MFU convention); hardware FLOPs add recompute",
+        memory=mem, time=time, tokens_per_s=_f(r["tokens_per_s"]),
+        tokens_per_s_per_gpu=_f(r["tokens_per_s"]) / n,
+        tflops_per_gpu=_f(r["model_flops_step"]) / step / n / 1e12,
+        mfu=_f(r["mfu"]), hfu=_f(r["hfu"]), peak_tflops=_f(r["peak_flops"]) / 1e12,
+        totals=totals, warnings=warnings)
+
+
+def _warnings(model, job, cluster, st, r, mem, time) -> list[str]:
+    w = []
+    if not mem.fits:
+        parts = sorted([("activations", mem.activations_gib), ("optimizer states", mem.optimizer_gib),
+                        ("weights", mem.weights_gib), ("gradients", mem.gradients_gib),
+                        ("transient", mem.transient_gib), ("overhead", mem.overhead_gib)],
+                       key=lambda x: -x[1])
+        top = ", ".join(f"{k} {v:.1f} GiB" for k, v in parts[:3])
+        w.append(f"DOES NOT FIT: {mem.total_gib:.1f} GiB needed on the {mem.stage} stage, "
+                 f"{mem.capacity_gib:.0f} GiB available. Largest: {top}. Try: "
+                 + _fit_hints(st, parts[0][0]))
+    elif mem.headroom_gib < 0.05 * mem.capacity_gib:
+        w.append(f"tight memory: {mem.headroom_gib:.1f} GiB headroom "
+                 "(allocator fragmentation can still OOM)")
+    if time.pp_bubble_s > 0.15 * time.step_s:
+        w.append(f"pipeline bubble is {time.pp_bubble_s / time.step_s:.0%} of the step: use more "
+                 "micro-batches (smaller micro-batch or larger global batch) or virtual stages")
+    if time.tp_comm_s > 0.2 * time.step_s:
+        w.append(f"TP communication is {time.tp_comm_s / time.step_s:.0%} of the step: "
+                 "keep TP inside a node or lower it")
+    if time.dp_comm_s > 0.15 * time.step_s:
+        w.append(f"exposed DP communication is {time.dp_comm_s / time.step_s:.0%} of the step")
+    if st.tp * st.cp > cluster.node_size:
+        w.append(f"tp*cp = {st.tp * st.cp} spans nodes ({cluster.node_size} GPUs per node)")
+    if job.precision == "fp16_mixed":
+        w.append("fp16 needs dynamic loss scaling (GradScaler init 2^16); prefer bf16 on A100/H100")
+    return w
+
+
+def _fit_hints(st: Strategy, biggest: str) -> str:
+    hints = []
+    if biggest == "activations":
+        if st.recompute != "full":
+            hints.append("recompute='full'")
+        if st.micro_batch > 1:
+            hints.append("a smaller micro_batch")
+        if st.tp < 8:
+            hints.append("larger tp with sequence parallel")
+        hints.append("more pipeline stages or context parallelism")
+    else:
+        if st.zero < 3:
+            hints.append(f"zero={st.zero + 1}")
+        hints.append("larger tp or pp, more GPUs")
+        if not st.offload_optimizer:
+            hints.append("offload_optimizer=True")
+    return "; ".join(hints)
+
+
+def estimate(model: str | Model = "llama-3-8b", *, gpu: str = "h100_sxm", gpus: int = 8,
+             job: Job | dict[str, Any] | None = None, strategy: Strategy | dict[str, Any] | None = None,
+             cluster: Cluster | dict[str, Any] | None = None, **job_kw: Any) -> Estimate:
+    """Estimate one configuration.
+
+    >>> est = estimate("llama-3-8b", gpu="h100", gpus=8, seq_len=8192, global_batch=512,
+    ...                strategy={"tp": 1, "zero": 1, "micro_batch": 1})
+    """
+    from trainplan.catalog import get_model
+    from trainplan.catalog.accelerators import get_accelerator
+
+    m = get_model(model)
+    try:
+        j = job if isinstance(job, Job) else Job(**{**(job or {}), **job_kw})
+    except ValidationError as e:
+        raise from_validation_error(e, "job.") from None
+    try:
+        if isinstance(cluster, Cluster):
+            c = cluster
+        else:
+            cd = dict(cluster or {})
+            acc = get_accelerator(cd.pop("gpu", gpu))
+            c = Cluster(accelerator=acc, gpus=cd.pop("gpus", gpus), **cd)
+    except ValidationError as e:
+        raise from_validation_error(e, "cluster.") from None
+    try:
+        st = strategy if isinstance(strategy, Strategy) else Strategy(**(strategy or {}))
+    except ValidationError as e:
+        raise from_validation_error(e, "strategy.") from None
+    st = complete_strategy(m, j, c, st)
+    return build_estimate(m, j, c, st)

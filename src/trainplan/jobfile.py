@@ -1,0 +1,125 @@
+"""Job files (TOML or YAML) and CLI flags -> validated specs.
+
+A job file has up to five tables; every key is optional and flags override the file::
+
+    [model]      preset = "llama-3-8b"   # or: hf_config = "path/config.json"
+    [job]        seq_len = 8192  global_batch = 512  tokens = 1e12  precision = "bf16_mixed"
+    [cluster]    gpu = "h100"  gpus = 64  usd_per_gpu_hour = 2.5
+    [strategy]   tp = 2  pp = 1  zero = 1  micro_batch = 1  recompute = "selective"
+    [search]     objective = "fastest"  gpus = "8..512"      (used by `trainplan plan`)
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from trainplan.errors import InputError, from_validation_error
+from trainplan.spec.cluster import Cluster
+from trainplan.spec.job import Job
+from trainplan.spec.model import Model
+from trainplan.spec.strategy import Strategy
+
+SECTIONS = ("model", "job", "cluster", "strategy", "search", "claims")
+
+
+@dataclass
+class Inputs:
+    model: Model
+    job: Job
+    cluster: Cluster
+    strategy: Strategy
+    search: dict[str, Any] = field(default_factory=dict)
+    raw: dict[str, Any] = field(default_factory=dict)
+
+
+def read_file(path: str | Path) -> dict[str, Any]:
+    """Parse a TOML, YAML or JSON job file into a dict of sections."""
+    p = Path(path)
+    if not p.exists():
+        raise InputError("job file", str(path), "an existing TOML, YAML or JSON file")
+    text = p.read_text()
+    try:
+        if p.suffix in (".yaml", ".yml"):
+            import yaml
+            data = yaml.safe_load(text) or {}
+        elif p.suffix == ".json":
+            data = json.loads(text)
+        else:
+            data = tomllib.loads(text)
+    except Exception as e:  # parser errors of three libraries
+        raise InputError("job file", str(path), f"valid {p.suffix.lstrip('.') or 'TOML'} ({e})") from None
+    if not isinstance(data, dict):
+        raise InputError("job file", str(path), "a mapping of sections " + ", ".join(SECTIONS))
+    unknown = set(data) - set(SECTIONS)
+    if unknown:
+        raise InputError(f"job file section '{sorted(unknown)[0]}'", sorted(unknown)[0],
+                         "one of " + ", ".join(SECTIONS))
+    for k, v in data.items():
+        if not isinstance(v, dict):
+            raise InputError(f"[{k}]", v, "a table of keys")
+    base = p.parent
+    mdl = data.get("model", {})
+    if "hf_config" in mdl and not Path(mdl["hf_config"]).is_absolute():
+        mdl["hf_config"] = str(base / mdl["hf_config"])
+    return data
+
+
+def example_path(name: str = "vlm_source_case.toml") -> Path:
+    return Path(str(resources.files("trainplan").joinpath(f"examples/{name}")))
+
+
+def _model(d: dict[str, Any]) -> Model:
+    from trainplan.catalog import get_model, load_hf_config
+    d = dict(d)
+    allowed = {"preset", "hf_config", "name", "stacks", "projectors", "source"}
+    bad = set(d) - allowed
+    if bad:
+        k = sorted(bad)[0]
+        raise InputError(f"model.{k}", d[k], "keys: " + ", ".join(sorted(allowed)))
+    if "preset" in d:
+        return get_model(d["preset"])
+    if "hf_config" in d:
+        return load_hf_config(d["hf_config"])
+    if "stacks" in d:
+        try:
+            return Model(name=d.get("name", "custom"), stacks=tuple(d["stacks"]),
+                         projectors=tuple(d.get("projectors", ())), source=d.get("source", "job file"))
+        except ValidationError as e:
+            raise from_validation_error(e, "model.") from None
+    return get_model("llama-3-8b")
+
+
+def build_inputs(data: dict[str, Any]) -> Inputs:
+    """Validated specs from a dict of sections (file contents merged with flags)."""
+    from trainplan.catalog.accelerators import get_accelerator
+    model = _model(data.get("model", {}))
+    try:
+        job = Job(**data.get("job", {}))
+    except ValidationError as e:
+        raise from_validation_error(e, "job.") from None
+    cd = dict(data.get("cluster", {}))
+    acc = get_accelerator(str(cd.pop("gpu", "h100_sxm")))
+    try:
+        cluster = Cluster(accelerator=acc, **cd)
+    except ValidationError as e:
+        raise from_validation_error(e, "cluster.") from None
+    try:
+        strategy = Strategy(**data.get("strategy", {}))
+    except ValidationError as e:
+        raise from_validation_error(e, "strategy.") from None
+    return Inputs(model, job, cluster, strategy, dict(data.get("search", {})), data)
+
+
+def merge(data: dict[str, Any], section: str, **flags: Any) -> None:
+    """Put non-None flags into ``data[section]`` (flags override the file)."""
+    sec = data.setdefault(section, {})
+    for k, v in flags.items():
+        if v is not None:
+            sec[k] = v

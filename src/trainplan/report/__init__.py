@@ -1,0 +1,1 @@
+"""Output: rich console tables, JSON, (HTML and plots with the plots extra)."""

@@ -1,0 +1,77 @@
+"""Rich rendering of an Estimate."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from trainplan.estimate import Estimate
+
+
+def fmt_num(x: float | None, unit: str = "") -> str:
+    if x is None:
+        return "-"
+    for div, suf in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")):
+        if abs(x) >= div:
+            return f"{x / div:.2f}{suf}{unit}"
+    return f"{x:.3g}{unit}"
+
+
+def render_estimate(e: Estimate, console: Console | None = None) -> None:
+    c = console or Console()
+    fit = "[green]fits[/green]" if e.memory.fits else "[bold red]DOES NOT FIT[/bold red]"
+    c.print(f"[bold]{e.model}[/bold] on {e.gpus} x {e.gpu}   layout [cyan]{e.layout}[/cyan]   {fit}")
+    c.print(f"params {fmt_num(e.params_total)} (active {fmt_num(e.params_active)}), "
+            f"global batch {e.global_batch} seq = {fmt_num(e.tokens_per_step)} tokens, "
+            f"micro-batch {e.micro_batch}, grad. accumulation {e.grad_accum}, {e.zero_name}")
+
+    mt = Table(title=f"Memory per GPU (GiB), most loaded rank: {e.memory.stage} stage",
+               title_justify="left")
+    mt.add_column("component")
+    mt.add_column("GiB", justify="right")
+    m = e.memory
+    for k, v in [("weights", m.weights_gib), ("gradients", m.gradients_gib),
+                 ("optimizer states + master", m.optimizer_gib),
+                 ("activations (in flight)", m.activations_gib), ("backward transient", m.transient_gib),
+                 ("overheads (context, NCCL, buckets, reserve)", m.overhead_gib)]:
+        mt.add_row(k, f"{v:.2f}")
+    mt.add_row("[bold]total[/bold]", f"[bold]{m.total_gib:.2f}[/bold]")
+    mt.add_row("capacity / headroom", f"{m.capacity_gib:.0f} / {m.headroom_gib:+.2f}")
+
+    tt = Table(title="Step time (s)", title_justify="left")
+    tt.add_column("component")
+    tt.add_column("s", justify="right")
+    tt.add_column("share", justify="right")
+    t = e.time
+    for k, v in [("compute", t.compute_s), ("TP/SP comm (exposed)", t.tp_comm_s),
+                 ("CP comm (exposed)", t.cp_comm_s), ("EP all-to-all", t.ep_comm_s),
+                 ("pipeline bubble", t.pp_bubble_s), ("pipeline p2p", t.pp_p2p_s),
+                 ("DP/ZeRO comm (exposed)", t.dp_comm_s), ("optimizer", t.optimizer_s),
+                 ("data", t.data_s)]:
+        if v > 0 or k == "compute":
+            tt.add_row(k, f"{v:.4g}", f"{v / t.step_s:.1%}")
+    tt.add_row("[bold]step[/bold]", f"[bold]{t.step_s:.4g}[/bold]", "100%")
+    from rich.columns import Columns
+    c.print(Columns([mt, tt]))
+
+    rt = Table(title="Throughput and run", title_justify="left")
+    rt.add_column("quantity")
+    rt.add_column("value", justify="right")
+    rt.add_row("tokens/s (per GPU)", f"{fmt_num(e.tokens_per_s)} ({fmt_num(e.tokens_per_s_per_gpu)})")
+    rt.add_row("model TFLOP/s per GPU", f"{e.tflops_per_gpu:.1f} of {e.peak_tflops:.0f} peak")
+    rt.add_row("MFU / HFU", f"{e.mfu:.1%} / {e.hfu:.1%}")
+    rt.add_row("FLOPs/step model / hardware / 6ND",
+               f"{e.model_flops_per_step:.3e} / {e.hardware_flops_per_step:.3e} / {e.six_nd_per_step:.3e}")
+    tot = e.totals
+    if tot.steps:
+        rt.add_row("steps", f"{tot.steps:,.0f}")
+        rt.add_row("wall-clock", f"{tot.wall_clock_days:.2f} days")
+        rt.add_row("GPU-hours", f"{tot.gpu_hours:,.0f}")
+        rt.add_row("cost", f"${tot.cost_usd:,.0f} at ${tot.usd_per_gpu_hour}/GPU-h"
+                   if tot.cost_usd is not None else "- (no price: pass --price)")
+        rt.add_row("energy", f"{tot.energy_mwh:,.1f} MWh")
+    c.print(rt)
+    if tot.steps and tot.cost_usd is not None:
+        c.print(f"[dim]price: {tot.price_source}; energy: {tot.energy_assumption}[/dim]")
+    for w in e.warnings:
+        c.print(f"[yellow]warning:[/yellow] {w}")
