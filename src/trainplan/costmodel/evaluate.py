@@ -69,7 +69,7 @@ def evaluate(model: Model, job: Job, cluster: Cluster, L: Layout) -> dict[str, A
     act_b = ACTIVATION_BYTES[job.precision]
     peak = acc.peak(MATMUL_DTYPE[job.precision])
     hbm_bps = acc.hbm_bw_tbps * 1e12
-    dropout = prof.dropout
+    dropout = job.dropout or prof.dropout
 
     # ---- 1. parameters --------------------------------------------------------------------
     P = model_params(model)
@@ -101,6 +101,8 @@ def evaluate(model: Model, job: Job, cluster: Cluster, L: Layout) -> dict[str, A
     # ---- 3. memory per GPU (first and last pipeline stage) ---------------------------------
     sb = model_state_bytes(job.precision, job.optimizer)
     w_b, g_b = sb.weights, prof.grad_bytes or sb.grads
+    if prof.name == "megatron" and job.precision == "fp16_mixed":
+        g_b = sb.grads        # fp32 main-grad accumulation is forced for bf16 only (arguments.py)
     # busiest stage; uneven splits (Megatron --decoder-first/last-pipeline-num-layers) round up
     layers_stage = np.ceil(dec.layers / (L.pp * L.vp)) * L.vp
     layer_params = sp_.per_dense_layer if not moe_layers else sp_.per_moe_layer
@@ -172,8 +174,10 @@ def evaluate(model: Model, job: Job, cluster: Cluster, L: Layout) -> dict[str, A
     T = L.mb * s / L.cp                                             # tokens per micro-batch/GPU
     n_mlp = 3 if dec.mlp == "swiglu" else 2
 
+    eta_gemm = eff.gemm_max * eff.training_gemm_factor
+
     def gemm(total_flops, count=1.0):
-        return count * tm.gemm_time(total_flops / count, peak, eff.gemm_max, eff.gemm_half_flops)
+        return count * tm.gemm_time(total_flops / count, peak, eta_gemm, eff.gemm_half_flops)
 
     t_lin_f = gemm(T * lin["qkv"] / L.tp) + gemm(T * lin["attn_out"] / L.tp)
     if moe_layers:
@@ -220,7 +224,11 @@ def evaluate(model: Model, job: Job, cluster: Cluster, L: Layout) -> dict[str, A
                                     eff.intra_latency_s, eff.inter_latency_s)
 
     tp_msg = T * dec.hidden * act_b
-    n_tp = 4.0 + np.where(L.rc == 2, 2.0, np.where(L.rc == 3, 2.0 * rc_frac_layers, 0.0))
+    # forward: 2 (+2 when the forward is redone); backward: 2, of which Megatron overlaps the
+    # input-gradient all-reduce with the weight-gradient GEMM (async TP all-reduce, Narayanan
+    # et al. 2021 sec. 4.2) -- the profile's tp_bwd_overlap share is hidden
+    n_tp = 2.0 + 2.0 * (1.0 - getattr(prof, "tp_bwd_overlap", 0.5)) \
+        + np.where(L.rc == 2, 2.0, np.where(L.rc == 3, 2.0 * rc_frac_layers, 0.0))
     t_tp_layer = n_tp * ctime(coll.AR, tp_msg, L.tp, 1) * prof.tp_exposed
     # context parallel: ring exchange of K and V, cp-1 steps forward and backward (x2 for dK,dV)
     kv_bytes = T * 2.0 * dec.n_kv * dec.d_head / L.tp * act_b
@@ -246,7 +254,9 @@ def evaluate(model: Model, job: Job, cluster: Cluster, L: Layout) -> dict[str, A
     # ---- 5. pipeline ----------------------------------------------------------------------
     t_compute = m * t_stage
     bubble = (L.pp - 1) / L.vp * t_stage                 # 1F1B: (p-1)/(v*m) of the ideal time
-    p2p_bytes = T * dec.hidden * act_b / sp_div
+    # each TP rank sends its 1/t slice (sequence parallel, or Megatron's scatter/gather
+    # optimisation, Narayanan et al. 2021 sec. 4.1)
+    p2p_bytes = T * dec.hidden * act_b / L.tp
     pp_cross = L.tp * L.cp * L.dp >= node
     t_p2p = np.where(L.pp > 1, 2.0 * L.vp * m * coll.p2p_time(
         p2p_bytes, pp_cross, cluster.link_GBps, cluster.nic_GBps, eff.intra_latency_s), 0.0)

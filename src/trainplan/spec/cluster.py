@@ -18,13 +18,19 @@ class EfficiencyProfile(Spec):
 
     gemm_max: float = Field(0.80, gt=0, le=1, description="max achievable fraction of dense peak")
     gemm_half_flops: float = Field(2.0e9, ge=0, description="GEMM size reaching half of gemm_max")
+    training_gemm_factor: float = Field(
+        0.875, gt=0, le=1,
+        description="share of the MAMF ceiling (gemm_max) that a training step's GEMM mix reaches "
+                    "(transposed backward layouts, non-ideal shapes); fitted once on Narayanan "
+                    "et al. 2021 Table 1 (A100) and used for every accelerator")
     attn_max: float = Field(0.60, gt=0, le=1, description="flash-attention fraction of peak")
-    hbm: float = Field(0.80, gt=0, le=1, description="achievable fraction of HBM bandwidth")
+    hbm: float = Field(0.92, gt=0, le=1, description="achievable fraction of HBM bandwidth")
     intra_busbw_GBps: float | None = Field(None, gt=0, description="measured NCCL ring busbw in a node")
     inter_busbw_GBps: float | None = Field(None, gt=0, description="measured busbw per GPU across nodes")
     intra_latency_s: float = Field(10e-6, ge=0, description="alpha per ring step inside a node")
     inter_latency_s: float = Field(20e-6, ge=0, description="alpha per ring step across nodes")
-    kernel_overhead_s: float = Field(4e-6, ge=0, description="launch/sync overhead per kernel")
+    kernel_overhead_s: float = Field(2e-6, ge=0, description="GPU idle gap between queued kernels "
+                                     "(launches run ahead of the GPU when it is busy)")
     dp_overlap: float = Field(0.9, ge=0, le=1, description="share of DP comm hidden under backward")
     source: str = ""
 

@@ -30,6 +30,7 @@ class Job(Spec):
     trainable: Literal["full", "lora"] = "full"
     frozen: tuple[str, ...] = Field((), description="stack or projector names kept frozen")
     lora_rank: int = Field(16, ge=1)
+    dropout: bool = Field(False, description="dropout in attention and MLP (GPT-style); masks are kept")
     implementation: Literal["analytic", "pytorch", "megatron", "fsdp", "deepspeed"] = Field(
         "megatron", description="implementation profile for memory overheads")
     # multimodal workload (used when the model has vision stacks)
