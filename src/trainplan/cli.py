@@ -110,8 +110,8 @@ def models(as_json: bool = typer.Option(False, "--json")) -> None:
 @app.command()
 def gpus(as_json: bool = typer.Option(False, "--json")) -> None:
     """List the accelerator catalog: peaks, memory, links, TDP, default price."""
-    from trainplan.catalog.accelerators import list_accelerators
-    accs = list_accelerators()
+    from trainplan.catalog.accelerators import get_accelerator, list_accelerators
+    accs = [get_accelerator(i) for i in list_accelerators()]
     if as_json:
         typer.echo(json.dumps([a.model_dump() for a in accs], indent=2))
         return

@@ -1,0 +1,82 @@
+"""Estimate: memory by stage, timing components, totals, bad input."""
+
+import json
+
+import pytest
+
+from trainplan.errors import InputError
+from trainplan.estimate import estimate
+
+
+def test_components_add_up_and_fit_flag():
+    e = estimate("llama-3-8b", gpu="h100", gpus=16, seq_len=8192, global_batch=256, tokens=1e11,
+                 strategy={"tp": 2, "pp": 2, "zero": 1, "recompute": "selective"})
+    t = e.time
+    parts = sum(v for k, v in t.model_dump().items() if k != "step_s")
+    assert parts == pytest.approx(t.step_s, rel=1e-9)
+    m = e.memory
+    comps = m.weights_gib + m.gradients_gib + m.optimizer_gib + m.activations_gib + \
+        m.transient_gib + m.overhead_gib
+    assert comps == pytest.approx(m.total_gib, rel=1e-9)
+    assert m.fits == (m.total_gib <= m.capacity_gib)
+    assert e.totals.steps == pytest.approx(1e11 / (256 * 8192))
+    assert e.totals.gpu_hours == pytest.approx(e.totals.steps * t.step_s * 16 / 3600)
+    assert 0 < e.mfu < 1 and t.pp_bubble_s > 0 and t.tp_comm_s > 0
+    json.dumps(e.model_dump())            # serialisable
+
+
+def test_zero_stages_reduce_memory_monotonically():
+    tot = [estimate("llama-2-7b", gpu="a100_sxm_80gb", gpus=8, seq_len=4096, global_batch=64,
+                    strategy={"zero": z, "recompute": "full"}).memory.total_gib for z in range(4)]
+    assert tot[0] > tot[1] > tot[2] > tot[3]
+
+
+def test_does_not_fit_is_reported_with_largest_contributors():
+    e = estimate("llama-2-70b", gpu="a100_sxm_80gb", gpus=8, seq_len=4096, global_batch=64,
+                 strategy={"zero": 0, "recompute": "none"})
+    assert not e.memory.fits
+    assert any("DOES NOT FIT" in w and "Largest" in w for w in e.warnings)
+
+
+def test_pipeline_first_stage_holds_p_microbatches():
+    kw = dict(gpu="h100", gpus=8, seq_len=4096, global_batch=64)
+    e1 = estimate("llama-2-7b", **kw, strategy={"pp": 4, "zero": 0, "recompute": "full"})
+    assert e1.memory.stage in ("first", "last")
+    assert e1.memory.first_stage_gib != e1.memory.last_stage_gib
+
+
+@pytest.mark.parametrize("strategy,field", [
+    ({"tp": 3}, "strategy.tp*pp*cp"),
+    ({"tp": 8, "pp": 1}, None),
+    ({"pp": 3}, "strategy.tp*pp*cp"),
+    ({"micro_batch": 3}, "job.global_batch"),
+])
+def test_bad_strategy_names_field(strategy, field):
+    kw = dict(gpu="h100", gpus=8, seq_len=4096, global_batch=64)
+    if field is None:
+        estimate("llama-2-7b", **kw, strategy=strategy)
+        return
+    with pytest.raises(InputError) as ei:
+        estimate("llama-2-7b", **kw, strategy=strategy)
+    assert ei.value.field == field
+
+
+def test_heads_not_divisible_by_tp():
+    with pytest.raises(InputError, match="heads"):
+        estimate("qwen2-7b", gpu="h100", gpus=8, seq_len=4096, global_batch=64,
+                 strategy={"tp": 8})     # 28 heads
+
+
+def test_unknown_gpu_lists_known():
+    with pytest.raises(InputError, match="h100_sxm"):
+        estimate("llama-2-7b", gpu="tpu-v9", gpus=8)
+
+
+def test_layers_not_divisible_by_pp_vp():
+    with pytest.raises(InputError, match="layers"):
+        estimate("llama-2-7b", gpu="h100", gpus=8, global_batch=64, strategy={"pp": 8, "vp": 3})
+
+
+def test_negative_size_is_input_error():
+    with pytest.raises(InputError, match="seq_len"):
+        estimate("llama-2-7b", gpu="h100", gpus=8, seq_len=-5)

@@ -1,0 +1,63 @@
+"""Korthikanti et al. 2022 activation memory and ZeRO model-state bytes."""
+
+import numpy as np
+import pytest
+
+from trainplan.conventions import model_state_bytes
+from trainplan.costmodel import memory as mem
+from trainplan.spec.model import Stack
+
+# GPT-3 175B shape, Korthikanti et al. 2022 Table 3
+GPT = Stack(layers=96, hidden=12288, heads=96, ffn_hidden=4 * 12288, mlp="gelu", attn_bias=True,
+            attn_out_bias=True, mlp_bias=True, norm="layernorm", vocab=51200, position="learned",
+            max_positions=2048, tied_embeddings=True)
+s, b, h, a = 2048, 1, 12288, 96
+
+
+@pytest.mark.parametrize("t,sp,rc,closed", [
+    (1, False, 0, s * b * h * (34 + 5 * a * s / h)),                 # eq. 1
+    (8, False, 0, s * b * h * (10 + 24 / 8 + 5 * a * s / (h * 8))),  # eq. 2 (TP)
+    (8, True, 0, s * b * h / 8 * (34 + 5 * a * s / h)),              # eq. 4 (TP + SP)
+    (8, True, 1, 34 * s * b * h / 8),                                # eq. 6 (selective)
+    (8, False, 1, s * b * h * (10 + 24 / 8)),                        # TP + selective
+    (1, False, 2, 2 * s * b * h),                                    # full recompute
+])
+def test_korthikanti_exact(t, sp, rc, closed):
+    got = mem.layer_activation_bytes(GPT, s, b, t, sp, rc, flash=False, dropout=True)
+    assert float(got) == pytest.approx(closed, rel=1e-12)
+    assert float(mem.korthikanti_layer_bytes(s, b, h, a, t, sp,
+                                             {0: "none", 1: "selective", 2: "full"}[rc])) == \
+        pytest.approx(closed, rel=1e-12)
+
+
+def test_flash_drops_score_terms():
+    eager = mem.layer_activation_bytes(GPT, s, b, 1, False, 0, flash=False, dropout=True)
+    flash = mem.layer_activation_bytes(GPT, s, b, 1, False, 0, flash=True, dropout=True)
+    assert float(eager - flash) == pytest.approx(5 * a * s * s * b - 4 * a * s * b, rel=1e-12)
+
+
+def test_broadcasts_over_arrays():
+    t = np.array([1, 2, 4, 8])
+    got = mem.layer_activation_bytes(GPT, s, b, t, True, 1, True, True)
+    assert got.shape == (4,)
+    assert np.allclose(got * t, got[0])
+
+
+def test_zero_paper_model_states():
+    # Rajbhandari et al. 2020 sec. 3.1/5.1: 7.5B params, Nd = 64: baseline 120 GB,
+    # Pos 31.4 GB, Pos+g 16.6 GB, Pos+g+p 1.9 GB (K = 12)
+    psi, nd = 7.5e9, 64
+    sb = model_state_bytes("fp16_mixed", "adamw")
+    assert sb.total == 16
+    for zero, expect in [(0, 120e9), (1, 31.4e9), (2, 16.6e9), (3, 1.9e9)]:
+        w, g, o = mem.model_state_bytes_per_gpu(psi, sb.weights, sb.grads, sb.master, sb.optim,
+                                                nd, zero)
+        assert float(w + g + o) == pytest.approx(expect, abs=0.05e9)   # figure rounds to 0.1 GB
+
+
+def test_bytes_table_rows():
+    assert model_state_bytes("fp32", "adamw").total == 16
+    assert model_state_bytes("bf16_pure", "adamw").total == 8
+    assert model_state_bytes("bf16_mixed", "adamw_8bit").total == 10
+    assert model_state_bytes("bf16_mixed", "sgd_momentum").total == 12
+    assert model_state_bytes("bf16_mixed", "sgd").total == 8
