@@ -36,6 +36,8 @@ def estimate(
     gpus: Optional[int] = typer.Option(None, help="total GPUs"),
     gpus_per_node: Optional[int] = typer.Option(None, "--gpus-per-node"),
     price: Optional[float] = typer.Option(None, "--price", help="USD per GPU-hour override"),
+    profile: Optional[Path] = typer.Option(None, "--profile",
+                                           help="efficiency profile JSON (trainplan measure bench)"),
     tp: Optional[int] = typer.Option(None), pp: Optional[int] = typer.Option(None),
     vp: Optional[int] = typer.Option(None, help="virtual pipeline stages per rank"),
     cp: Optional[int] = typer.Option(None), ep: Optional[int] = typer.Option(None),
@@ -65,7 +67,8 @@ def estimate(
         if model:
             data["model"] = {"preset": model} if not model.endswith(".json") and not Path(model).exists() \
                 else {"hf_config": model}
-        merge(data, "cluster", gpu=gpu, gpus=gpus, gpus_per_node=gpus_per_node, usd_per_gpu_hour=price)
+        merge(data, "cluster", gpu=gpu, gpus=gpus, gpus_per_node=gpus_per_node, usd_per_gpu_hour=price,
+              profile=str(profile) if profile else None)
         merge(data, "strategy", tp=tp, pp=pp, vp=vp, cp=cp, ep=ep, zero=zero, micro_batch=micro_batch,
               recompute=recompute, recompute_layers=recompute_layers,
               sequence_parallel=sequence_parallel, flash_attention=flash,

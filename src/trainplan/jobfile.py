@@ -106,6 +106,8 @@ def build_inputs(data: dict[str, Any]) -> Inputs:
         raise from_validation_error(e, "job.") from None
     cd = dict(data.get("cluster", {}))
     acc = get_accelerator(str(cd.pop("gpu", "h100_sxm")))
+    if "profile" in cd:
+        acc = apply_profile(acc, cd.pop("profile"))
     try:
         cluster = Cluster(accelerator=acc, **cd)
     except ValidationError as e:
@@ -123,3 +125,32 @@ def merge(data: dict[str, Any], section: str, **flags: Any) -> None:
     for k, v in flags.items():
         if v is not None:
             sec[k] = v
+
+
+def apply_profile(acc, path: str | Path):
+    """Replace fields of the accelerator's efficiency profile with a measured profile file.
+
+    The file is JSON with EfficiencyProfile fields (as ``trainplan measure bench`` writes),
+    either at the top level or under an ``"efficiency"`` key.
+    """
+    from trainplan.spec.cluster import EfficiencyProfile
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text())
+    except FileNotFoundError:
+        raise InputError("cluster.profile", str(path), "an existing profile JSON file") from None
+    except json.JSONDecodeError as e:
+        raise InputError("cluster.profile", str(path), f"valid JSON ({e.msg})") from None
+    data = data.get("efficiency", data) if isinstance(data, dict) else data
+    if not isinstance(data, dict):
+        raise InputError("cluster.profile", str(path), "a JSON object of EfficiencyProfile fields")
+    known = set(EfficiencyProfile.model_fields)
+    fields = {k: v for k, v in data.items() if k in known}
+    if not fields:
+        raise InputError("cluster.profile", str(path),
+                         "at least one of: " + ", ".join(sorted(known)))
+    try:
+        eff = EfficiencyProfile(**{**acc.efficiency.model_dump(), **fields})
+    except ValidationError as e:
+        raise from_validation_error(e, "profile.") from None
+    return acc.model_copy(update={"efficiency": eff})

@@ -55,3 +55,17 @@ def test_models_and_gpus_lists():
     assert {"llama-2-7b", "llama-3.1-405b", "mixtral-8x7b", "gpt3-175b"} <= ids
     r = runner.invoke(app, ["gpus", "--json"])
     assert r.exit_code == 0 and len(json.loads(r.output)) >= 10
+
+
+def test_profile_file_changes_prediction(tmp_path):
+    base = ["estimate", "--model", "llama-2-7b", "--gpu", "h100", "--gpus", "8", "--zero", "1",
+            "--seq-len", "4096", "--global-batch", "64", "--json"]
+    r0 = runner.invoke(app, base)
+    f = tmp_path / "prof.json"
+    f.write_text(json.dumps({"efficiency": {"gemm_max": 0.4}}))
+    r1 = runner.invoke(app, base + ["--profile", str(f)])
+    assert r0.exit_code == 0 and r1.exit_code == 0, r1.output
+    assert json.loads(r1.output)["time"]["step_s"] > 1.5 * json.loads(r0.output)["time"]["step_s"]
+    f.write_text(json.dumps({"gemm_max": 7}))
+    r2 = runner.invoke(app, base + ["--profile", str(f)])
+    assert r2.exit_code == 2 and "gemm_max" in r2.output
