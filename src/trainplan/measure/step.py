@@ -1,0 +1,186 @@
+"""One training step under the memory tracker: forward, loss, backward, optimizer step.
+
+The step is the plain PyTorch/transformers loop every tutorial writes::
+
+    loss = model(**batch).loss        # under torch.autocast for bf16_mixed
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+
+Precisions (what the job's ``precision`` means here):
+
+``fp32``        fp32 parameters, gradients and AdamW moments; no autocast.
+``bf16_mixed``  fp32 parameters (they *are* the master weights), ``torch.autocast(bfloat16)`` around
+                forward and loss, so the matmuls run in bf16 on copies of the weights that
+                autocast makes and caches for the forward; gradients and moments in fp32.
+                This is the torch.amp recipe (docs "Automatic Mixed Precision"), not Megatron's.
+``bf16_pure``   parameters, gradients and moments in bf16 (``model.to(torch.bfloat16)``).
+
+Recompute ``full`` is transformers' ``gradient_checkpointing_enable`` (non-reentrant
+``torch.utils.checkpoint`` around each decoder layer); ``none`` keeps everything. Attention is
+``eager`` (the explicit softmax(QK^T)V of ``modeling_llama.eager_attention_forward``) or ``sdpa``
+(``torch.nn.functional.scaled_dot_product_attention``, whose kernel PyTorch chooses: on CPU the
+flash-attention CPU kernel, ``_scaled_dot_product_flash_attention_for_cpu``, when there is no
+mask; on CUDA FlashAttention-2 or memory-efficient attention).
+
+AdamW runs ``foreach`` (the CUDA default: one temporary the size of the parameters,
+``exp_avg_sq_sqrt`` in ``torch.optim.adam._multi_tensor_adam``), ``fused`` (one kernel, no
+temporaries) or ``forloop`` (per-parameter, the CPU default).
+
+The step is run ``steps`` times (default 2); the peak of the last step is reported, when the
+optimizer states exist from the first step, as they do for the rest of training.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from trainplan.errors import InputError
+from trainplan.measure.build import build_model, make_batch, require_torch
+from trainplan.measure.memtrace import MemTrace
+from trainplan.spec.model import Model
+
+PRECISIONS = ("fp32", "bf16_mixed", "bf16_pure")
+RECOMPUTE = ("none", "full")
+ATTENTION = ("eager", "sdpa")
+OPTIMIZERS = ("foreach", "fused", "forloop")
+
+
+@dataclass(frozen=True)
+class StepConfig:
+    seq_len: int = 256
+    micro_batch: int = 1
+    precision: str = "bf16_mixed"
+    recompute: str = "none"
+    attn: str = "sdpa"
+    adamw: str = "foreach"
+    steps: int = 2
+    part: str = "all"                  # all | vision (the vision tower alone)
+    images_per_sample: int = 1
+
+    def check(self) -> None:
+        for name, val, ok in [("job.precision", self.precision, PRECISIONS),
+                              ("strategy.recompute", self.recompute, RECOMPUTE),
+                              ("attention", self.attn, ATTENTION),
+                              ("adamw", self.adamw, OPTIMIZERS),
+                              ("part", self.part, ("all", "vision"))]:
+            if val not in ok:
+                raise InputError(name, val, "one of " + ", ".join(ok) + " for `measure`")
+        if self.steps < 1:
+            raise InputError("steps", self.steps, "at least 1")
+
+
+@dataclass
+class Measurement:
+    """Peak live bytes of the last step, by category, and bookkeeping for the report."""
+
+    config: dict[str, Any]
+    fake: bool
+    params: int
+    peak: dict[str, Any]
+    phases: dict[str, dict[str, Any]]
+    first_step_peak: dict[str, Any]
+    sdpa_kernels: list[str] = field(default_factory=list)
+
+    @property
+    def peak_bytes(self) -> int:
+        return int(self.peak["total"])
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _dtype(torch, precision: str):
+    return torch.bfloat16 if precision == "bf16_pure" else torch.float32
+
+
+def _optimizer(torch, params, kind: str):
+    kw = {"foreach": dict(foreach=True), "fused": dict(fused=True),
+          "forloop": dict(foreach=False)}[kind]
+    return torch.optim.AdamW(params, lr=1e-4, weight_decay=0.01, **kw)
+
+
+def _loss(out: Any) -> Any:
+    loss = getattr(out, "loss", None)
+    if loss is not None:
+        return loss
+    # a vision tower alone: a scalar from every output feature (as a projector would use them)
+    return out.last_hidden_state.float().pow(2).mean()
+
+
+@contextlib.contextmanager
+def _no_packing_check(fake: bool):
+    """Under FakeTensorMode transformers cannot read the position ids to see that the batch is
+    not packed (``masking_utils.find_packed_sequence_indices`` returns a mask when the tensor is
+    fake), so it would build an explicit causal mask that the real run skips (SDPA is called with
+    ``is_causal=True``). Our batches are never packed: answer as the real run does."""
+    if not fake:
+        yield
+        return
+    import transformers.masking_utils as mu
+    orig = mu.find_packed_sequence_indices
+    mu.find_packed_sequence_indices = lambda position_ids: None
+    try:
+        yield
+    finally:
+        mu.find_packed_sequence_indices = orig
+
+
+def measure_step_memory(model: Model, cfg: StepConfig, fake: bool = True,
+                        device: str = "cpu") -> Measurement:
+    """Build ``model``, run ``cfg.steps`` training steps under :class:`MemTrace`, report the
+    peak of the last one. ``fake=True`` runs under ``FakeTensorMode`` (no memory allocated)."""
+    cfg.check()
+    torch = require_torch()
+    fake_mode = None
+    if fake:
+        from torch._subclasses.fake_tensor import FakeTensorMode
+        fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
+    torch.manual_seed(0)
+    hf = build_model(model, cfg.seq_len, cfg.attn, cfg.part, _dtype(torch, cfg.precision),
+                     fake_mode=fake_mode, device=device)
+    outer = fake_mode if fake_mode is not None else contextlib.nullcontext()
+    with outer, _no_packing_check(fake):
+        if cfg.recompute == "full":
+            hf.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        batch = make_batch(model, hf, cfg.seq_len, cfg.micro_batch, cfg.part,
+                           cfg.images_per_sample)
+        batch = {k: v.to(device) for k, v in batch.items()}
+        if cfg.precision == "bf16_pure" and "pixel_values" in batch:
+            batch["pixel_values"] = batch["pixel_values"].to(torch.bfloat16)
+        opt = _optimizer(torch, [p for p in hf.parameters() if p.requires_grad], cfg.adamw)
+        tr = MemTrace()
+        tr.register_module(hf)
+        tr.register(batch.values(), "inputs")
+        autocast = (lambda: torch.autocast(device_type=device, dtype=torch.bfloat16)) \
+            if cfg.precision == "bf16_mixed" else contextlib.nullcontext
+        first_peak: dict[str, Any] = {}
+        with tr:
+            for i in range(cfg.steps):
+                if i == cfg.steps - 1:
+                    if i > 0:
+                        first_peak = tr.peak.as_dict()
+                    tr.reset_peak()
+                with tr.phase("forward"):
+                    with autocast():
+                        out = hf(**batch)
+                        loss = _loss(out)
+                    del out
+                with tr.phase("backward"):
+                    loss.backward()
+                del loss
+                with tr.phase("optimizer"):
+                    opt.step()
+                tr.adopt_optimizer(opt)
+                with tr.phase("zero_grad"):
+                    opt.zero_grad(set_to_none=True)
+        if cfg.steps == 1:
+            first_peak = tr.peak.as_dict()
+        kernels = sorted(k for k in tr.ops_seen if "scaled_dot_product" in k or k == "_softmax")
+        n_params = sum(p.numel() for p in hf.parameters())
+    return Measurement(config=asdict(cfg), fake=fake, params=int(n_params),
+                       peak=tr.peak.as_dict(),
+                       phases={k: v.as_dict() for k, v in tr.phase_peaks.items()},
+                       first_step_peak=first_peak, sdpa_kernels=kernels)
