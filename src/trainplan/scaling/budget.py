@@ -1,0 +1,208 @@
+"""Turn a budget (FLOPs, GPU-hours, dollars or a deadline on a cluster) into training FLOPs.
+
+FLOPs = GPU-seconds x dense bf16 peak FLOP/s x MFU, where MFU (model FLOPs utilisation) is what
+the cost model predicts for the best layout (:func:`achievable_mfu`). GPU peaks and prices come from
+the accelerator catalog (:mod:`trainplan.catalog`), each with its source.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from trainplan.errors import InputError
+
+#: MFU assumed when the cost model cannot be asked (typical of large, well-tuned LLM runs:
+#: A100 0.5-0.6, science.md / hardware.json rules_of_thumb; 0.40 leaves room for real-world loss).
+DEFAULT_MFU = 0.40
+DEFAULT_MFU_SOURCE = "assumed MFU 0.40 (typical large-run MFU; pass --mfu to override)"
+
+#: Smallest budget accepted: a 1M-parameter model on 20 tokens per parameter, C = 6 x 1e6 x 2e7.
+MIN_FLOPS = 1.2e14
+
+SECONDS_PER_HOUR = 3600.0
+SECONDS_PER_DAY = 86_400.0
+
+
+@dataclass(frozen=True)
+class BudgetResult:
+    """Training FLOPs for a budget, with how they were obtained."""
+
+    flops: float
+    kind: str  # "flops", "gpu_hours", "dollars" or "deadline"
+    gpu: str | None = None
+    gpu_name: str | None = None
+    peak_flops_per_s: float | None = None
+    peak_dtype: str | None = None
+    peak_source: str | None = None
+    mfu: float | None = None
+    mfu_source: str | None = None
+    gpus: int | None = None
+    gpu_hours: float | None = None
+    usd_per_gpu_hour: float | None = None
+    price_source: str | None = None
+    dollars: float | None = None
+    deadline_days: float | None = None
+
+    @property
+    def explanation(self) -> str:
+        """One line saying how the FLOPs were obtained."""
+        if self.kind == "flops":
+            return f"{self.flops:.3g} FLOPs given directly"
+        parts = []
+        if self.kind == "dollars":
+            parts.append(f"${self.dollars:,.0f} / ${self.usd_per_gpu_hour:.4g} per GPU-hour ({self.price_source})")
+        if self.kind == "deadline":
+            parts.append(f"{self.deadline_days:g} days x {self.gpus} GPUs")
+        parts.append(
+            f"{self.gpu_hours:,.0f} GPU-hours x {self.peak_flops_per_s / 1e12:.4g} TFLOP/s dense {self.peak_dtype} peak "
+            f"({self.gpu}) x MFU {self.mfu:.3g} [{self.mfu_source}] = {self.flops:.3g} FLOPs"
+        )
+        return "; ".join(parts)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["explanation"] = self.explanation
+        return d
+
+
+def achievable_mfu(gpu: str, gpus: int | None, n_params: float) -> tuple[float, str]:
+    """MFU of the best layout for ``n_params`` on ``gpus`` x ``gpu``, and where that number came from.
+
+    Asks the layout search (``trainplan.search.best_mfu(gpu, gpus, n_params) -> float | None``, None
+    when no layout fits) if it is installed; otherwise returns :data:`DEFAULT_MFU`.
+    """
+    try:
+        from trainplan.search import best_mfu  # type: ignore[import-not-found]
+    except ImportError:
+        return DEFAULT_MFU, DEFAULT_MFU_SOURCE
+    mfu = best_mfu(gpu, gpus, n_params)
+    if mfu is None or not (mfu > 0):
+        raise InputError(
+            "budget", f"{gpus or 'any number of'} x {gpu} for a {n_params:.3g}-parameter model",
+            "a cluster on which some layout fits the model",
+            hint="more GPUs, GPUs with more memory, or a larger budget",
+        )
+    return float(mfu), "cost model: best layout's predicted MFU (trainplan.search.best_mfu)"
+
+
+def _accelerator(gpu: str):
+    from trainplan.catalog import get_accelerator  # lazy: the catalog reads data files
+
+    return get_accelerator(gpu)  # raises InputError listing the known ids
+
+
+def _positive(name: str, value: Any) -> float:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise InputError(name, value, "a number > 0") from None
+    if not math.isfinite(v) or v <= 0:
+        raise InputError(name, value, "a finite number > 0")
+    return v
+
+
+def _check_floor(flops: float, what: str) -> None:
+    if flops < MIN_FLOPS:
+        raise InputError(
+            "budget", f"{what} = {flops:.3g} FLOPs",
+            f"at least {MIN_FLOPS:.3g} FLOPs (a 1M-parameter model on 20 tokens per parameter)",
+            hint="the budget is too small for any layout worth planning",
+        )
+
+
+def flops_from_budget(
+    *,
+    flops: float | None = None,
+    gpu_hours: float | None = None,
+    dollars: float | None = None,
+    deadline_days: float | None = None,
+    gpu: str | None = None,
+    gpus: int | None = None,
+    usd_per_gpu_hour: float | None = None,
+    mfu: float | None = None,
+) -> BudgetResult:
+    """Training FLOPs for exactly one of ``flops``, ``gpu_hours``, ``dollars`` or ``deadline_days``.
+
+    GPU-hours, dollars and deadlines need ``gpu`` (a catalog id or alias); a deadline also needs
+    ``gpus``; dollars use ``usd_per_gpu_hour`` or the catalog's default price. ``mfu`` overrides the
+    cost model's prediction.
+    """
+    given = {k: v for k, v in
+             {"flops": flops, "gpu_hours": gpu_hours, "dollars": dollars, "deadline_days": deadline_days}.items()
+             if v is not None}
+    if len(given) != 1:
+        raise InputError(
+            "budget", ", ".join(given) or "none",
+            "exactly one of --flops, --gpu-hours, --dollars, --deadline-days",
+        )
+    field_name, value = next(iter(given.items()))
+    value = _positive(field_name, value)
+    kind = "deadline" if field_name == "deadline_days" else field_name
+    if kind == "flops":
+        _check_floor(value, "flops")
+        return BudgetResult(flops=value, kind="flops")
+
+    if gpu is None:
+        raise InputError("gpu", None, f"an accelerator id (e.g. h100_sxm) to convert {kind} into FLOPs")
+    acc = _accelerator(gpu)
+    if gpus is not None:
+        if isinstance(gpus, bool) or int(gpus) != gpus or gpus < 1:
+            raise InputError("gpus", gpus, "an integer >= 1")
+        gpus = int(gpus)
+    if mfu is not None:
+        mfu = _positive("mfu", mfu)
+        if mfu > 1:
+            raise InputError("mfu", mfu, "a fraction in (0, 1]")
+    try:
+        peak = acc.peak("bf16")
+    except KeyError:
+        raise InputError("gpu", gpu, "an accelerator with a bf16 or fp16 peak in the catalog") from None
+    peak_dtype = "bf16" if acc.peak_tflops.get("bf16") else "fp16"
+    peak_src = acc.sources.get(f"peak_tflops.{peak_dtype}") or "trainplan catalog"
+
+    price = price_src = None
+    if kind == "dollars":
+        if usd_per_gpu_hour is not None:
+            price, price_src = _positive("usd_per_gpu_hour", usd_per_gpu_hour), "given"
+        elif acc.usd_per_gpu_hour:
+            price, price_src = float(acc.usd_per_gpu_hour), acc.price_source or "catalog default price"
+        else:
+            raise InputError(
+                "usd_per_gpu_hour", None, f"a price per GPU-hour for {acc.id} (the catalog has none)",
+                hint="pass --usd-per-gpu-hour",
+            )
+        hours = value / price
+    elif kind == "gpu_hours":
+        hours = value
+    else:  # deadline
+        if gpus is None:
+            raise InputError("gpus", None, "the number of GPUs in the cluster (needed with --deadline-days)")
+        hours = value * 24.0 * gpus
+
+    def to_flops(m: float) -> float:
+        return hours * SECONDS_PER_HOUR * peak * m
+
+    if mfu is not None:
+        m, m_src = mfu, "given"
+    else:
+        # The best layout's MFU depends on the model size, which depends on the budget: iterate.
+        from trainplan.scaling.laws import DEFAULT_LAW
+
+        m, m_src = DEFAULT_MFU, DEFAULT_MFU_SOURCE
+        for _ in range(8):
+            n, _d = DEFAULT_LAW.optimal(to_flops(m))
+            new_m, m_src = achievable_mfu(acc.id, gpus, float(n))
+            if abs(new_m - m) <= 1e-4 * m:
+                m = new_m
+                break
+            m = new_m
+    total = to_flops(m)
+    _check_floor(total, kind)
+    return BudgetResult(
+        flops=total, kind=kind, gpu=acc.id, gpu_name=acc.name, peak_flops_per_s=peak, peak_dtype=peak_dtype,
+        peak_source=peak_src,
+        mfu=m, mfu_source=m_src, gpus=gpus, gpu_hours=hours, usd_per_gpu_hour=price, price_source=price_src,
+        dollars=value if kind == "dollars" else None, deadline_days=value if kind == "deadline" else None,
+    )
