@@ -1,0 +1,292 @@
+"""Vision-language and vision-tower imports from Hugging Face ``config.json`` files.
+
+Registers importers in :data:`trainplan.catalog.hf.VISION_IMPORTERS` for ``llava`` (llava-hf),
+``llava_llama`` (the original LLaVA repository), ``qwen2_vl``, ``qwen`` (Qwen-VL, remote code;
+text-only Qwen-7B too), and turns CLIP / SigLIP configs (``clip``, ``clip_vision_model``,
+``siglip``, ``siglip_vision_model``) into vision-tower :class:`~trainplan.spec.model.Stack` s.
+A vision tower alone is not a trainable :class:`~trainplan.spec.model.Model` (a model needs a
+decoder): :func:`vision_tower_from_hf` and :func:`get_vision_tower` return the stack, and
+:func:`compose_vlm` joins a tower, a projector and a decoder.
+
+Field names and defaults follow transformers' ``configuration_clip.py`` (CLIPVisionConfig),
+``configuration_siglip.py``, ``configuration_llava.py``, ``configuration_qwen2_vl.py``
+(Qwen2VLVisionConfig), ``configuration_llama.py`` (LlamaConfig: the llava-hf hub configs only store
+the fields that differ from these defaults), and Qwen-VL's ``configuration_qwen.py`` /
+``visual.py`` (Bai et al. 2023, arXiv:2308.12966).
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+from pydantic import ValidationError
+
+from trainplan.catalog import hf
+from trainplan.catalog.hf import decoder_from_hf
+from trainplan.errors import InputError, from_validation_error
+from trainplan.spec.model import Model, Projector, Stack
+
+# transformers LlamaConfig defaults (the llava-hf text_config omits them)
+LLAMA_DEFAULTS = dict(model_type="llama", vocab_size=32000, hidden_size=4096,
+                      intermediate_size=11008, num_hidden_layers=32, num_attention_heads=32,
+                      tie_word_embeddings=False)
+# transformers CLIPVisionConfig / SiglipVisionConfig defaults
+CLIP_VISION_DEFAULTS = dict(hidden_size=768, intermediate_size=3072, num_hidden_layers=12,
+                            num_attention_heads=12, num_channels=3, image_size=224, patch_size=32)
+SIGLIP_VISION_DEFAULTS = dict(hidden_size=768, intermediate_size=3072, num_hidden_layers=12,
+                              num_attention_heads=12, num_channels=3, image_size=224, patch_size=16)
+# Qwen2VLVisionConfig defaults (configuration_qwen2_vl.py)
+QWEN2VL_VISION_DEFAULTS = dict(depth=32, embed_dim=1280, hidden_size=3584, mlp_ratio=4,
+                               num_heads=16, in_channels=3, patch_size=14, spatial_merge_size=2,
+                               temporal_patch_size=2)
+# Qwen2-VL takes any resolution; the stack needs a nominal side (no learned position table, so it
+# changes no parameter). The job's image_size or resolution distribution sets the real one.
+QWEN2VL_NOMINAL_IMAGE = 448
+
+VISION_TOWER_TYPES = ("clip", "clip_vision_model", "siglip", "siglip_vision_model")
+
+
+def _vision_cfg(cfg: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    mt = cfg.get("model_type", "clip_vision_model")
+    if mt in ("clip", "siglip") or ("vision_config" in cfg and "hidden_size" not in cfg):
+        inner = dict(cfg.get("vision_config") or {})
+        kind = "siglip" if "siglip" in (mt + str(inner.get("model_type", ""))) else "clip"
+        return kind, inner
+    return ("siglip" if "siglip" in mt else "clip"), cfg
+
+
+def vision_tower_from_hf(cfg: dict[str, Any], name: str = "vision") -> Stack:
+    """A vision-encoder stack from a CLIP or SigLIP (vision) config dict.
+
+    CLIP (HF ``CLIPVisionTransformer``): conv patch embedding without bias, class token, learned
+    positions (patches + 1), pre-LayerNorm, pre-norm blocks with biased q/k/v/out and a
+    2-matrix quick-GELU MLP, post-LayerNorm. SigLIP: no class token, no pre-LayerNorm, positions
+    for the patches only. Not counted: SigLIP's patch-conv bias (h) and its attention-pooling head
+    (``vision_use_head``; VLMs read the last hidden state), CLIP's ``visual_projection``.
+    """
+    if not isinstance(cfg, dict):
+        raise InputError("config", type(cfg).__name__, "a JSON object (a config.json)")
+    kind, c = _vision_cfg(cfg)
+    d = dict(CLIP_VISION_DEFAULTS if kind == "clip" else SIGLIP_VISION_DEFAULTS)
+    d.update({k: v for k, v in c.items() if v is not None})
+    try:
+        return Stack(name=name, role="vision", layers=d["num_hidden_layers"],
+                     hidden=d["hidden_size"], heads=d["num_attention_heads"],
+                     ffn_hidden=d["intermediate_size"], mlp="gelu", attn_bias=True,
+                     attn_out_bias=True, mlp_bias=True, norm="layernorm", vocab=0,
+                     position="learned", final_norm=True, causal=False,
+                     image_size=d["image_size"], patch_size=d["patch_size"],
+                     channels=d.get("num_channels", 3), class_token=(kind == "clip"),
+                     pre_norm=(kind == "clip"))
+    except ValidationError as e:
+        raise from_validation_error(e, prefix="config.vision_config.") from None
+
+
+def _llava_decoder(cfg: dict[str, Any]) -> Stack:
+    text = dict(LLAMA_DEFAULTS)
+    text.update({k: v for k, v in (cfg.get("text_config") or {}).items() if v is not None})
+    if "vocab_size" not in (cfg.get("text_config") or {}) and cfg.get("vocab_size"):
+        text["vocab_size"] = cfg["vocab_size"]
+    text.setdefault("tie_word_embeddings", cfg.get("tie_word_embeddings", False))
+    return decoder_from_hf(text)
+
+
+def _mlp_projector(kind: str, vis_h: int, dec_h: int, bias: bool = True) -> Projector:
+    if kind == "linear":
+        return Projector(kind="linear", in_dim=vis_h, out_dim=dec_h, bias=bias)
+    return Projector(kind="mlp2", in_dim=vis_h, out_dim=dec_h, hidden=dec_h, bias=bias)
+
+
+def llava_from_hf(cfg: dict[str, Any], name: str) -> Model:
+    """LLaVA (llava-hf ``LlavaConfig``): CLIP/SigLIP tower + 2-layer GELU MLP + Llama decoder.
+
+    Liu et al. 2023 "Improved Baselines with Visual Instruction Tuning" (LLaVA-1.5): CLIP
+    ViT-L/14-336 tower, ``multi_modal_projector`` linear_1 (vision h -> text h), GELU, linear_2
+    (text h -> text h), both with bias (``multimodal_projector_bias``, default True).
+    """
+    dec = _llava_decoder(cfg)
+    vis = vision_tower_from_hf({"vision_config": cfg.get("vision_config") or {},
+                                "model_type": "clip"}, "vision")
+    proj = _mlp_projector("mlp2", vis.hidden, dec.hidden, bool(cfg.get("multimodal_projector_bias", True)))
+    return Model(name=name, stacks=(vis, dec), projectors=(proj,),
+                 source="Hugging Face llava config")
+
+
+def llava_llama_from_hf(cfg: dict[str, Any], name: str) -> Model:
+    """The original LLaVA repository's config: Llama fields at the top level,
+    ``mm_vision_tower`` (a tower preset's Hugging Face id), ``mm_projector_type``."""
+    tower_id = str(cfg.get("mm_vision_tower", "openai/clip-vit-large-patch14-336"))
+    vis = get_vision_tower(tower_id)
+    dec = decoder_from_hf({**cfg, "model_type": "llama"})
+    kind = "linear" if cfg.get("mm_projector_type", "linear") == "linear" else "mlp2"
+    return Model(name=name, stacks=(vis, dec),
+                 projectors=(_mlp_projector(kind, vis.hidden, dec.hidden),),
+                 source="LLaVA repository config (llava_llama)")
+
+
+def qwen2_vl_from_hf(cfg: dict[str, Any], name: str) -> Model:
+    """Qwen2-VL (``Qwen2VLConfig``): 675M ViT with 2-D RoPE and dynamic resolution, 2x2 patch
+    merger (``PatchMerger``: LayerNorm, MLP 4*1280 -> 4*1280 -> text h), Qwen2 decoder.
+
+    Wang et al. 2024 (arXiv:2409.12191) sec. 2.1; ViT blocks: LayerNorm, qkv with bias, proj with
+    bias, quick-GELU MLP (fc1, fc2 with bias), no class token, no final norm; patch embedding a
+    Conv3d (t=2, 14, 14) without bias.
+    """
+    text = dict(cfg.get("text_config") or {k: v for k, v in cfg.items() if k != "vision_config"})
+    text["model_type"] = "qwen2"
+    dec = decoder_from_hf(text)
+    vc = dict(QWEN2VL_VISION_DEFAULTS)
+    vc.update({k: v for k, v in (cfg.get("vision_config") or {}).items() if v is not None})
+    embed = vc.get("embed_dim", 1280)
+    vis = Stack(name="vision", role="vision", layers=vc["depth"], hidden=embed, heads=vc["num_heads"],
+                ffn_hidden=int(embed * vc["mlp_ratio"]), mlp="gelu", attn_bias=True,
+                attn_out_bias=True, mlp_bias=True, norm="layernorm", vocab=0, position="rope",
+                final_norm=False, causal=False, image_size=QWEN2VL_NOMINAL_IMAGE,
+                patch_size=vc.get("spatial_patch_size") or vc["patch_size"],
+                channels=vc.get("in_channels") or vc.get("in_chans") or 3, class_token=False,
+                pre_norm=False, spatial_merge=vc["spatial_merge_size"],
+                temporal_patch=vc["temporal_patch_size"])
+    merger = Projector(kind="merge_mlp", in_dim=embed, out_dim=vc.get("hidden_size") or dec.hidden,
+                       merge=vc["spatial_merge_size"])
+    return Model(name=name, stacks=(vis, dec), projectors=(merger,),
+                 source="Hugging Face qwen2_vl config")
+
+
+def qwen_from_hf(cfg: dict[str, Any], name: str) -> Model:
+    """Qwen-7B (``QWenLMHeadModel``, remote code) and Qwen-VL (its ``visual`` block).
+
+    Decoder: RMSNorm, ``c_attn`` q/k/v with bias, ``c_proj`` without, SwiGLU MLP of
+    intermediate_size/2 (w1, w2, c_proj; no bias), untied LM head. Qwen-VL's ``visual``
+    (``visual.py``): OpenCLIP ViT-bigG/14 (width 1664, 48 layers, 16 heads, MLP 1664*4.9231 = 8192)
+    with ``conv1`` without bias, no class token, learned positions, ``ln_pre``; then the
+    ``attn_pool`` resampler (256 queries, one cross-attention at the decoder width with
+    width/128 heads, ``kv_proj`` without bias) and ``proj`` (out x out, no bias).
+    Not exact: positions are a 256-entry table interpolated to the 448 px grid (we count the grid,
+    1024 entries: +1.3M), ``ln_post`` (2 x out) is not counted.
+    """
+    h = cfg["hidden_size"]
+    heads = cfg["num_attention_heads"]
+    kv_ch = cfg.get("kv_channels")
+    dec = Stack(name="decoder", layers=cfg["num_hidden_layers"], hidden=h, heads=heads,
+                head_dim=kv_ch if kv_ch and kv_ch != h // heads else None, ffn_hidden=cfg["intermediate_size"] // 2, mlp="swiglu", attn_bias=True,
+                norm="rmsnorm", vocab=cfg["vocab_size"],
+                tied_embeddings=bool(cfg.get("tie_word_embeddings", False)), position="rope")
+    vcfg = cfg.get("visual")
+    if not vcfg:
+        return Model(name=name, stacks=(dec,), source="Qwen config (text only)")
+    width = vcfg["width"]
+    out = vcfg.get("output_dim", h)
+    vis = Stack(name="vision", role="vision", layers=vcfg["layers"], hidden=width, heads=vcfg["heads"],
+                ffn_hidden=int(width * vcfg["mlp_ratio"]), mlp="gelu", attn_bias=True,
+                attn_out_bias=True, mlp_bias=True, norm="layernorm", vocab=0, position="learned",
+                final_norm=False, causal=False, image_size=vcfg["image_size"],
+                patch_size=vcfg["patch_size"], class_token=False, pre_norm=True)
+    n_q = int(vcfg.get("n_queries", 256))
+    resampler = Projector(kind="resampler", in_dim=width, out_dim=out, queries=n_q,
+                          heads=max(out // 128, 1))
+    proj = Projector(kind="linear", in_dim=out, out_dim=out, bias=False)
+    return Model(name=name, stacks=(vis, dec), projectors=(resampler, proj),
+                 source="Qwen-VL config (visual block)")
+
+
+def _tower_as_model(cfg: dict[str, Any], name: str) -> Model:
+    raise InputError("config.model_type", cfg.get("model_type"),
+                     "a model with a language decoder (llava, qwen2_vl, qwen, llama, ...)",
+                     hint="a CLIP/SigLIP config is a vision tower: use "
+                          "trainplan.catalog.vision.vision_tower_from_hf, or a VLM preset that "
+                          "contains it (llava-1.5-7b)")
+
+
+def register() -> None:
+    """Put the importers into ``trainplan.catalog.hf.VISION_IMPORTERS`` (idempotent)."""
+    hf.VISION_IMPORTERS.update({
+        "llava": llava_from_hf,
+        "llava_llama": llava_llama_from_hf,
+        "qwen2_vl": qwen2_vl_from_hf,
+        "qwen": qwen_from_hf,
+        **{t: _tower_as_model for t in VISION_TOWER_TYPES},
+    })
+
+
+register()
+
+
+# ------------------------------------------------------------------------------ presets
+
+
+@lru_cache(maxsize=1)
+def _vision_data() -> dict[str, Any]:
+    return json.loads(resources.files("trainplan.catalog").joinpath(
+        "data/vision_models.json").read_text())
+
+
+def vision_presets() -> list[dict[str, Any]]:
+    """VLM preset records (same shape as ``data/models.json``'s ``presets``)."""
+    return list(_vision_data()["presets"])
+
+
+def vision_tower_records() -> list[dict[str, Any]]:
+    return list(_vision_data()["vision_towers"])
+
+
+def list_vision_towers() -> list[dict[str, Any]]:
+    return [{k: r.get(k) for k in ("id", "name", "hf_id", "source", "params_reference")}
+            for r in vision_tower_records()]
+
+
+def get_vision_tower(name: str) -> Stack:
+    """A vision-tower stack by preset id or Hugging Face id (case-insensitive)."""
+    key = str(name).strip().lower()
+    for r in vision_tower_records():
+        if key in (r["id"].lower(), str(r.get("hf_id", "")).lower()):
+            return vision_tower_from_hf(r["config"], "vision")
+    raise InputError("vision tower", name, "one of " + ", ".join(
+        r["id"] for r in vision_tower_records()))
+
+
+def get_vlm_preset(name: str) -> Model:
+    """A VLM preset from ``data/vision_models.json`` (until catalog.models reads that file)."""
+    key = str(name).strip().lower()
+    for r in vision_presets():
+        if r["id"].lower() == key:
+            if r.get("format", "hf") == "hf":
+                return hf.model_from_hf_config(r["config"], name=r["name"], source=r.get("source", ""))
+            try:
+                return Model(name=r["name"], stacks=tuple(r["stacks"]),
+                             projectors=tuple(r.get("projectors", ())), source=r.get("source", ""))
+            except ValidationError as e:
+                raise from_validation_error(e, prefix=f"preset {r['id']}.") from None
+    raise InputError("model", name, "one of " + ", ".join(r["id"] for r in vision_presets()))
+
+
+def resolve_model(name: str | Model) -> Model:
+    """A Model from a VLM preset id, else whatever ``trainplan.catalog.get_model`` accepts."""
+    if isinstance(name, Model):
+        return name
+    try:
+        return get_vlm_preset(name)
+    except InputError:
+        from trainplan.catalog import get_model
+        return get_model(name)
+
+
+def compose_vlm(tower: Stack | str, decoder: Model | str, projector: str = "mlp2",
+                name: str | None = None, queries: int = 256) -> Model:
+    """Join a vision tower, a projector (linear, mlp2, resampler, merge_mlp) and a decoder."""
+    vis = get_vision_tower(tower) if isinstance(tower, str) else tower
+    dec_model = resolve_model(decoder) if isinstance(decoder, str) else decoder
+    dec = dec_model.decoder
+    if projector == "resampler":
+        p = Projector(kind="resampler", in_dim=vis.hidden, out_dim=dec.hidden, queries=queries,
+                      heads=max(dec.hidden // 128, 1))
+    elif projector == "merge_mlp":
+        p = Projector(kind="merge_mlp", in_dim=vis.hidden, out_dim=dec.hidden, merge=2)
+    elif projector in ("linear", "mlp2"):
+        p = _mlp_projector(projector, vis.hidden, dec.hidden)
+    else:
+        raise InputError("projector", projector, "linear, mlp2, resampler or merge_mlp")
+    return Model(name=name or f"{dec_model.name} + {vis.name}", stacks=(vis, dec), projectors=(p,),
+                 source="composed")
