@@ -12,7 +12,7 @@ from trainplan.scaling import (
     HOFFMANN_A3_UNROUNDED,
     KAPLAN_2020,
     MUENNIGHOFF_2023,
-    allocate,
+    optimal_allocation,
     batch_advice,
     compute_optimal,
     data_constrained_optimum,
@@ -47,14 +47,14 @@ TABLE3 = [
 @pytest.mark.parametrize("n, c, d", TABLE3)
 def test_hoffmann_2022_table3_approach1_within_5pct(n, c, d):
     """Hoffmann et al. 2022 Table 3: every row's parameters and tokens within 5%."""
-    a = allocate(c, "hoffmann2022-a1")
+    a = optimal_allocation(c, "hoffmann2022-a1")
     assert a.n_params == pytest.approx(n, rel=0.05)
     assert a.tokens == pytest.approx(d, rel=0.05)
 
 
 def test_hoffmann_table3_gopher_row_example():
     """Table 3: 5.76e23 FLOPs -> about 67B parameters and 1.5T tokens."""
-    a = allocate(5.76e23, "hoffmann2022-a1")
+    a = optimal_allocation(5.76e23, "hoffmann2022-a1")
     assert a.n_params == pytest.approx(67e9, rel=0.05) and a.tokens == pytest.approx(1.5e12, rel=0.05)
 
 
@@ -83,10 +83,10 @@ def test_allocations_at_2_3e21_match_hand_arithmetic():
     """science_constants.json 'allocations_at_C_2.3e21_derived' (science.md §B.7)."""
     expect = {"hoffmann2022-a3": (2.66e9, 54.3), "hoffmann2022-a3-unrounded": (3.24e9, 36.5), "epoch2024": (4.26e9, 21.1)}
     for name, (n, tpp) in expect.items():
-        a = allocate(2.3e21, name)
+        a = optimal_allocation(2.3e21, name)
         assert a.n_params == pytest.approx(n, rel=0.01)
         assert a.tokens_per_param == pytest.approx(tpp, rel=0.01)
-    assert allocate(2.3e21, "kaplan2020").n_params == pytest.approx(1.43e10, rel=0.01)
+    assert optimal_allocation(2.3e21, "kaplan2020").n_params == pytest.approx(1.43e10, rel=0.01)
 
 
 def test_parametric_frontier_is_the_isoflop_minimum():
@@ -115,9 +115,9 @@ def test_unknown_law_and_bad_flops():
     with pytest.raises(InputError, match="law"):
         get_law("nope")
     with pytest.raises(InputError):
-        allocate(-1.0)
+        optimal_allocation(-1.0)
     with pytest.raises(InputError):
-        allocate(float("nan"))
+        optimal_allocation(float("nan"))
 
 
 # ---- repeated data: Muennighoff et al. 2023 ----------------------------------------------

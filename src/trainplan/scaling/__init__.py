@@ -10,60 +10,77 @@ Python API (the CLI ``trainplan scale`` is a thin layer over it)::
 See docs/scaling.md for each law's source and conventions.
 """
 
-from trainplan.scaling.allocate import (
-    Allocation,
-    BatchAdvice,
-    DataConstrainedResult,
-    InferenceAwareResult,
-    IsoflopCurve,
-    MultimodalAdvice,
-    allocate,
-    batch_advice,
-    compute_optimal,
-    data_constrained_loss,
-    data_constrained_optimum,
-    deepseek_batch_size,
-    deepseek_learning_rate,
-    effective_data,
-    effective_params,
-    effective_tokens,
-    gas_heuristic,
-    inference_aware,
-    isoflop_curve,
-    kaplan_critical_batch,
-    lifetime_flops,
-    multimodal_advice,
-    multimodal_heuristic_params,
-    shukor_scale,
-    tokens_with_padding,
-)
-from trainplan.scaling.budget import BudgetResult, achievable_mfu, flops_from_budget
-from trainplan.scaling.fit import (
-    FitResult,
-    Runs,
-    fit_law,
-    load_law,
-    load_runs,
-    save_law,
-    synthetic_runs,
-)
-from trainplan.scaling.laws import (
-    ALL_LAWS,
-    DEFAULT_LAW,
-    EPOCH_2024,
-    HOFFMANN_A1,
-    HOFFMANN_A2,
-    HOFFMANN_A3,
-    HOFFMANN_A3_UNROUNDED,
-    KAPLAN_2020,
-    MUENNIGHOFF_2023,
-    NAMED_LAWS,
-    PF_DAY_FLOPS,
-    KaplanLaw,
-    ParametricLaw,
-    PowerLawAllocation,
-    get_law,
-    training_flops,
-)
+from __future__ import annotations
 
-__all__ = [name for name in dir() if not name.startswith("_")]
+import importlib
+from typing import Any
+
+# Names are imported on first use (PEP 562) so that mounting the CLI stays light.
+_EXPORTS: dict[str, str] = {
+    "ALL_LAWS": "laws",
+    "DEFAULT_LAW": "laws",
+    "EPOCH_2024": "laws",
+    "HOFFMANN_A1": "laws",
+    "HOFFMANN_A2": "laws",
+    "HOFFMANN_A3": "laws",
+    "HOFFMANN_A3_UNROUNDED": "laws",
+    "KAPLAN_2020": "laws",
+    "MUENNIGHOFF_2023": "laws",
+    "NAMED_LAWS": "laws",
+    "PF_DAY_FLOPS": "laws",
+    "KaplanLaw": "laws",
+    "ParametricLaw": "laws",
+    "PowerLawAllocation": "laws",
+    "get_law": "laws",
+    "training_flops": "laws",
+    "Allocation": "allocate",
+    "BatchAdvice": "allocate",
+    "DataConstrainedResult": "allocate",
+    "InferenceAwareResult": "allocate",
+    "IsoflopCurve": "allocate",
+    "MultimodalAdvice": "allocate",
+    "optimal_allocation": "allocate",
+    "batch_advice": "allocate",
+    "compute_optimal": "allocate",
+    "data_constrained_loss": "allocate",
+    "data_constrained_optimum": "allocate",
+    "deepseek_batch_size": "allocate",
+    "deepseek_learning_rate": "allocate",
+    "effective_data": "allocate",
+    "effective_params": "allocate",
+    "effective_tokens": "allocate",
+    "gas_heuristic": "allocate",
+    "inference_aware": "allocate",
+    "isoflop_curve": "allocate",
+    "kaplan_critical_batch": "allocate",
+    "lifetime_flops": "allocate",
+    "multimodal_advice": "allocate",
+    "multimodal_heuristic_params": "allocate",
+    "shukor_scale": "allocate",
+    "tokens_with_padding": "allocate",
+    "BudgetResult": "budget",
+    "achievable_mfu": "budget",
+    "flops_from_budget": "budget",
+    "FitResult": "fit",
+    "Runs": "fit",
+    "fit_law": "fit",
+    "load_law": "fit",
+    "load_runs": "fit",
+    "save_law": "fit",
+    "synthetic_runs": "fit",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'trainplan.scaling' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"trainplan.scaling.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

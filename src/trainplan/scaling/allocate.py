@@ -1,6 +1,6 @@
 """From a compute budget to a model: compute-optimal N and D, and what lies beyond them.
 
-* :func:`allocate` / :func:`compute_optimal`: N, D, tokens per parameter and loss under each law;
+* :func:`optimal_allocation` / :func:`compute_optimal`: N, D, tokens per parameter and loss under each law;
 * :func:`isoflop_curve`: loss against N at fixed C;
 * repeated data (Muennighoff et al. 2023): :func:`effective_tokens`, :func:`data_constrained_optimum`;
 * inference-aware sizing (Sardana and Frankle 2023): :func:`inference_aware`;
@@ -66,7 +66,7 @@ class Allocation:
         return asdict(self)
 
 
-def allocate(flops: float, law: Any = DEFAULT_LAW) -> Allocation:
+def optimal_allocation(flops: float, law: Any = DEFAULT_LAW) -> Allocation:
     """Compute-optimal (N, D) for ``flops`` under ``law`` (a law object or a registered name)."""
     c = _check_positive("flops", flops)
     lw = _resolve(law)
@@ -80,9 +80,9 @@ def allocate(flops: float, law: Any = DEFAULT_LAW) -> Allocation:
 
 
 def compute_optimal(flops: float, laws: Iterable[Any] | None = None) -> list[Allocation]:
-    """:func:`allocate` under each law (default: every named law, in display order)."""
+    """:func:`optimal_allocation` under each law (default: every named law, in display order)."""
     chosen = list(NAMED_LAWS.values()) if laws is None else [_resolve(x) for x in laws]
-    return [allocate(flops, lw) for lw in chosen]
+    return [optimal_allocation(flops, lw) for lw in chosen]
 
 
 @dataclass(frozen=True)

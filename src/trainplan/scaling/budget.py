@@ -70,21 +70,29 @@ class BudgetResult:
 def achievable_mfu(gpu: str, gpus: int | None, n_params: float) -> tuple[float, str]:
     """MFU of the best layout for ``n_params`` on ``gpus`` x ``gpu``, and where that number came from.
 
-    Asks the layout search (``trainplan.search.best_mfu(gpu, gpus, n_params) -> float | None``, None
-    when no layout fits) if it is installed; otherwise returns :data:`DEFAULT_MFU`.
+    Asks the layout search (``trainplan.search.best_mfu(gpu, gpus, n_params)``, which returns
+    ``(mfu, description)`` with mfu 0 when no layout fits) when it is installed and the cluster size
+    is known; otherwise returns :data:`DEFAULT_MFU`. Raises :class:`InputError` when no layout fits.
     """
+    if gpus is None:
+        return DEFAULT_MFU, DEFAULT_MFU_SOURCE.replace("(", "(no --gpus given, so no layout search; ", 1)
     try:
         from trainplan.search import best_mfu  # type: ignore[import-not-found]
     except ImportError:
         return DEFAULT_MFU, DEFAULT_MFU_SOURCE
-    mfu = best_mfu(gpu, gpus, n_params)
+    try:
+        answer = best_mfu(gpu, int(gpus), float(n_params))
+    except (InputError, ValueError) as exc:  # the search could not model this size: say so, fall back
+        reason = " ".join(str(exc).split())[:200]
+        return DEFAULT_MFU, f"{DEFAULT_MFU_SOURCE}; layout search failed: {reason}"
+    mfu, how = (answer if isinstance(answer, tuple) else (answer, "best layout"))
     if mfu is None or not (mfu > 0):
         raise InputError(
-            "budget", f"{gpus or 'any number of'} x {gpu} for a {n_params:.3g}-parameter model",
+            "budget", f"{gpus} x {gpu} for a {n_params:.3g}-parameter compute-optimal model",
             "a cluster on which some layout fits the model",
-            hint="more GPUs, GPUs with more memory, or a larger budget",
+            hint=f"{how}; use more GPUs or GPUs with more memory",
         )
-    return float(mfu), "cost model: best layout's predicted MFU (trainplan.search.best_mfu)"
+    return float(mfu), f"cost model, best layout: {how}"
 
 
 def _accelerator(gpu: str):

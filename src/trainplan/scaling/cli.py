@@ -1,0 +1,565 @@
+"""``trainplan scale``: budget -> (N, D) under each law, fitting your own law, and beyond.
+
+Mounted by the main CLI with ``app.add_typer(scale_app, name="scale")``. numpy/scipy are imported
+inside the commands so that mounting stays light.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator, List, Optional
+
+import typer
+
+from trainplan.errors import InputError, MissingExtraError
+
+scale_app = typer.Typer(
+    name="scale",
+    invoke_without_command=True,
+    no_args_is_help=False,
+    add_completion=False,
+    rich_markup_mode="rich",
+    help="Scaling laws: compute-optimal parameters and tokens for a budget, under each named law "
+         "(Kaplan 2020, Hoffmann 2022 approaches 1-3, Epoch 2024, your own fit).",
+)
+
+
+# --------------------------------------------------------------------------------------------
+# Helpers
+
+
+@contextmanager
+def _handled() -> Iterator[None]:
+    """Bad input: red message on stderr, exit status 2, no traceback."""
+    try:
+        yield
+    except (InputError, MissingExtraError) as exc:
+        from rich.console import Console
+        from rich.markup import escape
+
+        Console(stderr=True).print(f"[bold red]error:[/bold red] {escape(str(exc))}", highlight=False)
+        raise typer.Exit(2) from None
+
+
+def _console():
+    from rich.console import Console
+
+    return Console()
+
+
+def _si(x: float | None, unit: str = "") -> str:
+    """1.5e12 -> '1.50T'; None -> '-'."""
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "-"
+    for div, suffix in ((1e15, "P"), (1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K")):
+        if abs(x) >= div:
+            return f"{x / div:.3g}{suffix}{unit}"
+    return f"{x:.3g}{unit}"
+
+
+def _band(ci: Any) -> str:
+    return "-" if not ci else f"[{_si(ci[0])}, {_si(ci[1])}]"
+
+
+def _print_json(payload: Any) -> None:
+    typer.echo(json.dumps(payload, indent=2, default=_json_default))
+
+
+def _json_default(o: Any) -> Any:
+    try:
+        import numpy as np
+
+        if isinstance(o, np.ndarray):
+            return o.tolist()
+        if isinstance(o, np.generic):
+            return o.item()
+    except ImportError:  # pragma: no cover
+        pass
+    if isinstance(o, tuple):
+        return list(o)
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+def _budget(flops, gpu_hours, dollars, deadline_days, gpu, gpus, usd_per_gpu_hour, mfu):
+    from trainplan.scaling.budget import flops_from_budget
+
+    return flops_from_budget(
+        flops=flops, gpu_hours=gpu_hours, dollars=dollars, deadline_days=deadline_days, gpu=gpu, gpus=gpus,
+        usd_per_gpu_hour=usd_per_gpu_hour, mfu=mfu,
+    )
+
+
+def _laws(names: Optional[List[str]], law_file: Optional[Path]) -> list:
+    from trainplan.scaling.fit import load_law
+    from trainplan.scaling.laws import NAMED_LAWS, get_law
+
+    laws = [get_law(n) for n in names] if names else list(NAMED_LAWS.values())
+    if law_file is not None:
+        laws.append(load_law(law_file))
+    return laws
+
+
+# Shared option declarations (typer reads the defaults).
+_FLOPS = typer.Option(None, "--flops", help="training compute in FLOPs, e.g. 1e23")
+_GPU_HOURS = typer.Option(None, "--gpu-hours", help="GPU-hours on --gpu")
+_DOLLARS = typer.Option(None, "--dollars", help="US dollars on --gpu (catalog price or --usd-per-gpu-hour)")
+_DEADLINE = typer.Option(None, "--deadline-days", help="wall-clock days on --gpus x --gpu")
+_GPU = typer.Option(None, "--gpu", help="accelerator id or alias, e.g. h100_sxm (see `trainplan gpus`)")
+_GPUS = typer.Option(None, "--gpus", help="GPUs in the cluster (needed with --deadline-days)")
+_PRICE = typer.Option(None, "--usd-per-gpu-hour", help="price override for --dollars")
+_MFU = typer.Option(None, "--mfu", help="model FLOPs utilisation override (default: cost model, else 0.40)")
+_JSON = typer.Option(False, "--json", help="print machine-readable JSON")
+
+
+def _print_budget(console, budget) -> None:
+    console.print(f"[bold]Budget:[/bold] {budget.explanation}", highlight=False)
+
+
+# --------------------------------------------------------------------------------------------
+# trainplan scale  (no subcommand): budget -> (N, D) under each law
+
+
+@scale_app.callback()
+def scale(
+    ctx: typer.Context,
+    flops: Optional[float] = _FLOPS,
+    gpu_hours: Optional[float] = _GPU_HOURS,
+    dollars: Optional[float] = _DOLLARS,
+    deadline_days: Optional[float] = _DEADLINE,
+    gpu: Optional[str] = _GPU,
+    gpus: Optional[int] = _GPUS,
+    usd_per_gpu_hour: Optional[float] = _PRICE,
+    mfu: Optional[float] = _MFU,
+    law: Optional[List[str]] = typer.Option(None, "--law", help="only these laws (repeatable); default: all named laws"),
+    law_file: Optional[Path] = typer.Option(None, "--law-file", help="a law fitted with `trainplan scale fit --out`"),
+    unique_tokens: Optional[float] = typer.Option(None, "--unique-tokens", help="unique tokens available (repeated-data analysis)"),
+    epochs: Optional[float] = typer.Option(None, "--epochs", help="planned epochs over --unique-tokens"),
+    inference_tokens: Optional[float] = typer.Option(None, "--inference-tokens", help="tokens the model will serve (inference-aware sizing)"),
+    plot: Optional[Path] = typer.Option(None, "--plot", help="write the isoFLOP plot (needs the plots extra)"),
+    as_json: bool = _JSON,
+) -> None:
+    """Compute-optimal parameters N and tokens D for a budget under each named law."""
+    if ctx.invoked_subcommand is not None:
+        return
+    with _handled():
+        if all(v is None for v in (flops, gpu_hours, dollars, deadline_days)):
+            raise InputError(
+                "budget", "none", "one of --flops, --gpu-hours, --dollars, --deadline-days",
+                hint="e.g. trainplan scale --flops 1e23, or see trainplan scale --help",
+            )
+        import trainplan.scaling.allocate as al
+
+        budget = _budget(flops, gpu_hours, dollars, deadline_days, gpu, gpus, usd_per_gpu_hour, mfu)
+        laws = _laws(law, law_file)
+        rows = [al.optimal_allocation(budget.flops, lw) for lw in laws]
+        curves = [c for c in (al.isoflop_curve(budget.flops, lw) for lw in laws) if c is not None]
+        grid = _common_isoflop_grid(rows)
+        table_curves = {}
+        for lw in laws:
+            cur = al.isoflop_curve(budget.flops, lw, n_params=grid)
+            if cur is not None:
+                table_curves[lw.name] = cur
+        repeated = None
+        if unique_tokens is not None:
+            repeated = al.data_constrained_optimum(budget.flops, unique_tokens).to_dict()
+            if epochs is not None:
+                repeated["planned_epochs"] = epochs
+                repeated["planned_effective_tokens"] = float(al.effective_data(unique_tokens, epochs))
+        elif epochs is not None:
+            raise InputError("epochs", epochs, "used together with --unique-tokens")
+        inference = None
+        if inference_tokens is not None:
+            inference = al.inference_aware(inference_tokens, flops=budget.flops).to_dict()
+        plot_path = None
+        if plot is not None:
+            from trainplan.scaling.plots import plot_isoflop
+
+            plot_path = plot_isoflop(curves, rows, plot)
+
+        if as_json:
+            _print_json({
+                "budget": budget.to_dict(),
+                "allocations": [r.to_dict() for r in rows],
+                "isoflop": {k: v.to_dict() for k, v in table_curves.items()},
+                "repeated_data": repeated,
+                "inference_aware": inference,
+                "plot": str(plot_path) if plot_path else None,
+            })
+            return
+        _print_allocation_tables(budget, rows, table_curves, grid, repeated, inference, plot_path)
+
+
+def _common_isoflop_grid(rows) -> list[float]:
+    import numpy as np
+
+    ns = [r.n_params for r in rows]
+    return list(np.geomspace(min(ns) / 4, max(ns) * 4, 11))
+
+
+def _print_allocation_tables(budget, rows, curves, grid, repeated, inference, plot_path) -> None:
+    from rich.table import Table
+
+    c = _console()
+    _print_budget(c, budget)
+    t = Table(title=f"Compute-optimal allocation for C = {budget.flops:.3g} FLOPs")
+    for col in ("law", "N (params)", "D (tokens)", "tokens/param", "loss", "convention"):
+        t.add_column(col, overflow="fold")
+    for r in rows:
+        t.add_row(r.label, _si(r.n_params), _si(r.tokens), f"{r.tokens_per_param:.1f}",
+                  "-" if r.loss is None else f"{r.loss:.4f}", r.convention)
+    c.print(t)
+    c.print("Losses are in each law's own units (Kaplan: WebText2; Hoffmann/Epoch: MassiveText) and are "
+            "comparable only within a law. Kaplan's N excludes embeddings.", style="dim")
+    if curves:
+        it = Table(title="IsoFLOP curve: loss against N at fixed C (D = C/6N)")
+        it.add_column("N")
+        it.add_column("D")
+        for name in curves:
+            it.add_column(name)
+        import numpy as np
+
+        for i, n in enumerate(grid):
+            losses = []
+            for name, cur in curves.items():
+                vals = cur.loss
+                best = int(np.argmin(vals))
+                mark = " *" if i == best else ""
+                losses.append(f"{vals[i]:.4f}{mark}")
+            it.add_row(_si(n), _si(budget.flops / (6 * n)), *losses)
+        c.print(it)
+        c.print("* = lowest loss on this grid", style="dim")
+    if repeated:
+        _print_repeated(c, repeated)
+    if inference:
+        _print_inference(c, inference)
+    if plot_path:
+        c.print(f"plot written to {plot_path}")
+
+
+def _print_repeated(c, r: dict) -> None:
+    from rich.table import Table
+
+    t = Table(title=f"Repeated data (Muennighoff et al. 2023): {_si(r['unique_tokens'])} unique tokens")
+    for col in ("", "N", "D (seen)", "epochs", "effective D'", "loss"):
+        t.add_column(col)
+    t.add_row("unconstrained optimum", _si(r["unconstrained_n_params"]), _si(r["unconstrained_tokens"]),
+              f"{r['unconstrained_tokens'] / r['unique_tokens']:.2f}", "-", f"{r['unconstrained_loss']:.4f}")
+    t.add_row("best with this data", _si(r["n_params"]), _si(r["tokens"]), f"{r['epochs']:.2f}",
+              _si(r["effective_tokens"]), f"{r['loss']:.4f}")
+    c.print(t)
+    if "planned_epochs" in r:
+        e = r["planned_epochs"]
+        c.print(f"{e:g} epochs over {_si(r['unique_tokens'])} unique tokens = "
+                f"{_si(r['planned_effective_tokens'])} effective tokens "
+                f"({r['planned_effective_tokens'] / (e * r['unique_tokens']):.1%} of {_si(e * r['unique_tokens'])} fresh).")
+    c.print("data is the limit" if r["data_limited"] else "data is not the limit at this budget", style="dim")
+
+
+def _print_inference(c, r: dict) -> None:
+    from rich.table import Table
+
+    t = Table(title=f"Inference-aware sizing (Sardana & Frankle 2023): {_si(r['inference_tokens'])} inference tokens, "
+                    f"target loss {r['target_loss']:.4f} ({r['law']})")
+    for col in ("", "N", "D (train)", "tokens/param", "train FLOPs", "total FLOPs"):
+        t.add_column(col)
+    t.add_row("compute-optimal", _si(r["chinchilla_n_params"]), _si(r["chinchilla_tokens"]),
+              f"{r['chinchilla_tokens_per_param']:.1f}", f"{r['chinchilla_train_flops']:.3g}",
+              f"{r['chinchilla_total_flops']:.3g}")
+    t.add_row("lifetime-optimal", _si(r["n_params"]), _si(r["tokens"]), f"{r['tokens_per_param']:.1f}",
+              f"{r['train_flops']:.3g}", f"{r['total_flops']:.3g}")
+    c.print(t)
+    c.print(f"saves {r['flops_saved']:.3g} FLOPs ({r['fraction_saved']:.1%}) over the model's life "
+            "(training 6ND + inference 2N per token).")
+
+
+# --------------------------------------------------------------------------------------------
+# trainplan scale fit
+
+
+@scale_app.command("fit")
+def fit_command(
+    runs_csv: Path = typer.Argument(..., help="CSV with columns N, D (or C), loss; '#' lines are comments"),
+    bootstrap: int = typer.Option(1000, "--bootstrap", help="bootstrap resamples for the intervals (0: none)"),
+    budget_flops: Optional[float] = typer.Option(None, "--budget-flops", help="also give the optimal allocation for this budget"),
+    out: Optional[Path] = typer.Option(None, "--out", help="save the fitted law as JSON (for --law-file)"),
+    plot: Optional[Path] = typer.Option(None, "--plot", help="plot fit and residuals (needs the plots extra)"),
+    ci_level: float = typer.Option(0.95, "--ci", help="confidence level of the intervals"),
+    seed: int = typer.Option(0, "--seed", help="random seed of the bootstrap"),
+    drop_highest: int = typer.Option(0, "--drop-highest", help="drop this many highest-loss runs first"),
+    name: str = typer.Option("fitted", "--name", help="name of the fitted law"),
+    as_json: bool = _JSON,
+) -> None:
+    """Fit L = E + A/N^alpha + B/D^beta (Huber 1e-3 on log-loss, L-BFGS from a grid) with bootstrap intervals."""
+    with _handled():
+        from trainplan.scaling.fit import fit_law, load_runs, save_law
+
+        if drop_highest < 0:
+            raise InputError("drop-highest", drop_highest, "an integer >= 0")
+        runs = load_runs(runs_csv)
+        if drop_highest:
+            from trainplan.scaling.fit import MIN_RUNS
+
+            if len(runs) - drop_highest < MIN_RUNS:
+                raise InputError("drop-highest", drop_highest, f"leaving at least {MIN_RUNS} runs")
+            runs = runs.without_highest_loss(drop_highest)
+        result = fit_law(runs, n_bootstrap=bootstrap, ci_level=ci_level, seed=seed, name=name,
+                         label=f"fitted to {runs_csv.name} ({len(runs)} runs)")
+        band = None
+        if budget_flops is not None:
+            if not (budget_flops > 0 and math.isfinite(budget_flops)):
+                raise InputError("budget-flops", budget_flops, "a finite number > 0")
+            band = result.allocation(budget_flops)
+        saved = save_law(result, out) if out is not None else None
+        plotted = None
+        if plot is not None:
+            from trainplan.scaling.plots import plot_fit
+
+            plotted = plot_fit(result, plot)
+        if as_json:
+            payload = result.to_dict()
+            payload["allocation"] = band.to_dict() if band else None
+            payload["law_file"] = str(saved) if saved else None
+            payload["plot"] = str(plotted) if plotted else None
+            _print_json(payload)
+            return
+        _print_fit(result, band, saved, plotted)
+
+
+def _print_fit(result, band, saved, plotted) -> None:
+    from rich.table import Table
+
+    c = _console()
+    d = result.to_dict()
+    ci = d["ci"]
+    lvl = f"{result.ci_level:.0%}" if result.bootstrap is not None else ""
+    t = Table(title=f"Fitted L(N, D) = E + A/N^alpha + B/D^beta  ({d['n_runs']} runs, "
+                    f"{d['n_bootstrap']} bootstrap resamples)")
+    t.add_column("parameter")
+    t.add_column("estimate")
+    t.add_column(f"{lvl} interval" if lvl else "interval")
+    for k, v in d["params"].items():
+        lo_hi = ci.get(k)
+        fmt = (lambda x: f"{x:.4g}")
+        t.add_row(k, fmt(v), f"[{fmt(lo_hi[0])}, {fmt(lo_hi[1])}]" if lo_hi else "-")
+    t.add_row("a = beta/(alpha+beta)", f"{result.law.a:.4f}",
+              f"[{ci['a'][0]:.4f}, {ci['a'][1]:.4f}]" if "a" in ci else "-")
+    c.print(t)
+    c.print(f"rms log-residual {d['rms_log_residual']:.4f}; Huber delta {d['huber_delta']:g}; "
+            f"objective (sum) {d['objective']:.6g}; L-BFGS starts {d['n_starts']}", style="dim")
+    if band is not None:
+        bt = Table(title=f"Compute-optimal allocation for C = {band.flops:.3g} FLOPs")
+        for col in ("", "estimate", f"{lvl} band" if lvl else "band"):
+            bt.add_column(col)
+        bt.add_row("N (params)", _si(band.n_params), _band(band.n_params_ci))
+        bt.add_row("D (tokens)", _si(band.tokens), _band(band.tokens_ci))
+        bt.add_row("tokens/param", f"{band.tokens / band.n_params:.1f}",
+                   "-" if not band.n_params_ci else "")
+        bt.add_row("loss", f"{band.loss:.4f}",
+                   "-" if not band.loss_ci else f"[{band.loss_ci[0]:.4f}, {band.loss_ci[1]:.4f}]")
+        c.print(bt)
+    if saved:
+        c.print(f"law saved to {saved} (use: trainplan scale --law-file {saved})")
+    if plotted:
+        c.print(f"plot written to {plotted}")
+
+
+# --------------------------------------------------------------------------------------------
+# trainplan scale repeat / inference / batch / multimodal
+
+
+@scale_app.command("repeat")
+def repeat_command(
+    unique_tokens: float = typer.Option(..., "--unique-tokens", help="unique tokens available"),
+    epochs: Optional[float] = typer.Option(None, "--epochs", help="planned passes over the unique tokens"),
+    flops: Optional[float] = _FLOPS,
+    gpu_hours: Optional[float] = _GPU_HOURS,
+    dollars: Optional[float] = _DOLLARS,
+    deadline_days: Optional[float] = _DEADLINE,
+    gpu: Optional[str] = _GPU,
+    gpus: Optional[int] = _GPUS,
+    usd_per_gpu_hour: Optional[float] = _PRICE,
+    mfu: Optional[float] = _MFU,
+    as_json: bool = _JSON,
+) -> None:
+    """Repeated data (Muennighoff et al. 2023): effective data of E epochs, best allocation when data is the limit."""
+    with _handled():
+        import trainplan.scaling.allocate as al
+
+        if not (unique_tokens > 0 and math.isfinite(unique_tokens)):
+            raise InputError("unique-tokens", unique_tokens, "a finite number > 0")
+        out: dict[str, Any] = {"unique_tokens": unique_tokens}
+        if epochs is not None:
+            if not (epochs > 0 and math.isfinite(epochs)):
+                raise InputError("epochs", epochs, "a finite number > 0")
+            eff = float(al.effective_data(unique_tokens, epochs))
+            out.update(epochs=epochs, tokens_seen=unique_tokens * epochs, effective_tokens=eff,
+                       value_vs_fresh=eff / (unique_tokens * epochs))
+        has_budget = any(v is not None for v in (flops, gpu_hours, dollars, deadline_days))
+        if not has_budget and epochs is None:
+            raise InputError("budget", "none", "--epochs, or a budget (--flops, --gpu-hours, --dollars, --deadline-days)")
+        budget = None
+        if has_budget:
+            budget = _budget(flops, gpu_hours, dollars, deadline_days, gpu, gpus, usd_per_gpu_hour, mfu)
+            out["budget"] = budget.to_dict()
+            out["allocation"] = al.data_constrained_optimum(budget.flops, unique_tokens).to_dict()
+        if as_json:
+            _print_json(out)
+            return
+        c = _console()
+        if epochs is not None:
+            c.print(f"{epochs:g} epochs over {_si(unique_tokens)} unique tokens = {_si(out['effective_tokens'])} "
+                    f"effective tokens, worth {out['value_vs_fresh']:.1%} of {_si(out['tokens_seen'])} fresh tokens "
+                    f"(D' = U + U R*(1 - exp(-R/R*)), R* = 15.39; Muennighoff et al. 2023).")
+        if budget is not None:
+            _print_budget(c, budget)
+            _print_repeated(c, out["allocation"])
+
+
+@scale_app.command("inference")
+def inference_command(
+    inference_tokens: float = typer.Option(..., "--inference-tokens", help="tokens the model will serve over its life"),
+    target_loss: Optional[float] = typer.Option(None, "--target-loss", help="quality target instead of a budget"),
+    law: str = typer.Option("epoch2024", "--law", help="parametric law (epoch2024, hoffmann2022-a3, ...)"),
+    law_file: Optional[Path] = typer.Option(None, "--law-file", help="use a fitted law instead"),
+    flops: Optional[float] = _FLOPS,
+    gpu_hours: Optional[float] = _GPU_HOURS,
+    dollars: Optional[float] = _DOLLARS,
+    deadline_days: Optional[float] = _DEADLINE,
+    gpu: Optional[str] = _GPU,
+    gpus: Optional[int] = _GPUS,
+    usd_per_gpu_hour: Optional[float] = _PRICE,
+    mfu: Optional[float] = _MFU,
+    as_json: bool = _JSON,
+) -> None:
+    """Inference-aware sizing (Sardana & Frankle 2023): the smaller, longer-trained model of least lifetime cost."""
+    with _handled():
+        import trainplan.scaling.allocate as al
+        from trainplan.scaling.fit import load_law
+
+        lw = load_law(law_file) if law_file is not None else law
+        budget = None
+        if target_loss is None:
+            if all(v is None for v in (flops, gpu_hours, dollars, deadline_days)):
+                raise InputError("budget", "none", "--target-loss, or a budget (--flops, --gpu-hours, --dollars, --deadline-days)")
+            budget = _budget(flops, gpu_hours, dollars, deadline_days, gpu, gpus, usd_per_gpu_hour, mfu)
+            r = al.inference_aware(inference_tokens, flops=budget.flops, law=lw)
+        else:
+            r = al.inference_aware(inference_tokens, target_loss=target_loss, law=lw)
+        if as_json:
+            _print_json({"budget": budget.to_dict() if budget else None, **r.to_dict()})
+            return
+        c = _console()
+        if budget:
+            _print_budget(c, budget)
+        _print_inference(c, r.to_dict())
+
+
+@scale_app.command("batch")
+def batch_command(
+    seq_len: Optional[int] = typer.Option(None, "--seq-len", help="sequence length, to express batches in sequences"),
+    loss: Optional[float] = typer.Option(None, "--loss", help="loss (nats) for Kaplan's critical batch"),
+    batch: Optional[int] = typer.Option(None, "--batch", help="your global batch in sequences (for the GAS heuristic)"),
+    flops: Optional[float] = _FLOPS,
+    gpu_hours: Optional[float] = _GPU_HOURS,
+    dollars: Optional[float] = _DOLLARS,
+    deadline_days: Optional[float] = _DEADLINE,
+    gpu: Optional[str] = _GPU,
+    gpus: Optional[int] = _GPUS,
+    usd_per_gpu_hour: Optional[float] = _PRICE,
+    mfu: Optional[float] = _MFU,
+    as_json: bool = _JSON,
+) -> None:
+    """Batch size and learning rate: DeepSeek LLM fits, Kaplan's critical batch, the labelled GAS heuristic."""
+    with _handled():
+        import trainplan.scaling.allocate as al
+
+        if all(v is None for v in (flops, gpu_hours, dollars, deadline_days)):
+            raise InputError("budget", "none", "one of --flops, --gpu-hours, --dollars, --deadline-days")
+        budget = _budget(flops, gpu_hours, dollars, deadline_days, gpu, gpus, usd_per_gpu_hour, mfu)
+        adv = al.batch_advice(budget.flops, seq_len=seq_len, loss=loss, global_batch=batch)
+        if as_json:
+            _print_json({"budget": budget.to_dict(), **adv.to_dict()})
+            return
+        from rich.table import Table
+
+        c = _console()
+        _print_budget(c, budget)
+        t = Table(title="Batch size and learning rate")
+        for col in ("quantity", "value", "source"):
+            t.add_column(col, overflow="fold")
+        seqs = f" = {adv.deepseek_batch_sequences:,.0f} sequences of {seq_len}" if adv.deepseek_batch_sequences else ""
+        t.add_row("optimal batch B_opt", f"{_si(adv.deepseek_batch_tokens)} tokens{seqs}",
+                  "DeepSeek LLM 2024: 0.2920 C^0.3271")
+        t.add_row("optimal peak learning rate", f"{adv.deepseek_learning_rate:.3g}", "DeepSeek LLM 2024: 0.3118 C^-0.125")
+        t.add_row("critical batch B_crit", f"{_si(adv.kaplan_critical_batch_tokens)} tokens at loss "
+                  f"{adv.loss_for_critical_batch:.3f} ({adv.loss_source})", "Kaplan et al. 2020 eq. 1.4: 2e8 / L^(1/0.21)")
+        if adv.gas_heuristic is not None:
+            t.add_row("GAS (HEURISTIC)", f"{adv.gas_heuristic} for batch {adv.global_batch}",
+                      "source document: ceil(sqrt(batch/4)); no published basis")
+        c.print(t)
+        for note in adv.notes:
+            c.print(f"- {note}", style="dim")
+        if adv.gas_heuristic_warning:
+            c.print(f"[yellow]warning:[/yellow] {adv.gas_heuristic_warning}", highlight=False)
+
+
+@scale_app.command("multimodal")
+def multimodal_command(
+    fusion: str = typer.Option("early", "--fusion", help="early or late fusion (Shukor et al. 2025)"),
+    padding: float = typer.Option(0.0, "--padding", help="fraction of processed tokens that are padding"),
+    gamma: Optional[float] = typer.Option(None, "--gamma", help="show the source document's heuristic with this gamma"),
+    ref_flops: Optional[float] = typer.Option(None, "--ref-flops", help="FLOPs of your own reference optimum"),
+    ref_params: Optional[float] = typer.Option(None, "--ref-params", help="N of your reference optimum"),
+    ref_tokens: Optional[float] = typer.Option(None, "--ref-tokens", help="D of your reference optimum"),
+    law: str = typer.Option("epoch2024", "--law", help="text law for the base allocation"),
+    flops: Optional[float] = _FLOPS,
+    gpu_hours: Optional[float] = _GPU_HOURS,
+    dollars: Optional[float] = _DOLLARS,
+    deadline_days: Optional[float] = _DEADLINE,
+    gpu: Optional[str] = _GPU,
+    gpus: Optional[int] = _GPUS,
+    usd_per_gpu_hour: Optional[float] = _PRICE,
+    mfu: Optional[float] = _MFU,
+    as_json: bool = _JSON,
+) -> None:
+    """Multimodal sizing: Shukor et al. 2025 exponents, padding as lost tokens, the labelled heuristic."""
+    with _handled():
+        import trainplan.scaling.allocate as al
+
+        if all(v is None for v in (flops, gpu_hours, dollars, deadline_days)):
+            raise InputError("budget", "none", "one of --flops, --gpu-hours, --dollars, --deadline-days")
+        budget = _budget(flops, gpu_hours, dollars, deadline_days, gpu, gpus, usd_per_gpu_hour, mfu)
+        adv = al.multimodal_advice(budget.flops, fusion=fusion, padding=padding, gamma=gamma, ref_flops=ref_flops,
+                                   ref_n_params=ref_params, ref_tokens=ref_tokens, law=law)
+        if as_json:
+            _print_json({"budget": budget.to_dict(), **adv.to_dict()})
+            return
+        from rich.table import Table
+
+        c = _console()
+        _print_budget(c, budget)
+        t = Table(title=f"Multimodal sizing ({fusion} fusion)")
+        for col in ("quantity", "value", "source"):
+            t.add_column(col, overflow="fold")
+        t.add_row("N_opt exponent / D_opt exponent", f"{adv.n_exponent} / {adv.d_exponent}",
+                  "Shukor et al. 2025 (arXiv:2504.07951)")
+        t.add_row("10x compute multiplies", f"N by {10 ** adv.n_exponent:.2f}, D by {10 ** adv.d_exponent:.2f}",
+                  "from the exponents")
+        t.add_row(f"base N, D ({adv.base_law})", f"{_si(adv.base_n_params)}, {_si(adv.base_tokens)}", "text law")
+        if adv.scaled_n_params is not None:
+            t.add_row("your reference scaled to this budget", f"{_si(adv.scaled_n_params)}, {_si(adv.scaled_tokens)}",
+                      "reference x (C/C_ref)^exponent")
+        t.add_row(f"tokens to process at {adv.padding:.0%} padding", _si(adv.tokens_to_process),
+                  "D / (1 - padding): padding is lost effective tokens")
+        t.add_row("compute spent on padding", f"{adv.padding_flops:.3g} FLOPs", "6 N x padding tokens")
+        if adv.heuristic_n_params is not None:
+            t.add_row(f"HEURISTIC N' (gamma {adv.heuristic_gamma:g})", _si(adv.heuristic_n_params),
+                      "source document; no published basis")
+        c.print(t)
+        for note in adv.notes:
+            c.print(f"- {note}", style="dim")
+        if adv.heuristic_warning:
+            c.print(f"[yellow]warning:[/yellow] {adv.heuristic_warning}", highlight=False)
