@@ -432,13 +432,13 @@ def _explain(sw: Sweep, order: np.ndarray, feasible: np.ndarray, top: list[Estim
     # memory binds when a faster layout on the same GPUs exists but does not fit
     same = (cand["acc"] == cand["acc"][i0]) & (cand["gpus"] == cand["gpus"][i0])
     fastest_any = np.flatnonzero(same)[np.argmin(col["t_step"][same])]
-    if col["t_step"][fastest_any] < t.step_s * (1 - 1e-9) and not feasible[fastest_any]:
+    if col["t_step"][fastest_any] < t.step_s * (1 - 0.005) and not feasible[fastest_any]:
         st = sw.strategy(int(fastest_any))
         need = col["mem_total"][fastest_any] / GiB
         binding = "memory"
         lines.append(
             f"memory binds: {st.layout()} would be "
-            f"{1 - col['t_step'][fastest_any] / t.step_s:.0%} faster per step but needs "
+            f"{1 - col['t_step'][fastest_any] / t.step_s:.1%} faster per step but needs "
             f"{need:.1f} GiB per GPU (capacity {w.memory.capacity_gib:.0f} GiB"
             + (f", headroom {headroom_gib:g} GiB" if headroom_gib else "") + ")")
     if parts[0][0] > 0.05 * t.step_s:

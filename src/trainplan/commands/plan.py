@@ -1,0 +1,226 @@
+"""``trainplan plan``: search every parallel layout, rank them, explain the winner, emit files.
+
+Module import stays light (typer only); numpy, rich and the search load inside the command.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+_SEARCH_KEYS = ("objective", "gpu", "gpus", "deadline_days", "budget_usd", "headroom_gib", "top",
+                "uneven_stages", "max_tp", "emit", "out")
+
+
+def _split(values: Optional[list[str]]) -> list[str]:
+    out: list[str] = []
+    for v in values or []:
+        out += [x.strip() for x in str(v).split(",") if x.strip()]
+    return out
+
+
+def plan_command(
+    job_file: Optional[Path] = typer.Argument(None, help="TOML/YAML job file; none: built-in example"),
+    model: Optional[str] = typer.Option(None, "--model", "-m", help="preset id or config.json path"),
+    gpu: Optional[list[str]] = typer.Option(None, "--gpu", help="GPU type(s): repeat or comma list"),
+    gpus: Optional[str] = typer.Option(None, "--gpus", help='GPU count "64", list "64,128" or range "8..4096"'),
+    gpus_per_node: Optional[int] = typer.Option(None, "--gpus-per-node"),
+    price: Optional[float] = typer.Option(None, "--price", help="USD per GPU-hour override"),
+    objective: Optional[str] = typer.Option(None, "--objective", help="fastest | cheapest | fewest"),
+    deadline_days: Optional[float] = typer.Option(None, "--deadline-days", help="wall-clock limit"),
+    budget_usd: Optional[float] = typer.Option(None, "--budget-usd", help="cost limit"),
+    headroom_gib: Optional[float] = typer.Option(None, "--headroom-gib", help="GiB per GPU to keep free"),
+    top: Optional[int] = typer.Option(None, "--top", help="layouts to show (default 5)"),
+    uneven_stages: Optional[bool] = typer.Option(None, "--uneven-stages/--even-stages",
+                                                 help="allow PP sizes that do not divide the layers"),
+    as_json: bool = typer.Option(False, "--json", help="print the plan as JSON"),
+    emit: Optional[list[str]] = typer.Option(
+        None, "--emit", help="launch files for the winner: deepspeed, megatron, torchtitan, "
+                             "torchrun, slurm, k8s (repeat or comma list)"),
+    out: Optional[Path] = typer.Option(None, "--out", help="folder for --emit files (default .)"),
+    force: bool = typer.Option(False, "--force", help="overwrite existing files"),
+    seq_len: Optional[int] = typer.Option(None, "--seq-len"),
+    global_batch: Optional[int] = typer.Option(None, "--global-batch", help="sequences per step"),
+    tokens: Optional[float] = typer.Option(None, "--tokens", help="total training tokens"),
+    precision: Optional[str] = typer.Option(None, "--precision",
+                                            help="fp32|bf16_mixed|fp16_mixed|bf16_pure|fp8_mixed"),
+    optimizer: Optional[str] = typer.Option(None, "--optimizer", help="adamw|adamw_8bit|sgd|..."),
+) -> None:
+    """Plan the layout: search TP/PP/VP/CP/EP/DP, ZeRO, micro-batch, recompute and offload on
+    one or more GPU types and counts; rank by the objective; show the Pareto front of time
+    against cost; optionally write launch files for the winner."""
+    args = dict(locals())
+    from trainplan.cli import fail
+    from trainplan.errors import InputError, MissingExtraError, TrainplanError
+
+    try:
+        result, sweep, paths = _run(**args)
+    except (TrainplanError, InputError, MissingExtraError) as e:
+        fail(e)
+        return
+    if as_json:
+        d = result.model_dump(mode="json")
+        d["emitted"] = [str(p) for p in paths]
+        typer.echo(json.dumps(d, indent=2))
+    else:
+        _render(result, paths)
+
+
+def _run(job_file, model, gpu, gpus, gpus_per_node, price, objective, deadline_days, budget_usd,
+         headroom_gib, top, uneven_stages, as_json, emit, out, force, seq_len, global_batch,
+         tokens, precision, optimizer):
+    from trainplan.catalog.accelerators import get_accelerator
+    from trainplan.errors import InputError
+    from trainplan.jobfile import build_inputs, example_path, merge, read_file
+    from trainplan.search import SearchSpace, gpu_counts, plan_specs
+
+    data = read_file(job_file) if job_file else (read_file(example_path()) if not model else {})
+    if model:
+        data["model"] = {"preset": model} if not model.endswith(".json") and not Path(model).exists() \
+            else {"hf_config": model}
+    search = dict(data.get("search", {}))
+    bad = set(search) - set(_SEARCH_KEYS)
+    if bad:
+        k = sorted(bad)[0]
+        raise InputError(f"search.{k}", search[k], "keys: " + ", ".join(_SEARCH_KEYS))
+    cl = data.setdefault("cluster", {})
+    gpu_types = _split(gpu) or _split(_as_list(search.get("gpu"))) or _split(_as_list(cl.get("gpu"))) \
+        or ["h100_sxm"]
+    count_spec = gpus if gpus is not None else search.get("gpus", cl.get("gpus", 8))
+    cl.pop("gpus", None)
+    cl["gpu"] = gpu_types[0]
+    cl["gpus"] = 1
+    merge(data, "cluster", gpus_per_node=gpus_per_node, usd_per_gpu_hour=price)
+    merge(data, "job", seq_len=seq_len, global_batch=global_batch, tokens=tokens,
+          precision=precision, optimizer=optimizer)
+    data.pop("strategy", None)             # the search chooses the strategy
+    inp = build_inputs(data)
+    accs = [get_accelerator(g) for g in gpu_types]
+    node = inp.cluster.gpus_per_node or accs[0].gpus_per_node
+    counts = gpu_counts(count_spec if isinstance(count_spec, (int, list)) else str(count_spec), node)
+    obj = objective or search.get("objective", "fastest")
+    space = SearchSpace(uneven_stages=bool(uneven_stages if uneven_stages is not None
+                                           else search.get("uneven_stages", False)),
+                        max_tp=search.get("max_tp"))
+    progress = _Progress(enabled=not as_json)
+    try:
+        result, sweep = plan_specs(
+            inp.model, inp.job, inp.cluster, accs, counts, objective=obj,
+            deadline_days=deadline_days if deadline_days is not None else search.get("deadline_days"),
+            budget_usd=budget_usd if budget_usd is not None else search.get("budget_usd"),
+            headroom_gib=float(headroom_gib if headroom_gib is not None else search.get("headroom_gib", 0.0)),
+            top=int(top if top is not None else search.get("top", 5)), space=space,
+            progress=progress)
+    finally:
+        progress.close()
+    formats = _split(emit) or _split(_as_list(search.get("emit")))
+    paths: list[Path] = []
+    if formats:
+        from trainplan.export import LaunchSpec, emit_files
+        w = result.winner
+        cluster = sweep.cluster(sweep.accelerators.index(get_accelerator(result.top_gpu_ids[0])), w.gpus)
+        from trainplan.spec.strategy import Strategy
+        spec = LaunchSpec(model=inp.model, job=inp.job, cluster=cluster,
+                          strategy=Strategy(**w.strategy))
+        paths = emit_files(formats, Path(out or search.get("out") or "."), spec, force=force)
+    return result, sweep, paths
+
+
+def _as_list(v: Any) -> list[str] | None:
+    if v is None:
+        return None
+    return [str(x) for x in v] if isinstance(v, (list, tuple)) else [str(v)]
+
+
+class _Progress:
+    """A rich progress bar on stderr that appears only when the sweep takes more than a moment."""
+
+    DELAY_S = 0.3
+
+    def __init__(self, enabled: bool = True):
+        import time
+        self.enabled = enabled
+        self.t0 = time.perf_counter()
+        self.bar = None
+        self.task = None
+
+    def __call__(self, done: int, total: int) -> None:
+        import time
+        if not self.enabled or done >= total and self.bar is None:
+            return
+        if self.bar is None:
+            if time.perf_counter() - self.t0 < self.DELAY_S:
+                return
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+            self.bar = Progress("evaluating layouts", BarColumn(), MofNCompleteColumn(),
+                                TimeElapsedColumn(), console=Console(stderr=True), transient=True)
+            self.bar.start()
+            self.task = self.bar.add_task("search", total=total)
+        self.bar.update(self.task, completed=done, total=total)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+def _fmt(x: float | None, spec: str = ",.0f", none: str = "-") -> str:
+    return none if x is None else format(x, spec)
+
+
+def _render(result, paths: list[Path]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from trainplan.report.console import fmt_num
+
+    c = Console()
+    w = result.winner
+    cons = {k: v for k, v in result.constraints.items() if v}
+    c.print(f"[bold]{result.model}[/bold]: plan by [cyan]{result.objective}[/cyan] on "
+            f"{', '.join(result.gpu_ids)} x {_counts(result.gpu_counts)} GPUs"
+            + (f"  constraints {cons}" if cons else ""), highlight=False)
+    t = Table(title=f"Top {len(result.top)} layouts", title_justify="left", pad_edge=False)
+    for col, j in [("#", "right"), ("GPU", "left"), ("n", "right"), ("layout", "left"),
+                   ("GiB/GPU (free)", "right"), ("step s", "right"),
+                   ("tok/s", "right"), ("MFU", "right"), ("days", "right"), ("GPU-h", "right"),
+                   ("cost $", "right")]:
+        t.add_column(col, justify=j, no_wrap=True)
+    for i, (e, gid) in enumerate(zip(result.top, result.top_gpu_ids), 1):
+        t.add_row(str(i), gid, str(e.gpus), e.layout,
+                  f"{e.memory.total_gib:.1f} ({e.memory.headroom_gib:.1f})",
+                  f"{e.time.step_s:.3g}", fmt_num(e.tokens_per_s),
+                  f"{e.mfu:.1%}", _fmt(e.totals.wall_clock_days, ".1f"),
+                  fmt_num(e.totals.gpu_hours), fmt_num(e.totals.cost_usd))
+    c.print(t)
+    c.print(f"[bold]Winner[/bold] [cyan]{w.layout}[/cyan] on {w.gpus}x {w.gpu} ({w.zero_name}); "
+            f"[bold]binds:[/bold] {result.binding}", highlight=False)
+    for line in result.explanation:
+        c.print(f"  - {line}", highlight=False)
+    if result.runner_up:
+        c.print(f"  - {result.runner_up}", highlight=False)
+    for wtext in w.warnings:
+        c.print(f"  [yellow]! {wtext}[/yellow]", highlight=False)
+    if result.pareto:
+        p = Table(title="Pareto front, time against cost (fastest layout per GPU type and count)",
+                  title_justify="left", pad_edge=False)
+        for col in ("GPU", "n", "layout", "step s", "MFU", "days", "GPU-h", "cost $", "meets"):
+            p.add_column(col, no_wrap=col in ("layout", "GPU"),
+                         justify="left" if col in ("GPU", "layout", "meets") else "right")
+        for q in result.pareto:
+            p.add_row(q.gpu_id, str(q.gpus), q.layout, f"{q.step_s:.3g}", f"{q.mfu:.1%}",
+                      _fmt(q.wall_clock_days, ".1f"), fmt_num(q.gpu_hours), fmt_num(q.cost_usd),
+                      "yes" if q.meets_constraints else "no")
+        c.print(p)
+    c.print(f"[dim]{result.candidates_evaluated:,} layouts evaluated "
+            f"({result.candidates_fit:,} fit, {result.candidates_feasible:,} feasible) in "
+            f"{result.seconds:.2f} s, {result.candidates_per_s:,.0f} layouts/s[/dim]", highlight=False)
+    for path in paths:
+        c.print(f"wrote {path}", highlight=False)
+
+
+def _counts(counts: list[int]) -> str:
+    return str(counts[0]) if len(counts) == 1 else f"{counts[0]}..{counts[-1]} ({len(counts)} counts)"

@@ -1,0 +1,172 @@
+"""Megatron-LM ``pretrain_gpt.py``: the argument list and its torchrun launch.
+
+Flag names are the ones Megatron-LM's ``megatron/training/arguments.py`` defines (many are
+generated from ``ModelParallelConfig``/``TransformerConfig`` fields by ``ArgumentGroupFactory``);
+``tests/search/megatron_flags.txt`` lists those emitted here, with the commit they were read at.
+Notable current names: virtual stages are ``--num-virtual-stages-per-pipeline-rank``
+(``--virtual-pipeline-model-parallel-size`` is not a CLI flag); uneven stages use
+``--decoder-first-pipeline-num-layers``/``--decoder-last-pipeline-num-layers``; ZeRO-1 is
+``--use-distributed-optimizer``; ZeRO-2/3 are Megatron-FSDP (``--use-megatron-fsdp
+--data-parallel-sharding-strategy optim_grads|optim_grads_params``, which requires
+``--ckpt-format fsdp_dtensor`` and CUDA_DEVICE_MAX_CONNECTIONS unset or > 1).
+"""
+
+from __future__ import annotations
+
+import math
+
+from trainplan.errors import InputError
+from trainplan.export import LaunchSpec, shell_join
+
+
+def uneven_split(layers: int, pp: int) -> tuple[int, int, int]:
+    """(first, middle, last) layers per stage when pp does not divide the layers.
+
+    Middle stages get ceil(layers / pp) as the cost model assumes for the busiest stage; the
+    first and last stages share the rest (Llama 3 405B: 126 layers on 16 stages -> 7, 8, 7).
+    """
+    mid = math.ceil(layers / pp)
+    rest = layers - (pp - 2) * mid
+    first = rest // 2
+    last = rest - first
+    if pp < 3 or first < 1 or last > mid:
+        raise InputError("strategy.pp", pp,
+                         f"a pipeline size Megatron can split {layers} layers over unevenly "
+                         "(first/last stages smaller than the others)")
+    return first, mid, last
+
+
+def megatron_args(spec: LaunchSpec) -> list[str]:
+    """The pretrain_gpt.py arguments for the layout, the model shape and the job."""
+    st, job, dec = spec.strategy, spec.job, spec.model.decoder
+    a: list[str] = ["--use-mcore-models", "--transformer-impl", "transformer_engine"]
+    # -- model shape
+    a += ["--num-layers", str(dec.layers), "--hidden-size", str(dec.hidden),
+          "--ffn-hidden-size", str(dec.ffn_hidden), "--num-attention-heads", str(dec.heads),
+          "--kv-channels", str(dec.d_head)]
+    if dec.n_kv != dec.heads:
+        a += ["--group-query-attention", "--num-query-groups", str(dec.n_kv)]
+    a += ["--seq-length", str(job.seq_len),
+          "--max-position-embeddings", str(max(job.seq_len, dec.max_positions or 0))]
+    a += ["--position-embedding-type",
+          {"rope": "rope", "learned": "learned_absolute", "none": "none"}[dec.position]]
+    if dec.mlp == "swiglu":
+        a.append("--swiglu")
+    a += ["--normalization", "RMSNorm" if dec.norm == "rmsnorm" else "LayerNorm"]
+    if not dec.tied_embeddings:
+        a.append("--untie-embeddings-and-output-weights")
+    if not (dec.attn_out_bias or dec.mlp_bias):
+        a.append("--disable-bias-linear")
+    if dec.attn_bias:
+        a.append("--add-qkv-bias")
+    if dec.moe:
+        moe = dec.moe
+        a += ["--num-experts", str(moe.num_experts), "--moe-router-topk", str(moe.top_k),
+              "--moe-ffn-hidden-size", str(moe.expert_ffn_hidden),
+              "--moe-token-dispatcher-type", "alltoall"]
+        if moe.shared_experts:
+            a += ["--moe-shared-expert-intermediate-size",
+                  str(moe.shared_experts * moe.expert_ffn_hidden)]
+        if moe.dense_layers:
+            a += ["--moe-layer-freq",
+                  f"([0]*{moe.dense_layers}+[1]*{dec.layers - moe.dense_layers})"]
+    a += ["--attention-backend", "flash" if st.flash_attention else "unfused"]
+    # -- parallelism
+    a += ["--tensor-model-parallel-size", str(st.tp), "--pipeline-model-parallel-size", str(st.pp)]
+    if st.vp > 1:
+        a += ["--num-virtual-stages-per-pipeline-rank", str(st.vp)]
+    if st.pp > 1 and dec.layers % (st.pp * st.vp):
+        if st.vp > 1:
+            raise InputError("strategy.vp", st.vp, "1 with uneven pipeline stages in this export")
+        first, _, last = uneven_split(dec.layers, st.pp)
+        a += ["--decoder-first-pipeline-num-layers", str(first),
+              "--decoder-last-pipeline-num-layers", str(last)]
+    a += ["--context-parallel-size", str(st.cp)]
+    if st.ep > 1:
+        a += ["--expert-model-parallel-size", str(st.ep)]
+    if st.tp > 1 and st.sequence_parallel:
+        a.append("--sequence-parallel")
+    # -- data parallel sharding (ZeRO)
+    if st.zero == 1:
+        a += ["--use-distributed-optimizer", "--overlap-grad-reduce", "--overlap-param-gather"]
+    elif st.zero >= 2:
+        a += ["--use-megatron-fsdp", "--data-parallel-sharding-strategy",
+              "optim_grads" if st.zero == 2 else "optim_grads_params",
+              "--use-distributed-optimizer", "--ckpt-format", "fsdp_dtensor",
+              "--overlap-grad-reduce", "--overlap-param-gather"]
+    if st.offload_optimizer:
+        a += ["--optimizer-cpu-offload", "--use-precision-aware-optimizer",
+              "--optimizer-offload-fraction", "1.0"]
+    # -- recompute
+    if st.recompute == "selective":
+        a += ["--recompute-granularity", "selective"]
+    elif st.recompute == "full":
+        a += ["--recompute-granularity", "full", "--recompute-method", "uniform",
+              "--recompute-num-layers", "1"]
+    elif st.recompute == "layers":
+        # block: the first N layers of each (virtual) pipeline chunk are recomputed
+        per_chunk = max(1, math.ceil(st.recompute_layers / st.vp))
+        a += ["--recompute-granularity", "full", "--recompute-method", "block",
+              "--recompute-num-layers", str(per_chunk)]
+    # -- batch and precision
+    a += ["--micro-batch-size", str(st.micro_batch), "--global-batch-size", str(job.batch_sequences)]
+    if job.precision in ("bf16_mixed", "bf16_pure", "fp8_mixed"):
+        a.append("--bf16")
+    elif job.precision == "fp16_mixed":
+        a += ["--fp16", "--initial-loss-scale", "65536"]
+    if job.precision == "fp8_mixed":
+        a += ["--fp8-format", "hybrid", "--fp8-amax-history-len", "1024",
+              "--fp8-amax-compute-algo", "max"]
+    # -- training loop (placeholders where trainplan has no opinion)
+    a += ["--train-iters", str(spec.train_steps), "--lr", "3.0e-4", "--min-lr", "3.0e-5",
+          "--lr-decay-style", "cosine", "--lr-warmup-iters", str(min(2000, spec.train_steps // 10 + 1)),
+          "--weight-decay", "0.1", "--clip-grad", f"{float(job.grad_clip or 0.0):g}",
+          "--data-path", "$DATA_PATH", "--split", "99,1,0",
+          "--tokenizer-type", "HuggingFaceTokenizer", "--tokenizer-model", "$TOKENIZER_MODEL",
+          "--save", "$CHECKPOINT_DIR", "--load", "$CHECKPOINT_DIR", "--save-interval", "1000",
+          "--log-interval", "10", "--eval-interval", "1000", "--eval-iters", "10"]
+    return a
+
+
+def torchrun_args(spec: LaunchSpec) -> list[str]:
+    """torchrun flags for one node's process group (static rendezvous, as Megatron's examples)."""
+    return ["torchrun", "--nproc_per_node", str(spec.procs_per_node), "--nnodes", str(spec.nodes),
+            "--node_rank", '"$NODE_RANK"', "--master_addr", '"$MASTER_ADDR"',
+            "--master_port", str(spec.master_port)]
+
+
+def render_megatron(spec: LaunchSpec) -> dict[str, str]:
+    """megatron_pretrain.sh: the argument list as a bash array and the torchrun launch."""
+    st = spec.strategy
+    args = megatron_args(spec)
+    lines = ["#!/bin/bash",
+             "# Megatron-LM pretrain_gpt.py launch written by trainplan plan --emit megatron",
+             f"# layout {st.layout()} on {spec.gpus} GPUs; DP = {spec.dp}, "
+             f"{spec.grad_accum} micro-batches per step",
+             "# Run on every node with NODE_RANK set (0..nodes-1) and MASTER_ADDR = node 0.",
+             "# Set --rotary-base to the model's rope theta (e.g. 500000 for Llama 3).",
+             "set -euo pipefail",
+             ': "${NODE_RANK:=0}" "${MASTER_ADDR:=localhost}"',
+             ': "${DATA_PATH:?set DATA_PATH}" "${TOKENIZER_MODEL:?set TOKENIZER_MODEL}"',
+             ': "${CHECKPOINT_DIR:=./checkpoints}"']
+    if st.offload_params:
+        lines.append("# NOTE: parameter offload has no Megatron-LM flag; use DeepSpeed ZeRO-Infinity")
+    if spec.model.vision:
+        lines.append("# NOTE: pretrain_gpt.py trains the language decoder; VLMs need a "
+                     "multimodal entry point (examples/multimodal)")
+    if st.zero >= 2:
+        lines.append("# Megatron-FSDP needs CUDA_DEVICE_MAX_CONNECTIONS unset or > 1")
+    else:
+        lines.append("export CUDA_DEVICE_MAX_CONNECTIONS=1")
+    lines.append("ARGS=(")
+    i = 0
+    while i < len(args):
+        if i + 1 < len(args) and not args[i + 1].startswith("--"):
+            lines.append(f"  {shell_join([args[i], args[i + 1]])}")
+            i += 2
+        else:
+            lines.append(f"  {shell_join([args[i]])}")
+            i += 1
+    lines.append(")")
+    lines.append(shell_join(torchrun_args(spec)) + ' pretrain_gpt.py "${ARGS[@]}"')
+    return {"megatron_pretrain.sh": "\n".join(lines) + "\n"}

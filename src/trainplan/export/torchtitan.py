@@ -1,0 +1,108 @@
+"""torchtitan: the parallelism and activation-checkpoint settings as a job TOML.
+
+Keys from ``torchtitan/config/job_config.py`` at pytorch/torchtitan@238fa99 (2026-02-23), the
+last TOML-based format; launched with ``--job.config_file``. At HEAD (Aug 2026) torchtitan
+takes a Python ``Trainer.Config`` instead, with the same ``ParallelismConfig`` field names; the
+file's header shows that form too.
+
+Mapping: ZeRO-3 -> FSDP2 ``data_parallel_shard_degree = dp``; ZeRO-1/2 -> FSDP2 without
+resharding after forward (``fsdp_reshard_after_forward = "never"``, the ZeRO-2 analogue;
+torchtitan has no ZeRO-1); ZeRO-0 -> DDP (``data_parallel_replicate_degree = dp``). Recompute:
+none/selective/full map to the modes of the same name (selective per op); the first k layers of
+each stage map to ``selective_ac_option = N`` (every N-th layer, about the same share).
+"""
+
+from __future__ import annotations
+
+from trainplan.export import LaunchSpec
+
+
+def _toml_value(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, list):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    return '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def torchtitan_config(spec: LaunchSpec) -> dict[str, dict]:
+    """The [model], [training], [parallelism], [activation_checkpoint] tables."""
+    st, job, dec = spec.strategy, spec.job, spec.model.decoder
+    dp = spec.dp
+    par = {
+        "data_parallel_replicate_degree": dp if st.zero == 0 else 1,
+        "data_parallel_shard_degree": dp if st.zero >= 1 else 1,
+        "fsdp_reshard_after_forward": "default" if st.zero == 3 else "never",
+        "tensor_parallel_degree": st.tp,
+        "enable_async_tensor_parallel": False,
+        "pipeline_parallel_degree": st.pp,
+        "context_parallel_degree": st.cp,
+        "expert_parallel_degree": st.ep,
+    }
+    training = {
+        "global_batch_size": job.batch_sequences,
+        "seq_len": job.seq_len,
+        "max_norm": float(job.grad_clip or 0.0),
+        "steps": spec.train_steps,
+        "mixed_precision_param": "float32" if job.precision == "fp32" else "bfloat16",
+        "mixed_precision_reduce": "float32",
+        "enable_cpu_offload": bool(st.offload_optimizer or st.offload_params),
+    }
+    if st.pp > 1:
+        # local batch = all micro-batches of a data-parallel rank, split into pipeline micro-batches
+        training["local_batch_size"] = st.micro_batch * spec.grad_accum
+        par["pipeline_parallel_schedule"] = "Interleaved1F1B" if st.vp > 1 else "1F1B"
+        par["pipeline_parallel_microbatch_size"] = st.micro_batch
+        if st.vp > 1:
+            par["pipeline_parallel_layers_per_stage"] = dec.layers // (st.pp * st.vp)
+    else:
+        # local batch = one micro-batch; gradient accumulation = global / (local x dp)
+        training["local_batch_size"] = st.micro_batch
+    ac: dict = {"mode": {"none": "none", "selective": "selective", "full": "full",
+                         "layers": "selective"}[st.recompute]}
+    if st.recompute == "selective":
+        ac["selective_ac_option"] = "op"
+    elif st.recompute == "layers":
+        per_stage = max(1, dec.layers // st.pp)
+        ac["selective_ac_option"] = str(max(1, round(per_stage / max(st.recompute_layers, 1))))
+    model = {"name": "llama3", "flavor": spec.model.name}
+    tables = {"model": model, "training": training, "parallelism": par,
+              "activation_checkpoint": ac}
+    if job.precision == "fp8_mixed":
+        model["converters"] = ["quantize.linear.float8"]
+    return tables
+
+
+def render_torchtitan(spec: LaunchSpec) -> dict[str, str]:
+    """torchtitan.toml and torchtitan_launch.sh."""
+    st = spec.strategy
+    tables = torchtitan_config(spec)
+    par = tables["parallelism"]
+    head = [
+        "# torchtitan job config written by trainplan plan --emit torchtitan",
+        f"# layout {st.layout()} on {spec.gpus} GPUs: the product of the degrees is the world size",
+        "# Format: job_config.py at pytorch/torchtitan@238fa99 (TOML, --job.config_file).",
+        "# Newer torchtitan (Python configs): Trainer.Config(parallelism=ParallelismConfig("
+        + ", ".join(f"{k}={v!r}" for k, v in par.items() if k.endswith("degree")) + "), ...)",
+        "# Set [model] name/flavor to the torchtitan model registry entry for "
+        f"{spec.model.name}.",
+    ]
+    if spec.job.precision == "fp8_mixed":
+        head.append("# [quantize.linear.float8] recipe_name defaults to tensorwise")
+    body = []
+    for name, tab in tables.items():
+        body.append(f"\n[{name}]")
+        body += [f"{k} = {_toml_value(v)}" for k, v in tab.items()]
+    launch = "\n".join([
+        "#!/bin/bash",
+        "# torchtitan launch written by trainplan plan --emit torchtitan",
+        "# Run on every node with NODE_RANK set and MASTER_ADDR = node 0.",
+        "set -euo pipefail",
+        ': "${NODE_RANK:=0}" "${MASTER_ADDR:=localhost}"',
+        f"torchrun --nproc_per_node {spec.procs_per_node} --nnodes {spec.nodes} "
+        f'--node_rank "$NODE_RANK" --master_addr "$MASTER_ADDR" --master_port {spec.master_port} '
+        "-m torchtitan.train --job.config_file torchtitan.toml",
+        ""])
+    return {"torchtitan.toml": "\n".join(head + body) + "\n", "torchtitan_launch.sh": launch}

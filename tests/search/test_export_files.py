@@ -1,0 +1,236 @@
+"""Launch files checked by the real tools where they run on a CPU machine."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import subprocess
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+
+from trainplan.catalog import get_model
+from trainplan.catalog.accelerators import get_accelerator
+from trainplan.errors import InputError
+from trainplan.export import FORMATS, LaunchSpec, emit_files, render, with_program
+from trainplan.export.deepspeed import deepspeed_config, launcher_args
+from trainplan.export.megatron import megatron_args, uneven_split
+from trainplan.export.torchtitan import torchtitan_config
+from trainplan.spec.cluster import Cluster
+from trainplan.spec.job import Job
+from trainplan.spec.strategy import Strategy
+
+HERE = Path(__file__).parent
+
+
+def _spec(model="llama-3-70b", gpus=64, precision="bf16_mixed", gb=512, seq=4096, **st):
+    s = Strategy(**st)
+    s = s.model_copy(update={"dp": gpus // (s.tp * s.pp * s.cp)})
+    return LaunchSpec(model=get_model(model),
+                      job=Job(seq_len=seq, global_batch=gb, tokens=1e11, precision=precision),
+                      cluster=Cluster(accelerator=get_accelerator("h100"), gpus=gpus), strategy=s)
+
+
+LAYOUTS = {
+    "tp2-cp2-pp4-z2-sel": dict(tp=2, cp=2, pp=4, zero=2, recompute="selective"),
+    "tp8-pp4x5-z1-full-fp8": dict(tp=8, pp=4, vp=5, zero=1, recompute="full", precision="fp8_mixed"),
+    "z3-offload-fp16": dict(tp=1, pp=1, zero=3, micro_batch=2, offload_optimizer=True,
+                            offload_params=True, precision="fp16_mixed", gpus=8),
+    "405b-uneven": dict(model="llama-3.1-405b", gpus=16384, gb=2048, seq=8192, tp=8, pp=16,
+                        zero=3, recompute="none", uneven_stages=True),
+    "mixtral-ep8-layers": dict(model="mixtral-8x7b", tp=2, ep=8, zero=1, recompute="layers",
+                               recompute_layers=8),
+    "single-gpu": dict(gpus=1, model="llama-2-7b", zero=0, offload_optimizer=False),
+}
+
+
+def _flags_file(name):
+    return {line.strip() for line in (HERE / name).read_text().splitlines()
+            if line.strip() and not line.startswith("#")}
+
+
+# ------------------------------------------------------------------ DeepSpeed
+
+
+@pytest.mark.parametrize("name", list(LAYOUTS))
+def test_deepspeed_config_parsed_by_deepspeed(name, monkeypatch):
+    ds_config = pytest.importorskip("deepspeed.runtime.config",
+                                    reason="DeepSpeed is not installed (test extra)")
+    kw = dict(LAYOUTS[name])
+    spec = _spec(**kw)
+    cfg = deepspeed_config(spec)
+    st = spec.strategy
+    assert cfg["train_batch_size"] == st.micro_batch * spec.grad_accum * spec.dp \
+        == spec.job.batch_sequences
+
+    class MPU:                          # DeepSpeed takes the DP world size from the mpu
+        def get_data_parallel_world_size(self):
+            return spec.dp
+
+    monkeypatch.setattr(ds_config.dist, "get_rank", lambda *a, **k: 0)
+    parsed = ds_config.DeepSpeedConfig(json.loads(json.dumps(cfg)), mpu=MPU())
+    assert parsed.train_batch_size == spec.job.batch_sequences
+    assert parsed.train_micro_batch_size_per_gpu == st.micro_batch
+    assert parsed.gradient_accumulation_steps == spec.grad_accum
+    assert parsed.zero_optimization_stage == st.zero
+    assert parsed.gradient_clipping == 1.0
+    assert parsed.float16_config.enabled == (spec.job.precision == "fp16_mixed")
+    assert parsed.bfloat16_config.enabled == (spec.job.precision in ("bf16_mixed", "fp8_mixed"))
+    zc = parsed.zero_config
+    assert (zc.offload_optimizer is not None and zc.offload_optimizer.device == "cpu") \
+        == st.offload_optimizer
+    assert (zc.offload_param is not None and zc.offload_param.device == "cpu") == st.offload_params
+
+
+def test_deepspeed_launcher_parsed_by_deepspeed_runner():
+    runner = pytest.importorskip("deepspeed.launcher.runner",
+                                 reason="DeepSpeed is not installed (test extra)")
+    spec = _spec(**{k: v for k, v in LAYOUTS["tp2-cp2-pp4-z2-sel"].items()})
+    argv = launcher_args(spec)
+    assert argv[0] == "deepspeed"
+    assert not any("parallel_size" in a for a in argv)     # TP/PP are not launcher flags
+    ns = runner.parse_args(argv[1:])
+    assert ns.num_gpus == 8 and ns.num_nodes == 8 and ns.hostfile == "hostfile"
+    assert ns.user_script == "train.py"
+    assert ns.user_args == ["--deepspeed", "--deepspeed_config", "ds_config.json"]
+
+
+# ------------------------------------------------------------------ Megatron-LM
+
+
+@pytest.mark.parametrize("name", list(LAYOUTS))
+def test_megatron_flags_are_defined_by_megatron(name):
+    defined = _flags_file("megatron_flags.txt")
+    spec = _spec(**LAYOUTS[name])
+    args = megatron_args(spec)
+    flags = [a for a in args if a.startswith("--")]
+    unknown = [f for f in flags if f not in defined]
+    assert not unknown, f"flags not defined by Megatron-LM: {unknown}"
+    assert "--virtual-pipeline-model-parallel-size" not in flags
+    st = spec.strategy
+    val = {args[i]: args[i + 1] for i in range(len(args) - 1) if args[i].startswith("--")}
+    assert val["--tensor-model-parallel-size"] == str(st.tp)
+    assert val["--pipeline-model-parallel-size"] == str(st.pp)
+    assert val["--micro-batch-size"] == str(st.micro_batch)
+    assert val["--global-batch-size"] == str(spec.job.batch_sequences)
+    assert ("--sequence-parallel" in flags) == (st.tp > 1)
+    if st.vp > 1:
+        assert val["--num-virtual-stages-per-pipeline-rank"] == str(st.vp)
+    if st.zero == 1:
+        assert "--use-distributed-optimizer" in flags
+    if st.zero == 3:
+        assert val["--data-parallel-sharding-strategy"] == "optim_grads_params"
+
+
+def test_megatron_uneven_stages_like_llama3():
+    assert uneven_split(126, 16) == (7, 8, 7)
+    args = megatron_args(_spec(**LAYOUTS["405b-uneven"]))
+    i = args.index("--decoder-first-pipeline-num-layers")
+    assert args[i + 1] == "7" and args[args.index("--decoder-last-pipeline-num-layers") + 1] == "7"
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="no bash")
+@pytest.mark.parametrize("name", list(LAYOUTS))
+def test_scripts_pass_bash_n(name, tmp_path):
+    spec = _spec(**LAYOUTS[name])
+    for fmts in (["megatron", "slurm", "torchrun", "deepspeed"], ["torchtitan", "slurm"]):
+        out = tmp_path / "-".join(fmts)
+        paths = emit_files(fmts, out, spec)
+        for p in paths:
+            if p.suffix in (".sh", ".sbatch"):
+                r = subprocess.run(["bash", "-n", str(p)], capture_output=True, text=True)
+                assert r.returncode == 0, f"{p.name}: {r.stderr}"
+
+
+def test_slurm_script_runs_megatron_through_srun_torchrun(tmp_path):
+    spec = _spec(**LAYOUTS["tp8-pp4x5-z1-full-fp8"])
+    files = render("slurm", with_program(spec, ["megatron", "slurm"]))
+    text = files["train.sbatch"]
+    assert "#SBATCH --nodes=8" in text and "#SBATCH --ntasks-per-node=1" in text
+    assert "#SBATCH --gpus-per-node=8" in text
+    assert "srun --kill-on-bad-exit=1 torchrun" in text and "--rdzv_backend c10d" in text
+    assert "pretrain_gpt.py --use-mcore-models" in text
+
+
+# ------------------------------------------------------------------ torchtitan
+
+
+@pytest.mark.parametrize("name", list(LAYOUTS))
+def test_torchtitan_keys_exist_and_degrees_multiply_to_world(name):
+    keys = _flags_file("torchtitan_keys.txt")
+    spec = _spec(**LAYOUTS[name])
+    text = render("torchtitan", spec)["torchtitan.toml"]
+    doc = tomllib.loads(text)
+    for section, table in doc.items():
+        for k in table:
+            assert f"{section}.{k}" in keys, f"[{section}] {k} is not a torchtitan key"
+    assert doc == json.loads(json.dumps(torchtitan_config(spec)))
+    p = doc["parallelism"]
+    world = (p["data_parallel_replicate_degree"] * p["data_parallel_shard_degree"]
+             * p["tensor_parallel_degree"] * p["pipeline_parallel_degree"]
+             * p["context_parallel_degree"])
+    assert world == spec.gpus
+    tr = doc["training"]
+    micro = p.get("pipeline_parallel_microbatch_size", tr["local_batch_size"])
+    dp = p["data_parallel_replicate_degree"] * p["data_parallel_shard_degree"]
+    assert tr["global_batch_size"] % (micro * dp) == 0
+    assert tr["global_batch_size"] // (micro * dp) == spec.grad_accum
+
+
+# ------------------------------------------------------------------ Kubernetes
+
+
+@pytest.mark.parametrize("name", ["tp2-cp2-pp4-z2-sel", "single-gpu"])
+def test_k8s_manifests_have_required_fields(name):
+    spec = with_program(_spec(**LAYOUTS[name]), ["megatron", "k8s"])
+    files = render("k8s", spec)
+    tj = yaml.safe_load(files["trainjob.yaml"])
+    assert tj["apiVersion"] == "trainer.kubeflow.org/v1alpha1" and tj["kind"] == "TrainJob"
+    assert tj["metadata"]["name"]
+    assert tj["spec"]["runtimeRef"]["name"] == "torch-distributed"
+    tr = tj["spec"]["trainer"]
+    assert tr["numNodes"] * tr["numProcPerNode"] == spec.gpus
+    assert tr["resourcesPerNode"]["limits"]["nvidia.com/gpu"] == tr["numProcPerNode"]
+    assert tr["command"][:2] == ["torchrun", "pretrain_gpt.py"]
+    assert all("$(" not in c or c.startswith("$(") for c in tr["command"])
+    pj = yaml.safe_load(files["pytorchjob.yaml"])
+    assert pj["apiVersion"] == "kubeflow.org/v1" and pj["kind"] == "PyTorchJob"
+    specs = pj["spec"]["pytorchReplicaSpecs"]
+    assert specs["Master"]["replicas"] == 1
+    assert specs.get("Worker", {"replicas": 0})["replicas"] == spec.nodes - 1
+    for rs in specs.values():
+        c = rs["template"]["spec"]["containers"][0]
+        assert c["name"] == "pytorch" and c["image"]
+    assert pj["spec"]["nprocPerNode"] == str(spec.procs_per_node)
+
+
+# ------------------------------------------------------------------ writing
+
+
+def test_emit_is_atomic_and_refuses_overwrite(tmp_path):
+    spec = _spec(**LAYOUTS["single-gpu"])
+    paths = emit_files(list(FORMATS), tmp_path, spec)
+    names = sorted(p.name for p in paths)
+    assert "ds_config.json" in names and "megatron_pretrain.sh" in names
+    assert not list(tmp_path.glob(".*.tmp"))
+    before = (tmp_path / "ds_config.json").read_text()
+    with pytest.raises(InputError) as e:
+        emit_files(["deepspeed"], tmp_path, spec)
+    assert "ds_config.json" in str(e.value) and "--force" in str(e.value)
+    spec2 = _spec(**{**LAYOUTS["single-gpu"], "micro_batch": 2})
+    emit_files(["deepspeed"], tmp_path, spec2, force=True)
+    after = json.loads((tmp_path / "ds_config.json").read_text())
+    assert after["train_micro_batch_size_per_gpu"] == 2 and before != json.dumps(after)
+
+
+def test_unknown_format():
+    with pytest.raises(InputError):
+        emit_files(["ansible"], Path("/nonexistent"), _spec(**LAYOUTS["single-gpu"]))
+
+
+def test_train_steps_from_tokens():
+    spec = _spec(**LAYOUTS["single-gpu"])
+    assert spec.train_steps == math.ceil(1e11 / (512 * 4096))
