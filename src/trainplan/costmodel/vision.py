@@ -100,6 +100,18 @@ def llm_tokens_per_image(model: Model, height=None, width=None):
     return n
 
 
+def llm_tokens_for_images(model: Model, heights, widths, run_size: int | None = None):
+    """Decoder tokens for input images of the given sizes (an annotation file's).
+
+    Dynamic-resolution towers (Qwen2-VL) follow the image's size; fixed-resolution towers resize
+    every image to ``run_size`` (default the tower's ``image_size``), so the count is constant.
+    """
+    h = np.asarray(heights)
+    if model.vision and model.vision[0].spatial_merge > 1:
+        return llm_tokens_per_image(model, h, np.asarray(widths))
+    return np.zeros(h.shape, dtype=np.int64) + llm_tokens_per_image(model, run_size)
+
+
 def sample_tokens(model: Model, images_per_sample: float, text_tokens: float, height=None,
                   width=None):
     """Decoder tokens of one sample: images x tokens per image + text tokens."""

@@ -1,0 +1,140 @@
+"""Data-loader throughput: decode + resize images on this machine, and what it means per GPU.
+
+The source document puts image decoding at "8-15% of step time"; science.md (row 9b) finds no
+basis for a constant: data stalls are workload-specific (Mohan et al. 2021, arXiv:2007.06775).
+So measure: :func:`bench_images` times Pillow decode and resize of JPEG and PNG files (one
+process = one loader worker) and reading pre-decoded ``.npy`` arrays; :func:`workers_needed` and
+:func:`stall_share` turn the rate into loader workers per GPU for a planned throughput, and the
+share of each step spent waiting when there are too few.
+
+Pillow is imported lazily (the ``data`` extra).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from trainplan.errors import InputError, MissingExtraError
+
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".npy")
+
+
+def _pil():
+    try:
+        from PIL import Image
+    except ImportError:
+        raise MissingExtraError("Pillow", "data", "The loader benchmark") from None
+    return Image
+
+
+def make_test_images(folder: str | Path, n: int = 16, width: int = 640, height: int = 480,
+                     formats: tuple[str, ...] = ("jpeg", "png"), seed: int = 0) -> list[Path]:
+    """Write ``n`` synthetic photos per format (smooth gradients plus noise, so JPEG and PNG
+    compress like natural images rather than like flat colour) and their decoded ``.npy``."""
+    Image = _pil()
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    yy, xx = np.mgrid[0:height, 0:width].astype(np.float32)
+    out = []
+    for i in range(n):
+        base = np.stack([(xx / width) * 255, (yy / height) * 255,
+                         (np.sin((xx + yy + 20 * i) / 37.0) * 0.5 + 0.5) * 255], axis=-1)
+        img = np.clip(base + rng.normal(0, 12, base.shape), 0, 255).astype(np.uint8)
+        for fmt in formats:
+            p = folder / f"img{i:04d}.{'jpg' if fmt == 'jpeg' else fmt}"
+            Image.fromarray(img).save(p, format=fmt.upper(), **({"quality": 90} if fmt == "jpeg" else {}))
+            out.append(p)
+        p = folder / f"img{i:04d}.npy"
+        np.save(p, img)
+        out.append(p)
+    return out
+
+
+@dataclass
+class FormatRate:
+    format: str
+    images: int
+    failed: int
+    seconds: float
+    images_per_s: float
+
+
+@dataclass
+class LoaderBench:
+    target_size: int
+    rates: dict[str, FormatRate]
+    failed_files: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"target_size": self.target_size, "failed_files": self.failed_files,
+                "rates": {k: asdict(v) for k, v in self.rates.items()}}
+
+
+def _decode_one(Image, p: Path, size: int):
+    if p.suffix.lower() == ".npy":
+        arr = np.load(p, allow_pickle=False)
+        if arr.ndim != 3:
+            raise ValueError(f"expected an H x W x C array, got shape {arr.shape}")
+        return arr
+    with Image.open(p) as im:
+        im = im.convert("RGB").resize((size, size), Image.BICUBIC)
+        return np.asarray(im)
+
+
+def bench_images(paths, size: int = 336, repeat: int = 1) -> LoaderBench:
+    """Decode (+ convert to RGB + bicubic resize to size x size) each file, one process; time each
+    format. Unreadable or corrupt files are skipped and counted, never raised."""
+    Image = _pil()
+    if size <= 0:
+        raise InputError("--size", size, "a positive image side in pixels")
+    groups: dict[str, list[Path]] = {}
+    for p in map(Path, paths):
+        suf = p.suffix.lower()
+        if suf in IMAGE_SUFFIXES:
+            groups.setdefault({".jpg": "jpeg", ".jpeg": "jpeg"}.get(suf, suf.lstrip(".")), []).append(p)
+    if not groups:
+        raise InputError("DIR", "no images", "a folder with .jpg, .jpeg, .png or .npy files")
+    rates, failed = {}, []
+    for fmt, ps in sorted(groups.items()):
+        ok, bad, t = 0, 0, 0.0
+        for _ in range(repeat):
+            for p in ps:
+                t0 = time.perf_counter()
+                try:
+                    _decode_one(Image, p, size)
+                except Exception:  # a corrupt file: Pillow and numpy raise many types
+                    bad += 1
+                    if str(p) not in failed:
+                        failed.append(str(p))
+                    continue
+                t += time.perf_counter() - t0
+                ok += 1
+        rates[fmt] = FormatRate(fmt, ok, bad, t, ok / t if t > 0 else 0.0)
+    return LoaderBench(size, rates, failed)
+
+
+def workers_needed(samples_per_s_per_gpu: float, images_per_sample: float,
+                   images_per_s_per_worker: float) -> int:
+    """Loader workers one GPU needs: ceil(samples/s x images per sample / rate per worker)."""
+    if images_per_s_per_worker <= 0:
+        return 0
+    return max(1, math.ceil(samples_per_s_per_gpu * images_per_sample / images_per_s_per_worker))
+
+
+def stall_share(workers, samples_per_s_per_gpu: float, images_per_sample: float,
+                images_per_s_per_worker: float):
+    """Share of each step spent waiting for data with ``workers`` workers (prefetching, so the
+    loader overlaps compute): per sample the GPU needs 1/sps s, the loader ips/(w x rate) s;
+    the stall is the excess, as a share of the resulting step: max(0, load - gpu) / max(load, gpu).
+    """
+    w = np.asarray(workers, dtype=float)
+    gpu = 1.0 / samples_per_s_per_gpu
+    load = images_per_sample / (w * images_per_s_per_worker)
+    return np.maximum(load - gpu, 0.0) / np.maximum(load, gpu)
