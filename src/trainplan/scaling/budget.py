@@ -56,7 +56,10 @@ class BudgetResult:
         if self.kind == "deadline":
             parts.append(f"{self.deadline_days:g} days x {self.gpus} GPUs")
         parts.append(
-            f"{self.gpu_hours:,.0f} GPU-hours x {self.peak_flops_per_s / 1e12:.4g} TFLOP/s dense {self.peak_dtype} peak "
+            f"{self.gpu_hours:,.0f}" if self.gpu_hours >= 100 else f"{self.gpu_hours:.3g}"
+        )
+        parts[-1] += (
+            f" GPU-hours x {self.peak_flops_per_s / 1e12:.4g} TFLOP/s dense {self.peak_dtype} peak "
             f"({self.gpu}) x MFU {self.mfu:.3g} [{self.mfu_source}] = {self.flops:.3g} FLOPs"
         )
         return "; ".join(parts)
@@ -114,7 +117,7 @@ def _positive(name: str, value: Any) -> float:
 def _check_floor(flops: float, what: str) -> None:
     if flops < MIN_FLOPS:
         raise InputError(
-            "budget", f"{what} = {flops:.3g} FLOPs",
+            f"budget (from --{what.replace('_', '-')})", f"{flops:.3g} FLOPs",
             f"at least {MIN_FLOPS:.3g} FLOPs (a 1M-parameter model on 20 tokens per parameter)",
             hint="the budget is too small for any layout worth planning",
         )

@@ -205,12 +205,17 @@ def _print_allocation_tables(budget, rows, curves, grid, repeated, inference, pl
     c = _console()
     _print_budget(c, budget)
     t = Table(title=f"Compute-optimal allocation for C = {budget.flops:.3g} FLOPs")
-    for col in ("law", "N (params)", "D (tokens)", "tokens/param", "loss", "convention"):
+    for col in ("law", "name", "N (params)", "D (tokens)", "tokens/param", "loss"):
         t.add_column(col, overflow="fold")
     for r in rows:
-        t.add_row(r.label, _si(r.n_params), _si(r.tokens), f"{r.tokens_per_param:.1f}",
-                  "-" if r.loss is None else f"{r.loss:.4f}", r.convention)
+        t.add_row(r.label, r.law, _si(r.n_params), _si(r.tokens), f"{r.tokens_per_param:.1f}",
+                  "-" if r.loss is None else f"{r.loss:.4f}")
     c.print(t)
+    conventions: dict[str, list[str]] = {}
+    for r in rows:
+        conventions.setdefault(r.convention, []).append(r.law)
+    for conv, names in conventions.items():
+        c.print(f"{', '.join(names)}: {conv}", style="dim", highlight=False)
     c.print("Losses are in each law's own units (Kaplan: WebText2; Hoffmann/Epoch: MassiveText) and are "
             "comparable only within a law. Kaplan's N excludes embeddings.", style="dim")
     if curves:
