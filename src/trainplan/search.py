@@ -76,7 +76,11 @@ class SearchSpace(_Out):
     recompute: tuple[str, ...] = RECOMPUTE_NAMES
     recompute_fractions: tuple[float, ...] = (0.25, 0.5, 0.75)
     offload: bool = True
-    uneven_stages: bool = Field(False, description="allow pp not dividing the layers (vp = 1)")
+    uneven_stages: bool = Field(False, description="allow pp x vp not dividing the layers")
+    sequence_parallel: tuple[bool, ...] = Field(
+        (True,), description="Megatron sequence parallelism with TP > 1 (False: as before 2022)")
+    flash_attention: tuple[bool, ...] = Field(
+        (True,), description="FlashAttention (False: eager attention, as before 2022)")
 
 
 # ------------------------------------------------------------------------------------------
@@ -176,7 +180,7 @@ def enumerate_candidates(model: Model, job: Job, node_size: int, counts: Sequenc
     ok &= (c["vp"] == 1) | (c["pp"] > 1)
     ok &= c["pp"] * c["vp"] <= L
     even = L % (c["pp"] * c["vp"]) == 0
-    ok &= even | (space.uneven_stages & (c["vp"] == 1))
+    ok &= even | space.uneven_stages
     c = _select(c, ok)
     c["dp"] = c["gpus"] // (c["tp"] * c["pp"] * c["cp"])
     ok = (c["dp"] % c["ep"] == 0) & (gb % c["dp"] == 0)
@@ -184,6 +188,10 @@ def enumerate_candidates(model: Model, job: Job, node_size: int, counts: Sequenc
     if not len(c["dp"]):
         return {**c, "mb": c["dp"], **{k: c["dp"] for k in ("zero", "rc", "rc_layers")},
                 "off_opt": c["dp"].astype(bool), "off_par": c["dp"].astype(bool)}
+    # -- sequence parallelism (only distinct with tp > 1) and the attention kernel
+    c = _cross(c, _table(sp=np.asarray(space.sequence_parallel, dtype=bool),
+                         flash=np.asarray(space.flash_attention, dtype=bool)))
+    c = _select(c, (c["tp"] > 1) | (c["sp"] == bool(space.sequence_parallel[0])))
     # -- 2. micro-batch
     c = _cross(c, {"mb": np.asarray(kv["mb"], dtype=np.int64)})
     ok = gb % (c["mb"] * c["dp"]) == 0
@@ -209,20 +217,20 @@ def layout_of(c: dict[str, np.ndarray], idx: Any = slice(None)) -> Layout:
     """The evaluate() layout for rows ``idx`` of the candidate columns."""
     tp = c["tp"][idx]
     return Layout(tp=tp, pp=c["pp"][idx], vp=c["vp"][idx], dp=c["dp"][idx], cp=c["cp"][idx],
-                  ep=c["ep"][idx], sp=tp > 1, zero=c["zero"][idx], mb=c["mb"][idx],
-                  rc=c["rc"][idx], rc_layers=c["rc_layers"][idx], off_opt=c["off_opt"][idx],
-                  off_par=c["off_par"][idx], flash=np.ones_like(tp, dtype=bool))
+                  ep=c["ep"][idx], sp=c["sp"][idx] & (tp > 1), zero=c["zero"][idx],
+                  mb=c["mb"][idx], rc=c["rc"][idx], rc_layers=c["rc_layers"][idx],
+                  off_opt=c["off_opt"][idx], off_par=c["off_par"][idx], flash=c["flash"][idx])
 
 
 def strategy_of(c: dict[str, np.ndarray], i: int, layers: int) -> Strategy:
     """The Strategy spec of candidate row ``i`` (what ``estimate()`` and the exports take)."""
     pp, vp = int(c["pp"][i]), int(c["vp"][i])
     return Strategy(tp=int(c["tp"][i]), pp=pp, vp=vp, dp=int(c["dp"][i]), cp=int(c["cp"][i]),
-                    ep=int(c["ep"][i]), sequence_parallel=True, zero=int(c["zero"][i]),
+                    ep=int(c["ep"][i]), sequence_parallel=bool(c["sp"][i]), zero=int(c["zero"][i]),
                     micro_batch=int(c["mb"][i]), recompute=RECOMPUTE_NAMES[int(c["rc"][i])],
                     recompute_layers=int(c["rc_layers"][i]),
                     offload_optimizer=bool(c["off_opt"][i]), offload_params=bool(c["off_par"][i]),
-                    flash_attention=True, uneven_stages=bool(layers % (pp * vp)))
+                    flash_attention=bool(c["flash"][i]), uneven_stages=bool(layers % (pp * vp)))
 
 
 # ------------------------------------------------------------------------------------------
@@ -267,7 +275,10 @@ class Sweep:
                     dp=st.dp or gpus // (st.tp * st.pp * st.cp), mb=st.micro_batch, zero=st.zero,
                     rc=_RC_CODE[st.recompute],
                     rc_layers=st.recompute_layers if st.recompute == "layers" else 0,
-                    off_opt=st.offload_optimizer, off_par=st.offload_params)
+                    off_opt=st.offload_optimizer, off_par=st.offload_params,
+                    flash=st.flash_attention)
+        if st.tp > 1:
+            want["sp"] = st.sequence_parallel
         ok = np.ones(self.size, dtype=bool)
         for k, v in want.items():
             ok &= c[k] == v
@@ -477,7 +488,7 @@ def _pareto(sw: Sweep, feasible: np.ndarray, meets: np.ndarray) -> list[ParetoPo
     if not len(rows):
         return []
     key = cand["acc"][rows] * (max(sw.counts) + 1) + cand["gpus"][rows]
-    o = np.lexsort((col["t_step"][rows], key))
+    o = np.lexsort((col["mem_total"][rows], col["t_step"][rows], key))
     rows, key = rows[o], key[o]
     first = np.r_[True, key[1:] != key[:-1]]
     best = rows[first]

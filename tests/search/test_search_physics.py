@@ -26,6 +26,9 @@ SCENARIOS = [
     ("mixtral-8x7b", "h100", [64], dict(seq_len=4096, global_batch=512, tokens=1e12), {}),
     ("llama-3.1-405b", "h100", [16384], dict(seq_len=8192, global_batch=2048, tokens=15e12),
      {"uneven_stages": True}),
+    ("megatron-gpt-39.1b", "a100_sxm_80gb", [512],
+     dict(seq_len=2048, global_batch=1536, tokens=3e11, precision="fp16_mixed", dropout=True),
+     {"flash_attention": (True, False), "sequence_parallel": (False, True)}),
 ]
 
 
@@ -132,8 +135,10 @@ def test_enumeration_matches_brute_force():
 
 def test_published_405b_layout_is_a_candidate():
     sw = _sweep(*SCENARIOS[3][:4], {"uneven_stages": True})
-    st = Strategy(tp=8, pp=16, dp=128, zero=3, micro_batch=1, recompute="none", uneven_stages=True)
+    st = Strategy(tp=8, pp=16, vp=2, dp=128, zero=1, micro_batch=1, recompute="none",
+                  uneven_stages=True)
     assert sw.find(st, 16384) is not None
+    assert sw.find(st.model_copy(update={"flash_attention": False}), 16384) is None
 
 
 def test_nothing_fits_names_smallest_change():

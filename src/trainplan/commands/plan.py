@@ -177,7 +177,10 @@ def _render(result, paths: list[Path]) -> None:
 
     from trainplan.report.console import fmt_num
 
+    import os
     c = Console()
+    if not c.is_terminal and "COLUMNS" not in os.environ:
+        c = Console(width=160)           # piped output: do not squeeze the tables to 80 columns
     w = result.winner
     cons = {k: v for k, v in result.constraints.items() if v}
     c.print(f"[bold]{result.model}[/bold]: plan by [cyan]{result.objective}[/cyan] on "

@@ -19,20 +19,22 @@ from trainplan.errors import InputError
 from trainplan.export import LaunchSpec, shell_join
 
 
-def uneven_split(layers: int, pp: int) -> tuple[int, int, int]:
-    """(first, middle, last) layers per stage when pp does not divide the layers.
+def uneven_split(layers: int, pp: int, vp: int = 1) -> tuple[int, int, int]:
+    """(first, middle, last) layers per pipeline rank when pp x vp does not divide the layers.
 
-    Middle stages get ceil(layers / pp) as the cost model assumes for the busiest stage; the
-    first and last stages share the rest (Llama 3 405B: 126 layers on 16 stages -> 7, 8, 7).
+    Middle ranks get ceil(layers / (pp x vp)) x vp layers, the busiest stage the cost model
+    assumes; the first and last ranks share the rest, each a multiple of vp (Megatron splits a
+    rank's layers evenly over its vp chunks). Llama 3 405B: 126 layers on 16 ranks -> 7, 8, 7;
+    with 2 virtual stages -> 6, 8, 8.
     """
-    mid = math.ceil(layers / pp)
+    mid = math.ceil(layers / (pp * vp)) * vp
     rest = layers - (pp - 2) * mid
-    first = rest // 2
+    first = (rest // 2) // vp * vp
     last = rest - first
-    if pp < 3 or first < 1 or last > mid:
+    if pp < 3 or first < vp or last > mid or last % vp:
         raise InputError("strategy.pp", pp,
                          f"a pipeline size Megatron can split {layers} layers over unevenly "
-                         "(first/last stages smaller than the others)")
+                         f"with {vp} virtual stage(s) (first/last ranks smaller than the others)")
     return first, mid, last
 
 
@@ -76,9 +78,7 @@ def megatron_args(spec: LaunchSpec) -> list[str]:
     if st.vp > 1:
         a += ["--num-virtual-stages-per-pipeline-rank", str(st.vp)]
     if st.pp > 1 and dec.layers % (st.pp * st.vp):
-        if st.vp > 1:
-            raise InputError("strategy.vp", st.vp, "1 with uneven pipeline stages in this export")
-        first, _, last = uneven_split(dec.layers, st.pp)
+        first, _, last = uneven_split(dec.layers, st.pp, st.vp)
         a += ["--decoder-first-pipeline-num-layers", str(first),
               "--decoder-last-pipeline-num-layers", str(last)]
     a += ["--context-parallel-size", str(st.cp)]
