@@ -174,3 +174,11 @@ def test_loader_cli(tmp_path: Path):
     assert r.exit_code == 2 and "Traceback" not in r.output
     r = runner.invoke(app, ["data", "loader-bench", "--size", "0", "--n", "1"])
     assert r.exit_code == 2 and "--size" in r.output
+
+
+def test_parquet_without_pyarrow_or_corrupt_is_exit_2(tmp_path: Path):
+    p = tmp_path / "x.parquet"
+    p.write_bytes(b"not parquet")
+    r = runner.invoke(app, ["data", "lengths", str(p)])
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    assert "pyarrow" in r.output or "Parquet" in r.output
