@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from trainplan.conventions import GiB
 from trainplan.costmodel.evaluate import Layout, evaluate
+from trainplan.costmodel.totals import run_totals
 from trainplan.errors import InputError, from_validation_error
 from trainplan.spec.cluster import Cluster
 from trainplan.spec.job import Job
@@ -135,13 +136,15 @@ def build_estimate(model: Model, job: Job, cluster: Cluster, st: Strategy,
     step = time.step_s
     total_tokens = job.total_tokens()
     price = cluster.price
-    steps = total_tokens / job.batch_tokens if total_tokens else None
-    secs = steps * step if steps else None
-    gpu_h = secs * cluster.gpus / 3600.0 if secs else None
-    energy = (gpu_h * acc.tdp_w * cluster.utilisation_power * cluster.pue / 1e6) if gpu_h else None
+    tot = run_totals(total_tokens, job.batch_tokens, step, cluster.gpus, price, acc.tdp_w,
+                     cluster.utilisation_power, cluster.pue) if total_tokens else None
+    steps = tot["steps"] if tot else None
+    secs = tot["seconds"] if tot else None
+    gpu_h = tot["gpu_hours"] if tot else None
+    energy = tot["energy_mwh"] if tot else None
     totals = Totals(
         steps=steps, tokens=total_tokens, wall_clock_days=secs / 86400.0 if secs else None,
-        gpu_hours=gpu_h, cost_usd=gpu_h * price if (gpu_h and price is not None) else None,
+        gpu_hours=gpu_h, cost_usd=tot["cost"] if tot else None,
         usd_per_gpu_hour=price,
         price_source=("user override" if cluster.usd_per_gpu_hour is not None
                       else acc.price_source or "no price in catalog"),

@@ -344,19 +344,17 @@ def run_sweep(model: Model, job: Job, template: Cluster, accelerators: Sequence[
 
 
 def _totals(job: Job, cand: dict[str, np.ndarray], col: dict[str, np.ndarray]) -> None:
-    """Run totals with the bookkeeping of build_estimate (same operations, same order)."""
+    """Run totals through the same function build_estimate uses (costmodel.totals)."""
+    from trainplan.costmodel.totals import run_totals
     step = col["t_step"]
     gpus = cand["gpus"].astype(np.float64)
     tokens = job.total_tokens()
     if tokens:
-        steps = tokens / job.batch_tokens
-        secs = steps * step
-        col["wall_days"] = secs / 86400.0
-        col["gpu_hours"] = secs * gpus / 3600.0
-        col["cost"] = col["gpu_hours"] * col["price"]
+        t = run_totals(tokens, job.batch_tokens, step, gpus, col["price"])
+        col["wall_days"], col["gpu_hours"], col["cost"] = t["wall_days"], t["gpu_hours"], t["cost"]
     # per optimizer step: the quantity ranked when the job gives no token count
-    col["gpu_hours_step"] = step * gpus / 3600.0
-    col["cost_step"] = col["gpu_hours_step"] * col["price"]
+    t1 = run_totals(job.batch_tokens, job.batch_tokens, step, gpus, col["price"])
+    col["gpu_hours_step"], col["cost_step"] = t1["gpu_hours"], t1["cost"]
 
 
 # ------------------------------------------------------------------------------------------
