@@ -216,6 +216,19 @@ def hf_head_activation_bytes(stack, s, b, precision: str, flash, rc):
     return tokens * per_tok + ckpt
 
 
+def hf_vision_head_bytes(stack, s, b, precision: str):
+    """Bytes a transformers CLIP vision tower keeps outside its layers, per micro-batch of b
+    images of s tokens (measured, as :func:`hf_layer_activation_bytes`): the pre-LayerNorm input
+    (e*h + 8 per token), under autocast the bf16 copy of the pixels the patch convolution saves
+    (2 x 3 x p^2 per patch), and the fp32 features the loss reads (4h per token)."""
+    e, amp = _elem(precision)
+    h, p = stack.hidden, stack.patch_size
+    T = np.asarray(s, dtype=float) * b
+    pre = (e * h + (8.0 if e == 4.0 else 4.0)) if stack.pre_norm else 0.0
+    pix = 2.0 * stack.channels * p * p if amp else 0.0
+    return T * (pre + 4.0 * h) + (T - b) * pix
+
+
 def hf_loss_backward_bytes(stack, s, b):
     """Extra bytes at the start of backward: ``cross_entropy``'s backward holds the fp32 NLL
     gradient and the log-softmax gradient (2 x 4V per token) beside the saved log-softmax;
@@ -247,9 +260,21 @@ def eager_attention_backward_bytes(stack, s, b):
     return 8.0 * stack.heads * np.asarray(s, dtype=float) ** 2 * b
 
 
+def mlp_backward_bytes(stack, s, b, precision: str):
+    """Working set of an MLP backward at its elementwise product: SwiGLU (gate, SiLU, up,
+    product kept) holds the gradients of the product, the SiLU output and the up projection
+    while gate, SiLU and up are still saved: 2f extra per token; GELU (CLIP quick_gelu keeps
+    x, sigmoid(1.702x), product) 3f. In the compute dtype (bf16 under autocast). Measured peaks at
+    ``mul`` in the backward of CLIP towers."""
+    e, amp = _elem(precision)
+    c = 2.0 if amp else e
+    k = 2.0 if stack.mlp == "swiglu" else 3.0
+    return k * stack.ffn_hidden * c * np.asarray(s, dtype=float) * b
+
+
 def hf_step_memory(prof: ImplementationProfile, stack, s, b, precision: str, flash, rc,
                    weights, grads, optimizer, state_bytes, adamw: bool = True,
-                   n_layers=None):
+                   n_layers=None, head_bytes=None, extra_activations=0.0):
     """Peak bytes of one plain-PyTorch training step of a transformers model, by phase.
 
     ``weights``, ``grads``, ``optimizer`` are the model states on this GPU as the planner counts
@@ -271,7 +296,11 @@ def hf_step_memory(prof: ImplementationProfile, stack, s, b, precision: str, fla
 
     Returns a dict: weights, grads, optimizer, activations (kept at the end of the forward,
     including autocast casts), transient (the largest working set on top), total, phase (0 loss
-    backward, 1 top layer, 2 bottom layer, 3 optimizer). Broadcasts.
+    backward, 1 top layer, 2 bottom layer, 3 optimizer, 4 top-layer MLP; ``PEAK_PHASES``).
+    ``head_bytes`` replaces the causal-LM
+    head (:func:`hf_head_activation_bytes`), e.g. by :func:`hf_vision_head_bytes` for a vision
+    tower; ``extra_activations`` adds activations held through the whole backward (a vision
+    tower below the decoder). Broadcasts.
     """
     L = stack.layers if n_layers is None else n_layers
     e, amp = _elem(precision)
@@ -297,7 +326,9 @@ def hf_step_memory(prof: ImplementationProfile, stack, s, b, precision: str, fla
     a_full = a_attn + a_mlp
     a_ck = T * e * h
     a_kept = np.where(rc2, a_ck, a_full)
-    a_head = hf_head_activation_bytes(stack, s, b, precision, flash, rc)
+    a_head = hf_head_activation_bytes(stack, s, b, precision, flash, rc) \
+        if head_bytes is None else head_bytes
+    a_head = a_head + extra_activations
     lsm = 4.0 * V * T
     casts_kept = np.where(rc2, c_head, c_head + L * c_layer)
     activations = L * a_kept + a_head + casts_kept
@@ -317,15 +348,24 @@ def hf_step_memory(prof: ImplementationProfile, stack, s, b, precision: str, fla
     # attention backward of the bottom layer: all other gradients exist
     bottom = (g_per_param * (head_p + (L - 1) * (qkv_p + rest_p) + rest_p) + zero,
               a_attn_bwd + c_qkv + T * (8.0 + 2.0 * stack.d_head * e), t_attn)
+    # MLP backward of the top layer: the gradients of its intermediates on top of everything
+    mlp_top = (g_per_param * head_p + zero,
+               (L - 1) * a_kept + np.where(rc2, a_ck, 0.0) + a_attn + a_mlp + a_head - lsm
+               + np.where(rc2, c_layer, casts_kept - c_head),
+               mlp_backward_bytes(stack, s, b, precision))
     opt_temp = prof.optimizer_temp_bytes * o / 2.0 if adamw else 0.0 * o
     opt_pt = (g + zero, zero, opt_temp + zero)
-    pts = [loss_pt, top, bottom, opt_pt]
+    pts = [loss_pt, top, bottom, opt_pt, mlp_top]
     totals = np.stack(np.broadcast_arrays(*[states + sum(p) for p in pts]))
     phase = totals.argmax(axis=0)
     pick = [np.choose(phase, np.broadcast_arrays(*[p[k] for p in pts])) for k in range(3)]
     return dict(weights=w + zero, optimizer=o + zero, grads=pick[0], activations=pick[1],
                 transient=pick[2], total=totals.max(axis=0), phase=phase,
                 activations_end_forward=activations, casts=casts_kept)
+
+
+PEAK_PHASES = ("loss backward", "top-layer attention backward", "bottom-layer attention backward",
+               "optimizer step", "top-layer MLP backward")
 
 
 def _params_total(stack) -> float:

@@ -189,6 +189,10 @@ class MemTrace:
         finally:
             self._phase = prev
 
+    def snapshot(self, label: str) -> Peak:
+        """The live bytes now, by category (e.g. at the end of the forward pass)."""
+        return Peak(self.current, dict(self.by_category), self._phase, label)
+
     def reset_peak(self) -> None:
         self.peak = Peak(self.current, dict(self.by_category), self._phase, "reset")
         self.phase_peaks = {}

@@ -119,13 +119,22 @@ def _no_packing_check(fake: bool):
     if not fake:
         yield
         return
+    import os
+
     import transformers.masking_utils as mu
     orig = mu.find_packed_sequence_indices
     mu.find_packed_sequence_indices = lambda position_ids: None
+    # value checks (LLaVA's image-token count) cannot read fake data; the real run checks them
+    prev = os.environ.get("TRANSFORMERS_DISABLE_TORCH_CHECK")
+    os.environ["TRANSFORMERS_DISABLE_TORCH_CHECK"] = "1"
     try:
         yield
     finally:
         mu.find_packed_sequence_indices = orig
+        if prev is None:
+            os.environ.pop("TRANSFORMERS_DISABLE_TORCH_CHECK", None)
+        else:
+            os.environ["TRANSFORMERS_DISABLE_TORCH_CHECK"] = prev
 
 
 def measure_step_memory(model: Model, cfg: StepConfig, fake: bool = True,
@@ -168,6 +177,7 @@ def measure_step_memory(model: Model, cfg: StepConfig, fake: bool = True,
                         out = hf(**batch)
                         loss = _loss(out)
                     del out
+                end_fwd = tr.snapshot("end of forward")
                 with tr.phase("backward"):
                     loss.backward()
                 del loss
@@ -182,5 +192,6 @@ def measure_step_memory(model: Model, cfg: StepConfig, fake: bool = True,
         n_params = sum(p.numel() for p in hf.parameters())
     return Measurement(config=asdict(cfg), fake=fake, params=int(n_params),
                        peak=tr.peak.as_dict(),
-                       phases={k: v.as_dict() for k, v in tr.phase_peaks.items()},
+                       phases={**{k: v.as_dict() for k, v in tr.phase_peaks.items()},
+                               "end_forward": end_fwd.as_dict()},
                        first_step_peak=first_peak, sdpa_kernels=kernels)

@@ -1,0 +1,109 @@
+"""Analytic memory of a measured step, like for like: one process, tp = pp = dp = 1, ZeRO 0.
+
+The prediction uses only the planner's physics: parameter counts (``costmodel.params``), the
+bytes-per-parameter table (``conventions.model_state_bytes``) and the ``pytorch`` implementation
+profile (``costmodel.overheads.hf_step_memory`` and the per-tensor activation functions beside
+it). ``estimate(..., implementation="pytorch")`` computes the same total once
+``patches/evaluate_pytorch_profile.diff`` is applied to ``costmodel/evaluate.py``; the vision
+tower's activations are not yet part of ``evaluate`` (``costmodel/vision.py`` returns 0 for
+them), so they are added here from the same functions.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trainplan.conventions import model_state_bytes
+from trainplan.costmodel import overheads as ov
+from trainplan.costmodel.params import model_params, stack_params
+from trainplan.measure.step import StepConfig
+from trainplan.spec.model import Model
+
+COMPONENTS = ("parameters", "gradients", "optimizer_states", "activations", "transient")
+
+
+def analytic_peak(model: Model, cfg: StepConfig, implementation: str = "pytorch") -> dict[str, Any]:
+    """Predicted peak bytes of one training step of ``model`` as ``cfg`` runs it, by component.
+
+    Components are at the predicted peak: ``parameters`` (with autocast: fp32 params),
+    ``gradients`` (those existing at that moment), ``optimizer_states`` (AdamW moments),
+    ``activations`` (kept for backward, incl. autocast weight copies) and ``transient`` (loss
+    backward buffers, an attention backward's working set, or AdamW temporaries).
+    """
+    prof = ov.implementation_profile(implementation, cfg.precision)
+    sb = model_state_bytes(cfg.precision, "adamw")
+    if prof.grad_bytes:
+        sb_g = prof.grad_bytes
+    else:
+        sb_g = sb.grads
+    rc = 2 if cfg.recompute == "full" else 0
+    flash = cfg.attn == "sdpa"
+    if cfg.part == "vision":
+        v = model.vision[0]
+        n = float(stack_params(v).total)
+        tok = (v.image_size // v.patch_size) ** 2 + (1 if v.class_token else 0)
+        head = ov.hf_vision_head_bytes(v, tok, cfg.micro_batch, cfg.precision)
+        r = ov.hf_step_memory(prof, v, tok, cfg.micro_batch, cfg.precision, flash, rc,
+                              n * sb.weights, n * sb_g, n * (sb.master + sb.optim), sb,
+                              head_bytes=head)
+    else:
+        n = float(model_params(model).total)
+        extra = 0.0
+        if model.vision:
+            extra = _vision_activations(model, cfg, flash, rc)
+        r = ov.hf_step_memory(prof, model.decoder, cfg.seq_len, cfg.micro_batch, cfg.precision,
+                              flash, rc, n * sb.weights, n * sb_g, n * (sb.master + sb.optim), sb,
+                              extra_activations=extra)
+    out = {"parameters": float(r["weights"]), "gradients": float(r["grads"]),
+           "optimizer_states": float(r["optimizer"]), "activations": float(r["activations"]),
+           "transient": float(r["transient"])}
+    out["total"] = float(r["total"])
+    out["phase"] = ov.PEAK_PHASES[int(r["phase"])]
+    return out
+
+
+def _vision_activations(model: Model, cfg: StepConfig, flash: bool, rc: int) -> float:
+    """Vision tower + projector activations of a LLaVA-style model (features of the last
+    layer without the class token feed a Linear-GELU-Linear projector: its input, the GELU
+    input and output, the second Linear's input)."""
+    import numpy as np
+    v = model.vision[0]
+    imgs = cfg.micro_batch * cfg.images_per_sample
+    tok = (v.image_size // v.patch_size) ** 2 + (1 if v.class_token else 0)
+    e, amp = ov._elem(cfg.precision)
+    layers = v.layers * ov.hf_layer_activation_bytes(v, tok, imgs, cfg.precision, flash, rc)
+    pre = tok * imgs * (e * v.hidden + 8.0) if v.pre_norm else 0.0
+    pix = (tok - 1) * imgs * 2.0 * v.channels * v.patch_size ** 2 if amp else 0.0
+    p = model.projectors[0]
+    c = 2.0 if amp else e
+    hid = p.hidden or p.out_dim
+    proj = (tok - 1) * imgs * (c * p.in_dim + 3.0 * c * hid + e * p.out_dim)
+    return float(np.asarray(layers + pre + pix + proj))
+
+
+def estimate_for(model: Model, cfg: StepConfig, implementation: str = "pytorch"):
+    """``trainplan.estimate`` of the same single-process configuration (the planner's own
+    Estimate; equal to :func:`analytic_peak` once the evaluate patch is applied)."""
+    from trainplan.estimate import estimate
+    return estimate(model, gpu="h100_sxm", gpus=1,
+                    job={"seq_len": cfg.seq_len, "global_batch": cfg.micro_batch,
+                         "precision": cfg.precision, "optimizer": "adamw",
+                         "implementation": implementation,
+                         "images_per_sample": cfg.images_per_sample if model.vision else 0},
+                    strategy={"tp": 1, "pp": 1, "dp": 1, "zero": 0,
+                              "micro_batch": cfg.micro_batch,
+                              "recompute": "full" if cfg.recompute == "full" else "none",
+                              "flash_attention": cfg.attn == "sdpa"})
+
+
+def measured_components(peak: dict[str, Any]) -> dict[str, float]:
+    """Map the tracker's categories onto the analytic components."""
+    return {
+        "parameters": float(peak["parameters"]),
+        "gradients": float(peak["gradients"]),
+        "optimizer_states": float(peak["optimizer_states"]),
+        "activations": float(peak["activations"] + peak["autocast_casts"] + peak["inputs"]),
+        "transient": float(peak["backward_temporaries"] + peak["optimizer_temporaries"]
+                           + peak["other"]),
+        "total": float(peak["total"]),
+    }
