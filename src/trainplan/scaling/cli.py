@@ -216,6 +216,10 @@ def _print_allocation_tables(budget, rows, curves, grid, repeated, inference, pl
         conventions.setdefault(r.convention, []).append(r.law)
     for conv, names in conventions.items():
         c.print(f"{', '.join(names)}: {conv}", style="dim", highlight=False)
+    if any(r.law == "kaplan2020" for r in rows):
+        from trainplan.scaling.laws import PF_DAY_FLOPS
+
+        c.print(f"In Kaplan's units this budget is C = {budget.flops / PF_DAY_FLOPS:.4g} PF-days.", style="dim")
     c.print("Losses are in each law's own units (Kaplan: WebText2; Hoffmann/Epoch: MassiveText) and are "
             "comparable only within a law. Kaplan's N excludes embeddings.", style="dim")
     if curves:
