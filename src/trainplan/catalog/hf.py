@@ -75,6 +75,7 @@ def decoder_from_hf(cfg: dict[str, Any], name: str = "decoder") -> Stack:
 
 def model_from_hf_config(cfg: dict[str, Any], name: str | None = None, source: str = "") -> Model:
     """A :class:`Model` from a parsed config.json dict."""
+    import trainplan.catalog.vision  # noqa: F401  (registers the VLM importers; circular at top)
     if not isinstance(cfg, dict):
         raise InputError("config", type(cfg).__name__, "a JSON object (a config.json)")
     mt = cfg.get("model_type")

@@ -24,6 +24,8 @@ from trainplan.spec.model import Model
 def _records() -> list[dict[str, Any]]:
     data = json.loads(resources.files("trainplan.catalog").joinpath("data/models.json").read_text())
     recs = list(data["presets"])
+    vis = resources.files("trainplan.catalog").joinpath("data/vision_models.json").read_text()
+    recs.extend(json.loads(vis)["presets"])
     for extra in filter(None, os.environ.get("TRAINPLAN_MODELS", "").split(os.pathsep)):
         try:
             recs.extend(json.loads(Path(extra).read_text())["presets"])

@@ -73,7 +73,7 @@ def evaluate(model: Model, job: Job, cluster: Cluster, L: Layout) -> dict[str, A
 
     # ---- 1. parameters --------------------------------------------------------------------
     P = model_params(model)
-    vis = vision_costs(model, job, L)                  # vision tower + projector (first stage)
+    vis = vision_costs(model, job, L, cluster)                # vision tower + projector (first stage)
     trainable_frac_dec = 0.0 if dec.name in job.frozen else 1.0
     lora = job.trainable == "lora"
 
@@ -292,7 +292,8 @@ def evaluate(model: Model, job: Job, cluster: Cluster, L: Layout) -> dict[str, A
     t_offp = np.where(L.off_par, m * 2.0 * p_sync * w_b / (PCIE_GBPS * 1e9), 0.0)
 
     # ---- 8. step and run -------------------------------------------------------------------
-    t_data = vis["data_time_step"]
+    # loader workers prefetch while the GPUs compute: only decoding slower than the step shows
+    t_data = np.maximum(vis["data_time_step"] - (t_compute + bubble), 0.0)
     step = t_compute + bubble + t_p2p + t_dp + t_z3 + t_opt + t_offp + t_data
     pure = m * (t_stage - layers_stage * (t_tp_layer + t_cp_layer + t_ep_layer))
     mfu = model_flops_step / (step * n_gpus * peak)

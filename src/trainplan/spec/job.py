@@ -37,6 +37,11 @@ class Job(Spec):
     images_per_sample: float = Field(0.0, ge=0)
     image_size: int | None = Field(None, gt=0, description="image side in pixels (default: tower's)")
     text_tokens: float | None = Field(None, gt=0, description="text tokens per sample")
+    image_resolutions: tuple[tuple[float, float, float], ...] = Field(
+        (), description="dynamic resolution: (height, width, weight) rows")
+    loader_images_per_s: float | None = Field(None, gt=0, description="measured decode rate "
+                                              "per loader worker (trainplan data loader-bench)")
+    loader_workers: int | None = Field(None, ge=1, description="loader workers per GPU")
     packing_efficiency: float = Field(1.0, gt=0, le=1.0,
                                       description="useful tokens / processed tokens")
 
