@@ -794,7 +794,10 @@ def representative_model(n_params: float) -> Model:
     from trainplan.costmodel.params import stack_params
     from trainplan.spec.model import Stack
 
+    # a multiple of 1024 above 1024 keeps heads (h / 128) a multiple of the 8 KV heads
     h = max(256, int(round((128.0 * n_params / 12.0) ** (1.0 / 3.0) / 256.0)) * 256)
+    if h > 1024:
+        h = int(round(h / 1024.0)) * 1024
     heads = h // 128
     kv = min(8, heads)
     ffn = int(round(3.5 * h / 256.0)) * 256
