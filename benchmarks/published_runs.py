@@ -33,5 +33,34 @@ def main() -> None:
           "palm = 6N + 12LHQT (Llama 3 MFU).")
 
 
+# Loosely specified runs: only model, GPU type, tokens, batch and total GPU-hours are published.
+# The GPU count is an assumption and the layout is trainplan's own best; reported GPU-hours
+# include restarts, evaluation and downtime, so the prediction should come out somewhat lower.
+LOOSE = [
+    # id, preset, gpu, assumed gpus, seq, global batch (sequences), tokens, reported GPU-hours, source
+    ("llama2-7b", "llama-2-7b", "a100_sxm_80gb", 1024, 4096, 1024, 2e12, 184_320,
+     "Touvron et al. 2023 (Llama 2) Table 2"),
+    ("llama2-13b", "llama-2-13b", "a100_sxm_80gb", 1024, 4096, 1024, 2e12, 368_640,
+     "Touvron et al. 2023 (Llama 2) Table 2"),
+    ("llama2-70b", "llama-2-70b", "a100_sxm_80gb", 2048, 4096, 1024, 2e12, 1_720_320,
+     "Touvron et al. 2023 (Llama 2) Table 2"),
+]
+
+
+def loose() -> None:
+    from trainplan.search import plan
+    print()
+    print("Loosely specified runs (GPU count assumed, layout chosen by trainplan; reported "
+          "GPU-hours include downtime):")
+    print(f"{'run':<12} {'GPUs':>5} {'trainplan layout':<28} {'reported GPU-h':>14} "
+          f"{'predicted':>10} {'pred/rep':>8} {'MFU':>6}")
+    for rid, preset, gpu, n, s, gb, tok, gh, src in LOOSE:
+        r = plan(preset, gpu=gpu, gpus=n, seq_len=s, global_batch=gb, tokens=tok, top=1)
+        w = r.top[0]
+        print(f"{rid:<12} {n:>5} {w.layout:<28} {gh:>14,.0f} {w.totals.gpu_hours:>10,.0f} "
+              f"{w.totals.gpu_hours / gh:>8.2f} {w.mfu:>6.1%}")
+
+
 if __name__ == "__main__":
     main()
+    loose()
