@@ -11,6 +11,7 @@ them), so they are added here from the same functions.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from trainplan.conventions import model_state_bytes
@@ -31,6 +32,8 @@ def analytic_peak(model: Model, cfg: StepConfig, implementation: str = "pytorch"
     backward buffers, an attention backward's working set, or AdamW temporaries).
     """
     prof = ov.implementation_profile(implementation, cfg.precision)
+    if cfg.adamw == "fused":          # one kernel, no temporaries (overheads.py item 5)
+        prof = replace(prof, optimizer_temp_bytes=0.0)
     sb = model_state_bytes(cfg.precision, "adamw")
     if prof.grad_bytes:
         sb_g = prof.grad_bytes

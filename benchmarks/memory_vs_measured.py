@@ -1,0 +1,119 @@
+"""Analytic peak memory (implementation profile 'pytorch') against the measured peak of one
+training step (the second: optimizer states exist), component by component.
+
+The measurement is `trainplan.measure`: transformers builds the model from the same spec the
+planner uses, with random weights, under FakeTensorMode (no memory is allocated, so 7B and 8B
+models run on a laptop), and a dispatch-level tracker records live tensor storages. The
+prediction is `trainplan.measure.compare.analytic_peak` (costmodel/overheads.py physics).
+
+    python benchmarks/memory_vs_measured.py            # ~1-2 minutes on 2 CPU cores
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+import warnings
+
+warnings.filterwarnings("ignore")
+
+from trainplan.catalog import get_model  # noqa: E402
+from trainplan.measure.compare import COMPONENTS, analytic_peak, measured_components  # noqa: E402
+from trainplan.measure.step import StepConfig, measure_step_memory  # noqa: E402
+from trainplan.spec.model import Model, Projector, Stack  # noqa: E402
+
+
+def llama(name, layers, hidden, heads, kv, ffn, vocab, tied=False, bias=False):
+    return Model(name=name, stacks=(Stack(layers=layers, hidden=hidden, heads=heads, kv_heads=kv,
+                                          ffn_hidden=ffn, vocab=vocab, tied_embeddings=tied,
+                                          attn_bias=bias),))
+
+
+def clip_tower(layers, hidden, heads, ffn, image, patch):
+    return Stack(name="vision", role="vision", layers=layers, hidden=hidden, heads=heads,
+                 ffn_hidden=ffn, mlp="gelu", norm="layernorm", attn_bias=True,
+                 attn_out_bias=True, mlp_bias=True, position="learned", causal=False,
+                 image_size=image, patch_size=patch, class_token=True, pre_norm=True)
+
+
+TINY = llama("llama-tiny (3L h192 GQA 6/2)", 3, 192, 6, 2, 512, 1000)
+SMALL = llama("llama-small (4L h512 GQA 8/2, 32K vocab)", 4, 512, 8, 2, 1376, 32000)
+QWEN = llama("qwen2-tiny (2L h256, qkv bias, tied)", 2, 256, 8, 2, 688, 4096, tied=True, bias=True)
+# CLIP ViT-L/14 vision tower (openai/clip-vit-large-patch14: 24 layers, 1024, 16 heads, 4096)
+CLIP_L = Model(name="CLIP ViT-L/14 vision tower", stacks=(
+    Stack(layers=1, hidden=64, heads=2, ffn_hidden=128, vocab=16),
+    clip_tower(24, 1024, 16, 4096, 224, 14)))
+LLAVA = Model(name="llava-small (CLIP 4L h256 + Llama 4L h512)", stacks=(
+    SMALL.decoder, clip_tower(4, 256, 4, 1024, 112, 14)),
+    projectors=(Projector(kind="mlp2", in_dim=256, out_dim=512),))
+
+CASES = [
+    (TINY, StepConfig(seq_len=256, precision="fp32", attn="eager")),
+    (TINY, StepConfig(seq_len=256, precision="fp32", attn="sdpa", recompute="full")),
+    (TINY, StepConfig(seq_len=256, precision="bf16_mixed", attn="eager")),
+    (TINY, StepConfig(seq_len=256, precision="bf16_mixed", attn="sdpa", recompute="full")),
+    (TINY, StepConfig(seq_len=256, precision="bf16_pure", attn="eager", recompute="full")),
+    (TINY, StepConfig(seq_len=256, precision="bf16_pure", attn="sdpa")),
+    (SMALL, StepConfig(seq_len=1024, precision="fp32", attn="sdpa")),
+    (SMALL, StepConfig(seq_len=1024, precision="bf16_mixed", attn="eager", micro_batch=2)),
+    (SMALL, StepConfig(seq_len=1024, precision="bf16_mixed", attn="sdpa", adamw="fused")),
+    (SMALL, StepConfig(seq_len=2048, precision="bf16_pure", attn="sdpa", recompute="full")),
+    (QWEN, StepConfig(seq_len=512, precision="bf16_mixed", attn="sdpa", micro_batch=4)),
+    (QWEN, StepConfig(seq_len=512, precision="fp32", attn="eager", recompute="full")),
+    (get_model("llama-2-7b"), StepConfig(seq_len=4096, precision="bf16_mixed", attn="sdpa")),
+    (get_model("llama-2-7b"), StepConfig(seq_len=4096, precision="bf16_mixed", attn="sdpa",
+                                         adamw="fused", micro_batch=2)),
+    (get_model("llama-2-7b"), StepConfig(seq_len=4096, precision="bf16_pure", attn="eager",
+                                         recompute="full")),
+    (get_model("llama-3-8b"), StepConfig(seq_len=8192, precision="bf16_mixed", attn="sdpa",
+                                         recompute="full")),
+    (get_model("llama-3-8b"), StepConfig(seq_len=8192, precision="bf16_pure", attn="sdpa",
+                                         adamw="fused")),
+    (get_model("llama-3-8b"), StepConfig(seq_len=8192, precision="bf16_mixed", attn="sdpa",
+                                         adamw="fused")),
+    (CLIP_L, StepConfig(seq_len=1, micro_batch=8, precision="fp32", attn="sdpa", part="vision")),
+    (CLIP_L, StepConfig(seq_len=1, micro_batch=32, precision="bf16_mixed", attn="eager",
+                        part="vision", adamw="fused")),
+    (CLIP_L, StepConfig(seq_len=1, micro_batch=32, precision="bf16_pure", attn="sdpa",
+                        part="vision")),
+    (LLAVA, StepConfig(seq_len=256, precision="bf16_mixed", attn="sdpa", micro_batch=2)),
+    (LLAVA, StepConfig(seq_len=256, precision="fp32", attn="eager")),
+    (LLAVA, StepConfig(seq_len=512, precision="bf16_pure", attn="sdpa", recompute="full")),
+]
+
+
+def _short(cfg: StepConfig) -> str:
+    rc = " rc" if cfg.recompute == "full" else ""
+    return (f"s={cfg.seq_len if cfg.part != 'vision' else '-':>5} mb={cfg.micro_batch:<2} "
+            f"{cfg.precision:10s} {cfg.attn:5s}{rc:3s} {cfg.adamw:7s}")
+
+
+def main() -> int:
+    GiB = 2.0**30
+    errs = []
+    print("peak memory of one training step (2nd step), GiB: measured (FakeTensorMode trace) vs "
+          "analytic (profile 'pytorch')")
+    print("components: P params, G grads, O optimizer states, A activations (+autocast copies), "
+          "T transients; at the peak\n")
+    t0 = time.time()
+    for model, cfg in CASES:
+        meas = measure_step_memory(model, cfg, fake=True)
+        got = measured_components(meas.peak)
+        pred = analytic_peak(model, cfg)
+        err = pred["total"] / got["total"] - 1.0
+        errs.append(abs(err))
+        print(f"{model.name[:42]:42s} {_short(cfg)}  measured {got['total'] / GiB:8.3f}  "
+              f"predicted {pred['total'] / GiB:8.3f}  error {err:+6.2%}")
+        print(" " * 44 + "meas " + " ".join(f"{c[0].upper()} {got[c] / GiB:7.3f}" for c in COMPONENTS)
+              + f"   at {meas.peak['phase']}/aten.{meas.peak['op']}")
+        print(" " * 44 + "pred " + " ".join(f"{c[0].upper()} {pred[c] / GiB:7.3f}" for c in COMPONENTS)
+              + f"   at {pred['phase']}")
+    med, mx = statistics.median(errs), max(errs)
+    print(f"\n{len(errs)} configurations in {time.time() - t0:.0f} s: |error| median {med:.2%}, "
+          f"max {mx:.2%} (targets: median <= 3%, max <= 8%)")
+    return 0 if (med <= 0.03 and mx <= 0.08) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
