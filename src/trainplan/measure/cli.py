@@ -169,7 +169,7 @@ def step(
     t.add_column("measured", justify="right")
     t.add_column("predicted", justify="right")
     t.add_row("step time (s)", f"{res['measured_step_s']:.4f}", f"{res['predicted_step_s']:.4f}")
-    t.add_row("peak memory per rank (GiB)", f"{res['measured_peak_gib']:.4f}",
-              f"{res['predicted_peak_gib']:.4f}")
+    t.add_row("peak memory per rank (MiB)", f"{res['measured_peak_gib'] * 1024:.2f}",
+              f"{res['predicted_peak_gib'] * 1024:.2f}")
     Console().print(t)
     Console().print(res["note"])

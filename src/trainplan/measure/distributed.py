@@ -1,0 +1,189 @@
+"""``trainplan measure step``: a few real training steps of the planned layout on this machine.
+
+Ranks are started with ``torch.multiprocessing.spawn`` (the same process group torchrun would
+set up: ``init_process_group`` over TCP on 127.0.0.1). Backend ``gloo`` on CPU, ``nccl`` with one
+GPU per rank. The model is the planner's spec built by transformers (random init), wrapped in
+``DistributedDataParallel`` (ZeRO 0) or FSDP2 ``fully_shard`` (ZeRO 3); ``--scale-down k``
+divides layers, hidden size, FFN size and heads by k when the real model does not fit.
+
+Measured: the median step time after one warm-up step, and the peak memory of rank 0 (CUDA:
+``torch.cuda.max_memory_allocated``; CPU: the live-tensor peak of ``MemTrace`` on real tensors).
+Predicted: the same step from the planner's physics, single-process like-for-like memory
+(``measure.compare.analytic_peak``) plus DDP's gradient buckets, and step time from
+``estimate`` with this machine's matmul rate (CPU: measured here by ``bench.matmul_tflops``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import statistics
+import tempfile
+import time
+from typing import Any
+
+from trainplan.errors import InputError
+from trainplan.spec.model import Model, Stack
+
+
+def scale_model(model: Model, k: int | None) -> Model:
+    """Divide depth and width of every stack by k (heads and KV heads too, at least 1)."""
+    if k is not None and k < 1:
+        raise InputError("--scale-down", k, "an integer >= 1")
+    if not k or k == 1:
+        return model
+
+    def sc(st: Stack) -> Stack:
+        heads = max(1, st.heads // k)
+        kv = max(1, st.n_kv // k)
+        while heads % kv:
+            kv -= 1
+        d = st.d_head
+        return st.model_copy(update=dict(
+            layers=max(1, st.layers // k), hidden=heads * d, heads=heads, kv_heads=kv,
+            head_dim=None, ffn_hidden=max(8, st.ffn_hidden // k)))
+
+    stacks = tuple(sc(s) for s in model.stacks)
+    dec = next(s for s in stacks if s.role == "decoder")
+    vis = [s for s in stacks if s.role == "vision"]
+    projs = tuple(p.model_copy(update=dict(in_dim=vis[0].hidden if vis else p.in_dim,
+                                           out_dim=dec.hidden, hidden=0))
+                  for p in model.projectors)
+    return Model(name=f"{model.name} /{k}", stacks=stacks, projectors=projs, source=model.source)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _worker(rank: int, world: int, port: int, backend: str, spec: dict[str, Any], out: str):
+    import torch
+    import torch.distributed as dist
+    from trainplan.measure.build import build_model, make_batch
+    from trainplan.measure.memtrace import MemTrace
+
+    cuda = backend == "nccl"
+    device = f"cuda:{rank}" if cuda else "cpu"
+    if cuda:
+        torch.cuda.set_device(rank)
+    else:
+        torch.set_num_threads(max(1, (os.cpu_count() or 2) // world))
+    dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                            world_size=world)
+    model = Model.model_validate(spec["model"])
+    prec = spec["precision"]
+    dtype = torch.bfloat16 if prec == "bf16_pure" else torch.float32
+    torch.manual_seed(rank)
+    hf = build_model(model, spec["seq_len"], "sdpa", dtype=dtype, device=device)
+    batch = {k: v.to(device) for k, v in make_batch(model, hf, spec["seq_len"],
+                                                       spec["micro_batch"], seed=rank).items()}
+    tr = MemTrace()
+    if not cuda:
+        tr.register_module(hf)
+        tr.__enter__()
+    if spec["fsdp"]:
+        from torch.distributed.fsdp import fully_shard
+        for layer in getattr(getattr(hf, "model", hf), "layers", []):
+            fully_shard(layer)
+        fully_shard(hf)
+        net = hf
+    else:
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        net = DDP(hf, device_ids=[rank] if cuda else None)
+    opt = torch.optim.AdamW(net.parameters(), lr=1e-4, foreach=True)
+    amp = prec == "bf16_mixed"
+    times = []
+    for i in range(spec["steps"]):
+        if cuda:
+            torch.cuda.synchronize()
+        t = time.perf_counter()
+        with torch.autocast(device_type="cuda" if cuda else "cpu", dtype=torch.bfloat16,
+                            enabled=amp):
+            loss = net(**batch).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        if cuda:
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - t)
+        if i == 0:
+            if cuda:
+                torch.cuda.reset_peak_memory_stats()
+            else:
+                tr.reset_peak()
+    peak = torch.cuda.max_memory_allocated() if cuda else tr.peak.total
+    if not cuda:
+        tr.__exit__(None, None, None)
+    if rank == 0:
+        with open(out, "w") as f:
+            json.dump({"times": times, "peak": peak,
+                       "peak_breakdown": None if cuda else tr.peak.as_dict()}, f)
+    dist.destroy_process_group()
+
+
+def run_measured_steps(inp: Any, nproc: int = 2, backend: str = "auto", steps: int = 3,
+                       scale_down: int | None = None, fsdp: bool = False) -> dict[str, Any]:
+    """Spawn ``nproc`` ranks, train ``steps`` steps, return measured and predicted figures."""
+    import torch
+    import torch.multiprocessing as mp
+    if backend == "auto":
+        backend = "nccl" if torch.cuda.is_available() else "gloo"
+    if backend not in ("gloo", "nccl"):
+        raise InputError("--backend", backend, "gloo, nccl or auto")
+    if backend == "nccl" and torch.cuda.device_count() < nproc:
+        raise InputError("--nproc", nproc, f"at most {torch.cuda.device_count()} with nccl "
+                         "(one GPU per rank)")
+    if steps < 2:
+        raise InputError("--steps", steps, "at least 2 (the first is warm-up)")
+    prec = inp.job.precision
+    if prec not in ("fp32", "bf16_mixed", "bf16_pure"):
+        raise InputError("job.precision", prec, "fp32, bf16_mixed or bf16_pure for `measure step`")
+    model = scale_model(inp.model, scale_down)
+    mb = inp.strategy.micro_batch
+    spec = dict(model=model.model_dump(), precision=prec, seq_len=inp.job.seq_len,
+                micro_batch=mb, steps=steps, fsdp=fsdp)
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "rank0.json")
+        mp.spawn(_worker, args=(nproc, _free_port(), backend, spec, out), nprocs=nproc,
+                 join=True)
+        with open(out) as f:
+            res = json.load(f)
+    measured_step = statistics.median(res["times"][1:])
+    pred_mem, pred_time, note = _predict(model, inp, nproc, backend, fsdp, mb)
+    return dict(model=model.name, nproc=nproc, backend=backend, fsdp=fsdp, steps=steps,
+                step_times_s=res["times"], measured_step_s=measured_step,
+                measured_peak_gib=res["peak"] / 2**30, measured_breakdown=res["peak_breakdown"],
+                predicted_step_s=pred_time, predicted_peak_gib=pred_mem / 2**30, note=note)
+
+
+def _predict(model: Model, inp: Any, nproc: int, backend: str, fsdp: bool, mb: int):
+    from trainplan.costmodel.params import model_params
+    from trainplan.measure.compare import analytic_peak
+    from trainplan.measure.step import StepConfig
+    cfg = StepConfig(seq_len=inp.job.seq_len, micro_batch=mb, precision=inp.job.precision,
+                     attn="sdpa")
+    mem = analytic_peak(model, cfg)["total"]
+    n = model_params(model).total
+    g = 2.0 if inp.job.precision == "bf16_pure" else 4.0
+    if not fsdp:
+        mem += n * g     # DDP reducer buckets: a flat copy of all gradients (bucket_cap_mb=25 each)
+        note = "memory: single-process analytic peak (profile 'pytorch') + DDP gradient buckets"
+    else:
+        mem = float("nan")
+        note = "memory: FSDP2 is not modelled by the 'pytorch' profile yet (measured only)"
+    # time: the planner's step time with this machine's measured matmul rate
+    from trainplan.measure.bench import matmul_tflops
+    dtype = "bf16" if inp.job.precision != "fp32" else "fp32"
+    device = "cuda" if backend == "nccl" else "cpu"
+    tf = matmul_tflops(device=device, dtype=dtype, n=1024 if device == "cpu" else 8192,
+                       threads=max(1, (os.cpu_count() or 2) // nproc))
+    flops = 6.0 * n * inp.job.seq_len * mb + 12.0 * model.decoder.layers * model.decoder.hidden \
+        * inp.job.seq_len ** 2 * mb / 2.0
+    pred_time = flops / (tf * 1e12)
+    note += (f"; time: model FLOPs (6N per token + causal attention) at the measured matmul rate "
+             f"{tf:.3g} TFLOP/s per rank on {device} (an upper bound on speed: no elementwise, "
+             "communication or optimizer time)")
+    return mem, pred_time, note

@@ -1,0 +1,74 @@
+"""`trainplan measure step`: two gloo ranks on CPU (DDP), measured against predicted; and the
+micro-benchmarks' profile file."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+pytestmark = pytest.mark.torch
+
+JOB = """
+[model]
+name = "tiny-llama"
+stacks = [{layers = 2, hidden = 128, heads = 4, kv_heads = 2, ffn_hidden = 344, vocab = 1000}]
+[job]
+seq_len = 128
+global_batch = 4
+precision = "bf16_mixed"
+implementation = "pytorch"
+[strategy]
+micro_batch = 2
+"""
+
+
+@pytest.mark.timeout(180)
+def test_measure_step_two_gloo_ranks(tmp_path):
+    from trainplan.cli import app
+    job = tmp_path / "job.toml"
+    job.write_text(JOB)
+    r = CliRunner().invoke(app, ["measure", "step", str(job), "--nproc", "2", "--backend",
+                                 "gloo", "--steps", "3", "--json"])
+    assert r.exit_code == 0, r.output
+    res = json.loads(r.output[r.output.index("{"):])
+    assert res["nproc"] == 2 and res["backend"] == "gloo"
+    assert len(res["step_times_s"]) == 3 and res["measured_step_s"] > 0
+    # DDP keeps a flat bucket copy of the gradients on top of the single-process peak
+    assert res["measured_peak_gib"] == pytest.approx(res["predicted_peak_gib"], rel=0.05)
+    assert res["predicted_step_s"] > 0
+
+
+def test_scale_down_divides_width_and_depth():
+    from trainplan.catalog import get_model
+    from trainplan.measure.distributed import scale_model
+    m = scale_model(get_model("llama-3-8b"), 8)
+    d = m.decoder
+    assert (d.layers, d.heads, d.n_kv, d.d_head) == (4, 4, 1, 128)
+    assert d.hidden == 512 and d.ffn_hidden == 14336 // 8
+
+
+@pytest.mark.timeout(120)
+def test_bench_writes_an_efficiency_profile(tmp_path):
+    from trainplan.cli import app
+    from trainplan.spec.cluster import EfficiencyProfile
+    out = tmp_path / "prof.json"
+    r = CliRunner().invoke(app, ["measure", "bench", "--quick", "--ranks", "2", "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    data = json.loads(out.read_text())
+    prof = EfficiencyProfile(**data["profile"])
+    assert prof.intra_busbw_GBps and prof.intra_busbw_GBps > 0
+    assert all(m["tflops"] > 0 for m in data["matmul"])
+
+
+def test_saturation_fit_recovers_known_curve():
+    from trainplan.measure.bench import fit_saturation
+    F = [1e6, 1e7, 1e8, 1e9, 1e10]
+    rates = [100.0 * f / (f + 2e8) for f in F]
+    r_max, f_half = fit_saturation(F, rates)
+    assert r_max == pytest.approx(100.0, rel=1e-6)
+    assert f_half == pytest.approx(2e8, rel=1e-6)
