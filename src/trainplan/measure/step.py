@@ -121,16 +121,21 @@ def _no_packing_check(fake: bool):
         return
     import os
 
-    import transformers.masking_utils as mu
-    orig = mu.find_packed_sequence_indices
-    mu.find_packed_sequence_indices = lambda position_ids: None
+    try:
+        import transformers.masking_utils as mu
+    except ImportError:          # transformers < 4.53 has no masking_utils
+        mu = None
+    orig = getattr(mu, "find_packed_sequence_indices", None)
+    if orig is not None:
+        mu.find_packed_sequence_indices = lambda position_ids: None
     # value checks (LLaVA's image-token count) cannot read fake data; the real run checks them
     prev = os.environ.get("TRANSFORMERS_DISABLE_TORCH_CHECK")
     os.environ["TRANSFORMERS_DISABLE_TORCH_CHECK"] = "1"
     try:
         yield
     finally:
-        mu.find_packed_sequence_indices = orig
+        if orig is not None:
+            mu.find_packed_sequence_indices = orig
         if prev is None:
             os.environ.pop("TRANSFORMERS_DISABLE_TORCH_CHECK", None)
         else:
