@@ -19,7 +19,8 @@ app = typer.Typer(
 
 def fail(exc: BaseException) -> None:
     from rich.console import Console
-    Console(stderr=True).print(f"[bold red]error:[/bold red] {exc}", highlight=False)
+    from rich.markup import escape
+    Console(stderr=True).print(f"[bold red]error:[/bold red] {escape(str(exc))}", highlight=False)
     raise typer.Exit(2)
 
 

@@ -131,7 +131,7 @@ def apply_profile(acc, path: str | Path):
     """Replace fields of the accelerator's efficiency profile with a measured profile file.
 
     The file is JSON with EfficiencyProfile fields (as ``trainplan measure bench`` writes),
-    either at the top level or under an ``"efficiency"`` key.
+    at the top level or under an ``"efficiency"`` or ``"profile"`` key.
     """
     from trainplan.spec.cluster import EfficiencyProfile
     p = Path(path)
@@ -141,7 +141,8 @@ def apply_profile(acc, path: str | Path):
         raise InputError("cluster.profile", str(path), "an existing profile JSON file") from None
     except json.JSONDecodeError as e:
         raise InputError("cluster.profile", str(path), f"valid JSON ({e.msg})") from None
-    data = data.get("efficiency", data) if isinstance(data, dict) else data
+    if isinstance(data, dict):
+        data = data.get("efficiency") or data.get("profile") or data
     if not isinstance(data, dict):
         raise InputError("cluster.profile", str(path), "a JSON object of EfficiencyProfile fields")
     known = set(EfficiencyProfile.model_fields)

@@ -18,7 +18,7 @@ from trainplan.costmodel import collectives as coll
 from trainplan.costmodel import flops as fl
 from trainplan.costmodel import memory as mem
 from trainplan.costmodel import timing as tm
-from trainplan.costmodel.overheads import implementation_profile
+from trainplan.costmodel.overheads import hf_step_memory, implementation_profile
 from trainplan.costmodel.params import model_params, stack_params
 from trainplan.costmodel.vision import vision_costs
 from trainplan.spec.cluster import Cluster
@@ -160,9 +160,24 @@ def evaluate(model: Model, job: Job, cluster: Cluster, L: Layout) -> dict[str, A
     transient = np.where(L.rc >= 2, a_layer_none, 0.0) \
         + 2.0 * (s / L.cp) * L.mb * f_loc * act_b
     z3 = mem.zero3_gathered_bytes(per_gpu_layer, w_b, L.zero)
-    overhead = prof.fixed_bytes + z3 + prof.comm_buffer_bytes
+    # bucket buffers exist only when gradients are reduced across data-parallel ranks
+    overhead = prof.fixed_bytes + z3 + np.where(L.dp > 1, prof.comm_buffer_bytes, 0.0)
     total1 = w1 + g1 + o1 + act1 + transient + overhead
     total2 = w2 + g2 + o2 + act2 + transient + overhead
+    if prof.activations == "hf":
+        # plain PyTorch + transformers: per-tensor activations and the step's two peaks (start
+        # of backward without grads, optimizer step without activations), measured with
+        # `trainplan measure memory` (costmodel/overheads.py, hf_step_memory)
+        hfm = hf_step_memory(prof, dec, s / L.cp, L.mb, job.precision, L.flash, L.rc,
+                             w1, g1, o1, sb, adamw=job.optimizer == "adamw",
+                             n_layers=layers_stage,
+                             extra_activations=vis["act_bytes_per_mb"] * in_flight)
+        w1 = w2 = hfm["weights"]
+        g1 = g2 = hfm["grads"]
+        o1 = o2 = hfm["optimizer"]
+        act1 = act2 = hfm["activations"]
+        transient = hfm["transient"]
+        total1 = total2 = hfm["total"] + overhead
     total1 = total1 * (1.0 + prof.fragmentation)
     total2 = total2 * (1.0 + prof.fragmentation)
     worst_first = total1 >= total2
@@ -227,7 +242,7 @@ def evaluate(model: Model, job: Job, cluster: Cluster, L: Layout) -> dict[str, A
     # forward: 2 (+2 when the forward is redone); backward: 2, of which Megatron overlaps the
     # input-gradient all-reduce with the weight-gradient GEMM (async TP all-reduce, Narayanan
     # et al. 2021 sec. 4.2) -- the profile's tp_bwd_overlap share is hidden
-    n_tp = 2.0 + 2.0 * (1.0 - getattr(prof, "tp_bwd_overlap", 0.5)) \
+    n_tp = 2.0 + 2.0 * (1.0 - prof.tp_bwd_overlap) \
         + np.where(L.rc == 2, 2.0, np.where(L.rc == 3, 2.0 * rc_frac_layers, 0.0))
     t_tp_layer = n_tp * ctime(coll.AR, tp_msg, L.tp, 1) * prof.tp_exposed
     # context parallel: ring exchange of K and V, cp-1 steps forward and backward (x2 for dK,dV)
