@@ -86,6 +86,9 @@ def _json_default(o: Any) -> Any:
 def _budget(flops, gpu_hours, dollars, deadline_days, gpu, gpus, usd_per_gpu_hour, mfu):
     from trainplan.scaling.budget import flops_from_budget
 
+    if all(v is None for v in (flops, gpu_hours, dollars, deadline_days)):
+        raise InputError("budget", "none", "one of --flops, --gpu-hours, --dollars, --deadline-days")
+
     return flops_from_budget(
         flops=flops, gpu_hours=gpu_hours, dollars=dollars, deadline_days=deadline_days, gpu=gpu, gpus=gpus,
         usd_per_gpu_hour=usd_per_gpu_hour, mfu=mfu,
@@ -485,8 +488,6 @@ def batch_command(
     with _handled():
         import trainplan.scaling.allocate as al
 
-        if all(v is None for v in (flops, gpu_hours, dollars, deadline_days)):
-            raise InputError("budget", "none", "one of --flops, --gpu-hours, --dollars, --deadline-days")
         budget = _budget(flops, gpu_hours, dollars, deadline_days, gpu, gpus, usd_per_gpu_hour, mfu)
         adv = al.batch_advice(budget.flops, seq_len=seq_len, loss=loss, global_batch=batch)
         if as_json:
@@ -538,8 +539,6 @@ def multimodal_command(
     with _handled():
         import trainplan.scaling.allocate as al
 
-        if all(v is None for v in (flops, gpu_hours, dollars, deadline_days)):
-            raise InputError("budget", "none", "one of --flops, --gpu-hours, --dollars, --deadline-days")
         budget = _budget(flops, gpu_hours, dollars, deadline_days, gpu, gpus, usd_per_gpu_hour, mfu)
         adv = al.multimodal_advice(budget.flops, fusion=fusion, padding=padding, gamma=gamma, ref_flops=ref_flops,
                                    ref_n_params=ref_params, ref_tokens=ref_tokens, law=law)
