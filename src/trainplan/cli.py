@@ -41,6 +41,8 @@ def estimate(
                                            help="efficiency profile JSON (trainplan measure bench)"),
     tp: Optional[int] = typer.Option(None), pp: Optional[int] = typer.Option(None),
     vp: Optional[int] = typer.Option(None, help="virtual pipeline stages per rank"),
+    uneven_stages: Optional[bool] = typer.Option(None, "--uneven-stages/--even-stages",
+                                                 help="allow layers not divisible by pp x vp"),
     cp: Optional[int] = typer.Option(None), ep: Optional[int] = typer.Option(None),
     zero: Optional[int] = typer.Option(None, help="ZeRO stage 0-3 (3 = FSDP full shard)"),
     micro_batch: Optional[int] = typer.Option(None, "--micro-batch"),
@@ -70,7 +72,7 @@ def estimate(
                 else {"hf_config": model}
         merge(data, "cluster", gpu=gpu, gpus=gpus, gpus_per_node=gpus_per_node, usd_per_gpu_hour=price,
               profile=str(profile) if profile else None)
-        merge(data, "strategy", tp=tp, pp=pp, vp=vp, cp=cp, ep=ep, zero=zero, micro_batch=micro_batch,
+        merge(data, "strategy", tp=tp, pp=pp, vp=vp, uneven_stages=uneven_stages, cp=cp, ep=ep, zero=zero, micro_batch=micro_batch,
               recompute=recompute, recompute_layers=recompute_layers,
               sequence_parallel=sequence_parallel, flash_attention=flash,
               offload_optimizer=offload_optimizer)

@@ -56,9 +56,17 @@ class TimeBreakdown(Out):
 
 
 class Totals(Out):
+    """Run totals. Wall-clock, GPU-hours, cost and energy include the expected time lost to
+    failures and checkpoints (goodput); ``ideal_wall_clock_days`` is the steps alone."""
+
     steps: float | None
     tokens: float | None
+    ideal_wall_clock_days: float | None
     wall_clock_days: float | None
+    goodput: float | None = Field(None, description="useful time / wall time")
+    mtbf_hours: float | None = Field(None, description="mean time between interruptions")
+    checkpoint_interval_hours: float | None = Field(None, description="Daly 2006 optimum")
+    checkpoint_write_s: float | None
     gpu_hours: float | None
     cost_usd: float | None
     usd_per_gpu_hour: float | None
@@ -137,13 +145,18 @@ def build_estimate(model: Model, job: Job, cluster: Cluster, st: Strategy,
     total_tokens = job.total_tokens()
     price = cluster.price
     tot = run_totals(total_tokens, job.batch_tokens, step, cluster.gpus, price, acc.tdp_w,
-                     cluster.utilisation_power, cluster.pue) if total_tokens else None
+                     cluster.utilisation_power, cluster.pue, **reliability_inputs(model, job, cluster)
+                     ) if total_tokens else None
     steps = tot["steps"] if tot else None
     secs = tot["seconds"] if tot else None
     gpu_h = tot["gpu_hours"] if tot else None
     energy = tot["energy_mwh"] if tot else None
     totals = Totals(
         steps=steps, tokens=total_tokens, wall_clock_days=secs / 86400.0 if secs else None,
+        ideal_wall_clock_days=tot["ideal_days"] if tot else None,
+        goodput=tot["goodput"] if tot else None, mtbf_hours=tot["mtbf_hours"] if tot else None,
+        checkpoint_interval_hours=tot["checkpoint_interval_hours"] if tot else None,
+        checkpoint_write_s=tot["checkpoint_write_s"] if tot else None,
         gpu_hours=gpu_h, cost_usd=tot["cost"] if tot else None,
         usd_per_gpu_hour=price,
         price_source=("user override" if cluster.usd_per_gpu_hour is not None
@@ -169,6 +182,22 @@ def build_estimate(model: Model, job: Job, cluster: Cluster, st: Strategy,
         tflops_per_gpu=_f(r["model_flops_step"]) / step / n / 1e12,
         mfu=_f(r["mfu"]), hfu=_f(r["hfu"]), peak_tflops=_f(r["peak_flops"]) / 1e12,
         totals=totals, warnings=warnings)
+
+
+def reliability_inputs(model: Model, job: Job, cluster: Cluster) -> dict[str, Any]:
+    """Arguments of run_totals about failures and checkpoints (shared with the search).
+
+    Checkpoint size: every parameter's weights plus the fp32 master and optimizer moments
+    (the state a restart needs; frozen parts are counted too, an over-estimate for them).
+    """
+    from trainplan.conventions import model_state_bytes
+    from trainplan.costmodel.params import model_params
+    sb = model_state_bytes(job.precision, job.optimizer)
+    return dict(checkpoint_bytes=model_params(model).total * (sb.weights + sb.master + sb.optim),
+                storage_GBps_per_node=cluster.storage_GBps_per_node,
+                storage_GBps_max=cluster.storage_GBps_max,
+                restart_minutes=cluster.restart_minutes, spot_mtbf_hours=cluster.spot_mtbf_hours,
+                failure_rate=cluster.failure_rate_per_gpu_hour, nodes=cluster.nodes)
 
 
 def _warnings(model, job, cluster, st, r, mem, time) -> list[str]:

@@ -15,9 +15,9 @@ The search has no cost formulas of its own. It
    runner-up gives up, and computes the Pareto front of time against cost across GPU counts
    and GPU types.
 
-Run totals (wall-clock, GPU-hours, cost) are the same bookkeeping as ``build_estimate``:
-steps = tokens / tokens per step, seconds = steps x step time, GPU-hours = seconds x GPUs /
-3600, cost = GPU-hours x price. A test checks that the search's numbers equal ``estimate()``'s.
+Run totals (wall-clock with the goodput lost to failures and checkpoints, GPU-hours, cost)
+come from the same function as ``build_estimate`` (``costmodel.totals.run_totals``). A test
+checks that the search's numbers equal ``estimate()``'s.
 """
 
 from __future__ import annotations
@@ -331,6 +331,7 @@ def run_sweep(model: Model, job: Job, template: Cluster, accelerators: Sequence[
             if progress:
                 progress(done, total)
         kept["capacity"] = np.full(n, acc.hbm_gib * GiB)
+        kept["node_size"] = np.full(n, float(cl.node_size))
         kept["price"] = np.full(n, np.nan if cl.price is None else float(cl.price))
         c = dict(c)
         c["acc"] = np.full(n, a, dtype=np.int64)
@@ -338,22 +339,27 @@ def run_sweep(model: Model, job: Job, template: Cluster, accelerators: Sequence[
         cols.append(kept)
     cand = {k: np.concatenate([c[k] for c in cands]) for k in cands[0]}
     col = {k: np.concatenate([c[k] for c in cols]) for k in cols[0]}
-    _totals(job, cand, col)
+    _totals(model, job, cl, cand, col)
     return Sweep(model, job, template, list(accelerators), list(counts), space, cand, col,
                  seconds=time.perf_counter() - t0)
 
 
-def _totals(job: Job, cand: dict[str, np.ndarray], col: dict[str, np.ndarray]) -> None:
-    """Run totals through the same function build_estimate uses (costmodel.totals)."""
+def _totals(model: Model, job: Job, cluster: Cluster, cand: dict[str, np.ndarray],
+            col: dict[str, np.ndarray]) -> None:
+    """Run totals through the same function and inputs build_estimate uses."""
     from trainplan.costmodel.totals import run_totals
+    from trainplan.estimate import reliability_inputs
     step = col["t_step"]
     gpus = cand["gpus"].astype(np.float64)
+    rel = reliability_inputs(model, job, cluster)
+    rel["nodes"] = np.maximum(1.0, np.ceil(gpus / col["node_size"]))
     tokens = job.total_tokens()
     if tokens:
-        t = run_totals(tokens, job.batch_tokens, step, gpus, col["price"])
+        t = run_totals(tokens, job.batch_tokens, step, gpus, col["price"], **rel)
         col["wall_days"], col["gpu_hours"], col["cost"] = t["wall_days"], t["gpu_hours"], t["cost"]
-    # per optimizer step: the quantity ranked when the job gives no token count
-    t1 = run_totals(job.batch_tokens, job.batch_tokens, step, gpus, col["price"])
+    # per optimizer step (no failures): the quantity ranked when the job gives no token count
+    t1 = run_totals(job.batch_tokens, job.batch_tokens, step, gpus, col["price"],
+                    failure_rate=0.0)
     col["gpu_hours_step"], col["cost_step"] = t1["gpu_hours"], t1["cost"]
 
 

@@ -20,7 +20,10 @@ def test_components_add_up_and_fit_flag():
     assert comps == pytest.approx(m.total_gib, rel=1e-9)
     assert m.fits == (m.total_gib <= m.capacity_gib)
     assert e.totals.steps == pytest.approx(1e11 / (256 * 8192))
-    assert e.totals.gpu_hours == pytest.approx(e.totals.steps * t.step_s * 16 / 3600)
+    assert e.totals.gpu_hours == pytest.approx(e.totals.steps * t.step_s * 16 / 3600
+                                               / e.totals.goodput)
+    assert e.totals.ideal_wall_clock_days == pytest.approx(e.totals.steps * t.step_s / 86400)
+    assert 0.9 < e.totals.goodput < 1.0
     assert 0 < e.mfu < 1 and t.pp_bubble_s > 0 and t.tp_comm_s > 0
     json.dumps(e.model_dump())            # serialisable
 

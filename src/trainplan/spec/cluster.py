@@ -76,6 +76,17 @@ class Cluster(Spec):
     utilisation_power: float = Field(0.85, gt=0, le=1,
                                      description="average power draw as a share of TDP")
     pue: float = Field(1.2, ge=1.0, description="datacenter power usage effectiveness")
+    failure_rate_per_gpu_hour: float = Field(
+        419.0 / (54 * 24 * 16384), ge=0,
+        description="unexpected interruptions per GPU-hour (Llama 3 paper sec. 3.3.4: 1.97e-5)")
+    spot_mtbf_hours: float | None = Field(None, gt=0,
+                                          description="mean hours between spot pre-emptions")
+    storage_GBps_per_node: float = Field(5.0, gt=0, description="checkpoint write bandwidth "
+                                         "per node (sharded checkpoints; an assumption)")
+    storage_GBps_max: float = Field(2000.0, gt=0, description="aggregate checkpoint bandwidth of "
+                                    "the file system (Llama 3 paper sec. 3.3.1: Tectonic sustains "
+                                    "2 TB/s, peaks at 7 TB/s)")
+    restart_minutes: float = Field(10.0, ge=0, description="time to detect, restart and reload")
 
     @model_validator(mode="after")
     def _check(self) -> "Cluster":
