@@ -31,7 +31,11 @@ def __getattr__(name: str):
     if name in _LAZY:
         import importlib
         mod, attr = _LAZY[name]
-        return getattr(importlib.import_module(mod), attr)
+        value = getattr(importlib.import_module(mod), attr)
+        # Pin the attribute: importing the submodule trainplan.estimate binds the *module* to
+        # trainplan.estimate, which would shadow the function on the next access.
+        globals()[name] = value
+        return value
     raise AttributeError(f"module 'trainplan' has no attribute {name!r}")
 
 

@@ -17,10 +17,14 @@ app = typer.Typer(
          "parallel layout, launch files, cost, and scaling laws.")
 
 
-def fail(exc: BaseException) -> None:
+def print_error(exc: BaseException) -> None:
     from rich.console import Console
     from rich.markup import escape
     Console(stderr=True).print(f"[bold red]error:[/bold red] {escape(str(exc))}", highlight=False)
+
+
+def fail(exc: BaseException) -> None:
+    print_error(exc)
     raise typer.Exit(2)
 
 
@@ -97,9 +101,12 @@ def models(as_json: bool = typer.Option(False, "--json")) -> None:
     from trainplan.catalog import get_model, list_models
     from trainplan.costmodel.params import model_params
     rows = []
-    for r in list_models():
-        p = model_params(get_model(r["id"]))
-        rows.append({**r, "params": p.total, "active": p.active})
+    try:
+        for r in list_models():
+            p = model_params(get_model(r["id"]))
+            rows.append({**r, "params": p.total, "active": p.active})
+    except (InputError, MissingExtraError) as e:
+        fail(e)
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
         return
@@ -117,7 +124,10 @@ def models(as_json: bool = typer.Option(False, "--json")) -> None:
 def gpus(as_json: bool = typer.Option(False, "--json")) -> None:
     """List the accelerator catalog: peaks, memory, links, TDP, default price."""
     from trainplan.catalog.accelerators import get_accelerator, list_accelerators
-    accs = [get_accelerator(i) for i in list_accelerators()]
+    try:
+        accs = [get_accelerator(i) for i in list_accelerators()]
+    except (InputError, MissingExtraError) as e:   # a bad $TRAINPLAN_CATALOG file
+        fail(e)
     if as_json:
         typer.echo(json.dumps([a.model_dump() for a in accs], indent=2))
         return
@@ -179,7 +189,8 @@ def main() -> None:
     try:
         app()
     except (InputError, MissingExtraError) as e:  # raised outside a command's own handler
-        fail(e)
+        print_error(e)                            # (typer.Exit would not be caught out here)
+        sys.exit(2)
 
 
 if __name__ == "__main__":

@@ -61,3 +61,13 @@ def from_validation_error(exc: Any, prefix: str = "") -> InputError:
     elif isinstance(first_value, dict):
         e.args = (lines[0],)
     return e
+
+
+def expect_mapping(field: str, value: Any) -> dict:
+    """``value`` as a dict (None -> {}); anything else than a mapping is an InputError."""
+    from collections.abc import Mapping
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise InputError(field, value, "a mapping of keys to values (a dict / a table)")
+    return dict(value)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+import types
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -9,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from trainplan.conventions import GiB
 from trainplan.costmodel.evaluate import Layout, evaluate
 from trainplan.costmodel.totals import run_totals
-from trainplan.errors import InputError, from_validation_error
+from trainplan.errors import InputError, expect_mapping, from_validation_error
 from trainplan.spec.cluster import Cluster
 from trainplan.spec.job import Job
 from trainplan.spec.model import Model
@@ -261,21 +263,36 @@ def estimate(model: str | Model = "llama-3-8b", *, gpu: str = "h100_sxm", gpus: 
 
     m = get_model(model)
     try:
-        j = job if isinstance(job, Job) else Job(**{**(job or {}), **job_kw})
+        j = job if isinstance(job, Job) else Job(**{**expect_mapping("job", job), **job_kw})
     except ValidationError as e:
         raise from_validation_error(e, "job.") from None
     try:
         if isinstance(cluster, Cluster):
             c = cluster
         else:
-            cd = dict(cluster or {})
+            cd = expect_mapping("cluster", cluster)
+            if "accelerator" in cd:
+                raise InputError("cluster.accelerator", cd["accelerator"],
+                                 "not a key here: give the catalog id as gpu (see `trainplan gpus`)")
             acc = get_accelerator(cd.pop("gpu", gpu))
             c = Cluster(accelerator=acc, gpus=cd.pop("gpus", gpus), **cd)
     except ValidationError as e:
         raise from_validation_error(e, "cluster.") from None
     try:
-        st = strategy if isinstance(strategy, Strategy) else Strategy(**(strategy or {}))
+        st = strategy if isinstance(strategy, Strategy) else \
+            Strategy(**expect_mapping("strategy", strategy))
     except ValidationError as e:
         raise from_validation_error(e, "strategy.") from None
     st = complete_strategy(m, j, c, st)
     return build_estimate(m, j, c, st)
+
+
+class _CallableModule(types.ModuleType):
+    """``trainplan.estimate`` is both this module and the function: when the module was imported
+    first (``import trainplan.search`` does), ``trainplan.estimate(...)`` still estimates."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Estimate:
+        return estimate(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

@@ -42,9 +42,16 @@ class Inputs:
 def read_file(path: str | Path) -> dict[str, Any]:
     """Parse a TOML, YAML or JSON job file into a dict of sections."""
     p = Path(path)
-    if not p.exists():
-        raise InputError("job file", str(path), "an existing TOML, YAML or JSON file")
-    text = p.read_text()
+    if not p.is_file():
+        raise InputError("job file", str(path), "an existing TOML, YAML or JSON file",
+                         hint="it is a folder" if p.is_dir() else None)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise InputError("job file", str(path), "a UTF-8 text file (TOML, YAML or JSON)",
+                         hint="it looks binary") from None
+    except OSError as e:
+        raise InputError("job file", str(path), f"a readable file ({e.strerror})") from None
     try:
         if p.suffix in (".yaml", ".yml"):
             import yaml
@@ -66,7 +73,8 @@ def read_file(path: str | Path) -> dict[str, Any]:
             raise InputError(f"[{k}]", v, "a table of keys")
     base = p.parent
     mdl = data.get("model", {})
-    if "hf_config" in mdl and not Path(mdl["hf_config"]).is_absolute():
+    if "hf_config" in mdl and isinstance(mdl["hf_config"], str) \
+            and not Path(mdl["hf_config"]).is_absolute():
         mdl["hf_config"] = str(base / mdl["hf_config"])
     return data
 
@@ -83,6 +91,18 @@ def _model(d: dict[str, Any]) -> Model:
     if bad:
         k = sorted(bad)[0]
         raise InputError(f"model.{k}", d[k], "keys: " + ", ".join(sorted(allowed)))
+    given = [k for k in ("preset", "hf_config", "stacks") if k in d]
+    if len(given) > 1:
+        raise InputError(f"model.{given[1]}", d[given[1]],
+                         f"absent when model.{given[0]} is given (one of preset, hf_config, stacks)")
+    for k in ("preset", "hf_config"):
+        if k in d and not isinstance(d[k], str):
+            raise InputError(f"model.{k}", d[k], "a string: "
+                             + ("a preset id (see `trainplan models`)" if k == "preset"
+                                else "the path of a config.json"))
+    for k in ("stacks", "projectors"):
+        if k in d and not isinstance(d[k], (list, tuple)):
+            raise InputError(f"model.{k}", d[k], "a list of tables ([[model.%s]])" % k)
     if "preset" in d:
         return get_model(d["preset"])
     if "hf_config" in d:
@@ -105,6 +125,9 @@ def build_inputs(data: dict[str, Any]) -> Inputs:
     except ValidationError as e:
         raise from_validation_error(e, "job.") from None
     cd = dict(data.get("cluster", {}))
+    if "accelerator" in cd:
+        raise InputError("cluster.accelerator", cd["accelerator"],
+                         "not a key here: give the catalog id as cluster.gpu (see `trainplan gpus`)")
     acc = get_accelerator(str(cd.pop("gpu", "h100_sxm")))
     if "profile" in cd:
         acc = apply_profile(acc, cd.pop("profile"))
@@ -134,13 +157,18 @@ def apply_profile(acc, path: str | Path):
     at the top level or under an ``"efficiency"`` or ``"profile"`` key.
     """
     from trainplan.spec.cluster import EfficiencyProfile
+    if not isinstance(path, (str, Path)):
+        raise InputError("cluster.profile", path, "the path of a profile JSON file (a string)")
     p = Path(path)
     try:
-        data = json.loads(p.read_text())
-    except FileNotFoundError:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except (FileNotFoundError, IsADirectoryError):
         raise InputError("cluster.profile", str(path), "an existing profile JSON file") from None
-    except json.JSONDecodeError as e:
-        raise InputError("cluster.profile", str(path), f"valid JSON ({e.msg})") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise InputError("cluster.profile", str(path),
+                         f"valid JSON ({getattr(e, 'msg', None) or e.reason})") from None
+    except OSError as e:
+        raise InputError("cluster.profile", str(path), f"a readable file ({e.strerror})") from None
     if isinstance(data, dict):
         data = data.get("efficiency") or data.get("profile") or data
     if not isinstance(data, dict):

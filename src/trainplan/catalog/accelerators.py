@@ -63,10 +63,14 @@ def _read_user(path: str | os.PathLike[str]) -> dict[str, Any]:
     p = Path(path).expanduser()
     try:
         doc = json.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
+    except (FileNotFoundError, IsADirectoryError):
         raise InputError(ENV_VAR, str(p), "a path to an existing JSON catalog file") from None
     except json.JSONDecodeError as e:
         raise InputError(ENV_VAR, str(p), "a valid JSON file", hint=f"line {e.lineno}: {e.msg}") from None
+    except UnicodeDecodeError:
+        raise InputError(ENV_VAR, str(p), "a UTF-8 JSON file", hint="it looks binary") from None
+    except OSError as e:
+        raise InputError(ENV_VAR, str(p), f"a readable JSON file ({e.strerror})") from None
     if isinstance(doc, list):  # a bare list of accelerator records
         doc = {"accelerators": doc}
     if not isinstance(doc, dict):
@@ -76,6 +80,14 @@ def _read_user(path: str | os.PathLike[str]) -> dict[str, Any]:
     if unknown:
         raise InputError(f"{p}", sorted(unknown),
                          "top-level keys among: accelerators, prices (or rows), defaults, notes")
+    for key in ("accelerators", "prices", "rows"):
+        v = doc.get(key)
+        if v is not None and not (isinstance(v, list) and all(isinstance(r, dict) for r in v)):
+            raise InputError(f"{p}: {key}", v, "a list of JSON objects")
+    d = doc.get("defaults")
+    if d is not None and not (isinstance(d, dict) and all(isinstance(r, dict) for r in d.values())):
+        raise InputError(f"{p}: defaults", d,
+                         'an object of accelerator id -> {"usd_per_gpu_hour": ...}')
     return doc
 
 
@@ -124,7 +136,7 @@ class _Catalog:
             fields = {k: v for k, v in rec.items() if k not in _CATALOG_ONLY_KEYS}
             price = defaults.get(acc_id)
             if price and fields.get("usd_per_gpu_hour") is None:
-                fields["usd_per_gpu_hour"] = float(price["usd_per_gpu_hour"])
+                fields["usd_per_gpu_hour"] = price.get("usd_per_gpu_hour")
                 fields["price_source"] = _price_source(price)
             try:
                 acc = Accelerator.model_validate(fields)

@@ -168,7 +168,7 @@ def flops_from_budget(
             raise InputError("mfu", mfu, "a fraction in (0, 1]")
     try:
         peak = acc.peak("bf16")
-    except KeyError:
+    except (KeyError, InputError):
         raise InputError("gpu", gpu, "an accelerator with a bf16 or fp16 peak in the catalog") from None
     peak_dtype = "bf16" if acc.peak_tflops.get("bf16") else "fp16"
     peak_src = acc.sources.get(f"peak_tflops.{peak_dtype}") or "trainplan catalog"

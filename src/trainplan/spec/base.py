@@ -6,7 +6,8 @@ from pydantic import BaseModel, ConfigDict
 
 
 class Spec(BaseModel):
-    """Base of every spec: immutable, rejects unknown keys, validates defaults."""
+    """Base of every spec: immutable, rejects unknown keys and non-finite numbers (inf, nan),
+    validates defaults."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True,
-                              protected_namespaces=())
+                              allow_inf_nan=False, protected_namespaces=())

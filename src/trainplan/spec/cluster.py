@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field, PositiveInt, model_validator
 
+from trainplan.errors import InputError
 from trainplan.spec.base import Spec
 
 
@@ -58,7 +59,11 @@ class Accelerator(Spec):
         for d in (dtype, {"fp16": "bf16", "bf16": "fp16", "fp8": "bf16", "tf32": "fp32"}.get(dtype)):
             if d and self.peak_tflops.get(d):
                 return self.peak_tflops[d] * 1e12
-        raise KeyError(dtype)
+        has = [k for k, v in self.peak_tflops.items() if v]
+        raise InputError(f"precision (math type on {self.id})", dtype,
+                         f"one {self.id} has a peak for: {', '.join(has) or 'none'}",
+                         hint="choose another job.precision or GPU, or add "
+                              f"peak_tflops.{dtype} to the catalog record")
 
     def peak_tflops_for(self, dtype: str) -> float:
         return self.peak(dtype) / 1e12
