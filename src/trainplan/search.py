@@ -26,10 +26,10 @@ import math
 import time
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Callable, Literal, Sequence
+from typing import Annotated, Any, Callable, Literal, Sequence
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt
 
 from trainplan.conventions import GiB
 from trainplan.costmodel.evaluate import Layout, evaluate
@@ -65,16 +65,19 @@ class SearchSpace(_Out):
     stage; optimizer offload (ZeRO >= 1) and parameter offload (ZeRO-3).
     """
 
-    tp: tuple[int, ...] | None = None
-    max_tp: int | None = Field(None, description="largest TP (default: GPUs per node)")
-    pp: tuple[int, ...] | None = None
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False,
+                              protected_namespaces=())
+
+    tp: tuple[PositiveInt, ...] | None = None
+    max_tp: PositiveInt | None = Field(None, description="largest TP (default: GPUs per node)")
+    pp: tuple[PositiveInt, ...] | None = None
     max_vp: int = Field(8, ge=1)
-    cp: tuple[int, ...] = (1, 2, 4, 8, 16)
-    ep: tuple[int, ...] | None = None
-    zero: tuple[int, ...] = (0, 1, 2, 3)
+    cp: tuple[PositiveInt, ...] = (1, 2, 4, 8, 16)
+    ep: tuple[PositiveInt, ...] | None = None
+    zero: tuple[Literal[0, 1, 2, 3], ...] = (0, 1, 2, 3)
     max_micro_batch: int = Field(16, ge=1)
-    recompute: tuple[str, ...] = RECOMPUTE_NAMES
-    recompute_fractions: tuple[float, ...] = (0.25, 0.5, 0.75)
+    recompute: tuple[Literal["none", "selective", "full", "layers"], ...] = RECOMPUTE_NAMES
+    recompute_fractions: tuple[Annotated[float, Field(gt=0, le=1)], ...] = (0.25, 0.5, 0.75)
     offload: bool = True
     uneven_stages: bool = Field(False, description="allow pp x vp not dividing the layers")
     sequence_parallel: tuple[bool, ...] = Field(
@@ -519,6 +522,12 @@ def _pareto(sw: Sweep, feasible: np.ndarray, meets: np.ndarray) -> list[ParetoPo
     return pts
 
 
+def _is_number(v: Any) -> bool:
+    """A real number that is not a bool and not nan (inf is allowed: no limit)."""
+    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) \
+        and not math.isnan(v)
+
+
 def plan_specs(model: Model, job: Job, template: Cluster, accelerators: Sequence[Accelerator],
                counts: Sequence[int], *, objective: str = "fastest",
                deadline_days: float | None = None, budget_usd: float | None = None,
@@ -529,16 +538,18 @@ def plan_specs(model: Model, job: Job, template: Cluster, accelerators: Sequence
     t0 = time.perf_counter()
     if objective not in OBJECTIVES:
         raise InputError("objective", objective, " | ".join(OBJECTIVES))
-    if headroom_gib < 0:
+    if not _is_number(headroom_gib) or not headroom_gib >= 0:
         raise InputError("headroom_gib", headroom_gib, "a memory margin >= 0 GiB")
-    if top < 1:
-        raise InputError("top", top, "at least 1")
+    if isinstance(top, bool) or not isinstance(top, (int, np.integer)) or top < 1:
+        raise InputError("top", top, "a whole number of layouts, at least 1")
+    for name, v in (("deadline_days", deadline_days), ("budget_usd", budget_usd)):
+        if v is not None and (not _is_number(v) or not v > 0):
+            raise InputError(name, v, "a positive number" + (" of days" if name == "deadline_days"
+                                                              else " of US dollars"))
     tokens = job.total_tokens()
     if (deadline_days is not None or budget_usd is not None) and not tokens:
         raise InputError("job.tokens", None, "a total token count (or samples x epochs)",
                          hint="a deadline or budget needs the amount of training data")
-    if deadline_days is not None and deadline_days <= 0:
-        raise InputError("deadline_days", deadline_days, "a positive number of days")
     if objective == "cheapest" or budget_usd is not None:
         no_price = [a.id for a in accelerators if (template.usd_per_gpu_hour is None
                                                    and a.usd_per_gpu_hour is None)]
@@ -677,6 +688,11 @@ def _no_valid_layout(sw: Sweep) -> InputError:
                 if best is None or abs(cand - gb) < abs(best - gb):
                     best = cand
     hint = f"smallest change: global batch {best}" if best and best != gb else None
+    narrowed = {k: v for k, v in (sw.space or SearchSpace()).model_dump().items()
+                if v != SearchSpace.model_fields[k].default}
+    if narrowed:
+        hint = (f"{hint}; " if hint else "") + "or widen the search space (" + ", ".join(
+            f"{k}={v}" for k, v in narrowed.items()) + " leaves no valid layout)"
     return InputError("job.global_batch", gb,
                       f"a multiple of the data-parallel size of some layout on "
                       f"{', '.join(map(str, sw.counts))} GPUs (global batch = micro-batch x "
@@ -718,7 +734,11 @@ def gpu_counts(spec: int | str | Sequence[int], node_size: int = 8) -> list[int]
     also 6, 12, 24, ...); counts above one node must be whole nodes.
     """
     if isinstance(spec, (list, tuple)):
+        if not all(isinstance(x, (int, np.integer)) and not isinstance(x, bool) for x in spec):
+            raise InputError("gpus", list(spec), "a list of whole GPU counts, e.g. [64, 128]")
         out = [int(x) for x in spec]
+    elif isinstance(spec, bool):
+        raise InputError("gpus", spec, "a count (64), a list (64,128) or a range (8..4096)")
     elif isinstance(spec, int):
         out = [spec]
     else:
@@ -763,20 +783,31 @@ def plan(model: str | Model = "llama-3-8b", job: Job | dict[str, Any] | None = N
 
     from trainplan.catalog import get_model
     from trainplan.catalog.accelerators import get_accelerator
-    from trainplan.errors import from_validation_error
+    from trainplan.errors import expect_mapping, from_validation_error
 
     m = get_model(model) if not isinstance(model, Model) else model
     try:
-        j = job if isinstance(job, Job) else Job(**{**(job or {}), **job_kw})
+        j = job if isinstance(job, Job) else Job(**{**expect_mapping("job", job), **job_kw})
     except ValidationError as e:
         raise from_validation_error(e, "job.") from None
-    gpu_list = [gpu] if isinstance(gpu, str) else list(gpu)
+    gpu_list = [gpu] if isinstance(gpu, str) else list(gpu) if isinstance(gpu, (list, tuple)) else []
+    if not gpu_list:
+        raise InputError("gpu", gpu, "an accelerator id or a list of them (see `trainplan gpus`)")
     accs = [get_accelerator(g) for g in gpu_list]
     try:
-        sp = space if isinstance(space, SearchSpace) else SearchSpace(**(space or {}))
-        template = Cluster(accelerator=accs[0], gpus=1, **(cluster or {}))
+        sp = space if isinstance(space, SearchSpace) else \
+            SearchSpace(**expect_mapping("space", space))
     except ValidationError as e:
-        raise from_validation_error(e, "search.") from None
+        raise from_validation_error(e, "space.") from None
+    cd = expect_mapping("cluster", cluster)
+    for k in ("gpus", "gpu", "accelerator"):
+        if k in cd:
+            raise InputError(f"cluster.{k}", cd[k], f"not a cluster key in plan(): pass "
+                             f"{'gpus' if k == 'gpus' else 'gpu'}= to plan() itself")
+    try:
+        template = Cluster(accelerator=accs[0], gpus=1, **cd)
+    except ValidationError as e:
+        raise from_validation_error(e, "cluster.") from None
     node = template.gpus_per_node or accs[0].gpus_per_node
     counts = gpu_counts(gpus, node)
     result, _ = plan_specs(m, j, template, accs, counts, objective=objective,

@@ -86,6 +86,9 @@ def _run(job_file, model, gpu, gpus, gpus_per_node, price, objective, deadline_d
     if bad:
         k = sorted(bad)[0]
         raise InputError(f"search.{k}", search[k], "keys: " + ", ".join(_SEARCH_KEYS))
+    search = _check_search_table(search)
+    if gpu is not None and not _split(gpu):
+        raise InputError("--gpu", ",".join(gpu), "one or more accelerator ids (see `trainplan gpus`)")
     cl = data.setdefault("cluster", {})
     gpu_types = _split(gpu) or _split(_as_list(search.get("gpu"))) or _split(_as_list(cl.get("gpu"))) \
         or ["h100_sxm"]
@@ -104,7 +107,7 @@ def _run(job_file, model, gpu, gpus, gpus_per_node, price, objective, deadline_d
     obj = objective or search.get("objective", "fastest")
     space = SearchSpace(uneven_stages=bool(uneven_stages if uneven_stages is not None
                                            else search.get("uneven_stages", False)),
-                        max_tp=search.get("max_tp"))
+                        max_tp=search.get("max_tp"))   # both checked by _check_search_table
     progress = _Progress(enabled=not as_json)
     try:
         result, sweep = plan_specs(
@@ -127,6 +130,31 @@ def _run(job_file, model, gpu, gpus, gpus_per_node, price, objective, deadline_d
                           strategy=Strategy(**w.strategy))
         paths = emit_files(formats, Path(out or search.get("out") or "."), spec, force=force)
     return result, sweep, paths
+
+
+def _check_search_table(search: dict[str, Any]) -> dict[str, Any]:
+    """The ``[search]`` table with its values checked (types, signs); InputError names the key."""
+    from typing import Union
+
+    from pydantic import Field, PositiveInt, ValidationError, create_model
+
+    from trainplan.errors import from_validation_error
+    from trainplan.spec.base import Spec
+
+    text_or_list = Union[str, list[str]]
+    table = create_model(
+        "SearchTable", __base__=Spec,
+        objective=(Optional[str], None), gpu=(Optional[text_or_list], None),
+        gpus=(Any, None), deadline_days=(Optional[float], Field(None, gt=0)),
+        budget_usd=(Optional[float], Field(None, gt=0)),
+        headroom_gib=(Optional[float], Field(None, ge=0)), top=(Optional[PositiveInt], None),
+        uneven_stages=(Optional[bool], None), max_tp=(Optional[PositiveInt], None),
+        emit=(Optional[text_or_list], None), out=(Optional[str], None))
+    try:
+        checked = table(**search)
+    except ValidationError as e:
+        raise from_validation_error(e, "search.") from None
+    return {k: getattr(checked, k) for k in search}
 
 
 def _as_list(v: Any) -> list[str] | None:

@@ -23,16 +23,25 @@ def write_files(files: dict[str, str], out_dir: Path, *, force: bool = False,
     if out_dir.exists() and not out_dir.is_dir():
         raise InputError("--out", str(out_dir), "a folder (it is a file)")
     targets = [out_dir / name for name in files]
+    for p in targets:
+        if p.is_dir():
+            raise InputError("output file", str(p), "a file path (it is a folder)")
     if not force:
         for p in targets:
             if p.exists():
                 raise InputError("output file", str(p), "a path that does not exist yet",
                                  hint="pass --force to overwrite it")
-    out_dir.mkdir(parents=True, exist_ok=True)
     written = []
-    for (name, text), path in zip(files.items(), targets):
-        atomic_write(path, text, mode=0o755 if name in executable else 0o644)
-        written.append(path)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        for (name, text), path in zip(files.items(), targets):
+            atomic_write(path, text, mode=0o755 if name in executable else 0o644)
+            written.append(path)
+    except OSError as e:
+        raise InputError("--out", str(out_dir), f"a folder that can be created and written "
+                         f"({e.strerror or e})",
+                         hint=f"written before the error: {', '.join(map(str, written))}"
+                         if written else "nothing was written") from None
     return written
 
 
