@@ -61,6 +61,59 @@ def loose() -> None:
               f"{w.totals.gpu_hours / gh:>8.2f} {w.mfu:>6.1%}")
 
 
+# MosaicML llm-foundry throughput table (scripts/train/benchmarking/README.md, commit 061f2c7):
+# MPT models (GeLU MLP 4d, LayerNorm, no biases, learned positions, vocab 50368, tied), FSDP
+# FULL_SHARD, amp_bf16, flash attention, 8 GPUs; MFU in PaLM's convention (6N + 12 L d s).
+# Not used to choose anything: independent validation of data-parallel (FSDP) layouts.
+MPT_SHAPES = {"1b": (24, 2048, 16), "3b": (32, 2560, 20), "7b": (32, 4096, 32),
+              "13b": (40, 5120, 40), "30b": (48, 7168, 56)}
+MOSAIC = [  # size, seq, gpu, micro-batch, grad. accumulation, activation checkpointing, MFU %
+    ("1b", 2048, "a100_sxm_80gb", 14, 4, False, 59.86),
+    ("3b", 2048, "a100_sxm_80gb", 10, 2, False, 62.11),
+    ("7b", 2048, "a100_sxm_80gb", 6, 2, False, 64.23),
+    ("7b", 4096, "a100_sxm_80gb", 16, 2, True, 54.84),
+    ("7b", 8192, "a100_sxm_80gb", 8, 2, True, 54.47),
+    ("13b", 2048, "a100_sxm_80gb", 2, 3, False, 59.57),
+    ("13b", 4096, "a100_sxm_80gb", 10, 3, True, 57.62),
+    ("30b", 2048, "a100_sxm_80gb", 3, 21, True, 55.30),
+    ("1b", 2048, "h100_sxm", 14, 1, False, 41.82),
+    ("7b", 2048, "h100_sxm", 6, 1, False, 46.44),
+    ("13b", 2048, "h100_sxm", 2, 1, False, 39.79),
+    ("30b", 2048, "h100_sxm", 3, 21, True, 38.11),
+]
+
+
+def mosaic() -> None:
+    from trainplan.costmodel import flops as fl
+    from trainplan.costmodel.params import model_params
+    from trainplan.estimate import estimate
+    from trainplan.spec.model import Model, Stack
+    print()
+    print("MosaicML llm-foundry, 8 GPUs, FSDP FULL_SHARD (independent validation; MFU %, PaLM "
+          "convention):")
+    print(f"{'model':<8} {'seq':>5} {'GPU':<14} {'mb':>3} {'ga':>3} {'AC':>3} {'reported':>8} "
+          f"{'predicted':>9} {'error':>7}")
+    errs = {}
+    for size, s, gpu, mb, ga, ac, mfu in MOSAIC:
+        L, d, a = MPT_SHAPES[size]
+        m = Model(name=f"mpt-{size}", stacks=(Stack(
+            layers=L, hidden=d, heads=a, ffn_hidden=4 * d, mlp="gelu", norm="layernorm",
+            vocab=50368, tied_embeddings=True, position="learned", max_positions=s),))
+        e = estimate(m, gpu=gpu, gpus=8, seq_len=s, global_batch=mb * ga * 8,
+                     implementation="fsdp", strategy={"zero": 3, "micro_batch": mb,
+                                                      "recompute": "full" if ac else "none"})
+        conv = e.global_batch * s * fl.palm_flops_per_token(
+            model_params(m).total, L, a, d // a, s)
+        pred = conv / e.time.step_s / 8 / (e.peak_tflops * 1e12) * 100
+        err = pred / mfu - 1
+        errs.setdefault(gpu, []).append(err)
+        print(f"mpt-{size:<4} {s:>5} {gpu:<14} {mb:>3} {ga:>3} {'yes' if ac else 'no':>3} "
+              f"{mfu:>8.1f} {pred:>9.1f} {err:>+7.1%}")
+    for gpu, es in errs.items():
+        print(f"  {gpu}: mean error {sum(es) / len(es):+.1%}, range {min(es):+.1%} .. {max(es):+.1%}")
+
+
 if __name__ == "__main__":
     main()
     loose()
+    mosaic()
