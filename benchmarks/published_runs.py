@@ -113,7 +113,29 @@ def mosaic() -> None:
         print(f"  {gpu}: mean error {sum(es) / len(es):+.1%}, range {min(es):+.1%} .. {max(es):+.1%}")
 
 
+# torchtitan docs/performance.md (pytorch/torchtitan): Llama 3 with FSDP2 on 64 A100-80GB,
+# local batch 1, sequence 8192, tokens/s per GPU. Their "selective op" checkpointing re-runs
+# some non-matmul ops; trainplan's "selective" (FlashAttention) re-runs nothing.
+TORCHTITAN = [  # preset, recompute, reported tokens/s/GPU
+    ("llama-3-8b", "selective", 2973),
+    ("llama-3-70b", "full", 331),
+]
+
+
+def torchtitan() -> None:
+    from trainplan.estimate import estimate
+    print()
+    print("torchtitan FSDP2, 64 A100-80GB, seq 8192, local batch 1 (independent validation):")
+    print(f"{'model':<12} {'AC':<10} {'reported tok/s/GPU':>18} {'predicted':>9} {'error':>7}")
+    for preset, rc, wps in TORCHTITAN:
+        e = estimate(preset, gpu="a100_sxm_80gb", gpus=64, seq_len=8192, global_batch=64,
+                     implementation="fsdp", strategy={"zero": 3, "micro_batch": 1, "recompute": rc})
+        print(f"{preset:<12} {rc:<10} {wps:>18,} {e.tokens_per_s_per_gpu:>9,.0f} "
+              f"{e.tokens_per_s_per_gpu / wps - 1:>+7.1%}")
+
+
 if __name__ == "__main__":
     main()
     loose()
     mosaic()
+    torchtitan()
