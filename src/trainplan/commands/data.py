@@ -97,9 +97,16 @@ def loader_bench_command(
     import tempfile
 
     try:
-        from trainplan.data.loader import bench_images, make_test_images, stall_share, workers_needed
-        if samples_per_s <= 0:
-            raise InputError("--samples-per-s", samples_per_s, "a positive rate")
+        import math
+
+        from trainplan.data.loader import (MAX_SIDE, bench_images, make_test_images, stall_share,
+                                           workers_needed)
+        if not (math.isfinite(samples_per_s) and samples_per_s > 0):
+            raise InputError("--samples-per-s", samples_per_s, "a positive, finite rate")
+        if not (math.isfinite(images_per_sample) and images_per_sample >= 0):
+            raise InputError("--images-per-sample", images_per_sample, "a finite number >= 0")
+        if repeat < 1:
+            raise InputError("--repeat", repeat, "a positive number of passes")
         with tempfile.TemporaryDirectory() as tmp:
             if folder is None:
                 try:
@@ -108,12 +115,17 @@ def loader_bench_command(
                     raise InputError("--source-size", source, "WIDTHxHEIGHT, e.g. 640x480") from None
                 if w <= 0 or h <= 0 or n <= 0:
                     raise InputError("--source-size / --n", f"{source} / {n}", "positive sizes and count")
+                if max(w, h) > MAX_SIDE:
+                    raise InputError("--source-size", source, f"sides of at most {MAX_SIDE} pixels")
                 paths = make_test_images(tmp, n, w, h)
             else:
                 if not folder.is_dir():
                     raise InputError("DIR", str(folder), "an existing folder of images")
                 paths = sorted(folder.iterdir())
             bench = bench_images(paths, size, repeat)
+            if not any(r.images for r in bench.rates.values()):
+                raise InputError("DIR", str(folder), "a folder with at least one readable image",
+                                 hint=f"none of {len(bench.failed_files)} image files decoded")
     except (TrainplanError, InputError, MissingExtraError) as e:
         _fail(e)
         return

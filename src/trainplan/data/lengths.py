@@ -32,6 +32,10 @@ import numpy as np
 
 from trainplan.errors import InputError, MissingExtraError
 
+# Longest sequence analysed: the packer keeps two count tables of capacity + 1 entries (int64).
+MAX_CAPACITY = 1 << 24
+# A length above this is not a token count (and would overflow the int64 tables).
+MAX_LENGTH = float(1 << 53)
 LENGTH_COLUMNS = ("length", "num_tokens", "n_tokens", "tokens", "len", "seq_len")
 ANNOTATION_TEXT = ("text_tokens", "num_text_tokens", "text_len")
 
@@ -64,22 +68,31 @@ def read_lengths(path: str | Path, column: str | None = None, model=None) -> Len
         except Exception as e:  # numpy raises several types for a bad file
             raise InputError("FILE", str(path), f"a readable .npy array ({e})") from None
         return _finish(np.asarray(arr).ravel(), str(p), {})
-    if suf in (".jsonl", ".json", ".ndjson"):
-        return _read_jsonl(p, column, model)
     if suf == ".parquet":
         return _read_parquet(p, column, model)
-    return _read_csv(p, column, model)
+    try:
+        if suf in (".jsonl", ".json", ".ndjson"):
+            return _read_jsonl(p, column, model)
+        return _read_csv(p, column, model)
+    except UnicodeDecodeError:
+        raise InputError("FILE", str(path), "a UTF-8 text file (JSONL or CSV), a .npy array or a "
+                         "Parquet file", hint="it looks binary") from None
 
 
 def _finish(arr: np.ndarray, source: str, skipped: dict[str, int], accounted: int = 0) -> LengthData:
     """Drop (and count) samples without a positive length; ``accounted`` of them are already
     counted in ``skipped`` under a more specific reason."""
-    if arr.size and not np.issubdtype(arr.dtype, np.number):
-        raise InputError("lengths", str(arr.dtype), "numbers")
+    if arr.size and not (np.issubdtype(arr.dtype, np.integer)
+                         or np.issubdtype(arr.dtype, np.floating)):
+        raise InputError("lengths", str(arr.dtype), "real numbers (integers or floats)")
     arr = np.asarray(arr, dtype=np.float64)
+    huge = np.isfinite(arr) & (arr > MAX_LENGTH)
+    if huge.any():
+        skipped = dict(skipped, **{"length > 2^53 (not a token count)": int(huge.sum())})
     bad = ~np.isfinite(arr) | (arr <= 0)
     if int(bad.sum()) > accounted:
         skipped = dict(skipped, **{"length <= 0 or missing": int(bad.sum()) - accounted})
+    bad |= huge
     if bad.any():
         arr = arr[~bad]
     if arr.size == 0:
@@ -151,9 +164,13 @@ def _is_number(s: str) -> bool:
 
 
 def _loadtxt(p: Path, col: int | None, skip: int) -> np.ndarray:
+    import warnings
     try:
-        return np.atleast_1d(np.loadtxt(p, delimiter="," if col is not None else None,
-                                        usecols=col, skiprows=skip, dtype=np.float64, ndmin=1))
+        with warnings.catch_warnings():          # "input contained no data": _finish says so
+            warnings.simplefilter("ignore", UserWarning)
+            return np.atleast_1d(np.loadtxt(p, delimiter="," if col is not None else None,
+                                            usecols=col, skiprows=skip, dtype=np.float64,
+                                            ndmin=1))
     except ValueError as e:
         msg = str(e).splitlines()[0]
         raise InputError("FILE", str(p), "numbers in the length column", hint=msg) from None
@@ -205,9 +222,14 @@ def _read_jsonl(p: Path, column, model) -> LengthData:
             o = json.loads(ln)
         except json.JSONDecodeError:
             raise InputError("FILE", f"{p}:{i + 1}", "a JSON object per line") from None
+        if not isinstance(o, dict):
+            raise InputError("FILE", f"{p}:{i + 1}", "a JSON object per line")
         imgs = o.get("images")
         if imgs is None:
             imgs = [[o.get("width", 0), o.get("height", 0)]] if ("width" in o or "height" in o) else []
+        elif not isinstance(imgs, list):
+            raise InputError(f"images (line {i + 1})", imgs,
+                             "a list of [width, height] pairs, e.g. [[640, 480]]", hint=str(p))
         texts.append(o.get(text_col, np.nan))
         for wh in imgs:
             try:
@@ -450,9 +472,17 @@ def analyze(lengths, capacity: int | None = None, batch_size: int = 16, buckets:
         raise InputError("lengths", "[]", "at least one sample")
     if batch_size < 1:
         raise InputError("--batch-size", batch_size, "a positive integer")
+    if buckets < 1:
+        raise InputError("--buckets", buckets, "a positive integer (1: no bucketing)")
+    if seed < 0:
+        raise InputError("--seed", seed, "an integer >= 0")
+    if capacity is not None and capacity < 1:
+        raise InputError("--max-len", capacity, "a positive integer")
     cap = int(capacity or l.max())
-    if cap < 1:
-        raise InputError("--max-len", cap, "a positive integer")
+    if cap > MAX_CAPACITY:
+        raise InputError("--max-len", cap, f"at most {MAX_CAPACITY:,} tokens",
+                         hint="the longest sample sets it when --max-len is not given; pass "
+                              "--max-len to truncate" if capacity is None else None)
     bins = pack_bfd_counts(l, cap)
     order = np.random.default_rng(seed).permutation(l.size)
     eff = {
