@@ -3,6 +3,7 @@ InputError) with a message naming the field; never a traceback."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -118,7 +119,7 @@ def test_bad_catalog_file_in_gpus_and_models(tmp_path, _catalog_env, text, words
 def test_main_fallback_exits_2_without_traceback(tmp_path):
     p = tmp_path / "cat.json"
     p.write_text('{"prices": 5}')
-    env = {**__import__("os").environ, cat.ENV_VAR: str(p)}
+    env = {**os.environ, cat.ENV_VAR: str(p)}
     out = subprocess.run([sys.executable, "-m", "trainplan", "scale", "--gpu-hours", "100",
                           "--gpu", "h100"], capture_output=True, text=True, env=env, timeout=120)
     assert out.returncode == 2, out.stderr

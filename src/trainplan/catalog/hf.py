@@ -62,10 +62,14 @@ def decoder_from_hf(cfg: dict[str, Any], name: str = "decoder") -> Stack:
         moe = MoE(num_experts=cfg["num_experts"], top_k=cfg["num_experts_per_tok"],
                   expert_ffn_hidden=cfg["moe_intermediate_size"], shared_experts=shared)
     hd = cfg.get("head_dim")
+    try:
+        head_dim = hd if hd and hd != h // heads else (hd if h % heads else None)
+    except (TypeError, ZeroDivisionError):    # bad hidden/heads: the Stack check names them
+        head_dim = hd
     return Stack(
         name=name, layers=cfg["num_hidden_layers"], hidden=h, heads=heads,
         kv_heads=cfg.get("num_key_value_heads") or heads,
-        head_dim=hd if hd and hd != h // heads else (hd if h % heads else None),
+        head_dim=head_dim,
         ffn_hidden=cfg["intermediate_size"], mlp="swiglu",
         attn_bias=bool(cfg.get("attention_bias", mt in ("qwen2", "qwen2_moe"))),
         attn_out_bias=False, mlp_bias=bool(cfg.get("mlp_bias", False)), norm="rmsnorm",
@@ -79,6 +83,8 @@ def model_from_hf_config(cfg: dict[str, Any], name: str | None = None, source: s
     if not isinstance(cfg, dict):
         raise InputError("config", type(cfg).__name__, "a JSON object (a config.json)")
     mt = cfg.get("model_type")
+    if mt is not None and not isinstance(mt, str):
+        raise InputError("config.model_type", mt, "a string such as 'llama'")
     name = name or cfg.get("_name_or_path") or str(mt)
     try:
         if mt in VISION_IMPORTERS:
@@ -92,6 +98,9 @@ def model_from_hf_config(cfg: dict[str, Any], name: str | None = None, source: s
                          f"a {mt} config.json must have '{e.args[0]}'") from None
     except ValidationError as e:
         raise from_validation_error(e, prefix="config.") from None
+    except (TypeError, AttributeError, ZeroDivisionError) as e:  # a key of the wrong JSON type
+        raise InputError("config", name, f"a {mt} config.json whose values have the usual JSON "
+                         f"types (numbers, objects)", hint=str(e)) from None
 
 
 def load_hf_config(path: str | Path) -> Model:
@@ -100,10 +109,14 @@ def load_hf_config(path: str | Path) -> Model:
     if p.is_dir():
         p = p / "config.json"
     try:
-        cfg = json.loads(p.read_text())
-    except FileNotFoundError:
+        cfg = json.loads(p.read_text(encoding="utf-8"))
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
         raise InputError("model", str(path), "a preset name or a path to a config.json") from None
     except json.JSONDecodeError as e:
         raise InputError("model", str(path), f"valid JSON ({e.msg} at line {e.lineno})") from None
+    except UnicodeDecodeError:
+        raise InputError("model", str(path), "a UTF-8 config.json", hint="it looks binary") from None
+    except OSError as e:
+        raise InputError("model", str(path), f"a readable config.json ({e.strerror})") from None
     return model_from_hf_config(cfg, name=p.parent.name if p.name == "config.json" else p.stem,
                                 source=f"Hugging Face config {p}")

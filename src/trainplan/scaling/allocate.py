@@ -464,8 +464,8 @@ def multimodal_heuristic_params(n_params: Any, gamma: float, padding_loss: float
     """The source document's N' = N(1+gamma)/(1-padding_loss). A LABELLED HEURISTIC with no published basis."""
     if not 0 <= padding_loss < 1:
         raise InputError("padding", padding_loss, "a fraction in [0, 1)")
-    if gamma < 0:
-        raise InputError("gamma", gamma, "a number >= 0 (the source document suggests 0.15-0.3)")
+    if not (gamma >= 0 and math.isfinite(gamma)):
+        raise InputError("gamma", gamma, "a finite number >= 0 (the source document suggests 0.15-0.3)")
     return np.asarray(n_params, dtype=float) * (1.0 + gamma) / (1.0 - padding_loss)
 
 

@@ -151,6 +151,10 @@ def flops_from_budget(
     field_name, value = next(iter(given.items()))
     value = _positive(field_name, value)
     kind = "deadline" if field_name == "deadline_days" else field_name
+    if mfu is not None:                        # checked even where a FLOPs budget ignores it
+        mfu = _positive("mfu", mfu)
+        if mfu > 1:
+            raise InputError("mfu", mfu, "a fraction in (0, 1]")
     if kind == "flops":
         _check_floor(value, "flops")
         return BudgetResult(flops=value, kind="flops")
@@ -162,10 +166,6 @@ def flops_from_budget(
         if isinstance(gpus, bool) or int(gpus) != gpus or gpus < 1:
             raise InputError("gpus", gpus, "an integer >= 1")
         gpus = int(gpus)
-    if mfu is not None:
-        mfu = _positive("mfu", mfu)
-        if mfu > 1:
-            raise InputError("mfu", mfu, "a fraction in (0, 1]")
     try:
         peak = acc.peak("bf16")
     except (KeyError, InputError):

@@ -166,6 +166,8 @@ def scale(
             if cur is not None:
                 table_curves[lw.name] = cur
         repeated = None
+        if epochs is not None and not (epochs > 0 and math.isfinite(epochs)):
+            raise InputError("epochs", epochs, "a finite number > 0")
         if unique_tokens is not None:
             repeated = al.data_constrained_optimum(budget.flops, unique_tokens).to_dict()
             if epochs is not None:

@@ -142,8 +142,12 @@ def load_runs(path: str | os.PathLike[str]) -> Runs:
     p = Path(path)
     if not p.is_file():
         raise InputError("runs file", str(path), "an existing CSV file")
-    with p.open(newline="") as fh:
-        rows = [r for r in csv.reader(line for line in fh if line.strip() and not line.lstrip().startswith("#"))]
+    try:
+        with p.open(newline="", encoding="utf-8") as fh:
+            rows = [r for r in csv.reader(line for line in fh
+                                          if line.strip() and not line.lstrip().startswith("#"))]
+    except UnicodeDecodeError:
+        raise InputError("runs file", str(path), "a UTF-8 CSV file", hint="it looks binary") from None
     if not rows:
         raise InputError("runs file", str(path), "a CSV with a header row and one row per run")
     header = [_norm(h) for h in rows[0]]
@@ -478,14 +482,20 @@ def write_text_atomic(path: str | os.PathLike[str], text: str) -> Path:
     folder = p.parent if str(p.parent) else Path(".")
     if not folder.is_dir():
         raise InputError("output path", str(path), "a path in an existing folder")
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=folder)
+    if p.is_dir():
+        raise InputError("output path", str(path), "a file path (it is a folder)")
+    tmp = None
     try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=folder)
         with os.fdopen(fd, "w") as fh:
             fh.write(text)
         os.replace(tmp, p)
-    except BaseException:
-        if os.path.exists(tmp):
+    except BaseException as e:
+        if tmp and os.path.exists(tmp):
             os.unlink(tmp)
+        if isinstance(e, OSError):
+            raise InputError("output path", str(path),
+                             f"a writable file path ({e.strerror or e})") from None
         raise
     return p
 

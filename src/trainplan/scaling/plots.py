@@ -27,16 +27,21 @@ def _save_atomic(fig: Any, path: str | os.PathLike[str]) -> Path:
     folder = p.parent if str(p.parent) else Path(".")
     if not folder.is_dir():
         raise InputError("plot path", str(path), "a path in an existing folder")
+    if p.is_dir():
+        raise InputError("plot path", str(path), "a file path (it is a folder)")
     fmt = p.suffix.lstrip(".").lower() or "png"
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=folder)
-    os.close(fd)
+    tmp = None
     try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=folder)
+        os.close(fd)
         fig.savefig(tmp, format=fmt, dpi=120, bbox_inches="tight")
         os.replace(tmp, p)
     except ValueError as exc:
         raise InputError("plot path", str(path), "a file ending in .png, .pdf or .svg", hint=str(exc)) from None
+    except OSError as exc:
+        raise InputError("plot path", str(path), f"a writable file path ({exc.strerror or exc})") from None
     finally:
-        if os.path.exists(tmp):
+        if tmp and os.path.exists(tmp):
             os.unlink(tmp)
     return p
 
