@@ -68,3 +68,8 @@ def test_hf_config_of_the_wrong_shape(tmp_path, cfg, words):
 def test_hf_config_path_that_is_a_folder(tmp_path):
     (tmp_path / "config.json").mkdir()
     _bad(["estimate", "--model", tmp_path, "--gpus", "1"], "model")
+
+
+def test_measure_bench_out_checked_before_running(tmp_path):
+    _bad(["measure", "bench", "--out", tmp_path], "--out", "before the benchmarks run")
+    _bad(["measure", "bench", "--out", tmp_path / "missing" / "p.json"], "--out")

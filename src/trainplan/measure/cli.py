@@ -113,17 +113,22 @@ def bench(
     """Matmul throughput, memory bandwidth and collective bus bandwidth -> an efficiency
     profile JSON for `estimate`/`plan --profile`."""
     try:
+        from trainplan.errors import InputError
+        if out.is_dir() or not (out.parent if str(out.parent) else Path(".")).is_dir():
+            raise InputError("--out", str(out), "a file path in an existing folder",
+                             hint="checked before the benchmarks run")
         from trainplan.measure.build import require_torch
         require_torch()
         from trainplan.measure.bench import run_bench
         prof = run_bench(device=device, ranks=ranks, quick=quick)
+        from trainplan.scaling.fit import write_text_atomic
+        write_text_atomic(out, json.dumps(prof, indent=2))
     except Exception as e:  # noqa: BLE001
         from trainplan.errors import TrainplanError
         if isinstance(e, (TrainplanError, ValueError, ImportError)):
             _fail(e)
             return
         raise
-    out.write_text(json.dumps(prof, indent=2))
     typer.echo(json.dumps(prof["profile"], indent=2))
     typer.echo(f"wrote {out}")
 
