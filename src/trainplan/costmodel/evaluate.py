@@ -20,7 +20,7 @@ from trainplan.costmodel import memory as mem
 from trainplan.costmodel import timing as tm
 from trainplan.costmodel.overheads import hf_step_memory, implementation_profile
 from trainplan.costmodel.params import model_params, stack_params
-from trainplan.costmodel.vision import vision_costs
+from trainplan.costmodel.vision import exposed_data_time, vision_costs
 from trainplan.spec.cluster import Cluster
 from trainplan.spec.job import Job
 from trainplan.spec.model import Model
@@ -189,7 +189,7 @@ def evaluate(model: Model, job: Job, cluster: Cluster, L: Layout) -> dict[str, A
     T = L.mb * s / L.cp                                             # tokens per micro-batch/GPU
     n_mlp = 3 if dec.mlp == "swiglu" else 2
 
-    eta_gemm = eff.gemm_max * eff.training_gemm_factor
+    eta_gemm = eff.gemm_eta
 
     def gemm(total_flops, count=1.0):
         return count * tm.gemm_time(total_flops / count, peak, eta_gemm, eff.gemm_half_flops)
@@ -308,7 +308,7 @@ def evaluate(model: Model, job: Job, cluster: Cluster, L: Layout) -> dict[str, A
 
     # ---- 8. step and run -------------------------------------------------------------------
     # loader workers prefetch while the GPUs compute: only decoding slower than the step shows
-    t_data = np.maximum(vis["data_time_step"] - (t_compute + bubble), 0.0)
+    t_data = exposed_data_time(vis["data_time_step"], t_compute + bubble)
     step = t_compute + bubble + t_p2p + t_dp + t_z3 + t_opt + t_offp + t_data
     pure = m * (t_stage - layers_stage * (t_tp_layer + t_cp_layer + t_ep_layer))
     mfu = model_flops_step / (step * n_gpus * peak)

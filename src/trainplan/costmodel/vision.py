@@ -434,7 +434,7 @@ class _Timer:
 
     def gemm(self, flops, count=1.0):
         return count * tm.gemm_time(np.asarray(flops, dtype=float) / count, self.peak,
-                                    self.eff.gemm_max, self.eff.gemm_half_flops)
+                                    self.eff.gemm_eta, self.eff.gemm_half_flops)
 
     def gemm_total(self, flops):
         return self.gemm(flops)

@@ -36,6 +36,12 @@ class EfficiencyProfile(Spec):
     source: str = ""
 
 
+    @property
+    def gemm_eta(self) -> float:
+        """The GEMM efficiency ceiling a training step reaches: gemm_max x training_gemm_factor."""
+        return self.gemm_max * self.training_gemm_factor
+
+
 class Accelerator(Spec):
     """One accelerator model with datasheet numbers; each field has a source in ``sources``."""
 
