@@ -189,38 +189,23 @@ def evaluate(model: Model, job: Job, cluster: Cluster, L: Layout) -> dict[str, A
     T = L.mb * s / L.cp                                             # tokens per micro-batch/GPU
     n_mlp = 3 if dec.mlp == "swiglu" else 2
 
-    eta_gemm = eff.gemm_eta
-
-    def gemm(total_flops, count=1.0):
-        return count * tm.gemm_time(total_flops / count, peak, eta_gemm, eff.gemm_half_flops)
-
-    t_lin_f = gemm(T * lin["qkv"] / L.tp) + gemm(T * lin["attn_out"] / L.tp)
+    km = tm.KernelModel(peak, eff, hbm_bps, act_b, prof.kernels_per_layer)
+    gemm = km.gemm
     if moe_layers:
         ex_local = sp_.num_experts / L.ep
         t_ffn_moe = gemm(T * lin["moe_mlp"] / L.tp, n_mlp * np.maximum(ex_local, 1.0)) \
             + gemm(T * lin["router"])
     t_ffn_dense = gemm(T * lin["mlp"] / L.tp, n_mlp)
-    attn_f_flops = T * attn_core / L.tp
-    t_attn_flash = tm.flash_attention_time(attn_f_flops, peak, eff.attn_max)
-    scores_bytes = L.mb * (dec.heads / L.tp) * (s / L.cp) * s * act_b * 4.0   # write, read x2, write
-    t_attn_eager = gemm(attn_f_flops, 2.0 * L.mb * dec.heads / L.tp) + tm.memory_time(
-        scores_bytes, hbm_bps, eff.hbm)
-    t_attn_f = np.where(L.flash, t_attn_flash, t_attn_eager)
     sp_div = np.where(L.sp & (L.tp > 1), L.tp, 1.0)
-    ew = tm.elementwise_bytes_per_token(dec.hidden, f_loc, (dec.heads + dec.n_kv) * dec.d_head / L.tp,
-                                        sp_div, act_b, dec.mlp == "swiglu", dropout)
-    t_ew_f = tm.memory_time(T * ew, hbm_bps, eff.hbm) + prof.kernels_per_layer * eff.kernel_overhead_s
 
     def layer_time(t_ffn):
-        fwd = t_lin_f + t_ffn + t_attn_f + t_ew_f
-        bwd = (1.0 + wgrad) * (t_lin_f + t_ffn) + tm.FLASH_BACKWARD_RATIO * t_attn_f + 2.0 * t_ew_f
-        rc_t = np.select([L.rc == 0, L.rc == 1, L.rc == 2], [0.0, np.where(L.flash, 0.0, t_attn_f), fwd],
-                         default=fwd * rc_frac_layers)
-        return fwd, bwd, rc_t
+        f, b, r, t_attn = km.layer(dec, lin, T, L.mb, s / L.cp, s, T * attn_core, L.tp, sp_div,
+                                   L.flash, L.rc, rc_frac_layers, wgrad, 1.0, t_ffn, dropout)
+        return f, b, r, t_attn
 
-    f_d, b_d, r_d = layer_time(t_ffn_dense)
+    f_d, b_d, r_d, t_attn_f = layer_time(t_ffn_dense)
     if moe_layers:
-        f_m, b_m, r_m = layer_time(t_ffn_moe)
+        f_m, b_m, r_m, _ = layer_time(t_ffn_moe)
         frac_moe = moe_layers / dec.layers
         t_layer_f = (1 - frac_moe) * f_d + frac_moe * f_m
         t_layer_b = (1 - frac_moe) * b_d + frac_moe * b_m

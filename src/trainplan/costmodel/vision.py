@@ -421,23 +421,18 @@ def vision_costs(model: Model, job, L, cluster=None) -> dict[str, Any]:
 
 
 class _Timer:
-    """Kernel times with the decoder's models (GEMM saturation curve, FlashAttention, HBM)."""
+    """Times the tower with the decoder's kernel model (``timing.KernelModel``)."""
 
     def __init__(self, job, cluster):
         from trainplan.costmodel.overheads import implementation_profile
         acc = cluster.accelerator
-        self.eff = acc.efficiency
-        self.peak = acc.peak(MATMUL_DTYPE[job.precision])
-        self.hbm = acc.hbm_bw_tbps * 1e12
-        self.act_b = ACTIVATION_BYTES[job.precision]
-        self.kernels = implementation_profile(job.implementation, job.precision).kernels_per_layer
-
-    def gemm(self, flops, count=1.0):
-        return count * tm.gemm_time(np.asarray(flops, dtype=float) / count, self.peak,
-                                    self.eff.gemm_eta, self.eff.gemm_half_flops)
+        self.km = tm.KernelModel(acc.peak(MATMUL_DTYPE[job.precision]), acc.efficiency,
+                                 acc.hbm_bw_tbps * 1e12, ACTIVATION_BYTES[job.precision],
+                                 implementation_profile(job.implementation,
+                                                        job.precision).kernels_per_layer)
 
     def gemm_total(self, flops):
-        return self.gemm(flops)
+        return self.km.gemm(flops)
 
     def tower(self, v: Stack, tok, n, p, imgs_mb, tp, rc, flash, wg, ig):
         """Forward + backward seconds of one micro-batch through tower ``v`` on one GPU."""
@@ -446,20 +441,10 @@ class _Timer:
         t = 0.0
         for ti, ni, pi in zip(np.atleast_1d(tok), np.atleast_1d(n), p):
             T = imgs_mb * ti                                    # tokens per micro-batch per GPU
-            t_lin = self.gemm(T * lin["qkv"] / tp) + self.gemm(T * lin["attn_out"] / tp) \
-                + self.gemm(T * lin["mlp"] / tp, n_mlp)
-            attn = T * attention_core_flops_per_token(v, ti, causal=False) / tp
-            t_attn_flash = tm.flash_attention_time(attn, self.peak, self.eff.attn_max)
-            t_attn_eager = self.gemm(attn, 2.0 * v.heads) + tm.memory_time(
-                imgs_mb * v.heads / tp * ti * ti * self.act_b * 4.0, self.hbm, self.eff.hbm)
-            t_attn = np.where(flash, t_attn_flash, t_attn_eager)
-            ew = tm.elementwise_bytes_per_token(v.hidden, v.ffn_hidden / tp, 0.0, 1.0, self.act_b,
-                                                v.mlp == "swiglu", False)
-            t_ew = tm.memory_time(T * ew, self.hbm, self.eff.hbm) \
-                + self.kernels * self.eff.kernel_overhead_s
-            fwd = t_lin + t_attn + t_ew
-            bwd = (wg + ig) * t_lin + (tm.FLASH_BACKWARD_RATIO * t_attn + 2.0 * t_ew) * ig
-            redo = np.where(rc == 2, fwd, np.where((rc == 1) & ~np.asarray(flash), t_attn, 0.0)) * ig
-            embed = self.gemm(patch_embedding_flops(v, ni) * imgs_mb / tp) * (1.0 + wg)
+            t_ffn = self.km.gemm(T * lin["mlp"] / tp, n_mlp)
+            attn = T * attention_core_flops_per_token(v, ti, causal=False)
+            fwd, bwd, redo, _ = self.km.layer(v, lin, T, imgs_mb, ti, ti, attn, tp, 1.0, flash,
+                                               rc, 1.0, wg, ig, t_ffn, False)
+            embed = self.km.gemm(patch_embedding_flops(v, ni) * imgs_mb / tp) * (1.0 + wg)
             t = t + pi * (v.layers * (fwd + bwd + redo) + embed)
         return t
