@@ -71,3 +71,15 @@ def expect_mapping(field: str, value: Any) -> dict:
     if not isinstance(value, Mapping):
         raise InputError(field, value, "a mapping of keys to values (a dict / a table)")
     return dict(value)
+
+
+def require_positive(name: str, value: Any) -> float:
+    """``value`` as a finite float > 0, or an InputError naming ``name``."""
+    import math
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise InputError(name, value, "a number > 0") from None
+    if not math.isfinite(v) or v <= 0:
+        raise InputError(name, value, "a finite number > 0")
+    return v

@@ -18,7 +18,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 from scipy.optimize import minimize_scalar
 
-from trainplan.errors import InputError
+from trainplan.errors import InputError, require_positive
 from trainplan.scaling.laws import (
     DEFAULT_LAW,
     FLOPS_PER_PARAM_TOKEN,
@@ -30,14 +30,7 @@ from trainplan.scaling.laws import (
 )
 
 
-def _check_positive(name: str, value: Any) -> float:
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise InputError(name, value, "a number > 0") from None
-    if not math.isfinite(v) or v <= 0:
-        raise InputError(name, value, "a finite number > 0")
-    return v
+_check_positive = require_positive
 
 
 def _resolve(law: Any) -> Any:

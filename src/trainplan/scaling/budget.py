@@ -11,7 +11,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from trainplan.errors import InputError
+from trainplan.errors import InputError, require_positive
 
 #: MFU assumed when the cost model cannot be asked (typical of large, well-tuned LLM runs:
 #: A100 0.5-0.6, science.md / hardware.json rules_of_thumb; 0.40 leaves room for real-world loss).
@@ -104,14 +104,7 @@ def _accelerator(gpu: str):
     return get_accelerator(gpu)  # raises InputError listing the known ids
 
 
-def _positive(name: str, value: Any) -> float:
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise InputError(name, value, "a number > 0") from None
-    if not math.isfinite(v) or v <= 0:
-        raise InputError(name, value, "a finite number > 0")
-    return v
+_positive = require_positive
 
 
 def _check_floor(flops: float, what: str) -> None:
