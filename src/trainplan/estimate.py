@@ -228,7 +228,7 @@ def _warnings(model, job, cluster, st, r, mem, time) -> list[str]:
         w.append(f"tp*cp = {st.tp * st.cp} spans nodes ({cluster.node_size} GPUs per node)")
     if job.implementation in ("fsdp", "pytorch", "deepspeed") and \
             cluster.accelerator.id in ("h100_sxm", "h100_pcie", "h800_sxm", "h200_sxm"):
-        w.append("validation: for FSDP-style code on H100 trainplan's step time has been 28-51% "
+        w.append("validation: for FSDP-style code on H100 trainplan's step time has been 29-53% "
                  "optimistic (MosaicML llm-foundry, benchmarks/published_runs.py); its efficiency "
                  "profile matches Megatron-class stacks")
     if job.precision == "fp16_mixed":
