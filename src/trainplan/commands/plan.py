@@ -214,14 +214,20 @@ def _render(result, paths: list[Path]) -> None:
     c.print(f"[bold]{result.model}[/bold]: plan by [cyan]{result.objective}[/cyan] on "
             f"{', '.join(result.gpu_ids)} x {_counts(result.gpu_counts)} GPUs"
             + (f"  constraints {cons}" if cons else ""), highlight=False)
-    t = Table(title=f"Top {len(result.top)} layouts", title_justify="left", pad_edge=False)
-    for col, j in [("#", "right"), ("GPU", "left"), ("n", "right"), ("layout", "left"),
-                   ("GiB/GPU (free)", "right"), ("step s", "right"),
-                   ("tok/s", "right"), ("MFU", "right"), ("days", "right"), ("GPU-h", "right"),
-                   ("cost $", "right")]:
+    from rich import box
+    many_gpus = len(result.gpu_ids) > 1
+    many_counts = len(result.gpu_counts) > 1
+    t = Table(title=f"Top {len(result.top)} layouts", title_justify="left", pad_edge=False,
+              box=box.SIMPLE_HEAD)
+    cols = [("#", "right")] + ([("GPU", "left")] if many_gpus else []) \
+        + ([("n", "right")] if many_counts else []) \
+        + [("layout", "left"), ("GiB (free)", "right"), ("step s", "right"), ("tok/s", "right"),
+           ("MFU", "right"), ("days", "right"), ("GPU-h", "right"), ("cost $", "right")]
+    for col, j in cols:
         t.add_column(col, justify=j, no_wrap=True)
     for i, (e, gid) in enumerate(zip(result.top, result.top_gpu_ids), 1):
-        t.add_row(str(i), gid, str(e.gpus), e.layout,
+        row = [str(i)] + ([gid] if many_gpus else []) + ([str(e.gpus)] if many_counts else [])
+        t.add_row(*row, e.layout,
                   f"{e.memory.total_gib:.1f} ({e.memory.headroom_gib:.1f})",
                   f"{e.time.step_s:.3g}", fmt_num(e.tokens_per_s),
                   f"{e.mfu:.1%}", _fmt(e.totals.wall_clock_days, ".1f"),
@@ -237,7 +243,7 @@ def _render(result, paths: list[Path]) -> None:
         c.print(f"  [yellow]! {wtext}[/yellow]", highlight=False)
     if result.pareto:
         p = Table(title="Pareto front, time against cost (fastest layout per GPU type and count)",
-                  title_justify="left", pad_edge=False)
+                  title_justify="left", pad_edge=False, box=box.SIMPLE_HEAD)
         for col in ("GPU", "n", "layout", "step s", "MFU", "days", "GPU-h", "cost $", "meets"):
             p.add_column(col, no_wrap=col in ("layout", "GPU"),
                          justify="left" if col in ("GPU", "layout", "meets") else "right")
