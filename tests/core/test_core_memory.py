@@ -61,3 +61,19 @@ def test_bytes_table_rows():
     assert model_state_bytes("bf16_mixed", "adamw_8bit").total == 10
     assert model_state_bytes("bf16_mixed", "sgd_momentum").total == 12
     assert model_state_bytes("bf16_mixed", "sgd").total == 8
+
+
+def test_first_stage_activations_match_megatron_estimator():
+    """Megatron-LM megatron/theoretical_memory_usage.py (compute_activation_memory), which
+    assumes SP + selective recompute: L * s*b*h*(18 + 4 f/h) / t on the first stage, plus the
+    embedding dropout s*b*h*p (and 8*s*b*p bytes of token ids, which trainplan ignores)."""
+    from trainplan.estimate import estimate
+    GiB = 2.0**30
+    s, b, t, p = 2048, 1, 8, 8
+    e = estimate("gpt-175b", gpu="a100_sxm_80gb", gpus=64, seq_len=s, global_batch=64,
+                 dropout=True, strategy={"tp": t, "pp": p, "micro_batch": b, "zero": 1,
+                                         "recompute": "selective", "flash_attention": False})
+    h, f, L = 12288, 4 * 12288, 96
+    megatron = (L * s * b * h * (18 + 4 * f / h) + s * b * h * p + 8 * s * b * p) / t
+    assert e.memory.stage == "first"
+    assert e.memory.activations_gib * GiB == pytest.approx(megatron, rel=1e-3)
