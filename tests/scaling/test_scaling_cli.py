@@ -188,3 +188,28 @@ def test_missing_matplotlib_is_reported(monkeypatch, tmp_path):
     monkeypatch.setattr(builtins, "__import__", fake_import)
     r = run("--flops", "1e22", "--plot", str(tmp_path / "x.png"))
     assert r.exit_code == 2 and "plots" in r.output
+
+
+def test_plot_and_law_file_paths_are_checked(tmp_path):
+    pytest.importorskip("matplotlib")
+    for bad, says in ((tmp_path / "no" / "iso.png", "existing folder"), (tmp_path, "folder"),
+                      (tmp_path / "iso.xyz", ".png, .pdf or .svg")):
+        r = run("--flops", "1e22", "--plot", str(bad))
+        assert r.exit_code == 2 and says in r.output, r.output
+    svg = tmp_path / "iso.svg"
+    assert run("--flops", "1e22", "--plot", str(svg)).exit_code == 0
+    assert svg.read_text().lstrip().startswith("<?xml")
+    assert not list(tmp_path.glob("*.tmp")) and not list(tmp_path.glob(".*.tmp"))
+
+
+def test_atomic_write_text_and_bytes(tmp_path):
+    from trainplan.errors import InputError
+    from trainplan.scaling._io import write_atomic
+
+    assert write_atomic(tmp_path / "a.json", "{}\n").read_text() == "{}\n"
+    assert write_atomic(tmp_path / "b.bin", b"\x00\x01").read_bytes() == b"\x00\x01"
+    with pytest.raises(InputError, match="existing folder"):
+        write_atomic(tmp_path / "missing" / "c.json", "x")
+    with pytest.raises(InputError, match="it is a folder"):
+        write_atomic(tmp_path, "x")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.json", "b.bin"]

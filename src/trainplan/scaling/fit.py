@@ -23,7 +23,6 @@ import itertools
 import json
 import math
 import os
-import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, Sequence
@@ -32,6 +31,7 @@ import numpy as np
 from scipy.optimize import minimize
 
 from trainplan.errors import InputError
+from trainplan.scaling._io import write_atomic as write_text_atomic  # also used by trainplan.measure.cli
 from trainplan.scaling.laws import FLOPS_PER_PARAM_TOKEN, ParametricLaw
 
 #: Huber threshold on log-loss residuals (Hoffmann et al. 2022 App. D.2; Besiroglu et al. 2024).
@@ -474,30 +474,6 @@ def save_law(result: FitResult | ParametricLaw, path: str | os.PathLike[str]) ->
     else:
         payload = law_to_dict(result)
     return write_text_atomic(path, json.dumps(payload, indent=2) + "\n")
-
-
-def write_text_atomic(path: str | os.PathLike[str], text: str) -> Path:
-    """Write ``text`` to ``path`` via a temp file in the same folder and os.replace."""
-    p = Path(path)
-    folder = p.parent if str(p.parent) else Path(".")
-    if not folder.is_dir():
-        raise InputError("output path", str(path), "a path in an existing folder")
-    if p.is_dir():
-        raise InputError("output path", str(path), "a file path (it is a folder)")
-    tmp = None
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=folder)
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, p)
-    except BaseException as e:
-        if tmp and os.path.exists(tmp):
-            os.unlink(tmp)
-        if isinstance(e, OSError):
-            raise InputError("output path", str(path),
-                             f"a writable file path ({e.strerror or e})") from None
-        raise
-    return p
 
 
 def load_law(path: str | os.PathLike[str]) -> ParametricLaw:

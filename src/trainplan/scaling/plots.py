@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import io
 import os
-import tempfile
 from pathlib import Path
 from typing import Any, Sequence
 
 from trainplan.errors import InputError, MissingExtraError
+from trainplan.scaling._io import check_target, write_atomic
 
 
 def _pyplot():
@@ -22,28 +23,14 @@ def _pyplot():
 
 
 def _save_atomic(fig: Any, path: str | os.PathLike[str]) -> Path:
-    """Save a figure via a temp file in the same folder and os.replace."""
-    p = Path(path)
-    folder = p.parent if str(p.parent) else Path(".")
-    if not folder.is_dir():
-        raise InputError("plot path", str(path), "a path in an existing folder")
-    if p.is_dir():
-        raise InputError("plot path", str(path), "a file path (it is a folder)")
-    fmt = p.suffix.lstrip(".").lower() or "png"
-    tmp = None
+    """Render a figure in the format its file name ends in, then write it atomically."""
+    check_target(path, "plot path")
+    buf = io.BytesIO()
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=folder)
-        os.close(fd)
-        fig.savefig(tmp, format=fmt, dpi=120, bbox_inches="tight")
-        os.replace(tmp, p)
+        fig.savefig(buf, format=Path(path).suffix.lstrip(".").lower() or "png", dpi=120, bbox_inches="tight")
     except ValueError as exc:
         raise InputError("plot path", str(path), "a file ending in .png, .pdf or .svg", hint=str(exc)) from None
-    except OSError as exc:
-        raise InputError("plot path", str(path), f"a writable file path ({exc.strerror or exc})") from None
-    finally:
-        if tmp and os.path.exists(tmp):
-            os.unlink(tmp)
-    return p
+    return write_atomic(path, buf.getvalue(), "plot path")
 
 
 def plot_isoflop(curves: Sequence[Any], allocations: Sequence[Any], path: str | os.PathLike[str]) -> Path:
