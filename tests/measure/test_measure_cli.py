@@ -7,19 +7,6 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
-JOB = """
-[model]
-name = "tiny-llama"
-stacks = [{layers = 2, hidden = 128, heads = 4, kv_heads = 2, ffn_hidden = 344, vocab = 1000}]
-[job]
-seq_len = 128
-global_batch = 2
-precision = "bf16_mixed"
-implementation = "pytorch"
-[strategy]
-micro_batch = 2
-recompute = "none"
-"""
 
 
 def _app():
@@ -27,10 +14,9 @@ def _app():
     return app
 
 
-def test_missing_torch_names_the_extra(monkeypatch, tmp_path):
+def test_missing_torch_names_the_extra(monkeypatch, tiny_job):
     monkeypatch.setitem(sys.modules, "torch", None)      # import torch -> ImportError
-    job = tmp_path / "job.toml"
-    job.write_text(JOB)
+    job = tiny_job()
     for cmd in (["measure", "memory", str(job)], ["measure", "bench", "--quick"],
                 ["measure", "step", str(job)]):
         r = CliRunner().invoke(_app(), cmd)
@@ -40,11 +26,10 @@ def test_missing_torch_names_the_extra(monkeypatch, tmp_path):
         assert "'torch' package" in r.output and "pip install" in r.output
 
 
-def test_memory_prints_measured_beside_analytic(tmp_path):
+def test_memory_prints_measured_beside_analytic(tiny_job):
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
-    job = tmp_path / "job.toml"
-    job.write_text(JOB)
+    job = tiny_job()
     r = CliRunner().invoke(_app(), ["measure", "memory", str(job)])
     assert r.exit_code == 0, r.output
     for word in ("measured", "analytic", "parameters", "optimizer_states", "activations",
@@ -52,11 +37,10 @@ def test_memory_prints_measured_beside_analytic(tmp_path):
         assert word in r.output
 
 
-def test_unbuildable_model_is_an_input_error(tmp_path):
+def test_unbuildable_model_is_an_input_error(tiny_job):
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
-    job = tmp_path / "job.toml"
-    job.write_text(JOB.replace("vocab = 1000}", 'vocab = 1000, norm = "layernorm"}'))
+    job = tiny_job(replace=("vocab = 1000}", 'vocab = 1000, norm = "layernorm"}'))
     r = CliRunner().invoke(_app(), ["measure", "memory", str(job)])
     assert r.exit_code == 2
     assert "model.decoder" in r.output

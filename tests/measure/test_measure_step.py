@@ -13,25 +13,12 @@ pytest.importorskip("transformers")
 
 pytestmark = pytest.mark.torch
 
-JOB = """
-[model]
-name = "tiny-llama"
-stacks = [{layers = 2, hidden = 128, heads = 4, kv_heads = 2, ffn_hidden = 344, vocab = 1000}]
-[job]
-seq_len = 128
-global_batch = 4
-precision = "bf16_mixed"
-implementation = "pytorch"
-[strategy]
-micro_batch = 2
-"""
 
 
 @pytest.mark.timeout(180)
-def test_measure_step_two_gloo_ranks(tmp_path):
+def test_measure_step_two_gloo_ranks(tiny_job):
     from trainplan.cli import app
-    job = tmp_path / "job.toml"
-    job.write_text(JOB)
+    job = tiny_job(global_batch=4)                       # two ranks x micro-batch 2
     r = CliRunner().invoke(app, ["measure", "step", str(job), "--nproc", "2", "--backend",
                                  "gloo", "--steps", "3", "--json"])
     assert r.exit_code == 0, r.output
