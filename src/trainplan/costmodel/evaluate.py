@@ -8,7 +8,7 @@ so the search has no cost formulas of its own.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -19,9 +19,9 @@ from trainplan.costmodel import flops as fl
 from trainplan.costmodel import memory as mem
 from trainplan.costmodel import timing as tm
 from trainplan.costmodel.overheads import hf_step_memory, implementation_profile
-from trainplan.costmodel.params import model_params, stack_params
+from trainplan.costmodel.params import lora_params, model_params, stack_params
 from trainplan.costmodel.vision import exposed_data_time, vision_costs
-from trainplan.spec.cluster import Cluster
+from trainplan.spec.cluster import NCCL_RING_SHARE, NIC_BUSBW_SHARE, Cluster
 from trainplan.spec.job import Job
 from trainplan.spec.model import Model
 
@@ -46,14 +46,14 @@ class Layout:
     off_par: Any = False
     flash: Any = True
 
-    def as_arrays(self) -> "Layout":
-        return Layout(**{f.name: np.asarray(getattr(self, f.name)) for f in fields(self)})
 
-
-# CPU-side optimizer throughput when states are offloaded (DeepSpeed CPU-Adam). An assumption
-# of order of magnitude from Ren et al. 2021 (ZeRO-Offload) sec. 5; override per cluster.
+# CPU-side optimizer throughput when states are offloaded (DeepSpeed CPU-Adam): an assumption
+# of order of magnitude (Ren et al. 2021, ZeRO-Offload, sec. 5 reports CPU-Adam updates of
+# billions of parameters per second on a server CPU).
 CPU_ADAM_PARAMS_PER_S = 1.0e9
-PCIE_GBPS = 25.0   # host<->device, PCIe Gen4 x16 achievable (~25 GB/s of 32)
+# host<->device: PCIe Gen4 x16 is 32 GB/s per direction (PCI-SIG 4.0 spec); ~25 GB/s achievable
+# with pinned memory (an assumption; measure yours).
+PCIE_GBPS = 25.0
 
 
 def evaluate(model: Model, job: Job, cluster: Cluster, L: Layout) -> dict[str, Any]:
@@ -81,11 +81,9 @@ def evaluate(model: Model, job: Job, cluster: Cluster, L: Layout) -> dict[str, A
     lin = fl.linear_flops_per_token(dec)
     attn_core = fl.attention_core_flops_per_token(dec, s, causal=True)
     dense_layers, moe_layers = sp_.dense_layers, sp_.moe_layers
-    layer_fwd_dense = lin["qkv"] + lin["attn_out"] + lin["mlp"] + attn_core
-    layer_fwd_moe = (lin["qkv"] + lin["attn_out"] + lin.get("moe_mlp", 0.0)
-                     + lin.get("router", 0.0) + attn_core) if moe_layers else 0.0
-    fwd_tok_layers = dense_layers * layer_fwd_dense + moe_layers * layer_fwd_moe
+    layer_fwd_dense = fl.layer_forward_flops_per_token(dec, s, causal=True)
     fwd_tok_head = fl.lm_head_flops_per_token(dec)
+    fwd_tok_layers = fl.stack_forward_flops_per_token(dec, s, causal=True) - fwd_tok_head
     # backward: activation grads always flow (x1); weight grads only where trainable (x1)
     wgrad = 0.0 if (lora or trainable_frac_dec == 0.0) else 1.0
     train_mult = 2.0 + wgrad
@@ -101,8 +99,6 @@ def evaluate(model: Model, job: Job, cluster: Cluster, L: Layout) -> dict[str, A
     # ---- 3. memory per GPU (first and last pipeline stage) ---------------------------------
     sb = model_state_bytes(job.precision, job.optimizer)
     w_b, g_b = sb.weights, prof.grad_bytes or sb.grads
-    if prof.name == "megatron" and job.precision == "fp16_mixed":
-        g_b = sb.grads        # fp32 main-grad accumulation is forced for bf16 only (arguments.py)
     # busiest stage; uneven splits (Megatron --decoder-first/last-pipeline-num-layers) round up
     layers_stage = np.ceil(dec.layers / (L.pp * L.vp)) * L.vp
     layer_params = sp_.per_dense_layer if not moe_layers else sp_.per_moe_layer
@@ -120,14 +116,14 @@ def evaluate(model: Model, job: Job, cluster: Cluster, L: Layout) -> dict[str, A
     on_last = np.where(L.pp == 1, 1.0, 0.0)
     first_params = dec_first + vis_all
     last_params = dec_last + vis_all * on_last
+    # frozen weights are kept in the activation dtype (no master copy, no gradient)
+    frozen_w = 2.0 if act_b == 2.0 else 4.0
     if lora:
-        lora_p = _lora_params(dec, job.lora_rank) / L.pp / L.tp
+        lora_p = lora_params(dec, job.lora_rank) / L.pp / L.tp
         trainable_first, trainable_last = lora_p, lora_p
-        frozen_w = 2.0 if act_b == 2.0 else 4.0
     else:
         trainable_first = dec_first * trainable_frac_dec + vis_train
         trainable_last = dec_last * trainable_frac_dec + vis_train * on_last
-        frozen_w = 2.0 if act_b == 2.0 else 4.0
 
     def states(total_p, train_p):
         w, g, o = mem.model_state_bytes_per_gpu(train_p, w_b, g_b, sb.master, sb.optim, L.dp,
@@ -215,8 +211,8 @@ def evaluate(model: Model, job: Job, cluster: Cluster, L: Layout) -> dict[str, A
     t_layer_compute = t_layer_f + t_layer_b + t_layer_r
 
     # tensor-parallel collectives: 2 in forward, 2 in backward (+2 when the forward is redone)
-    intra_bw = (eff.intra_busbw_GBps or 0.78 * cluster.link_GBps) * 1e9
-    inter_bw = (eff.inter_busbw_GBps or 0.9 * cluster.nic_GBps) * 1e9
+    intra_bw = (eff.intra_busbw_GBps or NCCL_RING_SHARE * cluster.link_GBps) * 1e9
+    inter_bw = (eff.inter_busbw_GBps or NIC_BUSBW_SHARE * cluster.nic_GBps) * 1e9
     node = cluster.node_size
 
     def ctime(kind, size, n, stride):
@@ -245,8 +241,9 @@ def evaluate(model: Model, job: Job, cluster: Cluster, L: Layout) -> dict[str, A
 
     # stage times per micro-batch (forward + backward)
     head_flops = T * fwd_tok_head / L.tp
+    # + the loss over fp32 logits: write them, read for the softmax, write the gradient
     t_head = gemm(head_flops) * (2.0 + wgrad) + tm.memory_time(
-        T * dec.vocab / L.tp * 4.0 * 3.0, hbm_bps, eff.hbm)          # + softmax/CE over fp32 logits
+        T * dec.vocab / L.tp * 4.0 * 3.0, hbm_bps, eff.hbm)
     t_first = layers_stage * t_layer + vis["time_per_mb"] + np.where(L.pp == 1, t_head, 0.0)
     t_last = layers_stage * t_layer + t_head + np.where(L.pp == 1, vis["time_per_mb"], 0.0)
     t_stage = np.maximum(t_first, t_last)
@@ -315,11 +312,3 @@ def evaluate(model: Model, job: Job, cluster: Cluster, L: Layout) -> dict[str, A
         t_optimizer=t_opt + t_offp, t_data=t_data, t_step=step, t_stage_mb=t_stage,
         mfu=mfu, hfu=hfu, tokens_per_s=tps, peak_flops=peak,
     )
-
-
-def _lora_params(stack, r):
-    """LoRA adapters (Hu et al. 2021) on q, k, v, o and the MLP matrices: r*(in + out) each."""
-    h, d, a, kv, f = stack.hidden, stack.d_head, stack.heads, stack.n_kv, stack.ffn_hidden
-    per = r * ((h + a * d) + 2 * (h + kv * d) + (a * d + h))
-    per += r * (3 if stack.mlp == "swiglu" else 2) * (h + f)
-    return per * stack.layers

@@ -84,10 +84,12 @@ class ImplementationProfile:
 
 def implementation_profile(name: str, precision: str) -> ImplementationProfile:
     """The profile for a framework; see the module docstring for each number's basis."""
-    mixed = precision in ("bf16_mixed", "fp16_mixed", "fp8_mixed")
     if name == "megatron":
         return ImplementationProfile(
-            "megatron", 4.0 if mixed else None, True, False, 1.0 * GiB, 0.0, 0.05, 20.0, 1.0,
+            # fp32 main grads are forced for bf16 (accumulate_allreduce_grads_in_fp32 in
+            # megatron/training/arguments.py); fp16 keeps 16-bit gradients by default
+            "megatron", 4.0 if precision in ("bf16_mixed", "fp8_mixed") else None, True, False,
+            1.0 * GiB, 0.0, 0.05, 20.0, 1.0,
             "Megatron-LM: fp32 main grads for bf16 (arguments.py), fused kernels")
     if name == "deepspeed":
         # reduce_bucket_size and allgather_bucket_size default 5e8 elements (DeepSpeed

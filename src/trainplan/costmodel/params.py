@@ -164,6 +164,15 @@ def projector_params(p: Projector) -> int:
     return (p.queries * d + p.in_dim * d + 4 * d * d + b * 4 * d + 2 * 2 * d)
 
 
+def lora_params(stack: Stack, r: int) -> int:
+    """LoRA adapters (Hu et al. 2021, sec. 4) on q, k, v, o and the MLP matrices: r*(in + out)
+    for each adapted d_in x d_out matrix, in every layer."""
+    h, d, a, kv, f = stack.hidden, stack.d_head, stack.heads, stack.n_kv, stack.ffn_hidden
+    per = r * ((h + a * d) + 2 * (h + kv * d) + (a * d + h))
+    per += r * (3 if stack.mlp == "swiglu" else 2) * (h + f)
+    return per * stack.layers
+
+
 @dataclass(frozen=True)
 class ModelParams:
     total: int

@@ -8,6 +8,14 @@ from trainplan.errors import InputError
 from trainplan.spec.base import Spec
 
 
+# Fallback bus bandwidths when the catalog has no measurement:
+# ring all-reduce busbw is ~0.78-0.82 of the unidirectional NVLink rate (stas00/ml-engineering
+# network/README.md: A100 234.89 of 300 GB/s, H200 367.61 of 450 GB/s), and an NDR 400 Gb/s
+# NIC gives 46-48 of its 50 GB/s (github.com/NVIDIA/nccl-tests/issues/290).
+NCCL_RING_SHARE = 0.78
+NIC_BUSBW_SHARE = 0.94
+
+
 class EfficiencyProfile(Spec):
     """Achievable fractions of datasheet peaks, and fixed latencies.
 
@@ -17,24 +25,38 @@ class EfficiencyProfile(Spec):
     Defaults come from the catalog entry's measured maximum achievable matmul FLOP/s (MAMF).
     """
 
-    gemm_max: float = Field(0.80, gt=0, le=1, description="max achievable fraction of dense peak")
-    gemm_half_flops: float = Field(2.0e9, ge=0, description="GEMM size reaching half of gemm_max")
+    gemm_max: float = Field(0.80, gt=0, le=1, description=(
+        "max achievable fraction of dense peak; catalog: measured MAMF / peak (stas00/ml-"
+        "engineering MAMF table); 0.80 default: its rule of thumb for NVIDIA (0.78-0.87)"))
+    gemm_half_flops: float = Field(2.0e9, ge=0, description=(
+        "GEMM size reaching half of gemm_max; calibration, chosen with training_gemm_factor on "
+        "Narayanan et al. 2021 Table 1 (benchmarks/published_runs.py)"))
     training_gemm_factor: float = Field(
         0.875, gt=0, le=1,
         description="share of the MAMF ceiling (gemm_max) that a training step's GEMM mix reaches "
                     "(transposed backward layouts, non-ideal shapes); fitted once on Narayanan "
                     "et al. 2021 Table 1 (A100) and used for every accelerator")
-    attn_max: float = Field(0.60, gt=0, le=1, description="flash-attention fraction of peak")
-    hbm: float = Field(0.92, gt=0, le=1, description="achievable fraction of HBM bandwidth")
-    intra_busbw_GBps: float | None = Field(None, gt=0, description="measured NCCL ring busbw in a node")
-    inter_busbw_GBps: float | None = Field(None, gt=0, description="measured busbw per GPU across nodes")
-    intra_latency_s: float = Field(10e-6, ge=0, description="alpha per ring step inside a node")
-    inter_latency_s: float = Field(20e-6, ge=0, description="alpha per ring step across nodes")
-    kernel_overhead_s: float = Field(2e-6, ge=0, description="GPU idle gap between queued kernels "
-                                     "(launches run ahead of the GPU when it is busy)")
-    dp_overlap: float = Field(0.9, ge=0, le=1, description="share of DP comm hidden under backward")
+    attn_max: float = Field(0.60, gt=0, le=1, description=(
+        "FlashAttention fraction of peak: FlashAttention-2 reaches 50-73% of peak on A100 (Dao "
+        "2023, abstract); the catalog sets 0.35 on Hopper (FlashAttention-3 paper, abstract)"))
+    hbm: float = Field(0.92, gt=0, le=1, description=(
+        "achievable fraction of HBM bandwidth; calibration (Narayanan et al. 2021 Table 1)"))
+    intra_busbw_GBps: float | None = Field(None, gt=0, description=(
+        "measured NCCL ring busbw in a node; none: NCCL_RING_SHARE x link"))
+    inter_busbw_GBps: float | None = Field(None, gt=0, description=(
+        "measured busbw per GPU across nodes; none: NIC_BUSBW_SHARE x NIC"))
+    intra_latency_s: float = Field(10e-6, ge=0, description=(
+        "alpha per ring step inside a node; an assumption of the order nccl-tests shows for "
+        "small messages (measure yours with trainplan measure bench)"))
+    inter_latency_s: float = Field(20e-6, ge=0, description=(
+        "alpha per ring step across nodes; an assumption, as intra_latency_s"))
+    kernel_overhead_s: float = Field(2e-6, ge=0, description=(
+        "GPU idle gap between queued kernels (launches run ahead of the GPU when it is busy); "
+        "calibration (Narayanan et al. 2021 Table 1)"))
+    dp_overlap: float = Field(0.9, ge=0, le=1, description=(
+        "share of DP comm hidden under backward; an assumption (bucketed overlap leaves the "
+        "last bucket exposed)"))
     source: str = ""
-
 
     @property
     def gemm_eta(self) -> float:

@@ -128,7 +128,3 @@ class Model(Spec):
     @property
     def vision(self) -> tuple[Stack, ...]:
         return tuple(s for s in self.stacks if s.role == "vision")
-
-    @property
-    def is_moe(self) -> bool:
-        return self.decoder.moe is not None
