@@ -84,6 +84,8 @@ def logits_bytes(stack: Stack, s, b, t, cp=1, logits_fp32_copy=True):
     The logits s*b*V in 16 bits (2 bytes) are split by t (vocab-parallel), and the fused
     cross-entropy keeps an fp32 copy (4 bytes) for the softmax gradient (Korthikanti sec. 4.3
     counts 4*s*b*V/t). With a 128K vocabulary and s = 8192 this alone is 4 GiB per sequence.
+    The final norm keeps its input and output, 2 + 2 bytes per element: 4*s*b*h (Megatron-LM
+    theoretical_memory_usage.py counts the output layer as 4*s*b*h*(1 + V/h)).
     """
     tokens = np.asarray(s, dtype=float) / cp * b
     per = 2.0 + (4.0 if logits_fp32_copy else 0.0)
