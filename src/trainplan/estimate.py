@@ -149,21 +149,17 @@ def build_estimate(model: Model, job: Job, cluster: Cluster, st: Strategy,
     tot = run_totals(total_tokens, job.batch_tokens, step, cluster.gpus, price, acc.tdp_w,
                      cluster.utilisation_power, cluster.pue, **reliability_inputs(model, job, cluster)
                      ) if total_tokens else None
-    steps = tot["steps"] if tot else None
-    secs = tot["seconds"] if tot else None
-    gpu_h = tot["gpu_hours"] if tot else None
-    energy = tot["energy_mwh"] if tot else None
+    t = tot or {}
     totals = Totals(
-        steps=steps, tokens=total_tokens, wall_clock_days=secs / 86400.0 if secs else None,
-        ideal_wall_clock_days=tot["ideal_days"] if tot else None,
-        goodput=tot["goodput"] if tot else None, mtbf_hours=tot["mtbf_hours"] if tot else None,
-        checkpoint_interval_hours=tot["checkpoint_interval_hours"] if tot else None,
-        checkpoint_write_s=tot["checkpoint_write_s"] if tot else None,
-        gpu_hours=gpu_h, cost_usd=tot["cost"] if tot else None,
+        steps=t.get("steps"), tokens=total_tokens, wall_clock_days=t.get("wall_days"),
+        ideal_wall_clock_days=t.get("ideal_days"), goodput=t.get("goodput"),
+        mtbf_hours=t.get("mtbf_hours"), checkpoint_interval_hours=t.get("checkpoint_interval_hours"),
+        checkpoint_write_s=t.get("checkpoint_write_s"), gpu_hours=t.get("gpu_hours"),
+        cost_usd=t.get("cost"),
         usd_per_gpu_hour=price,
         price_source=("user override" if cluster.usd_per_gpu_hour is not None
                       else acc.price_source or "no price in catalog"),
-        energy_mwh=energy,
+        energy_mwh=t.get("energy_mwh"),
         energy_assumption=f"GPU TDP {acc.tdp_w:.0f} W x {cluster.utilisation_power:.0%} average "
                           f"draw x PUE {cluster.pue} (GPU power only, host excluded)")
     warnings = _warnings(model, job, cluster, st, r, mem, time)
