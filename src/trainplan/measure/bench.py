@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from trainplan.conventions import GB, TFLOP
+
 SHAPES = [(256, 256, 256), (512, 512, 512), (1024, 1024, 1024), (2048, 2048, 2048),
           (4096, 4096, 4096), (8192, 8192, 8192), (4096, 4096, 14336), (8192, 4096, 4096)]
 
@@ -65,7 +67,7 @@ def matmul_tflops(device: str = "cpu", dtype: str = "fp32", n: int = 1024, k: in
     a = torch.randn(n, k, device=device, dtype=dt)
     b = torch.randn(k, m, device=device, dtype=dt)
     s = _time(lambda: a @ b, device)
-    return 2.0 * n * k * m / s / 1e12
+    return 2.0 * n * k * m / s / TFLOP
 
 
 def copy_bandwidth_GBps(device: str = "cpu", nbytes: int = 1 << 28) -> float:
@@ -74,7 +76,7 @@ def copy_bandwidth_GBps(device: str = "cpu", nbytes: int = 1 << 28) -> float:
     x = torch.empty(nbytes // 4, device=device, dtype=torch.float32)
     y = torch.empty_like(x)
     s = _time(lambda: y.copy_(x), device)
-    return 2.0 * nbytes / s / 1e9
+    return 2.0 * nbytes / s / GB
 
 
 def fit_saturation(flops: list[float], rates: list[float]) -> tuple[float, float]:
@@ -88,7 +90,8 @@ def fit_saturation(flops: list[float], rates: list[float]) -> tuple[float, float
     return float(r_max), float(max(slope * r_max, 0.0))
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1 for ``init_process_group``'s rendezvous."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -115,7 +118,7 @@ def _coll_worker(rank: int, world: int, port: int, backend: str, sizes: list[int
             dist.all_reduce(x)
         _sync(dev)
         t = (time.perf_counter() - t0) / reps
-        algbw = n / t / 1e9
+        algbw = n / t / GB
         res.append({"bytes": n, "time_s": t, "algbw_GBps": algbw,
                     "busbw_GBps": algbw * 2.0 * (world - 1) / world})
     if rank == 0:
@@ -131,7 +134,7 @@ def collective_busbw(ranks: int = 2, backend: str = "gloo",
     sizes = sizes or [1 << 12, 1 << 16, 1 << 20, 1 << 24, 1 << 26]
     with tempfile.TemporaryDirectory() as d:
         out = os.path.join(d, "coll.json")
-        mp.spawn(_coll_worker, args=(ranks, _free_port(), backend, sizes, out), nprocs=ranks,
+        mp.spawn(_coll_worker, args=(ranks, free_port(), backend, sizes, out), nprocs=ranks,
                  join=True)
         with open(out) as f:
             return json.load(f)
@@ -156,7 +159,7 @@ def run_bench(device: str = "auto", ranks: int = 2, quick: bool = False,
     r_max, f_half = fit_saturation([r["flops"] for r in rows], [r["tflops"] for r in rows])
     peak = None
     if accelerator is not None:
-        peak = accelerator.peak(main_dt) / 1e12
+        peak = accelerator.peak(main_dt) / TFLOP
     elif cuda:
         from trainplan.catalog.accelerators import get_accelerator
         name = torch.cuda.get_device_name().lower()
@@ -164,7 +167,7 @@ def run_bench(device: str = "auto", ranks: int = 2, quick: bool = False,
             if key in name:
                 try:
                     accelerator = get_accelerator(key)
-                    peak = accelerator.peak(main_dt) / 1e12
+                    peak = accelerator.peak(main_dt) / TFLOP
                 except Exception:  # noqa: BLE001 - unknown to the catalog: relative profile
                     peak = None
                 break

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from trainplan.costmodel.vision import llm_tokens_per_image
 from trainplan.errors import InputError, MissingExtraError
 from trainplan.spec.model import Model, Stack
 
@@ -93,7 +94,7 @@ def hf_config(model: Model, seq_len: int, attn: str = "sdpa", part: str = "all",
     if len(model.projectors) != 1 or model.projectors[0].kind != "mlp2":
         raise InputError("model.projectors", [p.kind for p in model.projectors],
                          "one 'mlp2' projector (LLaVA-style) for `measure`")
-    n_img = (v.image_size // v.patch_size) ** 2
+    n_img = int(llm_tokens_per_image(model))
     cfg = tf.LlavaConfig(vision_config=_vision_config(v, attn), text_config=dec_cfg,
                          image_token_index=dec_cfg.vocab_size - 1, image_seq_length=n_img,
                          projector_hidden_act="gelu", vision_feature_layer=-1,
@@ -155,7 +156,7 @@ def make_batch(model: Model, hf_model: Any, seq_len: int, micro_batch: int, part
     vocab = model.decoder.vocab
     if cfg.model_type == "llava":
         v = model.vision[0]
-        n_img = (v.image_size // v.patch_size) ** 2 * images_per_sample
+        n_img = int(llm_tokens_per_image(model)) * images_per_sample
         if n_img >= seq_len:
             raise InputError("job.seq_len", seq_len,
                              f"more than the {n_img} image tokens of one sample")

@@ -8,9 +8,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
+from typing import NoReturn, Optional
 
 import typer
+
+from trainplan.conventions import GiB
+from trainplan.errors import TrainplanError
+
+# what a command reports in one line with exit status 2 (anything else is a bug: traceback)
+USER_ERRORS = (TrainplanError, ValueError, ImportError)
 
 measure_app = typer.Typer(
     name="measure", no_args_is_help=True, add_completion=False,
@@ -18,9 +24,10 @@ measure_app = typer.Typer(
          "step, micro-benchmarks, measured steps with torchrun.")
 
 
-def _fail(e: BaseException) -> None:
-    from trainplan.cli import fail
-    fail(e)
+def _fail(e: BaseException) -> NoReturn:
+    from trainplan.cli import print_error
+    print_error(e)
+    raise typer.Exit(2)
 
 
 def _inputs(job_file: Optional[Path], model: Optional[str], seq_len: Optional[int],
@@ -71,12 +78,8 @@ def memory(
         cfg.check()
         meas = measure_step_memory(inp.model, cfg, fake=not real)
         pred = analytic_peak(inp.model, cfg)
-    except Exception as e:  # noqa: BLE001 - InputError/MissingExtraError -> exit 2
-        from trainplan.errors import TrainplanError
-        if isinstance(e, (TrainplanError, ValueError, ImportError)):
-            _fail(e)
-            return
-        raise
+    except USER_ERRORS as e:    # InputError, MissingExtraError, pydantic's ValueError -> exit 2
+        _fail(e)
     got = measured_components(meas.peak)
     if as_json:
         typer.echo(json.dumps({"config": meas.config, "fake": meas.fake, "params": meas.params,
@@ -85,7 +88,7 @@ def memory(
         return
     from rich.console import Console
     from rich.table import Table
-    unit, uname = (2**30, "GiB") if got["total"] >= 2**30 else (2**20, "MiB")
+    unit, uname = (GiB, "GiB") if got["total"] >= GiB else (GiB / 1024, "MiB")
     t = Table(title=f"{inp.model.name}: one training step, peak live tensor memory ({uname})")
     t.add_column("component")
     t.add_column("measured", justify="right")
@@ -121,14 +124,13 @@ def bench(
         require_torch()
         from trainplan.measure.bench import run_bench
         prof = run_bench(device=device, ranks=ranks, quick=quick)
-        from trainplan.scaling.fit import write_text_atomic
-        write_text_atomic(out, json.dumps(prof, indent=2))
-    except Exception as e:  # noqa: BLE001
-        from trainplan.errors import TrainplanError
-        if isinstance(e, (TrainplanError, ValueError, ImportError)):
-            _fail(e)
-            return
-        raise
+        from trainplan.export.write import atomic_write
+        try:
+            atomic_write(out, json.dumps(prof, indent=2))
+        except OSError as e:
+            raise InputError("--out", str(out), f"a writable file path ({e.strerror or e})") from None
+    except USER_ERRORS as e:
+        _fail(e)
     typer.echo(json.dumps(prof["profile"], indent=2))
     typer.echo(f"wrote {out}")
 
@@ -157,12 +159,8 @@ def step(
         inp = _inputs(job_file, model, seq_len, micro_batch, precision, None, None)
         res = run_measured_steps(inp, nproc=nproc, backend=backend, steps=steps,
                                  scale_down=scale_down, fsdp=fsdp)
-    except Exception as e:  # noqa: BLE001
-        from trainplan.errors import TrainplanError
-        if isinstance(e, (TrainplanError, ValueError, ImportError)):
-            _fail(e)
-            return
-        raise
+    except USER_ERRORS as e:
+        _fail(e)
     if as_json:
         typer.echo(json.dumps(res, indent=2))
         return

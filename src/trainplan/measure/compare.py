@@ -3,10 +3,10 @@
 The prediction uses only the planner's physics: parameter counts (``costmodel.params``), the
 bytes-per-parameter table (``conventions.model_state_bytes``) and the ``pytorch`` implementation
 profile (``costmodel.overheads.hf_step_memory`` and the per-tensor activation functions beside
-it). ``estimate(..., implementation="pytorch")`` computes the same total once
-``patches/evaluate_pytorch_profile.diff`` is applied to ``costmodel/evaluate.py``; the vision
-tower's activations are not yet part of ``evaluate`` (``costmodel/vision.py`` returns 0 for
-them), so they are added here from the same functions.
+it). ``estimate(..., implementation="pytorch")`` computes the same total for a text model
+(``costmodel/evaluate.py`` calls ``hf_step_memory``); for a VLM, ``evaluate`` adds the tower's
+activations from ``costmodel/vision.py`` (the textbook per-layer count), while here they come
+from the measured per-tensor functions of ``overheads`` (:func:`_vision_activations`).
 """
 
 from __future__ import annotations
@@ -17,10 +17,18 @@ from typing import Any
 from trainplan.conventions import model_state_bytes
 from trainplan.costmodel import overheads as ov
 from trainplan.costmodel.params import model_params, stack_params
+from trainplan.costmodel.vision import encoder_patches, encoder_tokens
 from trainplan.measure.step import StepConfig
 from trainplan.spec.model import Model
 
 COMPONENTS = ("parameters", "gradients", "optimizer_states", "activations", "transient")
+
+
+def grad_bytes_per_param(precision: str, implementation: str = "pytorch") -> float:
+    """Bytes of one gradient element: the profile's (fp32 under torch.amp), else the precision
+    table's (``conventions.model_state_bytes``)."""
+    prof = ov.implementation_profile(implementation, precision)
+    return prof.grad_bytes or model_state_bytes(precision, "adamw").grads
 
 
 def analytic_peak(model: Model, cfg: StepConfig, implementation: str = "pytorch") -> dict[str, Any]:
@@ -35,16 +43,13 @@ def analytic_peak(model: Model, cfg: StepConfig, implementation: str = "pytorch"
     if cfg.adamw == "fused":          # one kernel, no temporaries (overheads.py item 5)
         prof = replace(prof, optimizer_temp_bytes=0.0)
     sb = model_state_bytes(cfg.precision, "adamw")
-    if prof.grad_bytes:
-        sb_g = prof.grad_bytes
-    else:
-        sb_g = sb.grads
+    sb_g = grad_bytes_per_param(cfg.precision, implementation)
     rc = 2 if cfg.recompute == "full" else 0
     flash = cfg.attn == "sdpa"
     if cfg.part == "vision":
         v = model.vision[0]
         n = float(stack_params(v).total)
-        tok = (v.image_size // v.patch_size) ** 2 + (1 if v.class_token else 0)
+        tok = encoder_tokens(v)
         head = ov.hf_vision_head_bytes(v, tok, cfg.micro_batch, cfg.precision)
         r = ov.hf_step_memory(prof, v, tok, cfg.micro_batch, cfg.precision, flash, rc,
                               n * sb.weights, n * sb_g, n * (sb.master + sb.optim), sb,
@@ -69,19 +74,18 @@ def _vision_activations(model: Model, cfg: StepConfig, flash: bool, rc: int) -> 
     """Vision tower + projector activations of a LLaVA-style model (features of the last
     layer without the class token feed a Linear-GELU-Linear projector: its input, the GELU
     input and output, the second Linear's input)."""
-    import numpy as np
     v = model.vision[0]
     imgs = cfg.micro_batch * cfg.images_per_sample
-    tok = (v.image_size // v.patch_size) ** 2 + (1 if v.class_token else 0)
+    tok, patches = encoder_tokens(v), encoder_patches(v)
     e, amp = ov._elem(cfg.precision)
     layers = v.layers * ov.hf_layer_activation_bytes(v, tok, imgs, cfg.precision, flash, rc)
     pre = tok * imgs * (e * v.hidden + 8.0) if v.pre_norm else 0.0
-    pix = (tok - 1) * imgs * 2.0 * v.channels * v.patch_size ** 2 if amp else 0.0
+    pix = patches * imgs * 2.0 * v.channels * v.patch_size ** 2 if amp else 0.0
     p = model.projectors[0]
     c = 2.0 if amp else e
     hid = p.hidden or p.out_dim
-    proj = (tok - 1) * imgs * (c * p.in_dim + 3.0 * c * hid + e * p.out_dim)
-    return float(np.asarray(layers + pre + pix + proj))
+    proj = patches * imgs * (c * p.in_dim + 3.0 * c * hid + e * p.out_dim)
+    return float(layers + pre + pix + proj)
 
 
 def estimate_for(model: Model, cfg: StepConfig, implementation: str = "pytorch"):

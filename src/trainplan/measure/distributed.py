@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import statistics
 import tempfile
 import time
 from typing import Any
 
+from trainplan.conventions import TFLOP, GiB
 from trainplan.errors import InputError
+from trainplan.measure.bench import free_port
 from trainplan.spec.model import Model, Stack
 
 
@@ -53,17 +54,12 @@ def scale_model(model: Model, k: int | None) -> Model:
     return Model(name=f"{model.name} /{k}", stacks=stacks, projectors=projs, source=model.source)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _worker(rank: int, world: int, port: int, backend: str, spec: dict[str, Any], out: str):
     import torch
     import torch.distributed as dist
     from trainplan.measure.build import build_model, make_batch
     from trainplan.measure.memtrace import MemTrace
+    from trainplan.measure.step import _dtype, _optimizer
 
     cuda = backend == "nccl"
     device = f"cuda:{rank}" if cuda else "cpu"
@@ -75,9 +71,8 @@ def _worker(rank: int, world: int, port: int, backend: str, spec: dict[str, Any]
                             world_size=world)
     model = Model.model_validate(spec["model"])
     prec = spec["precision"]
-    dtype = torch.bfloat16 if prec == "bf16_pure" else torch.float32
     torch.manual_seed(rank)
-    hf = build_model(model, spec["seq_len"], "sdpa", dtype=dtype, device=device)
+    hf = build_model(model, spec["seq_len"], "sdpa", dtype=_dtype(torch, prec), device=device)
     batch = {k: v.to(device) for k, v in make_batch(model, hf, spec["seq_len"],
                                                        spec["micro_batch"], seed=rank).items()}
     tr = MemTrace()
@@ -93,7 +88,7 @@ def _worker(rank: int, world: int, port: int, backend: str, spec: dict[str, Any]
     else:
         from torch.nn.parallel import DistributedDataParallel as DDP
         net = DDP(hf, device_ids=[rank] if cuda else None)
-    opt = torch.optim.AdamW(net.parameters(), lr=1e-4, foreach=True)
+    opt = _optimizer(torch, net.parameters(), "foreach")
     amp = prec == "bf16_mixed"
     times = []
     for i in range(spec["steps"]):
@@ -147,7 +142,7 @@ def run_measured_steps(inp: Any, nproc: int = 2, backend: str = "auto", steps: i
                 micro_batch=mb, steps=steps, fsdp=fsdp)
     with tempfile.TemporaryDirectory() as d:
         out = os.path.join(d, "rank0.json")
-        mp.spawn(_worker, args=(nproc, _free_port(), backend, spec, out), nprocs=nproc,
+        mp.spawn(_worker, args=(nproc, free_port(), backend, spec, out), nprocs=nproc,
                  join=True)
         with open(out) as f:
             res = json.load(f)
@@ -155,21 +150,22 @@ def run_measured_steps(inp: Any, nproc: int = 2, backend: str = "auto", steps: i
     pred_mem, pred_time, note = _predict(model, inp, nproc, backend, fsdp, mb)
     return dict(model=model.name, nproc=nproc, backend=backend, fsdp=fsdp, steps=steps,
                 step_times_s=res["times"], measured_step_s=measured_step,
-                measured_peak_gib=res["peak"] / 2**30, measured_breakdown=res["peak_breakdown"],
-                predicted_step_s=pred_time, predicted_peak_gib=pred_mem / 2**30, note=note)
+                measured_peak_gib=res["peak"] / GiB, measured_breakdown=res["peak_breakdown"],
+                predicted_step_s=pred_time, predicted_peak_gib=pred_mem / GiB, note=note)
 
 
 def _predict(model: Model, inp: Any, nproc: int, backend: str, fsdp: bool, mb: int):
+    from trainplan.costmodel.flops import TRAIN_MULTIPLIER, attention_core_flops_per_token, six_nd
     from trainplan.costmodel.params import model_params
-    from trainplan.measure.compare import analytic_peak
+    from trainplan.measure.compare import analytic_peak, grad_bytes_per_param
     from trainplan.measure.step import StepConfig
     cfg = StepConfig(seq_len=inp.job.seq_len, micro_batch=mb, precision=inp.job.precision,
                      attn="sdpa")
     mem = analytic_peak(model, cfg)["total"]
     n = model_params(model).total
-    g = 2.0 if inp.job.precision == "bf16_pure" else 4.0
     if not fsdp:
-        mem += n * g     # DDP reducer buckets: a flat copy of all gradients (bucket_cap_mb=25 each)
+        # DDP reducer buckets: a flat copy of all gradients (bucket_cap_mb=25 each)
+        mem += n * grad_bytes_per_param(inp.job.precision)
         note = "memory: single-process analytic peak (profile 'pytorch') + DDP gradient buckets"
     else:
         mem = float("nan")
@@ -180,9 +176,11 @@ def _predict(model: Model, inp: Any, nproc: int, backend: str, fsdp: bool, mb: i
     device = "cuda" if backend == "nccl" else "cpu"
     tf = matmul_tflops(device=device, dtype=dtype, n=1024 if device == "cpu" else 8192,
                        threads=max(1, (os.cpu_count() or 2) // nproc))
-    flops = 6.0 * n * inp.job.seq_len * mb + 12.0 * model.decoder.layers * model.decoder.hidden \
-        * inp.job.seq_len ** 2 * mb / 2.0
-    pred_time = flops / (tf * 1e12)
+    tokens = inp.job.seq_len * mb
+    dec = model.decoder
+    flops = six_nd(n, tokens) + TRAIN_MULTIPLIER * dec.layers * tokens \
+        * float(attention_core_flops_per_token(dec, inp.job.seq_len, causal=True))
+    pred_time = flops / (tf * TFLOP)
     note += (f"; time: model FLOPs (6N per token + causal attention) at the measured matmul rate "
              f"{tf:.3g} TFLOP/s per rank on {device} (an upper bound on speed: no elementwise, "
              "communication or optimizer time)")
