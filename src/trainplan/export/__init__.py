@@ -23,6 +23,7 @@ from trainplan.spec.cluster import Cluster
 from trainplan.spec.job import Job
 from trainplan.spec.model import Model
 from trainplan.spec.strategy import Strategy
+from trainplan.spec.validate import complete_strategy
 
 FORMATS: tuple[str, ...] = ("deepspeed", "megatron", "torchtitan", "torchrun", "slurm", "k8s")
 
@@ -57,8 +58,8 @@ class LaunchSpec:
 
     @property
     def dp(self) -> int:
-        st = self.strategy
-        return st.dp or self.gpus // (st.tp * st.pp * st.cp)
+        """Data-parallel size as the planner derives it (``complete_strategy``)."""
+        return complete_strategy(self.model, self.job, self.cluster, self.strategy).dp
 
     @property
     def grad_accum(self) -> int:
@@ -76,14 +77,9 @@ class LaunchSpec:
 
 
 def check_spec(spec: LaunchSpec) -> None:
-    """The world size must equal tp x pp x cp x dp (the exporters rely on it)."""
-    st = spec.strategy
-    if st.tp * st.pp * st.cp * spec.dp != spec.gpus:
-        raise InputError("strategy", st.layout(),
-                         f"tp x pp x cp x dp = {spec.gpus} GPUs")
-    if spec.job.batch_sequences % (st.micro_batch * spec.dp):
-        raise InputError("job.global_batch", spec.job.batch_sequences,
-                         f"a multiple of micro_batch x dp = {st.micro_batch * spec.dp}")
+    """The layout must pass the planner's own checks (``spec.validate.complete_strategy``):
+    world size = tp x pp x cp x dp, batch divisible by micro-batch x dp, and the rest."""
+    complete_strategy(spec.model, spec.job, spec.cluster, spec.strategy)
 
 
 def render(fmt: str, spec: LaunchSpec) -> dict[str, str]:
