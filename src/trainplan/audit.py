@@ -22,17 +22,25 @@ from typing import Any, Literal
 
 from pydantic import Field, PositiveFloat, PositiveInt, ValidationError
 
-from trainplan.conventions import GB, model_state_bytes
+from trainplan.conventions import GB, GiB, model_state_bytes
+from trainplan.costmodel.flops import six_nd
 from trainplan.errors import InputError, from_validation_error
 from trainplan.spec.base import Spec
 
-# Best published model-FLOPs utilisation on A100-class GPUs for large dense models is about half
-# of peak: Megatron-LM 1T params 163 TFLOP/s/GPU = 52% of 312 (Narayanan et al. 2021; that figure
-# even counts the recompute), PaLM 46.2% MFU (Chowdhery et al. 2022 Table 3). Above this a claim
-# needs evidence; above 1 it is impossible.
+# Best published utilisation on A100-class GPUs for large dense models is about half of peak:
+# Megatron-LM 1T params 163 TFLOP/s/GPU = 52% of 312 (Narayanan et al. 2021; a hardware-FLOPs
+# figure, it counts the recompute), PaLM 46.2% MFU (Chowdhery et al. 2022 Table 3); science.md
+# section B. The round figure is quoted in the arithmetic ("at 50% MFU the FLOPs take ...").
+BEST_PUBLISHED_MFU = 0.50
+# Assumption: a claim above the best published figure plus a margin of about 8 points needs
+# evidence (contradiction); above 1 it is impossible.
 MAX_PLAUSIBLE_MFU = 0.60
-# Relative disagreement tolerated between two ways of computing the same quantity.
+# Assumption: relative disagreement tolerated between two ways of computing the same quantity
+# (rounding in a write-up, epochs counted loosely); not from a publication.
 TOLERANCE = 0.15
+# Assumption: a claimed peak within 10% of the source's 10 B/param figure is taken to be it.
+UNDERCOUNT_MATCH = 0.10
+SECONDS_PER_DAY = 86400.0
 
 
 class Claims(Spec):
@@ -101,15 +109,15 @@ def check_batch_split(global_batch, grad_accum, gpus, micro_batch=None) -> Findi
 
 def check_throughput_time(samples, epochs, sps_per_gpu, gpus, days, global_batch=None) -> Finding:
     """samples/s/GPU x GPUs x seconds must equal samples x epochs."""
-    secs = days * 86400.0
+    secs = days * SECONDS_PER_DAY
     done = sps_per_gpu * gpus * secs
     need = samples * epochs
     ratio = done / need
-    ar = [f"wall time = {_g(days)} d x 86,400 = {_g(secs)} s",
+    ar = [f"wall time = {_g(days)} d x {SECONDS_PER_DAY:,.0f} = {_g(secs)} s",
           f"processed = {_g(sps_per_gpu)} samples/s/GPU x {gpus} GPUs x {_g(secs)} s = {_g(done)} samples",
           f"claimed  = {_g(samples)} x {_g(epochs)} epochs = {_g(need)} samples "
           f"(processed / claimed = {ratio:.1%})",
-          f"at {_g(sps_per_gpu)} samples/s/GPU the data takes {_g(need / (sps_per_gpu * gpus) / 86400)} days; "
+          f"at {_g(sps_per_gpu)} samples/s/GPU the data takes {_g(need / (sps_per_gpu * gpus) / SECONDS_PER_DAY)} days; "
           f"{_g(days)} days need {_g(need / (gpus * secs))} samples/s/GPU"]
     if global_batch:
         steps = need / global_batch
@@ -128,14 +136,14 @@ def implied_mfu(flops, gpus, seconds, peak_flops):
 
 def check_flops_time(total_flops, gpus, days, peak_flops, gpu_name) -> Finding:
     """Total FLOPs over GPUs x seconds is a sustained rate; as a share of dense peak it is the MFU."""
-    secs = days * 86400.0
+    secs = days * SECONDS_PER_DAY
     rate = total_flops / (gpus * secs)
     mfu = implied_mfu(total_flops, gpus, secs, peak_flops)
-    at_half = total_flops / (gpus * peak_flops * 0.5) / 86400.0
+    at_best = total_flops / (gpus * peak_flops * BEST_PUBLISHED_MFU) / SECONDS_PER_DAY
     ar = [f"{_g(total_flops)} FLOPs / ({gpus} GPUs x {_g(secs)} s) = {_g(rate / 1e12)} TFLOP/s per GPU",
           f"= {mfu:.1%} of the {gpu_name} dense peak {_g(peak_flops / 1e12)} TFLOP/s",
-          f"best published MFU on this class of GPU is about 50% (limit used: {MAX_PLAUSIBLE_MFU:.0%}); "
-          f"at 50% MFU the FLOPs take {_g(at_half)} days"]
+          f"best published MFU on this class of GPU is about {BEST_PUBLISHED_MFU:.0%} (limit used: "
+          f"{MAX_PLAUSIBLE_MFU:.0%}); at {BEST_PUBLISHED_MFU:.0%} MFU the FLOPs take {_g(at_best)} days"]
     if mfu > 1.0:
         return Finding("FLOPs vs time vs hardware", "contradiction",
                        f"needs {mfu:.0%} of peak: impossible", ar)
@@ -148,7 +156,7 @@ def check_flops_time(total_flops, gpus, days, peak_flops, gpu_name) -> Finding:
 def check_flops_samples(total_flops, params, samples, epochs, tokens_per_sample=None,
                         image_tokens=None) -> Finding:
     """C = 6 N D (Kaplan et al. 2020 eq. 2.2): solve D / samples for the tokens per sample."""
-    tps = total_flops / (6.0 * params * samples * epochs)
+    tps = total_flops / six_nd(params, samples * epochs)
     ar = [f"tokens per sample = {_g(total_flops)} / (6 x {_g(params)} x {_g(samples)} x {_g(epochs)}) "
           f"= {_g(tps)}",
           f"total tokens D = {_g(tps * samples * epochs)}, D/N = {_g(tps * samples * epochs / params)}"]
@@ -170,7 +178,7 @@ def check_flops_samples(total_flops, params, samples, epochs, tokens_per_sample=
 
 def check_throughput_flops(sps_per_gpu, tokens_per_sample, params, peak_flops) -> Finding:
     """Throughput x 6N x tokens per sample is the FLOP rate per GPU the throughput implies."""
-    rate = sps_per_gpu * tokens_per_sample * 6.0 * params
+    rate = six_nd(params, sps_per_gpu * tokens_per_sample)
     mfu = rate / peak_flops
     ar = [f"{_g(sps_per_gpu)} samples/s x {_g(tokens_per_sample)} tokens x 6 x {_g(params)} = "
           f"{_g(rate / 1e12)} TFLOP/s per GPU = {mfu:.1%} MFU"]
@@ -196,16 +204,17 @@ def check_memory_states(peak_gb, params, precision, optimizer, gpus, capacity_gi
                         trainable_params=None) -> Finding:
     """Model states per GPU (ZeRO paper sec. 3.1: 2 + 2 + 12 = 16 bytes/param for mixed-precision
     Adam) for each ZeRO stage, against the claimed peak; and the 10 bytes/param under-count."""
+    import numpy as np
+
+    from trainplan.costmodel.memory import model_state_bytes_per_gpu
     sb = model_state_bytes(precision, optimizer)
     n = trainable_params or params
-    frozen = params - n
-    fw = frozen * sb.weights
-    per = {0: n * sb.total + fw,
-           1: n * (sb.weights + sb.grads) + n * (sb.master + sb.optim) / gpus + fw,
-           2: n * sb.weights + n * (sb.grads + sb.master + sb.optim) / gpus + fw,
-           3: (n * sb.total + fw) / gpus}
+    stages = np.arange(4)
+    w_b, _, _ = model_state_bytes_per_gpu(params, sb.weights, 0.0, 0.0, 0.0, gpus, stages)
+    _, g_b, o_b = model_state_bytes_per_gpu(n, 0.0, sb.grads, sb.master, sb.optim, gpus, stages)
+    per = dict(enumerate((w_b + g_b + o_b).tolist()))    # frozen parameters: weights only
     claimed = peak_gb * GB
-    cap = capacity_gib * 2**30
+    cap = capacity_gib * GiB
     ar = [f"model states at {_g(sb.total)} B/param ({_g(sb.weights)} weights + {_g(sb.grads)} grads + "
           f"{_g(sb.master + sb.optim)} optimizer) x {_g(n)} trainable params = {_g(n * sb.total / GB)} GB",
           "per GPU: " + ", ".join(f"{'DDP' if z == 0 else f'ZeRO-{z}'} {_g(per[z] / GB)} GB" for z in range(4))]
@@ -223,7 +232,7 @@ def check_memory_states(peak_gb, params, precision, optimizer, gpus, capacity_gi
         verdict = "warning"
         summary = (f"unsharded states ({_g(per[0] / GB)} GB) exceed the GPU: the run must shard "
                    "(ZeRO/FSDP) but does not say so")
-        if abs(wrong - peak_gb) / peak_gb < 0.1:
+        if abs(wrong - peak_gb) / peak_gb < UNDERCOUNT_MATCH:
             summary += f"; the claimed {_g(peak_gb)} GB matches the 10 B/param under-count"
         return Finding("memory: model states", verdict, summary, ar)
     return Finding("memory: model states", "ok", "model states fit the claimed peak", ar)
@@ -260,7 +269,7 @@ def check_memory_activations(model, claims: Claims, tokens_per_sample: float, mi
     for i, (z, rc) in enumerate(grid):
         ar.append(f"  ZeRO-{z}, recompute {names[rc]}: {_g(tot[i])} GB (activations {_g(act[i])} GB)")
     claimed = claims.peak_memory_gb
-    cap = capacity_gib * 2**30 / GB
+    cap = capacity_gib * GiB / GB
     fits = [grid[i] for i in range(len(grid)) if tot[i] <= cap]
     lowest = float(tot.min())
     if lowest > cap:
@@ -306,7 +315,6 @@ def audit(claims: Claims) -> list[Finding]:
         from trainplan.catalog.vision import resolve_model
         model = resolve_model(claims.model)
     params = claims.params
-    trainable = None
     if model is not None:
         from trainplan.costmodel.params import model_params
         from trainplan.costmodel.vision import mean_llm_tokens_per_image
@@ -328,17 +336,16 @@ def audit(claims: Claims) -> list[Finding]:
     if c.total_flops and params and c.samples:
         img = None
         if model is not None and model.vision:
-            class _J:  # the image-size view of the claims
-                image_size = c.image_size
-                image_resolutions = None
-            img = c.images_per_sample * mean_llm_tokens_per_image(model, _J)
+            from types import SimpleNamespace
+            sizes = SimpleNamespace(image_size=c.image_size, image_resolutions=None)
+            img = c.images_per_sample * mean_llm_tokens_per_image(model, sizes)
         out.append(check_flops_samples(c.total_flops, params, c.samples, c.epochs, tps, img))
-        tps = tps or c.total_flops / (6.0 * params * c.samples * c.epochs)
+        tps = tps or c.total_flops / six_nd(params, c.samples * c.epochs)
     if c.samples_per_s_per_gpu and tps and params:
         out.append(check_throughput_flops(c.samples_per_s_per_gpu, tps, params, peak))
     if c.peak_memory_gb and params:
         out.append(check_memory_states(c.peak_memory_gb, params, c.precision, c.optimizer, c.gpus,
-                                       acc.hbm_gib, c.zero, trainable))
+                                       acc.hbm_gib, c.zero))
     if model is not None and tps and mb and mb == int(mb):
         out.append(check_memory_activations(model, c, tps, int(mb), acc.hbm_gib))
     if c.gas_rule and c.global_batch and c.grad_accum:
