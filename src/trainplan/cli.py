@@ -28,11 +28,6 @@ def fail(exc: BaseException) -> None:
     raise typer.Exit(2)
 
 
-def _load(job_file: Optional[Path]) -> dict:
-    from trainplan.jobfile import read_file
-    return read_file(job_file) if job_file else {}
-
-
 @app.command()
 def estimate(
     job_file: Optional[Path] = typer.Argument(None, help="TOML/YAML job file; none: built-in example"),
@@ -66,14 +61,10 @@ def estimate(
     """Estimate one configuration: memory per GPU, step time by component, MFU, run totals."""
     try:
         from trainplan.estimate import build_estimate
-        from trainplan.jobfile import build_inputs, example_path, merge, read_file
+        from trainplan.jobfile import build_inputs, merge, start
         from trainplan.spec.validate import complete_strategy
 
-        data = read_file(job_file) if job_file else (
-            read_file(example_path()) if not any([model, gpu]) else {})
-        if model:
-            data["model"] = {"preset": model} if not model.endswith(".json") and not Path(model).exists() \
-                else {"hf_config": model}
+        data = start(job_file, model, use_example=not (model or gpu))
         merge(data, "cluster", gpu=gpu, gpus=gpus, gpus_per_node=gpus_per_node, usd_per_gpu_hour=price,
               profile=str(profile) if profile else None)
         merge(data, "strategy", tp=tp, pp=pp, vp=vp, uneven_stages=uneven_stages, cp=cp, ep=ep, zero=zero, micro_batch=micro_batch,

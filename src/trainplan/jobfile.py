@@ -142,6 +142,16 @@ def build_inputs(data: dict[str, Any]) -> Inputs:
     return Inputs(model, job, cluster, strategy, dict(data.get("search", {})), data)
 
 
+def start(job_file: str | Path | None, model: str | None, use_example: bool) -> dict[str, Any]:
+    """The sections a command starts from: the job file, else the built-in example (when
+    ``use_example``), else nothing; then ``--model`` (a preset id or a config.json path)."""
+    data = read_file(job_file) if job_file else (read_file(example_path()) if use_example else {})
+    if model:
+        is_file = model.endswith(".json") or Path(model).exists()
+        data["model"] = {"hf_config": model} if is_file else {"preset": model}
+    return data
+
+
 def merge(data: dict[str, Any], section: str, **flags: Any) -> None:
     """Put non-None flags into ``data[section]`` (flags override the file)."""
     sec = data.setdefault(section, {})

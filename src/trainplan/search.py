@@ -668,7 +668,7 @@ def _nothing_feasible(sw: Sweep, fits, feasible, meets, deadline_days, budget_us
         j = rows[np.argmin(col["cost"][rows])]
         return InputError(
             "budget_usd", budget_usd,
-            f"a budget some layout meets: the cheapest"
+            "a budget some layout meets: the cheapest"
             + (" within the deadline" if deadline_days is not None else "")
             + f", {sw.strategy(int(j)).layout()} on {int(cand['gpus'][j])}x "
             f"{sw.accelerators[int(cand['acc'][j])].id}, costs ${col['cost'][j]:,.0f}",

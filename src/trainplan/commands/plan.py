@@ -74,13 +74,10 @@ def _run(job_file, model, gpu, gpus, gpus_per_node, price, objective, deadline_d
          tokens, precision, optimizer):
     from trainplan.catalog.accelerators import get_accelerator
     from trainplan.errors import InputError
-    from trainplan.jobfile import build_inputs, example_path, merge, read_file
+    from trainplan.jobfile import build_inputs, merge, start
     from trainplan.search import SearchSpace, gpu_counts, plan_specs
 
-    data = read_file(job_file) if job_file else (read_file(example_path()) if not model else {})
-    if model:
-        data["model"] = {"preset": model} if not model.endswith(".json") and not Path(model).exists() \
-            else {"hf_config": model}
+    data = start(job_file, model, use_example=not model)
     search = dict(data.get("search", {}))
     bad = set(search) - set(_SEARCH_KEYS)
     if bad:

@@ -80,7 +80,7 @@ def evaluate(model: Model, job: Job, cluster: Cluster, L: Layout) -> dict[str, A
     # ---- 2. FLOPs per step (model and hardware) --------------------------------------------
     lin = fl.linear_flops_per_token(dec)
     attn_core = fl.attention_core_flops_per_token(dec, s, causal=True)
-    dense_layers, moe_layers = sp_.dense_layers, sp_.moe_layers
+    moe_layers = sp_.moe_layers
     layer_fwd_dense = fl.layer_forward_flops_per_token(dec, s, causal=True)
     fwd_tok_head = fl.lm_head_flops_per_token(dec)
     fwd_tok_layers = fl.stack_forward_flops_per_token(dec, s, causal=True) - fwd_tok_head
