@@ -64,7 +64,8 @@ def loose() -> None:
 # MosaicML llm-foundry throughput table (scripts/train/benchmarking/README.md, commit 061f2c7):
 # MPT models (GeLU MLP 4d, LayerNorm, no biases, learned positions, vocab 50368, tied), FSDP
 # FULL_SHARD, amp_bf16, flash attention, 8 GPUs; MFU in PaLM's convention (6N + 12 L d s).
-# Not used to choose anything: independent validation of data-parallel (FSDP) layouts.
+# llm-foundry's MFU counts 6N + 12 L d s per token with N all parameters, embeddings included
+# (its README, "MFU" section). Not used to choose anything: independent validation of FSDP.
 MPT_SHAPES = {"1b": (24, 2048, 16), "3b": (32, 2560, 20), "7b": (32, 4096, 32),
               "13b": (40, 5120, 40), "30b": (48, 7168, 56)}
 MOSAIC = [  # size, seq, gpu, micro-batch, grad. accumulation, activation checkpointing, MFU %
