@@ -146,9 +146,9 @@ def build_estimate(model: Model, job: Job, cluster: Cluster, st: Strategy,
     step = time.step_s
     total_tokens = job.total_tokens()
     price = cluster.price
-    tot = run_totals(total_tokens, job.batch_tokens, step, cluster.gpus, price, acc.tdp_w,
-                     cluster.utilisation_power, cluster.pue, **reliability_inputs(model, job, cluster)
-                     ) if total_tokens else None
+    energy = dict(tdp_w=acc.tdp_w, power_share=cluster.utilisation_power, pue=cluster.pue)
+    tot = run_totals(total_tokens, job.batch_tokens, step, cluster.gpus, price, energy,
+                     reliability_inputs(model, job, cluster)) if total_tokens else None
     t = tot or {}
     totals = Totals(
         steps=t.get("steps"), tokens=total_tokens, wall_clock_days=t.get("wall_days"),

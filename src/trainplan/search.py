@@ -358,11 +358,10 @@ def _totals(model: Model, job: Job, cluster: Cluster, cand: dict[str, np.ndarray
     rel["nodes"] = np.maximum(1.0, np.ceil(gpus / col["node_size"]))
     tokens = job.total_tokens()
     if tokens:
-        t = run_totals(tokens, job.batch_tokens, step, gpus, col["price"], **rel)
+        t = run_totals(tokens, job.batch_tokens, step, gpus, col["price"], failures=rel)
         col["wall_days"], col["gpu_hours"], col["cost"] = t["wall_days"], t["gpu_hours"], t["cost"]
     # per optimizer step (no failures): the quantity ranked when the job gives no token count
-    t1 = run_totals(job.batch_tokens, job.batch_tokens, step, gpus, col["price"],
-                    failure_rate=0.0)
+    t1 = run_totals(job.batch_tokens, job.batch_tokens, step, gpus, col["price"])
     col["gpu_hours_step"], col["cost_step"] = t1["gpu_hours"], t1["cost"]
 
 

@@ -13,29 +13,34 @@ import numpy as np
 from trainplan.costmodel import reliability as rel
 
 
-def run_totals(total_tokens, batch_tokens, step_s, gpus, price=None, tdp_w=None,
-               power_share=0.85, pue=1.2, checkpoint_bytes=0.0, nodes=None,
-               storage_GBps_per_node=5.0, storage_GBps_max=2000.0, restart_minutes=10.0, spot_mtbf_hours=None,
-               failure_rate=rel.LLAMA3_FAILURES_PER_GPU_HOUR) -> dict:
+def run_totals(total_tokens, batch_tokens, step_s, gpus, price=None, energy=None,
+               failures=None) -> dict:
     """Totals of a run. ``wall_days``, ``gpu_hours``, ``cost`` and ``energy_mwh`` include the
     expected failure and checkpoint overhead; ``ideal_days`` is the steps alone.
 
-    Checkpoint write time: the model states (``checkpoint_bytes``) written in parallel by all
-    ``nodes`` at ``storage_GBps_per_node``, capped by the file system's ``storage_GBps_max``
-    (sharded checkpointing; assumptions to override).
+    ``energy``: dict(tdp_w, power_share, pue), or None for no energy figure.
+    ``failures``: dict(checkpoint_bytes, nodes, storage_GBps_per_node, storage_GBps_max,
+    restart_minutes, spot_mtbf_hours, failure_rate) from ``Cluster`` (see
+    ``trainplan.estimate.reliability_inputs``), or None for a run without interruptions.
+    Checkpoint write time: the model states written in parallel by all nodes at
+    ``storage_GBps_per_node``, capped by the file system's ``storage_GBps_max``.
     """
     steps = total_tokens / batch_tokens
     ideal = steps * step_s
-    nodes = gpus if nodes is None else nodes
-    bw = np.minimum(nodes * storage_GBps_per_node, storage_GBps_max) * 1e9
-    write_h = checkpoint_bytes / bw / 3600.0
-    m = rel.mtbf_hours(gpus, failure_rate, spot_mtbf_hours)
-    g, tau = rel.goodput(write_h, m, restart_minutes / 60.0)
+    if failures:
+        f = failures
+        bw = np.minimum(f["nodes"] * f["storage_GBps_per_node"], f["storage_GBps_max"]) * 1e9
+        write_h = f["checkpoint_bytes"] / bw / 3600.0
+        m = rel.mtbf_hours(gpus, f["failure_rate"], f["spot_mtbf_hours"])
+        g, tau = rel.goodput(write_h, m, f["restart_minutes"] / 60.0)
+    else:
+        write_h, m, g, tau = 0.0, np.inf, 1.0, np.inf
     secs = ideal / g
     gpu_hours = secs * gpus / 3600.0
     out = dict(steps=steps, seconds=secs, ideal_days=ideal / 86400.0, wall_days=secs / 86400.0,
                gpu_hours=gpu_hours, goodput=g, mtbf_hours=m, checkpoint_interval_hours=tau,
                checkpoint_write_s=write_h * 3600.0)
     out["cost"] = gpu_hours * price if price is not None else None
-    out["energy_mwh"] = gpu_hours * tdp_w * power_share * pue / 1e6 if tdp_w is not None else None
+    out["energy_mwh"] = (gpu_hours * energy["tdp_w"] * energy["power_share"] * energy["pue"] / 1e6
+                         if energy else None)
     return out
