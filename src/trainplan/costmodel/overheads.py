@@ -59,6 +59,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from trainplan.conventions import GiB
+from trainplan.costmodel.params import attention_params, mlp_params, norm_params, stack_params
 
 
 @dataclass(frozen=True)
@@ -239,19 +240,23 @@ def hf_loss_backward_bytes(stack, s, b):
 
 
 def matmul_weight_params(stack) -> float:
-    """Weights autocast casts: every Linear of the layers and the LM head (not the embedding
-    table, norms or biases)."""
-    h, d, a, kv, f = stack.hidden, stack.d_head, stack.heads, stack.n_kv, stack.ffn_hidden
-    per_layer = h * a * d * 2 + 2 * h * kv * d + (3 if stack.mlp == "swiglu" else 2) * h * f
-    return float(stack.layers * per_layer + (stack.vocab * h if stack.vocab else 0))
+    """Parameters autocast casts: every Linear of the layers (attention and dense MLP, biases
+    included: ``F.linear`` casts its bias too) and the LM head; not the embedding table or the
+    norms. Counts from :mod:`trainplan.costmodel.params`."""
+    per_layer = attention_params(stack) + mlp_params(stack)
+    return float(stack.layers * per_layer + stack.vocab * stack.hidden)
+
+
+def _out_proj_params(stack) -> int:
+    """The attention output projection (a*d x h, plus its bias)."""
+    return stack.heads * stack.d_head * stack.hidden + (stack.hidden if stack.attn_out_bias else 0)
 
 
 def _layer_param_split(stack) -> tuple[float, float]:
-    """(first norm + q, k, v; o_proj + second norm + MLP) parameters of one layer."""
-    h, d, a, kv, f = stack.hidden, stack.d_head, stack.heads, stack.n_kv, stack.ffn_hidden
-    qkv = h * (a + 2 * kv) * d + h
-    rest = a * d * h + h + (3 if stack.mlp == "swiglu" else 2) * h * f
-    return float(qkv), float(rest)
+    """(first norm + q, k, v; o_proj + second norm + MLP) parameters of one dense layer, from
+    :mod:`trainplan.costmodel.params`."""
+    qkv = norm_params(stack) + attention_params(stack) - _out_proj_params(stack)
+    return float(qkv), float(stack_params(stack).per_dense_layer - qkv)
 
 
 def eager_attention_backward_bytes(stack, s, b):
@@ -315,14 +320,14 @@ def hf_step_memory(prof: ImplementationProfile, stack, s, b, precision: str, fla
     else:
         w, o = weights, optimizer
     g = grads
-    total_params = _params_total(stack)
+    total_params = float(stack_params(stack).total)
     g_per_param = g / total_params
     qkv_p, rest_p = _layer_param_split(stack)
-    head_p = float(V * h + h)
+    head_p = float(V * h + norm_params(stack))          # LM head (or tied table) + final norm
     cast_b = prof.weight_cast_bytes
     c_layer = cast_b * (matmul_weight_params(stack) - V * h) / stack.layers
     c_head = cast_b * V * h
-    c_qkv = cast_b * h * (stack.heads + 2 * stack.n_kv) * stack.d_head
+    c_qkv = cast_b * (attention_params(stack) - _out_proj_params(stack))
 
     a_attn, a_mlp = hf_layer_activation_parts(stack, s, b, precision, flash)
     a_full = a_attn + a_mlp
@@ -368,30 +373,3 @@ def hf_step_memory(prof: ImplementationProfile, stack, s, b, precision: str, fla
 
 PEAK_PHASES = ("loss backward", "top-layer attention backward", "bottom-layer attention backward",
                "optimizer step", "top-layer MLP backward")
-
-
-def _params_total(stack) -> float:
-    from trainplan.costmodel.params import stack_params
-    return float(stack_params(stack).total)
-
-
-def step_peak_bytes(prof: ImplementationProfile, weights, grads, optimizer, activations,
-                    transient, overhead, trainable_params, moment_bytes, casts=0.0,
-                    loss_backward=0.0):
-    """Peak bytes of one training step for a profile.
-
-    With persistent gradient buffers (Megatron, DeepSpeed, FSDP) everything coexists at the start
-    of backward: the sum. With ``grads_persistent=False`` (plain PyTorch, ``zero_grad(
-    set_to_none=True)``) the step has two peaks, measured (module docstring, items 4-5):
-
-      start of backward: weights + optimizer + activations + autocast casts + loss backward
-      optimizer step:    weights + grads + optimizer + optimizer temporaries
-
-    ``transient`` (a layer's backward working set) is added to the first. Broadcasts.
-    """
-    opt_temp = prof.optimizer_temp_bytes * moment_bytes * trainable_params
-    if prof.grads_persistent:
-        return weights + grads + optimizer + activations + transient + casts + overhead
-    bwd = weights + optimizer + activations + casts + np.maximum(loss_backward, transient)
-    opt = weights + grads + optimizer + opt_temp
-    return np.maximum(bwd, opt) + overhead
