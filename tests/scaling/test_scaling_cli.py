@@ -213,3 +213,18 @@ def test_atomic_write_text_and_bytes(tmp_path):
     with pytest.raises(InputError, match="it is a folder"):
         write_atomic(tmp_path, "x")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.json", "b.bin"]
+
+
+@pytest.mark.parametrize("command", [[], ["repeat"], ["inference"], ["batch"], ["multimodal"]])
+def test_every_budget_command_takes_the_budget_options(command):
+    r = run(*command, "--help")
+    assert r.exit_code == 0, r.output
+    for flag in ("--flops", "--gpu-hours", "--dollars", "--deadline-days", "--gpu", "--gpus",
+                 "--usd-per-gpu-hour", "--mfu", "--json"):
+        assert flag in r.output, (command, flag)
+    r = run(*command, "--gpu-hours", "1e5", "--gpu", "h100_sxm", "--mfu", "0.5", "--json",
+            *(["--unique-tokens", "1e10"] if command == ["repeat"] else []),
+            *(["--inference-tokens", "1e12"] if command == ["inference"] else []))
+    assert r.exit_code == 0, r.output
+    b = json.loads(r.output)["budget"]
+    assert b["mfu"] == 0.5 and b["gpu_hours"] == 1e5 and b["gpu"] == "h100_sxm"

@@ -331,17 +331,25 @@ def _compute_optimal_for_loss(target: float, law: ParametricLaw) -> tuple[float,
 # Batch size and learning rate
 
 
+#: DeepSeek LLM 2024 (arXiv:2401.02954) fits, C in FLOPs: B_opt = 0.2920 C^0.3271 tokens and
+#: eta_opt = 0.3118 C^-0.1250, each as (coefficient, exponent).
+DEEPSEEK_BATCH = (0.2920, 0.3271)
+DEEPSEEK_LR = (0.3118, -0.1250)
+
+
 def deepseek_batch_size(flops: Any) -> Any:
-    """Optimal batch in tokens B_opt = 0.2920 C^0.3271 (DeepSeek LLM 2024, arXiv:2401.02954 §3.1).
+    """Optimal batch in tokens B_opt = 0.2920 C^0.3271 (:data:`DEEPSEEK_BATCH`).
 
     C = M D with M the non-embedding FLOPs per token (DeepSeek's convention).
     """
-    return 0.2920 * np.asarray(flops, dtype=float) ** 0.3271
+    coef, exp = DEEPSEEK_BATCH
+    return coef * np.asarray(flops, dtype=float) ** exp
 
 
 def deepseek_learning_rate(flops: Any) -> Any:
-    """Optimal peak learning rate eta_opt = 0.3118 C^-0.1250 (DeepSeek LLM 2024, arXiv:2401.02954 §3.1)."""
-    return 0.3118 * np.asarray(flops, dtype=float) ** -0.1250
+    """Optimal peak learning rate eta_opt = 0.3118 C^-0.1250 (:data:`DEEPSEEK_LR`)."""
+    coef, exp = DEEPSEEK_LR
+    return coef * np.asarray(flops, dtype=float) ** exp
 
 
 #: Kaplan et al. 2020 eq. 1.4 critical-batch constants: B* ~ 2e8 tokens, alpha_B ~ 0.21.

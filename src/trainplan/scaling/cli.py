@@ -6,9 +6,12 @@ inside the commands so that mounting stays light.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
 import math
 from contextlib import contextmanager
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterator, List, Optional
 
@@ -83,18 +86,6 @@ def _json_default(o: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
 
 
-def _budget(flops, gpu_hours, dollars, deadline_days, gpu, gpus, usd_per_gpu_hour, mfu):
-    from trainplan.scaling.budget import flops_from_budget
-
-    if all(v is None for v in (flops, gpu_hours, dollars, deadline_days)):
-        raise InputError("budget", "none", "one of --flops, --gpu-hours, --dollars, --deadline-days")
-
-    return flops_from_budget(
-        flops=flops, gpu_hours=gpu_hours, dollars=dollars, deadline_days=deadline_days, gpu=gpu, gpus=gpus,
-        usd_per_gpu_hour=usd_per_gpu_hour, mfu=mfu,
-    )
-
-
 def _laws(names: Optional[List[str]], law_file: Optional[Path]) -> list:
     from trainplan.scaling.fit import load_law
     from trainplan.scaling.laws import NAMED_LAWS, get_law
@@ -105,20 +96,101 @@ def _laws(names: Optional[List[str]], law_file: Optional[Path]) -> list:
     return laws
 
 
-# Shared option declarations (typer reads the defaults).
-_FLOPS = typer.Option(None, "--flops", help="training compute in FLOPs, e.g. 1e23")
-_GPU_HOURS = typer.Option(None, "--gpu-hours", help="GPU-hours on --gpu")
-_DOLLARS = typer.Option(None, "--dollars", help="US dollars on --gpu (catalog price or --usd-per-gpu-hour)")
-_DEADLINE = typer.Option(None, "--deadline-days", help="wall-clock days on --gpus x --gpu")
-_GPU = typer.Option(None, "--gpu", help="accelerator id or alias, e.g. h100_sxm (see `trainplan gpus`)")
-_GPUS = typer.Option(None, "--gpus", help="GPUs in the cluster (needed with --deadline-days)")
-_PRICE = typer.Option(None, "--usd-per-gpu-hour", help="price override for --dollars")
-_MFU = typer.Option(None, "--mfu", help="model FLOPs utilisation override (default: cost model, else 0.40)")
 _JSON = typer.Option(False, "--json", help="print machine-readable JSON")
+
+
+def _budget_option(flag: str, help: str) -> Any:
+    return typer.Option(None, flag, help=help, rich_help_panel="Budget")
+
+
+#: The budget options every ``trainplan scale`` command takes: parameter name -> (type, typer option).
+_BUDGET_OPTIONS: dict[str, tuple[Any, Any]] = {
+    "flops": (Optional[float], _budget_option("--flops", "training compute in FLOPs, e.g. 1e23")),
+    "gpu_hours": (Optional[float], _budget_option("--gpu-hours", "GPU-hours on --gpu")),
+    "dollars": (Optional[float], _budget_option(
+        "--dollars", "US dollars on --gpu (catalog price or --usd-per-gpu-hour)")),
+    "deadline_days": (Optional[float], _budget_option("--deadline-days", "wall-clock days on --gpus x --gpu")),
+    "gpu": (Optional[str], _budget_option("--gpu", "accelerator id or alias, e.g. h100_sxm (see `trainplan gpus`)")),
+    "gpus": (Optional[int], _budget_option("--gpus", "GPUs in the cluster (needed with --deadline-days)")),
+    "usd_per_gpu_hour": (Optional[float], _budget_option("--usd-per-gpu-hour", "price override for --dollars")),
+    "mfu": (Optional[float], _budget_option(
+        "--mfu", "model FLOPs utilisation override (default: cost model, else 0.40)")),
+}
+_BUDGET_KINDS = "--flops, --gpu-hours, --dollars, --deadline-days"
+
+
+@dataclass(frozen=True)
+class BudgetOptions:
+    """The values of the budget options, as a command decorated with :func:`_with_budget` receives them."""
+
+    flops: Optional[float] = None
+    gpu_hours: Optional[float] = None
+    dollars: Optional[float] = None
+    deadline_days: Optional[float] = None
+    gpu: Optional[str] = None
+    gpus: Optional[int] = None
+    usd_per_gpu_hour: Optional[float] = None
+    mfu: Optional[float] = None
+
+    @property
+    def given(self) -> bool:
+        """Whether a budget was given (any of --flops, --gpu-hours, --dollars, --deadline-days)."""
+        return any(v is not None for v in (self.flops, self.gpu_hours, self.dollars, self.deadline_days))
+
+    def resolve(self, alternative: str | None = None):
+        """The :class:`~trainplan.scaling.budget.BudgetResult`; InputError when no budget was given.
+
+        ``alternative`` names what the command accepts instead of a budget (for the message).
+        """
+        if not self.given:
+            expected = f"{alternative}, or a budget ({_BUDGET_KINDS})" if alternative else f"one of {_BUDGET_KINDS}"
+            raise InputError("budget", "none", expected, hint="e.g. --flops 1e23; see --help")
+        from trainplan.scaling.budget import flops_from_budget
+
+        return flops_from_budget(**asdict(self))
+
+
+def _with_budget(command):
+    """Add the budget options to ``command``, which receives them as one ``budget_opts: BudgetOptions``.
+
+    ``--help`` lists them in a panel of their own, "Budget".
+    """
+    sig = inspect.signature(command, eval_str=True)
+    own = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in sig.parameters.values() if p.name != "budget_opts"]
+    added = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=annotation)
+             for name, (annotation, option) in _BUDGET_OPTIONS.items()]
+    params = own + added
+
+    @functools.wraps(command)
+    def wrapper(**kwargs: Any) -> Any:
+        budget = BudgetOptions(**{name: kwargs.pop(name) for name in _BUDGET_OPTIONS})
+        return command(budget_opts=budget, **kwargs)
+
+    wrapper.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {p.name: p.annotation for p in params}
+    return wrapper
 
 
 def _print_budget(console, budget) -> None:
     console.print(f"[bold]Budget:[/bold] {budget.explanation}", highlight=False)
+
+
+def _print_advice(budget, title: str, rows: list[tuple[str, str, str]], notes, warning: str | None) -> None:
+    """Budget line, a (quantity, value, source) table, the notes, and a warning if any."""
+    from rich.table import Table
+
+    c = _console()
+    _print_budget(c, budget)
+    t = Table(title=title)
+    for col in ("quantity", "value", "source"):
+        t.add_column(col, overflow="fold")
+    for row in rows:
+        t.add_row(*row)
+    c.print(t)
+    for note in notes:
+        c.print(f"- {note}", style="dim")
+    if warning:
+        c.print(f"[yellow]warning:[/yellow] {warning}", highlight=False)
 
 
 # --------------------------------------------------------------------------------------------
@@ -126,36 +198,25 @@ def _print_budget(console, budget) -> None:
 
 
 @scale_app.callback()
+@_with_budget
 def scale(
     ctx: typer.Context,
-    flops: Optional[float] = _FLOPS,
-    gpu_hours: Optional[float] = _GPU_HOURS,
-    dollars: Optional[float] = _DOLLARS,
-    deadline_days: Optional[float] = _DEADLINE,
-    gpu: Optional[str] = _GPU,
-    gpus: Optional[int] = _GPUS,
-    usd_per_gpu_hour: Optional[float] = _PRICE,
-    mfu: Optional[float] = _MFU,
     law: Optional[List[str]] = typer.Option(None, "--law", help="only these laws (repeatable); default: all named laws"),
     law_file: Optional[Path] = typer.Option(None, "--law-file", help="a law fitted with `trainplan scale fit --out`"),
     unique_tokens: Optional[float] = typer.Option(None, "--unique-tokens", help="unique tokens available (repeated-data analysis)"),
     epochs: Optional[float] = typer.Option(None, "--epochs", help="planned epochs over --unique-tokens"),
     inference_tokens: Optional[float] = typer.Option(None, "--inference-tokens", help="tokens the model will serve (inference-aware sizing)"),
     plot: Optional[Path] = typer.Option(None, "--plot", help="write the isoFLOP plot (needs the plots extra)"),
+    budget_opts: BudgetOptions = BudgetOptions(),
     as_json: bool = _JSON,
 ) -> None:
     """Compute-optimal parameters N and tokens D for a budget under each named law."""
     if ctx.invoked_subcommand is not None:
         return
     with _handled():
-        if all(v is None for v in (flops, gpu_hours, dollars, deadline_days)):
-            raise InputError(
-                "budget", "none", "one of --flops, --gpu-hours, --dollars, --deadline-days",
-                hint="e.g. trainplan scale --flops 1e23, or see trainplan scale --help",
-            )
+        budget = budget_opts.resolve()
         import trainplan.scaling.allocate as al
 
-        budget = _budget(flops, gpu_hours, dollars, deadline_days, gpu, gpus, usd_per_gpu_hour, mfu)
         laws = _laws(law, law_file)
         rows = [al.optimal_allocation(budget.flops, lw) for lw in laws]
         curves = [c for c in (al.isoflop_curve(budget.flops, lw) for lw in laws) if c is not None]
@@ -385,17 +446,11 @@ def _print_fit(result, band, saved, plotted) -> None:
 
 
 @scale_app.command("repeat")
+@_with_budget
 def repeat_command(
     unique_tokens: float = typer.Option(..., "--unique-tokens", help="unique tokens available"),
     epochs: Optional[float] = typer.Option(None, "--epochs", help="planned passes over the unique tokens"),
-    flops: Optional[float] = _FLOPS,
-    gpu_hours: Optional[float] = _GPU_HOURS,
-    dollars: Optional[float] = _DOLLARS,
-    deadline_days: Optional[float] = _DEADLINE,
-    gpu: Optional[str] = _GPU,
-    gpus: Optional[int] = _GPUS,
-    usd_per_gpu_hour: Optional[float] = _PRICE,
-    mfu: Optional[float] = _MFU,
+    budget_opts: BudgetOptions = BudgetOptions(),
     as_json: bool = _JSON,
 ) -> None:
     """Repeated data (Muennighoff et al. 2023): effective data of E epochs, best allocation when data is the limit."""
@@ -411,12 +466,8 @@ def repeat_command(
             eff = float(al.effective_data(unique_tokens, epochs))
             out.update(epochs=epochs, tokens_seen=unique_tokens * epochs, effective_tokens=eff,
                        value_vs_fresh=eff / (unique_tokens * epochs))
-        has_budget = any(v is not None for v in (flops, gpu_hours, dollars, deadline_days))
-        if not has_budget and epochs is None:
-            raise InputError("budget", "none", "--epochs, or a budget (--flops, --gpu-hours, --dollars, --deadline-days)")
-        budget = None
-        if has_budget:
-            budget = _budget(flops, gpu_hours, dollars, deadline_days, gpu, gpus, usd_per_gpu_hour, mfu)
+        budget = budget_opts.resolve("--epochs") if budget_opts.given or epochs is None else None
+        if budget is not None:
             out["budget"] = budget.to_dict()
             out["allocation"] = al.data_constrained_optimum(budget.flops, unique_tokens).to_dict()
         if as_json:
@@ -426,26 +477,20 @@ def repeat_command(
         if epochs is not None:
             c.print(f"{epochs:g} epochs over {_si(unique_tokens)} unique tokens = {_si(out['effective_tokens'])} "
                     f"effective tokens, worth {out['value_vs_fresh']:.1%} of {_si(out['tokens_seen'])} fresh tokens "
-                    f"(D' = U + U R*(1 - exp(-R/R*)), R* = 15.39; Muennighoff et al. 2023).")
+                    f"(D' = U + U R*(1 - exp(-R/R*)), R* = {al.R_D_STAR:.4g}; Muennighoff et al. 2023).")
         if budget is not None:
             _print_budget(c, budget)
             _print_repeated(c, out["allocation"])
 
 
 @scale_app.command("inference")
+@_with_budget
 def inference_command(
     inference_tokens: float = typer.Option(..., "--inference-tokens", help="tokens the model will serve over its life"),
     target_loss: Optional[float] = typer.Option(None, "--target-loss", help="quality target instead of a budget"),
     law: str = typer.Option("epoch2024", "--law", help="parametric law (epoch2024, hoffmann2022-a3, ...)"),
     law_file: Optional[Path] = typer.Option(None, "--law-file", help="use a fitted law instead"),
-    flops: Optional[float] = _FLOPS,
-    gpu_hours: Optional[float] = _GPU_HOURS,
-    dollars: Optional[float] = _DOLLARS,
-    deadline_days: Optional[float] = _DEADLINE,
-    gpu: Optional[str] = _GPU,
-    gpus: Optional[int] = _GPUS,
-    usd_per_gpu_hour: Optional[float] = _PRICE,
-    mfu: Optional[float] = _MFU,
+    budget_opts: BudgetOptions = BudgetOptions(),
     as_json: bool = _JSON,
 ) -> None:
     """Inference-aware sizing (Sardana & Frankle 2023): the smaller, longer-trained model of least lifetime cost."""
@@ -456,9 +501,7 @@ def inference_command(
         lw = load_law(law_file) if law_file is not None else law
         budget = None
         if target_loss is None:
-            if all(v is None for v in (flops, gpu_hours, dollars, deadline_days)):
-                raise InputError("budget", "none", "--target-loss, or a budget (--flops, --gpu-hours, --dollars, --deadline-days)")
-            budget = _budget(flops, gpu_hours, dollars, deadline_days, gpu, gpus, usd_per_gpu_hour, mfu)
+            budget = budget_opts.resolve("--target-loss")
             r = al.inference_aware(inference_tokens, flops=budget.flops, law=lw)
         else:
             r = al.inference_aware(inference_tokens, target_loss=target_loss, law=lw)
@@ -472,53 +515,41 @@ def inference_command(
 
 
 @scale_app.command("batch")
+@_with_budget
 def batch_command(
     seq_len: Optional[int] = typer.Option(None, "--seq-len", help="sequence length, to express batches in sequences"),
     loss: Optional[float] = typer.Option(None, "--loss", help="loss (nats) for Kaplan's critical batch"),
     batch: Optional[int] = typer.Option(None, "--batch", help="your global batch in sequences (for the GAS heuristic)"),
-    flops: Optional[float] = _FLOPS,
-    gpu_hours: Optional[float] = _GPU_HOURS,
-    dollars: Optional[float] = _DOLLARS,
-    deadline_days: Optional[float] = _DEADLINE,
-    gpu: Optional[str] = _GPU,
-    gpus: Optional[int] = _GPUS,
-    usd_per_gpu_hour: Optional[float] = _PRICE,
-    mfu: Optional[float] = _MFU,
+    budget_opts: BudgetOptions = BudgetOptions(),
     as_json: bool = _JSON,
 ) -> None:
     """Batch size and learning rate: DeepSeek LLM fits, Kaplan's critical batch, the labelled GAS heuristic."""
     with _handled():
         import trainplan.scaling.allocate as al
 
-        budget = _budget(flops, gpu_hours, dollars, deadline_days, gpu, gpus, usd_per_gpu_hour, mfu)
+        budget = budget_opts.resolve()
         adv = al.batch_advice(budget.flops, seq_len=seq_len, loss=loss, global_batch=batch)
         if as_json:
             _print_json({"budget": budget.to_dict(), **adv.to_dict()})
             return
-        from rich.table import Table
-
-        c = _console()
-        _print_budget(c, budget)
-        t = Table(title="Batch size and learning rate")
-        for col in ("quantity", "value", "source"):
-            t.add_column(col, overflow="fold")
         seqs = f" = {adv.deepseek_batch_sequences:,.0f} sequences of {seq_len}" if adv.deepseek_batch_sequences else ""
-        t.add_row("optimal batch B_opt", f"{_si(adv.deepseek_batch_tokens)} tokens{seqs}",
-                  "DeepSeek LLM 2024: 0.2920 C^0.3271")
-        t.add_row("optimal peak learning rate", f"{adv.deepseek_learning_rate:.3g}", "DeepSeek LLM 2024: 0.3118 C^-0.125")
-        t.add_row("critical batch B_crit", f"{_si(adv.kaplan_critical_batch_tokens)} tokens at loss "
-                  f"{adv.loss_for_critical_batch:.3f} ({adv.loss_source})", "Kaplan et al. 2020 eq. 1.4: 2e8 / L^(1/0.21)")
+        rows = [
+            ("optimal batch B_opt", f"{_si(adv.deepseek_batch_tokens)} tokens{seqs}",
+             "DeepSeek LLM 2024: {:.4f} C^{:.4f}".format(*al.DEEPSEEK_BATCH)),
+            ("optimal peak learning rate", f"{adv.deepseek_learning_rate:.3g}",
+             "DeepSeek LLM 2024: {:.4f} C^{:.4f}".format(*al.DEEPSEEK_LR)),
+            ("critical batch B_crit", f"{_si(adv.kaplan_critical_batch_tokens)} tokens at loss "
+             f"{adv.loss_for_critical_batch:.3f} ({adv.loss_source})",
+             f"Kaplan et al. 2020 eq. 1.4: {al.KAPLAN_B_STAR:.2g} / L^(1/{al.KAPLAN_ALPHA_B})"),
+        ]
         if adv.gas_heuristic is not None:
-            t.add_row("GAS (HEURISTIC)", f"{adv.gas_heuristic} for batch {adv.global_batch}",
-                      "source document: ceil(sqrt(batch/4)); no published basis")
-        c.print(t)
-        for note in adv.notes:
-            c.print(f"- {note}", style="dim")
-        if adv.gas_heuristic_warning:
-            c.print(f"[yellow]warning:[/yellow] {adv.gas_heuristic_warning}", highlight=False)
+            rows.append(("GAS (HEURISTIC)", f"{adv.gas_heuristic} for batch {adv.global_batch}",
+                         "source document: ceil(sqrt(batch/4)); no published basis"))
+        _print_advice(budget, "Batch size and learning rate", rows, adv.notes, adv.gas_heuristic_warning)
 
 
 @scale_app.command("multimodal")
+@_with_budget
 def multimodal_command(
     fusion: str = typer.Option("early", "--fusion", help="early or late fusion (Shukor et al. 2025)"),
     padding: float = typer.Option(0.0, "--padding", help="fraction of processed tokens that are padding"),
@@ -527,49 +558,35 @@ def multimodal_command(
     ref_params: Optional[float] = typer.Option(None, "--ref-params", help="N of your reference optimum"),
     ref_tokens: Optional[float] = typer.Option(None, "--ref-tokens", help="D of your reference optimum"),
     law: str = typer.Option("epoch2024", "--law", help="text law for the base allocation"),
-    flops: Optional[float] = _FLOPS,
-    gpu_hours: Optional[float] = _GPU_HOURS,
-    dollars: Optional[float] = _DOLLARS,
-    deadline_days: Optional[float] = _DEADLINE,
-    gpu: Optional[str] = _GPU,
-    gpus: Optional[int] = _GPUS,
-    usd_per_gpu_hour: Optional[float] = _PRICE,
-    mfu: Optional[float] = _MFU,
+    budget_opts: BudgetOptions = BudgetOptions(),
     as_json: bool = _JSON,
 ) -> None:
     """Multimodal sizing: Shukor et al. 2025 exponents, padding as lost tokens, the labelled heuristic."""
     with _handled():
         import trainplan.scaling.allocate as al
 
-        budget = _budget(flops, gpu_hours, dollars, deadline_days, gpu, gpus, usd_per_gpu_hour, mfu)
+        budget = budget_opts.resolve()
         adv = al.multimodal_advice(budget.flops, fusion=fusion, padding=padding, gamma=gamma, ref_flops=ref_flops,
                                    ref_n_params=ref_params, ref_tokens=ref_tokens, law=law)
         if as_json:
             _print_json({"budget": budget.to_dict(), **adv.to_dict()})
             return
-        from rich.table import Table
-
-        c = _console()
-        _print_budget(c, budget)
-        t = Table(title=f"Multimodal sizing ({fusion} fusion)")
-        for col in ("quantity", "value", "source"):
-            t.add_column(col, overflow="fold")
-        t.add_row("N_opt exponent / D_opt exponent", f"{adv.n_exponent} / {adv.d_exponent}",
-                  "Shukor et al. 2025 (arXiv:2504.07951)")
-        t.add_row("10x compute multiplies", f"N by {10 ** adv.n_exponent:.2f}, D by {10 ** adv.d_exponent:.2f}",
-                  "from the exponents")
-        t.add_row(f"base N, D ({adv.base_law})", f"{_si(adv.base_n_params)}, {_si(adv.base_tokens)}", "text law")
+        rows = [
+            ("N_opt exponent / D_opt exponent", f"{adv.n_exponent} / {adv.d_exponent}",
+             "Shukor et al. 2025 (arXiv:2504.07951)"),
+            ("10x compute multiplies", f"N by {10 ** adv.n_exponent:.2f}, D by {10 ** adv.d_exponent:.2f}",
+             "from the exponents"),
+            (f"base N, D ({adv.base_law})", f"{_si(adv.base_n_params)}, {_si(adv.base_tokens)}", "text law"),
+        ]
         if adv.scaled_n_params is not None:
-            t.add_row("your reference scaled to this budget", f"{_si(adv.scaled_n_params)}, {_si(adv.scaled_tokens)}",
-                      "reference x (C/C_ref)^exponent")
-        t.add_row(f"tokens to process at {adv.padding:.0%} padding", _si(adv.tokens_to_process),
-                  "D / (1 - padding): padding is lost effective tokens")
-        t.add_row("compute spent on padding", f"{adv.padding_flops:.3g} FLOPs", "6 N x padding tokens")
+            rows.append(("your reference scaled to this budget", f"{_si(adv.scaled_n_params)}, {_si(adv.scaled_tokens)}",
+                         "reference x (C/C_ref)^exponent"))
+        rows += [
+            (f"tokens to process at {adv.padding:.0%} padding", _si(adv.tokens_to_process),
+             "D / (1 - padding): padding is lost effective tokens"),
+            ("compute spent on padding", f"{adv.padding_flops:.3g} FLOPs", "6 N x padding tokens"),
+        ]
         if adv.heuristic_n_params is not None:
-            t.add_row(f"HEURISTIC N' (gamma {adv.heuristic_gamma:g})", _si(adv.heuristic_n_params),
-                      "source document; no published basis")
-        c.print(t)
-        for note in adv.notes:
-            c.print(f"- {note}", style="dim")
-        if adv.heuristic_warning:
-            c.print(f"[yellow]warning:[/yellow] {adv.heuristic_warning}", highlight=False)
+            rows.append((f"HEURISTIC N' (gamma {adv.heuristic_gamma:g})", _si(adv.heuristic_n_params),
+                         "source document; no published basis"))
+        _print_advice(budget, f"Multimodal sizing ({fusion} fusion)", rows, adv.notes, adv.heuristic_warning)
