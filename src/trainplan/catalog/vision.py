@@ -232,11 +232,6 @@ def vision_tower_records() -> list[dict[str, Any]]:
     return list(_vision_data()["vision_towers"])
 
 
-def list_vision_towers() -> list[dict[str, Any]]:
-    return [{k: r.get(k) for k in ("id", "name", "hf_id", "source", "params_reference")}
-            for r in vision_tower_records()]
-
-
 def get_vision_tower(name: str) -> Stack:
     """A vision-tower stack by preset id or Hugging Face id (case-insensitive)."""
     key = str(name).strip().lower()

@@ -67,11 +67,6 @@ def encoder_tokens(stack: Stack, height=None, width=None):
     return encoder_patches(stack, height, width) + (1 if stack.class_token else 0)
 
 
-def image_tokens(stack: Stack, image_size: int | None = None):
-    """Encoder tokens per image at a square ``image_size`` (kept for the first version's callers)."""
-    return encoder_tokens(stack, image_size)
-
-
 def projector_tokens_out(p: Projector, n_in):
     """Tokens a projector emits for ``n_in`` input patches: n (linear, mlp2), n/merge^2
     (merge_mlp, Qwen2-VL ``PatchMerger``), ``queries`` (resampler, Qwen-VL / Q-former)."""
@@ -110,12 +105,6 @@ def llm_tokens_for_images(model: Model, heights, widths, run_size: int | None = 
     if model.vision and model.vision[0].spatial_merge > 1:
         return llm_tokens_per_image(model, h, np.asarray(widths))
     return np.zeros(h.shape, dtype=np.int64) + llm_tokens_per_image(model, run_size)
-
-
-def sample_tokens(model: Model, images_per_sample: float, text_tokens: float, height=None,
-                  width=None):
-    """Decoder tokens of one sample: images x tokens per image + text tokens."""
-    return images_per_sample * llm_tokens_per_image(model, height, width) + text_tokens
 
 
 # ------------------------------------------------------------------------------------- FLOPs

@@ -235,7 +235,3 @@ class MemTrace:
         if self._mode is not None:
             self._mode.__exit__(*exc)
             self._mode = None
-
-    def summary(self) -> dict[str, Any]:
-        return {"peak": self.peak.as_dict(), "current": self.current,
-                "phases": {k: v.as_dict() for k, v in self.phase_peaks.items()}}
