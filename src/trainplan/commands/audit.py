@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from trainplan.errors import InputError, MissingExtraError, TrainplanError
+from trainplan.errors import TrainplanError
 
 MARK = {"contradiction": "[bold red]CONTRADICTION[/bold red]", "warning": "[yellow]WARNING[/yellow]",
         "ok": "[green]ok[/green]", "info": "[cyan]info[/cyan]"}
@@ -28,7 +28,7 @@ def audit_command(
     from trainplan.audit import audit, findings_as_dicts, load_claims
     try:
         findings = audit(load_claims(claims_file))
-    except (TrainplanError, InputError, MissingExtraError) as e:
+    except TrainplanError as e:       # InputError, MissingExtraError
         from rich.markup import escape
         Console(stderr=True, soft_wrap=True).print(f"[bold red]error:[/bold red] {escape(str(e))}",
                                                    highlight=False)

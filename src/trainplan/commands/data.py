@@ -9,7 +9,7 @@ from typing import Optional
 
 import typer
 
-from trainplan.errors import InputError, MissingExtraError, TrainplanError
+from trainplan.errors import InputError, TrainplanError, require_positive
 
 data_app = typer.Typer(no_args_is_help=True, add_completion=False,
                        help="Measure the data side: padding/packing from lengths, loader throughput.")
@@ -53,7 +53,7 @@ def lengths_command(
             mdl = resolve_model(model)
         data = read_lengths(file, column, mdl)
         rep = analyze(data.lengths, max_len, batch_size, buckets, seed, data.skipped)
-    except (TrainplanError, InputError, MissingExtraError) as e:
+    except TrainplanError as e:       # InputError, MissingExtraError
         _fail(e)
         return
     if json:
@@ -101,8 +101,7 @@ def loader_bench_command(
 
         from trainplan.data.loader import (MAX_SIDE, bench_images, make_test_images, stall_share,
                                            workers_needed)
-        if not (math.isfinite(samples_per_s) and samples_per_s > 0):
-            raise InputError("--samples-per-s", samples_per_s, "a positive, finite rate")
+        require_positive("--samples-per-s", samples_per_s)
         if not (math.isfinite(images_per_sample) and images_per_sample >= 0):
             raise InputError("--images-per-sample", images_per_sample, "a finite number >= 0")
         if repeat < 1:
@@ -126,7 +125,7 @@ def loader_bench_command(
             if not any(r.images for r in bench.rates.values()):
                 raise InputError("DIR", str(folder), "a folder with at least one readable image",
                                  hint=f"none of {len(bench.failed_files)} image files decoded")
-    except (TrainplanError, InputError, MissingExtraError) as e:
+    except TrainplanError as e:       # InputError, MissingExtraError
         _fail(e)
         return
     rows = []
