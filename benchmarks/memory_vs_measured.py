@@ -19,6 +19,7 @@ import warnings
 warnings.filterwarnings("ignore")
 
 from trainplan.catalog import get_model  # noqa: E402
+from trainplan.conventions import GiB  # noqa: E402
 from trainplan.measure.compare import COMPONENTS, analytic_peak, measured_components  # noqa: E402
 from trainplan.measure.step import StepConfig, measure_step_memory  # noqa: E402
 from trainplan.spec.model import Model, Projector, Stack  # noqa: E402
@@ -90,7 +91,6 @@ def _short(cfg: StepConfig) -> str:
 
 
 def main() -> int:
-    GiB = 2.0**30
     errs = []
     print("peak memory of one training step (2nd step), GiB: measured (FakeTensorMode trace) vs "
           "analytic (profile 'pytorch')")

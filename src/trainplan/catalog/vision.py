@@ -274,10 +274,10 @@ def compose_vlm(tower: Stack | str, decoder: Model | str, projector: str = "mlp2
     vis = get_vision_tower(tower) if isinstance(tower, str) else tower
     dec_model = resolve_model(decoder) if isinstance(decoder, str) else decoder
     dec = dec_model.decoder
-    if projector == "resampler":
+    if projector == "resampler":    # Qwen-VL's attn_pool: 256 queries, width/128 heads (visual.py)
         p = Projector(kind="resampler", in_dim=vis.hidden, out_dim=dec.hidden, queries=queries,
                       heads=max(dec.hidden // 128, 1))
-    elif projector == "merge_mlp":
+    elif projector == "merge_mlp":  # Qwen2-VL's PatchMerger: 2x2 (spatial_merge_size = 2)
         p = Projector(kind="merge_mlp", in_dim=vis.hidden, out_dim=dec.hidden, merge=2)
     elif projector in ("linear", "mlp2"):
         p = _mlp_projector(projector, vis.hidden, dec.hidden)

@@ -73,6 +73,9 @@ class ImplementationProfile:
     fragmentation: float           # allocator reserve as a share of allocated
     kernels_per_layer: float       # kernels launched per layer forward (launch overhead)
     tp_exposed: float              # share of TP collectives not overlapped with compute
+    # Assumptions, not measurements: kernels_per_layer is a round count of one layer's forward
+    # launches (fused Megatron kernels 20, DeepSpeed/FSDP 30, eager PyTorch 40); tp_exposed = 1
+    # (no overlap of the forward TP collectives).
     source: str
     # --- measured with `trainplan measure memory` (see the module docstring, items 1-6) ---
     activations: str = "korthikanti"   # "hf": hf_layer_activation_bytes / hf_head_activation_bytes
