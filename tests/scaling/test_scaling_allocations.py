@@ -209,3 +209,19 @@ def test_multimodal_heuristic_and_padding():
     assert adv.tokens_to_process == pytest.approx(adv.base_tokens / 0.88)
     with pytest.raises(InputError):
         multimodal_advice(1e22, padding=1.2)
+
+
+def test_flop_counts_use_one_definition_of_6nd():
+    from trainplan.costmodel.flops import six_nd
+    from trainplan.scaling.laws import FLOPS_PER_PARAM_TOKEN, PF_DAY_FLOPS, tokens_for_compute, training_flops
+
+    assert FLOPS_PER_PARAM_TOKEN == 6.0 and PF_DAY_FLOPS == 8.64e19  # Kaplan et al. 2020: 1 PF-day = 8.64e19 FLOPs
+    assert training_flops([7e9], [1.4e12])[0] == six_nd(7e9, 1.4e12)
+    assert tokens_for_compute(training_flops(7e9, 1.4e12), 7e9) == pytest.approx(1.4e12)
+    r = inference_aware(2e12, flops=1e23, law=HOFFMANN_A3_UNROUNDED)
+    assert r.train_flops == pytest.approx(6 * r.n_params * r.tokens)
+    assert r.inference_flops == pytest.approx(2 * r.n_params * 2e12)
+    assert r.total_flops == pytest.approx(r.train_flops + r.inference_flops)
+    assert r.chinchilla_train_flops == pytest.approx(1e23)
+    m = multimodal_advice(1e22, padding=0.2)
+    assert m.padding_flops == pytest.approx(6 * m.base_n_params * (m.tokens_to_process - m.base_tokens))

@@ -21,12 +21,12 @@ from scipy.optimize import minimize_scalar
 from trainplan.errors import InputError, require_positive
 from trainplan.scaling.laws import (
     DEFAULT_LAW,
-    FLOPS_PER_PARAM_TOKEN,
     MUENNIGHOFF_2023,
     NAMED_LAWS,
     ParametricLaw,
     get_law,
     tokens_for_compute,
+    training_flops,
 )
 
 
@@ -217,10 +217,19 @@ def data_constrained_optimum(
 # Inference-aware sizing: Sardana and Frankle 2023
 
 
+#: Inference FLOPs per parameter per served token: a forward pass, 2N per token (Kaplan et al. 2020
+#: Table 1; the 2N D_inf term of Sardana and Frankle 2023).
+INFERENCE_FLOPS_PER_PARAM_TOKEN = 2.0
+
+
+def inference_flops(n_params: Any, inference_tokens: Any) -> Any:
+    """Inference FLOPs 2 N D_inf (forward pass only)."""
+    return INFERENCE_FLOPS_PER_PARAM_TOKEN * np.asarray(n_params, dtype=float) * np.asarray(inference_tokens, dtype=float)
+
+
 def lifetime_flops(n_params: Any, train_tokens: Any, inference_tokens: Any) -> Any:
-    """Training plus inference FLOPs 6 N D_train + 2 N D_inf (Sardana and Frankle 2023, arXiv:2401.00448 §2)."""
-    n = np.asarray(n_params, dtype=float)
-    return FLOPS_PER_PARAM_TOKEN * n * np.asarray(train_tokens, dtype=float) + 2.0 * n * np.asarray(inference_tokens, dtype=float)
+    """Training plus inference FLOPs 6 N D_train + 2 N D_inf (Sardana and Frankle 2023, arXiv:2401.00448)."""
+    return training_flops(n_params, train_tokens) + inference_flops(n_params, inference_tokens)
 
 
 def tokens_for_loss(n_params: Any, target_loss: float, law: ParametricLaw) -> Any:
@@ -306,9 +315,9 @@ def inference_aware(
     tot = float(lifetime_flops(n, d, t_inf))
     return InferenceAwareResult(
         law=lw.name, target_loss=target, inference_tokens=t_inf,
-        chinchilla_n_params=n_c, chinchilla_tokens=d_c, chinchilla_train_flops=6.0 * n_c * d_c,
-        chinchilla_total_flops=chin_total, n_params=n, tokens=d, train_flops=6.0 * n * d,
-        inference_flops=2.0 * n * t_inf, total_flops=tot, flops_saved=chin_total - tot,
+        chinchilla_n_params=n_c, chinchilla_tokens=d_c, chinchilla_train_flops=float(training_flops(n_c, d_c)),
+        chinchilla_total_flops=chin_total, n_params=n, tokens=d, train_flops=float(training_flops(n, d)),
+        inference_flops=float(inference_flops(n, t_inf)), total_flops=tot, flops_saved=chin_total - tot,
         fraction_saved=(chin_total - tot) / chin_total,
     )
 
@@ -545,7 +554,7 @@ def multimodal_advice(
     return MultimodalAdvice(
         flops=c, fusion=fusion, n_exponent=a, d_exponent=b, base_law=lw.name, base_n_params=n, base_tokens=d,
         scaled_n_params=scaled_n, scaled_tokens=scaled_d, reference=ref, padding=padding,
-        tokens_to_process=tokens_needed, padding_flops=FLOPS_PER_PARAM_TOKEN * n * (tokens_needed - d),
+        tokens_to_process=tokens_needed, padding_flops=float(training_flops(n, tokens_needed - d)),
         effective_tokens_if_budget_fixed=d * (1.0 - padding),
         heuristic_n_params=heur, heuristic_gamma=gamma,
         heuristic_warning=MULTIMODAL_HEURISTIC_WARNING if heur is not None else None,

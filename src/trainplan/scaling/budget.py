@@ -12,17 +12,18 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from trainplan.errors import InputError, require_positive
+from trainplan.scaling.laws import DEFAULT_LAW, training_flops
 
 #: MFU assumed when the cost model cannot be asked (typical of large, well-tuned LLM runs:
 #: A100 0.5-0.6, science.md / hardware.json rules_of_thumb; 0.40 leaves room for real-world loss).
 DEFAULT_MFU = 0.40
 DEFAULT_MFU_SOURCE = "assumed MFU 0.40 (typical large-run MFU; pass --mfu to override)"
 
-#: Smallest budget accepted: a 1M-parameter model on 20 tokens per parameter, C = 6 x 1e6 x 2e7.
-MIN_FLOPS = 1.2e14
+#: Smallest budget accepted: a 1M-parameter model on 20 tokens per parameter (1.2e14 FLOPs).
+MIN_FLOPS = float(training_flops(1e6, 20 * 1e6))
 
 SECONDS_PER_HOUR = 3600.0
-SECONDS_PER_DAY = 86_400.0
+HOURS_PER_DAY = 24.0
 
 
 @dataclass(frozen=True)
@@ -183,7 +184,7 @@ def flops_from_budget(
     else:  # deadline
         if gpus is None:
             raise InputError("gpus", None, "the number of GPUs in the cluster (needed with --deadline-days)")
-        hours = value * 24.0 * gpus
+        hours = value * HOURS_PER_DAY * gpus
 
     def to_flops(m: float) -> float:
         return hours * SECONDS_PER_HOUR * peak * m
@@ -192,8 +193,6 @@ def flops_from_budget(
         m, m_src = mfu, "given"
     else:
         # The best layout's MFU depends on the model size, which depends on the budget: iterate.
-        from trainplan.scaling.laws import DEFAULT_LAW
-
         m, m_src = DEFAULT_MFU, DEFAULT_MFU_SOURCE
         for _ in range(8):
             n, _d = DEFAULT_LAW.optimal(to_flops(m))

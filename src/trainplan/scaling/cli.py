@@ -296,6 +296,8 @@ def _print_allocation_tables(budget, rows, curves, grid, repeated, inference, pl
             it.add_column(name)
         import numpy as np
 
+        from trainplan.scaling.laws import tokens_for_compute
+
         for i, n in enumerate(grid):
             losses = []
             for name, cur in curves.items():
@@ -303,7 +305,7 @@ def _print_allocation_tables(budget, rows, curves, grid, repeated, inference, pl
                 best = int(np.argmin(vals))
                 mark = " *" if i == best else ""
                 losses.append(f"{vals[i]:.4f}{mark}")
-            it.add_row(_si(n), _si(budget.flops / (6 * n)), *losses)
+            it.add_row(_si(n), _si(float(tokens_for_compute(budget.flops, n))), *losses)
         c.print(it)
         c.print("* = lowest loss on this grid", style="dim")
     if repeated:
@@ -540,7 +542,7 @@ def batch_command(
              "DeepSeek LLM 2024: {:.4f} C^{:.4f}".format(*al.DEEPSEEK_LR)),
             ("critical batch B_crit", f"{_si(adv.kaplan_critical_batch_tokens)} tokens at loss "
              f"{adv.loss_for_critical_batch:.3f} ({adv.loss_source})",
-             f"Kaplan et al. 2020 eq. 1.4: {al.KAPLAN_B_STAR:.2g} / L^(1/{al.KAPLAN_ALPHA_B})"),
+             f"Kaplan et al. 2020 eq. 1.4: {al.KAPLAN_B_STAR:.0e} / L^(1/{al.KAPLAN_ALPHA_B})"),
         ]
         if adv.gas_heuristic is not None:
             rows.append(("GAS (HEURISTIC)", f"{adv.gas_heuristic} for batch {adv.global_batch}",

@@ -32,7 +32,7 @@ from scipy.optimize import minimize
 
 from trainplan.errors import InputError
 from trainplan.scaling._io import write_atomic as write_text_atomic  # also used by trainplan.measure.cli
-from trainplan.scaling.laws import FLOPS_PER_PARAM_TOKEN, ParametricLaw
+from trainplan.scaling.laws import FLOPS_PER_PARAM_TOKEN, ParametricLaw, tokens_for_compute
 
 #: Huber threshold on log-loss residuals (Hoffmann et al. 2022 App. D.2; Besiroglu et al. 2024).
 HUBER_DELTA = 1e-3
@@ -99,7 +99,7 @@ class Runs:
         if tokens is not None:
             d = _positive_array("D", tokens)
         else:
-            d = _positive_array("C", flops) / (FLOPS_PER_PARAM_TOKEN * n) if n.size else n
+            d = tokens_for_compute(_positive_array("C", flops), n) if n.size else n
         if not (n.size == d.size == l.size):
             raise InputError("runs", f"{n.size}, {d.size}, {l.size} values", "N, D (or C) and loss of equal length")
         if n.size < MIN_RUNS:

@@ -28,19 +28,21 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from trainplan.costmodel.flops import six_nd
 from trainplan.errors import InputError
 
-#: FLOPs in one petaflop/s-day: 1e15 FLOP/s x 86,400 s (Kaplan et al. 2020 §1.2 units).
+#: FLOPs in one petaflop/s-day, Kaplan et al. 2020's unit of compute: 1e15 FLOP/s x 86,400 s.
 PF_DAY_FLOPS = 1e15 * 86_400.0
+_PF_DAY_TEXT = f"{PF_DAY_FLOPS:.3g}".replace("e+", "e")  # 8.64e19
 
-#: Training FLOPs per parameter per token, C = 6ND (Kaplan et al. 2020 §2.1, Table 1;
-#: Hoffmann et al. 2022 App. F).
-FLOPS_PER_PARAM_TOKEN = 6.0
+#: Training FLOPs per parameter per token: the 6 of C = 6ND (Kaplan et al. 2020 §2.1: backward
+#: about twice forward; Hoffmann et al. 2022 App. F), defined once in :func:`trainplan.costmodel.flops.six_nd`.
+FLOPS_PER_PARAM_TOKEN = float(six_nd(1.0, 1.0))
 
 
 def training_flops(n_params: Any, tokens: Any) -> Any:
-    """Training compute C = 6 N D in FLOPs (Kaplan et al. 2020 §2.1; Hoffmann et al. 2022 App. F)."""
-    return FLOPS_PER_PARAM_TOKEN * np.asarray(n_params, dtype=float) * np.asarray(tokens, dtype=float)
+    """Training compute C = 6 N D in FLOPs (:func:`trainplan.costmodel.flops.six_nd`), broadcasting."""
+    return six_nd(np.asarray(n_params, dtype=float), np.asarray(tokens, dtype=float))
 
 
 def tokens_for_compute(flops: Any, n_params: Any) -> Any:
@@ -170,7 +172,7 @@ class KaplanLaw:
         "L(N,D) eq. 1.5 with Table 2 constants"
     )
     convention: str = (
-        "N = NON-embedding parameters; C in PF-days inside the fit (1 PF-day = 8.64e19 FLOPs); "
+        f"N = NON-embedding parameters; C in PF-days inside the fit (1 PF-day = {_PF_DAY_TEXT} FLOPs); "
         "D = C/(6N); loss in nats/token on WebText2 (GPT-2 tokenizer)"
     )
 

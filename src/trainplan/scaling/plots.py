@@ -65,19 +65,20 @@ def plot_fit(result: Any, path: str | os.PathLike[str]) -> Path:
     """Observed vs fitted loss for each run, isoFLOP curves of the fit, and log residuals."""
     import numpy as np
 
+    from trainplan.scaling.laws import tokens_for_compute, training_flops
+
     plt = _pyplot()
     runs = result.runs
     law = result.law
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 5))
-    flops = 6.0 * runs.n_params * runs.tokens
+    flops = training_flops(runs.n_params, runs.tokens)
     sc = ax1.scatter(runs.n_params, runs.loss, c=np.log10(flops), s=14, cmap="viridis", label="runs")
     fig.colorbar(sc, ax=ax1, label="log10 C (FLOPs)")
     for c in np.geomspace(flops.min(), flops.max(), 5):
         n = np.geomspace(runs.n_params.min() / 2, runs.n_params.max() * 2, 200)
-        ax1.plot(n, law.loss(n, c / (6 * n)), lw=1, color=sc.cmap(sc.norm(np.log10(c))))
-    n_opt = np.geomspace(runs.n_params.min(), runs.n_params.max(), 50)
-    c_opt = 6 * (n_opt / law.G) ** (1 / law.a)
-    ax1.plot(n_opt, law.loss(*law.optimal(c_opt)), "k--", lw=1, label="compute-optimal frontier")
+        ax1.plot(n, law.loss(n, tokens_for_compute(c, n)), lw=1, color=sc.cmap(sc.norm(np.log10(c))))
+    n_opt, d_opt = law.optimal(np.geomspace(flops.min(), flops.max(), 50))
+    ax1.plot(n_opt, law.loss(n_opt, d_opt), "k--", lw=1, label="compute-optimal frontier")
     ax1.set_xscale("log")
     ax1.set_xlabel("parameters N")
     ax1.set_ylabel("loss")
