@@ -76,6 +76,7 @@ def qwen2vl_tokens(height, width, patch: int = 14, merge: int = 2, resize: bool 
     return enc, enc // (merge * merge)
 
 
-def fixed_resolution_tokens(image_size: int, patch: int, class_token: bool = False):
-    """Patches of a tower that resizes every image to image_size^2 (CLIP/SigLIP/Qwen-VL ViT)."""
-    return (image_size // patch) ** 2 + (1 if class_token else 0)
+def fixed_resolution_tokens(image_size: int, patch: int):
+    """Patches of a tower that resizes every image to image_size^2 (CLIP/SigLIP/Qwen-VL ViT); the
+    class token, where there is one, is added by ``costmodel.vision.encoder_tokens``."""
+    return (image_size // patch) ** 2
