@@ -32,7 +32,7 @@ from scipy.optimize import minimize
 
 from trainplan.errors import InputError
 from trainplan.scaling._io import write_atomic as write_text_atomic  # also used by trainplan.measure.cli
-from trainplan.scaling.laws import FLOPS_PER_PARAM_TOKEN, ParametricLaw, tokens_for_compute
+from trainplan.scaling.laws import ParametricLaw, tokens_for_compute
 
 #: Huber threshold on log-loss residuals (Hoffmann et al. 2022 App. D.2; Besiroglu et al. 2024).
 HUBER_DELTA = 1e-3
@@ -260,10 +260,18 @@ def init_grid(grid: dict[str, Iterable[float]] | None = None) -> np.ndarray:
     return np.array(list(itertools.product(g["a"], g["b"], g["e"], g["alpha"], g["beta"])), dtype=float)
 
 
-def theta_to_params(theta: Sequence[float]) -> dict[str, float]:
-    """(a, b, e, alpha, beta) -> {E, A, B, alpha, beta}."""
-    a, b, e, alpha, beta = (float(x) for x in theta)
-    return {"E": math.exp(e), "A": math.exp(a), "B": math.exp(b), "alpha": alpha, "beta": beta}
+def theta_to_law(theta: Sequence[float], **fields: Any) -> ParametricLaw:
+    """The law for theta = (a, b, e, alpha, beta), the log form the fit works in."""
+    return ParametricLaw.from_logs(*(float(x) for x in theta), **fields)
+
+
+def _sample_law(samples: np.ndarray) -> ParametricLaw:
+    """One law whose five parameters are arrays, one entry per row (E, A, B, alpha, beta) of ``samples``.
+
+    Its properties and methods broadcast, so the bootstrap uses the law's own formulas.
+    """
+    return ParametricLaw(name="bootstrap", label="bootstrap samples", source="bootstrap",
+                         **dict(zip(PARAM_NAMES, np.asarray(samples, dtype=float).T)))
 
 
 # --------------------------------------------------------------------------------------------
@@ -356,21 +364,16 @@ def _quantiles(level: float) -> list[float]:
 def percentile_intervals(samples: np.ndarray, level: float = 0.95) -> dict[str, tuple[float, float]]:
     """Percentile intervals of (E, A, B, alpha, beta) samples, plus a = beta/(alpha+beta) and b."""
     q = _quantiles(level)
-    out = {name: tuple(float(x) for x in np.quantile(samples[:, i], q)) for i, name in enumerate(PARAM_NAMES)}
-    a = samples[:, 4] / (samples[:, 3] + samples[:, 4])
-    out["a"] = tuple(float(x) for x in np.quantile(a, q))
-    out["b"] = tuple(float(x) for x in np.quantile(1.0 - a, q))
-    return out
+    law = _sample_law(samples)
+    values = {**law.params(), "a": law.a, "b": law.b}
+    return {name: tuple(float(x) for x in np.quantile(v, q)) for name, v in values.items()}
 
 
 def _bootstrap_allocations(samples: np.ndarray, flops: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    E, A, B, alpha, beta = samples.T
+    law = _sample_law(samples)
     with np.errstate(all="ignore"):
-        G = (alpha * A / (beta * B)) ** (1.0 / (alpha + beta))
-        c6 = flops / FLOPS_PER_PARAM_TOKEN
-        n = G * c6 ** (beta / (alpha + beta))
-        d = c6 ** (alpha / (alpha + beta)) / G
-        loss = E + A / n**alpha + B / d**beta
+        n, d = law.optimal(flops)
+        loss = law.loss(n, d)
     ok = np.isfinite(n) & np.isfinite(d) & (n > 0) & (d > 0)
     return n[ok], d[ok], loss[ok]
 
@@ -412,12 +415,11 @@ def fit_law(
 
 
 def _law_from_theta(theta, name, label, source_file, samples, ci_level) -> ParametricLaw:
-    p = theta_to_params(theta)
     ci = percentile_intervals(samples, ci_level) if samples is not None else None
     src = "fitted by trainplan (Huber delta=1e-3 on log-loss, L-BFGS from the Hoffmann/Epoch grid)"
     if source_file:
         src += f" to runs in {source_file}"
-    return ParametricLaw(name=name, label=label, source=src, ci=ci, ci_level=ci_level if ci else None, **p)
+    return theta_to_law(theta, name=name, label=label, source=src, ci=ci, ci_level=ci_level if ci else None)
 
 
 def bootstrap_fits(
@@ -437,8 +439,7 @@ def bootstrap_fits(
         idx = rng.integers(0, n, n)
         res = _minimise(theta_hat, (log_n[idx], log_d[idx], log_l[idx]), delta)
         if np.all(np.isfinite(res.x)):
-            a, b, e, alpha, beta = res.x
-            out[kept] = (math.exp(e), math.exp(a), math.exp(b), alpha, beta)
+            out[kept] = list(theta_to_law(res.x, name="resample", label="", source="").params().values())
             kept += 1
     return out[:kept]
 

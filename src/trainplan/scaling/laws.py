@@ -112,6 +112,12 @@ class ParametricLaw:
         c6 = np.asarray(flops, dtype=float) / FLOPS_PER_PARAM_TOKEN
         return self.G * c6**self.a, c6**self.b / self.G
 
+    @classmethod
+    def from_logs(cls, a: float, b: float, e: float, alpha: float, beta: float, **fields: Any) -> "ParametricLaw":
+        """The law with A = e^a, B = e^b, E = e^e: the log form log L = LSE(a - alpha log N, b - beta log D, e)
+        in which the fit is done (Hoffmann et al. 2022 App. D.2) and some fits are published."""
+        return cls(E=math.exp(e), A=math.exp(a), B=math.exp(b), alpha=alpha, beta=beta, **fields)
+
     def params(self) -> dict[str, float]:
         """The five parameters as a plain dict."""
         return {"E": self.E, "A": self.A, "B": self.B, "alpha": self.alpha, "beta": self.beta}
@@ -232,17 +238,17 @@ HOFFMANN_A3 = ParametricLaw(
     source="Hoffmann et al. 2022, arXiv:2203.15556, eq. 10 (App. D.2) as printed (rounded)",
 )
 
-HOFFMANN_A3_UNROUNDED = ParametricLaw(
-    name="hoffmann2022-a3-unrounded",
-    label="Hoffmann et al. 2022, Approach 3 (unrounded TeX-source values)",
-    E=math.exp(0.5267228),
-    A=math.exp(6.0073404),
-    B=math.exp(6.0179186),
+HOFFMANN_A3_UNROUNDED = ParametricLaw.from_logs(
+    a=6.0073404,
+    b=6.0179186,
+    e=0.5267228,
     alpha=0.33917084,
     beta=0.2849083,
+    name="hoffmann2022-a3-unrounded",
+    label="Hoffmann et al. 2022, Approach 3 (unrounded TeX-source values)",
     source=(
-        "Hoffmann et al. 2022 eq. 10 unrounded values (a=6.0073404, b=6.0179186, e=0.5267228, "
-        "alpha=0.33917084, beta=0.2849083) as recovered by Besiroglu et al. 2024 from the TeX source"
+        "Hoffmann et al. 2022 eq. 10 (App. D.2), unrounded log-parameters a, b, e and exponents "
+        "as recovered by Besiroglu et al. 2024 from the TeX source"
     ),
 )
 
@@ -261,14 +267,14 @@ EPOCH_2024 = ParametricLaw(
 )
 
 #: Muennighoff et al. 2023 parametric fit (used for the repeated-data analysis).
-MUENNIGHOFF_2023 = ParametricLaw(
-    name="muennighoff2023",
-    label="Muennighoff et al. 2023 (data-constrained fit, single-epoch form)",
-    E=math.exp(0.6254804),
-    A=math.exp(6.255414),
-    B=math.exp(7.3049974),
+MUENNIGHOFF_2023 = ParametricLaw.from_logs(
+    a=6.255414,
+    b=7.3049974,
+    e=0.6254804,
     alpha=0.3526596,
     beta=0.3526596,
+    name="muennighoff2023",
+    label="Muennighoff et al. 2023 (data-constrained fit, single-epoch form)",
     source=(
         "Muennighoff et al. 2023, 'Scaling Data-Constrained Language Models', arXiv:2305.16264; "
         "constants from huggingface/datablations README 'Parametric Fit'"
