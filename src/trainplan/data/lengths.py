@@ -17,7 +17,9 @@ padding, and costs compute in proportion, attention aside):
   used to check it on small cases, and ``benchmarks/packing.py`` compares both with a brute-force
   optimum.
 
-Everything is vectorised with numpy: 10 million lengths take well under a second to analyse.
+Everything is vectorised with numpy: all four policies on 10 million lengths take about 2 s on
+2 CPU cores, the packing alone 0.05 s (``benchmarks/packing.py``; most of the time is the random
+permutation and the gathers of the two batched policies).
 """
 
 from __future__ import annotations
