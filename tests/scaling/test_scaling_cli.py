@@ -228,3 +228,13 @@ def test_every_budget_command_takes_the_budget_options(command):
     assert r.exit_code == 0, r.output
     b = json.loads(r.output)["budget"]
     assert b["mfu"] == 0.5 and b["gpu_hours"] == 1e5 and b["gpu"] == "h100_sxm"
+
+
+def test_scipy_and_matplotlib_stay_lazy():
+    import subprocess
+    import sys
+
+    code = ("import sys, trainplan.cli, trainplan.scaling.cli, trainplan.scaling.allocate, trainplan.scaling.fit, "
+            "trainplan.scaling.plots; print(sorted({m.split('.')[0] for m in sys.modules} & {'scipy', 'matplotlib'}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

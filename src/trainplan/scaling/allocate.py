@@ -16,7 +16,6 @@ from dataclasses import asdict, dataclass
 from typing import Any, Iterable, Sequence
 
 import numpy as np
-from scipy.optimize import minimize_scalar
 
 from trainplan.errors import InputError, require_positive
 from trainplan.scaling.laws import (
@@ -190,6 +189,8 @@ def data_constrained_optimum(
     flops: float, unique_tokens: float, law: ParametricLaw = MUENNIGHOFF_2023
 ) -> DataConstrainedResult:
     """Minimise the data-constrained loss over N at fixed C = 6ND (Muennighoff et al. 2023 §3-4)."""
+    from scipy.optimize import minimize_scalar  # lazy: scipy is slow to import
+
     c = _check_positive("flops", flops)
     u = _check_positive("unique_tokens", unique_tokens)
     n0, d0 = law.optimal(c)
@@ -280,6 +281,8 @@ def inference_aware(
     Epoch's refit; Sardana and Frankle used Hoffmann et al. 2022's Approach-3 fit, whose unrounded
     values reproduce their 13B -> 7B example at 2T inference tokens).
     """
+    from scipy.optimize import minimize_scalar  # lazy: scipy is slow to import
+
     lw = _resolve(law)
     if not isinstance(lw, ParametricLaw):
         raise InputError("law", lw.name, "a law with a loss of the form E + A/N^alpha + B/D^beta")

@@ -1,7 +1,8 @@
 """``trainplan scale``: budget -> (N, D) under each law, fitting your own law, and beyond.
 
-Mounted by the main CLI with ``app.add_typer(scale_app, name="scale")``. numpy/scipy are imported
-inside the commands so that mounting stays light.
+Mounted by the main CLI with ``app.add_typer(scale_app, name="scale")``. numpy and the scaling
+modules are imported inside the commands so that mounting stays light; scipy only where a command
+optimises (repeated data, inference-aware sizing, fitting) and matplotlib only for ``--plot``.
 """
 
 from __future__ import annotations

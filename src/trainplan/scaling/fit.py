@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 import numpy as np
-from scipy.optimize import minimize
 
 from trainplan.errors import InputError
 from trainplan.scaling._io import write_atomic as write_text_atomic  # also used by trainplan.measure.cli
@@ -227,6 +226,8 @@ def _grid_objectives(starts: np.ndarray, data, delta: float) -> np.ndarray:
 
 def _best_fit(data, delta: float, grid, max_starts: int | None) -> tuple[np.ndarray, float, int]:
     """L-BFGS from the grid (or its most promising ``max_starts`` points), then a tight polish."""
+    from scipy.optimize import minimize  # lazy: scipy is slow to import
+
     starts = init_grid(grid)
     if max_starts is not None and max_starts < len(starts):
         if max_starts < 1:
@@ -249,6 +250,8 @@ def _best_fit(data, delta: float, grid, max_starts: int | None) -> tuple[np.ndar
 
 
 def _minimise(theta0: np.ndarray, data: tuple[np.ndarray, np.ndarray, np.ndarray], delta: float):
+    from scipy.optimize import minimize
+
     return minimize(
         _objective_and_grad, theta0, args=(*data, delta), jac=True, method="L-BFGS-B", options=_L_BFGS_OPTIONS
     )
