@@ -9,7 +9,7 @@ from typing import Optional
 
 import typer
 
-from trainplan.errors import InputError, MissingExtraError, TrainplanError
+from trainplan.errors import TrainplanError
 
 app = typer.Typer(
     name="trainplan", no_args_is_help=False, add_completion=False, rich_markup_mode="rich",
@@ -76,7 +76,7 @@ def estimate(
         inp = build_inputs(data)
         st = complete_strategy(inp.model, inp.job, inp.cluster, inp.strategy)
         est = build_estimate(inp.model, inp.job, inp.cluster, st)
-    except (TrainplanError, InputError, MissingExtraError) as e:
+    except TrainplanError as e:
         fail(e)
         return
     if as_json:
@@ -96,7 +96,7 @@ def models(as_json: bool = typer.Option(False, "--json")) -> None:
         for r in list_models():
             p = model_params(get_model(r["id"]))
             rows.append({**r, "params": p.total, "active": p.active})
-    except (InputError, MissingExtraError) as e:
+    except TrainplanError as e:
         fail(e)
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
@@ -117,7 +117,7 @@ def gpus(as_json: bool = typer.Option(False, "--json")) -> None:
     from trainplan.catalog.accelerators import get_accelerator, list_accelerators
     try:
         accs = [get_accelerator(i) for i in list_accelerators()]
-    except (InputError, MissingExtraError) as e:   # a bad $TRAINPLAN_CATALOG file
+    except TrainplanError as e:   # a bad $TRAINPLAN_CATALOG file
         fail(e)
     if as_json:
         typer.echo(json.dumps([a.model_dump() for a in accs], indent=2))
@@ -179,7 +179,7 @@ _register()
 def main() -> None:
     try:
         app()
-    except (InputError, MissingExtraError) as e:  # raised outside a command's own handler
+    except TrainplanError as e:  # raised outside a command's own handler
         print_error(e)                            # (typer.Exit would not be caught out here)
         sys.exit(2)
 

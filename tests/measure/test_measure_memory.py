@@ -118,13 +118,8 @@ def test_textbook_profile_is_not_what_pytorch_keeps():
 
 def test_estimate_applies_the_pytorch_profile():
     """``estimate(implementation='pytorch')`` gives the same total as the measured-profile
-    physics once patches/evaluate_pytorch_profile.diff is applied to costmodel/evaluate.py."""
+    physics (costmodel/evaluate.py calls overheads.hf_step_memory for this profile)."""
     from trainplan.costmodel.overheads import implementation_profile
-    import inspect
-    from trainplan.costmodel import evaluate as ev
-    if "hf_step_memory" not in inspect.getsource(ev):
-        pytest.xfail("costmodel/evaluate.py does not yet call hf_step_memory "
-                     "(patches/evaluate_pytorch_profile.diff)")
     assert implementation_profile("pytorch", "fp32").activations == "hf"
     m = llama()
     cfg = StepConfig(seq_len=128, micro_batch=2, precision="bf16_mixed", attn="sdpa")

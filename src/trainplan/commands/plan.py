@@ -54,11 +54,11 @@ def plan_command(
     against cost; optionally write launch files for the winner."""
     args = dict(locals())
     from trainplan.cli import fail
-    from trainplan.errors import InputError, MissingExtraError, TrainplanError
+    from trainplan.errors import TrainplanError
 
     try:
         result, sweep, paths = _run(**args)
-    except (TrainplanError, InputError, MissingExtraError) as e:
+    except TrainplanError as e:
         fail(e)
         return
     if as_json:
