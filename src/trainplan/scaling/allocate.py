@@ -29,8 +29,6 @@ from trainplan.scaling.laws import (
 )
 
 
-_check_positive = require_positive
-
 
 def _resolve(law: Any) -> Any:
     return get_law(law) if isinstance(law, str) else law
@@ -60,7 +58,7 @@ class Allocation:
 
 def optimal_allocation(flops: float, law: Any = DEFAULT_LAW) -> Allocation:
     """Compute-optimal (N, D) for ``flops`` under ``law`` (a law object or a registered name)."""
-    c = _check_positive("flops", flops)
+    c = require_positive("flops", flops)
     lw = _resolve(law)
     n, d = lw.optimal(c)
     loss = lw.loss(n, d)
@@ -103,13 +101,13 @@ def isoflop_curve(
 
     Returns ``None`` for laws without a loss function (Hoffmann Approaches 1 and 2).
     """
-    c = _check_positive("flops", flops)
+    c = require_positive("flops", flops)
     lw = _resolve(law)
     n_opt, _ = lw.optimal(c)
     if n_params is None:
         n = np.geomspace(float(n_opt) / span, float(n_opt) * span, n_points)
     else:
-        n = np.array([_check_positive("n_params", x) for x in n_params])
+        n = np.array([require_positive("n_params", x) for x in n_params])
     d = tokens_for_compute(c, n)
     loss = lw.loss(n, d)
     if loss is None:
@@ -191,8 +189,8 @@ def data_constrained_optimum(
     """Minimise the data-constrained loss over N at fixed C = 6ND (Muennighoff et al. 2023 §3-4)."""
     from scipy.optimize import minimize_scalar  # lazy: scipy is slow to import
 
-    c = _check_positive("flops", flops)
-    u = _check_positive("unique_tokens", unique_tokens)
+    c = require_positive("flops", flops)
+    u = require_positive("unique_tokens", unique_tokens)
     n0, d0 = law.optimal(c)
 
     def objective(log_n: float) -> float:
@@ -292,11 +290,11 @@ def inference_aware(
     if (flops is None) == (target_loss is None):
         raise InputError("budget", "flops/target_loss", "give exactly one of flops or target_loss")
     if flops is not None:
-        c = _check_positive("flops", flops)
+        c = require_positive("flops", flops)
         n_c, d_c = lw.optimal(c)
         target = float(lw.loss(n_c, d_c))
     else:
-        target = _check_positive("target_loss", target_loss)
+        target = require_positive("target_loss", target_loss)
         if target <= lw.E:
             raise InputError("target_loss", target_loss, f"a loss above the law's floor E = {lw.E:.4g}")
         n_c, d_c = _compute_optimal_for_loss(target, lw)
@@ -384,7 +382,7 @@ GAS_HEURISTIC_WARNING = (
 
 def gas_heuristic(global_batch: int) -> int:
     """The source document's 'golden ratio' GAS = ceil(sqrt(batch/4)). A labelled heuristic only."""
-    b = _check_positive("batch", global_batch)
+    b = require_positive("batch", global_batch)
     return math.ceil(math.sqrt(b / 4.0))
 
 
@@ -415,9 +413,9 @@ def batch_advice(
     Without ``loss``, B_crit uses Kaplan's own L(N, D) at his frontier for ``flops`` (same data set and
     units as his B_crit fit).
     """
-    c = _check_positive("flops", flops)
+    c = require_positive("flops", flops)
     if seq_len is not None:
-        seq_len = int(_check_positive("seq_len", seq_len))
+        seq_len = int(require_positive("seq_len", seq_len))
     b_opt = float(deepseek_batch_size(c))
     if loss is None:
         from trainplan.scaling.laws import KAPLAN_2020
@@ -426,7 +424,7 @@ def batch_advice(
         loss_v = float(KAPLAN_2020.loss(n, d))
         loss_src = "Kaplan L(N,D) at his frontier for this budget (WebText2 nats)"
     else:
-        loss_v = _check_positive("loss", loss)
+        loss_v = require_positive("loss", loss)
         loss_src = "given"
     gas = gas_heuristic(global_batch) if global_batch is not None else None
     return BatchAdvice(
@@ -534,7 +532,7 @@ def multimodal_advice(
     (``ref_flops``, ``ref_n_params``, ``ref_tokens``), it is also scaled to ``flops`` with Shukor
     et al. 2025's exponents for the chosen fusion.
     """
-    c = _check_positive("flops", flops)
+    c = require_positive("flops", flops)
     if fusion not in SHUKOR_2025_EXPONENTS:
         raise InputError("fusion", fusion, "one of " + ", ".join(SHUKOR_2025_EXPONENTS))
     if not 0 <= padding < 1:
@@ -547,7 +545,7 @@ def multimodal_advice(
     if any(r is not None for r in refs):
         if any(r is None for r in refs):
             raise InputError("reference", refs, "all three of ref_flops, ref_n_params, ref_tokens")
-        rf, rn, rd = (_check_positive(k, v) for k, v in zip(("ref_flops", "ref_n_params", "ref_tokens"), refs))
+        rf, rn, rd = (require_positive(k, v) for k, v in zip(("ref_flops", "ref_n_params", "ref_tokens"), refs))
         sn, sd = shukor_scale(c, rf, rn, rd, fusion)
         scaled_n, scaled_d = float(sn), float(sd)
         ref = {"flops": rf, "n_params": rn, "tokens": rd}

@@ -105,8 +105,6 @@ def _accelerator(gpu: str):
     return get_accelerator(gpu)  # raises InputError listing the known ids
 
 
-_positive = require_positive
-
 
 def _check_floor(flops: float, what: str) -> None:
     if flops < MIN_FLOPS:
@@ -143,10 +141,10 @@ def flops_from_budget(
             "exactly one of --flops, --gpu-hours, --dollars, --deadline-days",
         )
     field_name, value = next(iter(given.items()))
-    value = _positive(field_name, value)
+    value = require_positive(field_name, value)
     kind = "deadline" if field_name == "deadline_days" else field_name
     if mfu is not None:                        # checked even where a FLOPs budget ignores it
-        mfu = _positive("mfu", mfu)
+        mfu = require_positive("mfu", mfu)
         if mfu > 1:
             raise InputError("mfu", mfu, "a fraction in (0, 1]")
     if kind == "flops":
@@ -170,7 +168,7 @@ def flops_from_budget(
     price = price_src = None
     if kind == "dollars":
         if usd_per_gpu_hour is not None:
-            price, price_src = _positive("usd_per_gpu_hour", usd_per_gpu_hour), "given"
+            price, price_src = require_positive("usd_per_gpu_hour", usd_per_gpu_hour), "given"
         elif acc.usd_per_gpu_hour:
             price, price_src = float(acc.usd_per_gpu_hour), acc.price_source or "catalog default price"
         else:

@@ -18,7 +18,7 @@ from typing import Any, Iterator, List, Optional
 
 import typer
 
-from trainplan.errors import InputError, MissingExtraError
+from trainplan.errors import InputError, MissingExtraError, require_positive
 
 scale_app = typer.Typer(
     name="scale",
@@ -220,7 +220,6 @@ def scale(
 
         laws = _laws(law, law_file)
         rows = [al.optimal_allocation(budget.flops, lw) for lw in laws]
-        curves = [c for c in (al.isoflop_curve(budget.flops, lw) for lw in laws) if c is not None]
         grid = _common_isoflop_grid(rows)
         table_curves = {}
         for lw in laws:
@@ -228,8 +227,8 @@ def scale(
             if cur is not None:
                 table_curves[lw.name] = cur
         repeated = None
-        if epochs is not None and not (epochs > 0 and math.isfinite(epochs)):
-            raise InputError("epochs", epochs, "a finite number > 0")
+        if epochs is not None:
+            require_positive("epochs", epochs)
         if unique_tokens is not None:
             repeated = al.data_constrained_optimum(budget.flops, unique_tokens).to_dict()
             if epochs is not None:
@@ -244,6 +243,7 @@ def scale(
         if plot is not None:
             from trainplan.scaling.plots import plot_isoflop
 
+            curves = [c for c in (al.isoflop_curve(budget.flops, lw) for lw in laws) if c is not None]
             plot_path = plot_isoflop(curves, rows, plot)
 
         if as_json:
@@ -299,13 +299,9 @@ def _print_allocation_tables(budget, rows, curves, grid, repeated, inference, pl
 
         from trainplan.scaling.laws import tokens_for_compute
 
+        best = {name: int(np.argmin(cur.loss)) for name, cur in curves.items()}
         for i, n in enumerate(grid):
-            losses = []
-            for name, cur in curves.items():
-                vals = cur.loss
-                best = int(np.argmin(vals))
-                mark = " *" if i == best else ""
-                losses.append(f"{vals[i]:.4f}{mark}")
+            losses = [f"{cur.loss[i]:.4f}{' *' if i == best[name] else ''}" for name, cur in curves.items()]
             it.add_row(_si(n), _si(float(tokens_for_compute(budget.flops, n))), *losses)
         c.print(it)
         c.print("* = lowest loss on this grid", style="dim")
@@ -387,8 +383,7 @@ def fit_command(
                          label=f"fitted to {runs_csv.name} ({len(runs)} runs)")
         band = None
         if budget_flops is not None:
-            if not (budget_flops > 0 and math.isfinite(budget_flops)):
-                raise InputError("budget-flops", budget_flops, "a finite number > 0")
+            require_positive("budget-flops", budget_flops)
             band = result.allocation(budget_flops)
         saved = save_law(result, out) if out is not None else None
         plotted = None
@@ -460,12 +455,10 @@ def repeat_command(
     with _handled():
         import trainplan.scaling.allocate as al
 
-        if not (unique_tokens > 0 and math.isfinite(unique_tokens)):
-            raise InputError("unique-tokens", unique_tokens, "a finite number > 0")
+        require_positive("unique-tokens", unique_tokens)
         out: dict[str, Any] = {"unique_tokens": unique_tokens}
         if epochs is not None:
-            if not (epochs > 0 and math.isfinite(epochs)):
-                raise InputError("epochs", epochs, "a finite number > 0")
+            require_positive("epochs", epochs)
             eff = float(al.effective_data(unique_tokens, epochs))
             out.update(epochs=epochs, tokens_seen=unique_tokens * epochs, effective_tokens=eff,
                        value_vs_fresh=eff / (unique_tokens * epochs))

@@ -206,10 +206,8 @@ def _objective_and_grad(theta: np.ndarray, log_n: np.ndarray, log_d: np.ndarray,
     x3 = np.exp(e - m)
     s = x1 + x2 + x3
     r = m + np.log(s) - log_l
-    ar = np.abs(r)
-    small = ar <= delta
-    f = np.where(small, 0.5 * r * r, delta * (ar - 0.5 * delta)).sum()
-    g = np.clip(r, -delta, delta) / s
+    f = huber(r, delta).sum()
+    g = np.clip(r, -delta, delta) / s  # d huber / dr = clip(r, -delta, delta)
     g1 = g * x1
     g2 = g * x2
     grad = np.array([g1.sum(), g2.sum(), (g * x3).sum(), -(g1 @ log_n), -(g2 @ log_d)])

@@ -282,26 +282,21 @@ MUENNIGHOFF_2023 = ParametricLaw.from_logs(
 )
 
 #: Laws shown by ``trainplan scale`` by default, in display order.
-NAMED_LAWS: dict[str, Any] = {
+NAMED_LAWS: dict[str, Law] = {
     law.name: law
     for law in (KAPLAN_2020, HOFFMANN_A1, HOFFMANN_A2, HOFFMANN_A3, HOFFMANN_A3_UNROUNDED, EPOCH_2024)
 }
 
 #: Every law that can be asked for by name (the defaults plus extras).
-ALL_LAWS: dict[str, Any] = {**NAMED_LAWS, MUENNIGHOFF_2023.name: MUENNIGHOFF_2023}
+ALL_LAWS: dict[str, Law] = {**NAMED_LAWS, MUENNIGHOFF_2023.name: MUENNIGHOFF_2023}
 
 #: The law used when one law is needed (Epoch's refit, as science.md §D recommends).
 DEFAULT_LAW = EPOCH_2024
 
 
-def get_law(name: str) -> Any:
+def get_law(name: str) -> Law:
     """Return the named law, or raise :class:`InputError` listing the known names."""
     try:
         return ALL_LAWS[name]
     except KeyError:
         raise InputError("law", name, "one of " + ", ".join(ALL_LAWS)) from None
-
-
-def tokens_per_param(n_params: Any, tokens: Any) -> Any:
-    """Tokens per parameter D / N."""
-    return np.asarray(tokens, dtype=float) / np.asarray(n_params, dtype=float)
