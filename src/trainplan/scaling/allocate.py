@@ -125,7 +125,7 @@ R_N_STAR = 5.309743
 
 
 def effective_tokens(total_tokens: Any, unique_tokens: Any, r_star: float = R_D_STAR) -> Any:
-    """Effective data D' = U + U R*(1 - exp(-R/R*)), R = D/U - 1 repetitions (Muennighoff et al. 2023 §3.1, arXiv:2305.16264).
+    """Effective data D' = U + U R*(1 - exp(-R/R*)), R = D/U - 1 repetitions (Muennighoff et al. 2023, arXiv:2305.16264).
 
     With D <= U (no repetition) D' = D.
     """
@@ -136,12 +136,12 @@ def effective_tokens(total_tokens: Any, unique_tokens: Any, r_star: float = R_D_
 
 
 def effective_data(unique_tokens: Any, epochs: Any) -> Any:
-    """Effective data of ``epochs`` passes over ``unique_tokens`` (Muennighoff et al. 2023 §3.1, arXiv:2305.16264)."""
+    """Effective data of ``epochs`` passes over ``unique_tokens`` (Muennighoff et al. 2023, arXiv:2305.16264)."""
     return effective_tokens(np.asarray(unique_tokens, dtype=float) * np.asarray(epochs, dtype=float), unique_tokens)
 
 
 def effective_params(n_params: Any, unique_params: Any, r_star: float = R_N_STAR) -> Any:
-    """Effective parameters N' = U_N + U_N R_N*(1 - exp(-R_N/R_N*)), R_N = N/U_N - 1 (Muennighoff et al. 2023 §3.1)."""
+    """Effective parameters N' = U_N + U_N R_N*(1 - exp(-R_N/R_N*)), R_N = N/U_N - 1 (Muennighoff et al. 2023)."""
     return effective_tokens(n_params, unique_params, r_star)
 
 
@@ -153,7 +153,7 @@ def optimal_params_for_tokens(tokens: Any, law: ParametricLaw = MUENNIGHOFF_2023
 
 
 def data_constrained_loss(n_params: Any, tokens: Any, unique_tokens: Any, law: ParametricLaw = MUENNIGHOFF_2023) -> Any:
-    """L(N', D') with repeated data and excess parameters (Muennighoff et al. 2023 §3.1).
+    """L(N', D') with repeated data and excess parameters (Muennighoff et al. 2023).
 
     U_N = min(N, N_opt(U_D)) is the compute-optimal size for one epoch of the unique data.
     """
@@ -186,7 +186,7 @@ class DataConstrainedResult:
 def data_constrained_optimum(
     flops: float, unique_tokens: float, law: ParametricLaw = MUENNIGHOFF_2023
 ) -> DataConstrainedResult:
-    """Minimise the data-constrained loss over N at fixed C = 6ND (Muennighoff et al. 2023 §3-4)."""
+    """Minimise the data-constrained loss over N at fixed C = 6ND (Muennighoff et al. 2023)."""
     from scipy.optimize import minimize_scalar  # lazy: scipy is slow to import
 
     c = require_positive("flops", flops)
@@ -272,7 +272,7 @@ def inference_aware(
     target_loss: float | None = None,
     law: Any = DEFAULT_LAW,
 ) -> InferenceAwareResult:
-    """The model that reaches a loss at least cost over its lifetime (Sardana and Frankle 2023, arXiv:2401.00448 §2).
+    """The model that reaches a loss at least cost over its lifetime (Sardana and Frankle 2023, arXiv:2401.00448).
 
     The quality target is ``target_loss``, or the loss of the compute-optimal model for ``flops``.
     Minimises 6 N D(N) + 2 N D_inf over N, where D(N) reaches the target under ``law`` (default:

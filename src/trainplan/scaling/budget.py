@@ -14,8 +14,9 @@ from typing import Any
 from trainplan.errors import InputError, require_positive
 from trainplan.scaling.laws import DEFAULT_LAW, training_flops
 
-#: MFU assumed when the cost model cannot be asked (typical of large, well-tuned LLM runs:
-#: A100 0.5-0.6, science.md / hardware.json rules_of_thumb; 0.40 leaves room for real-world loss).
+#: MFU assumed when the cost model cannot be asked. Large, well-tuned LLM runs reach 0.5-0.6 on A100
+#: (stas00/ml-engineering, compute/accelerator/README.md, "Maximum Achievable FLOPS"; recorded in the
+#: reference hardware.json rules_of_thumb.typical_training_mfu); 0.40 leaves room for real-world loss.
 DEFAULT_MFU = 0.40
 DEFAULT_MFU_SOURCE = "assumed MFU 0.40 (typical large-run MFU; pass --mfu to override)"
 

@@ -6,7 +6,8 @@ The procedure is the one of Hoffmann et al. 2022 §3.3 / App. D.2 as corrected b
 * parametrise with logs (LSE form): log L_hat = LSE(a - alpha log N, b - beta log D, e), so that
   A = e^a, B = e^b, E = e^e;
 * minimise the **sum** (not the mean: a mean shrinks the objective so much that L-BFGS stops early,
-  Besiroglu et al. 2024 §3) of Huber_delta(log L_hat - log L) with delta = 1e-3;
+  which Besiroglu et al. 2024 give as a reason the published fit is off) of
+  Huber_delta(log L_hat - log L) with delta = 1e-3;
 * L-BFGS (``scipy.optimize.minimize``, method L-BFGS-B) from every point of the grid
   alpha, beta in {0, 0.5, ..., 2}, e in {-1, -0.5, ..., 1}, a, b in {0, 5, ..., 25}; keep the best;
 * confidence intervals by the nonparametric bootstrap: resample runs with replacement, refit
@@ -188,7 +189,7 @@ def huber(r: Any, delta: float = HUBER_DELTA) -> Any:
 
 
 def log_loss_lse(theta: Sequence[float], log_n: Any, log_d: Any) -> Any:
-    """log L_hat = LSE(a - alpha log N, b - beta log D, e) (Besiroglu et al. 2024 eq. 2)."""
+    """log L_hat = LSE(a - alpha log N, b - beta log D, e) (Hoffmann et al. 2022 App. D.2; as coded by Besiroglu et al. 2024)."""
     a, b, e, alpha, beta = theta
     t1 = a - alpha * np.asarray(log_n)
     t2 = b - beta * np.asarray(log_d)

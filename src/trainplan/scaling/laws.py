@@ -262,7 +262,7 @@ EPOCH_2024 = ParametricLaw(
     beta=0.3658,
     source=(
         "Besiroglu, Erdil, Barnett, You 2024, 'Chinchilla Scaling: A replication attempt', "
-        "arXiv:2404.10102, refit of Hoffmann et al. 2022 Fig. 4 data (their Table 1 / notebook)"
+        "arXiv:2404.10102, refit of Hoffmann et al. 2022 Fig. 4 data (outputs of their data_analysis.ipynb)"
     ),
 )
 
