@@ -45,12 +45,15 @@ def write_files(files: dict[str, str], out_dir: Path, *, force: bool = False,
     return written
 
 
-def atomic_write(path: Path, text: str, mode: int = 0o644) -> None:
-    """Write ``text`` to ``path`` through a temporary file in the same folder and os.replace."""
+def atomic_write(path: Path, text: str | bytes, mode: int = 0o644) -> None:
+    """Write ``text`` (str as UTF-8, or bytes) to ``path`` through a temporary file in the same
+    folder and os.replace; on any error the temporary file is removed and nothing is replaced.
+    The one atomic writer of the project (exports, fitted laws, plots, measured profiles)."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
+        with (os.fdopen(fd, "wb") if isinstance(text, bytes)
+              else os.fdopen(fd, "w", encoding="utf-8")) as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())

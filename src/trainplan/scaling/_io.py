@@ -1,4 +1,5 @@
-"""Atomic file writes for ``trainplan scale`` (law files, plots): a temp file in the same folder, then os.replace.
+"""Output paths for ``trainplan scale`` (law files, plots), written with the project's atomic
+writer (``trainplan.export.write.atomic_write``).
 
 A reader never sees a half-written file; a failed write leaves no temp file behind. Errors are
 :class:`InputError` naming the path, so the CLI prints one line and exits with status 2.
@@ -7,7 +8,6 @@ A reader never sees a half-written file; a failed write leaves no temp file behi
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
 from trainplan.errors import InputError
@@ -24,18 +24,12 @@ def check_target(path: str | os.PathLike[str], what: str = "output path") -> Pat
 
 
 def write_atomic(path: str | os.PathLike[str], data: str | bytes, what: str = "output path") -> Path:
-    """Write ``data`` (text as UTF-8, or bytes) to ``path`` via a temp file in the same folder and os.replace."""
+    """Check the target, then write ``data`` with the project's atomic writer
+    (``trainplan.export.write.atomic_write``); OS errors become an InputError naming the path."""
+    from trainplan.export.write import atomic_write
     p = check_target(path, what)
-    tmp = None
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
-        with (os.fdopen(fd, "wb") if isinstance(data, bytes) else os.fdopen(fd, "w", encoding="utf-8")) as fh:
-            fh.write(data)
-        os.replace(tmp, p)
-        tmp = None
+        atomic_write(p, data)
     except OSError as exc:
         raise InputError(what, str(path), f"a writable file path ({exc.strerror or exc})") from None
-    finally:
-        if tmp is not None and os.path.exists(tmp):
-            os.unlink(tmp)
     return p

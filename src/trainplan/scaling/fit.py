@@ -31,7 +31,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from trainplan.errors import InputError
-from trainplan.scaling._io import write_atomic as write_text_atomic  # also used by trainplan.measure.cli
+from trainplan.scaling._io import write_atomic as write_text_atomic
 from trainplan.scaling.laws import ParametricLaw, tokens_for_compute
 
 #: Huber threshold on log-loss residuals (Hoffmann et al. 2022 App. D.2; Besiroglu et al. 2024).
