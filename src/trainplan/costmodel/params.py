@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from trainplan.data.tokens import fixed_resolution_tokens
 from trainplan.spec.model import Model, Projector, Stack
 
 
@@ -104,7 +105,7 @@ def vision_embedding_params(stack: Stack) -> int:
     embedding h, position table (patches + 1) * h, pre-LayerNorm 2h.
     """
     h = stack.hidden
-    n_patches = (stack.image_size // stack.patch_size) ** 2
+    n_patches = fixed_resolution_tokens(stack.image_size, stack.patch_size)
     n = stack.channels * stack.patch_size ** 2 * stack.temporal_patch * h
     if stack.class_token:
         n += h
