@@ -7,7 +7,6 @@ the accelerator catalog (:mod:`trainplan.catalog`), each with its source.
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
