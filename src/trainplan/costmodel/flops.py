@@ -28,8 +28,9 @@ def linear_flops_per_token(stack: Stack) -> dict[str, float]:
     qkv: 2*h*(a + 2*kv)*d; out: 2*a*d*h; mlp: 2*h*f per matrix (3 for SwiGLU, 2 for GeLU).
     For MoE layers the FFN is top_k routed + shared experts (plus the router) per token.
     """
+    from trainplan.costmodel.params import mlp_matrices
     h, d, a, kv = stack.hidden, stack.d_head, stack.heads, stack.n_kv
-    n_mlp = 3 if stack.mlp == "swiglu" else 2
+    n_mlp = mlp_matrices(stack)
     out = {
         "qkv": 2.0 * h * (a + 2 * kv) * d,
         "attn_out": 2.0 * a * d * h,

@@ -31,12 +31,17 @@ def attention_params(stack: Stack) -> int:
     return n
 
 
+def mlp_matrices(stack: Stack) -> int:
+    """Weight matrices of one FFN: SwiGLU has gate, up and down (3; Shazeer 2020, eq. 6);
+    a GeLU MLP has up and down (2; Vaswani et al. 2017 sec. 3.3)."""
+    return 3 if stack.mlp == "swiglu" else 2
+
+
 def mlp_params(stack: Stack, ffn: int | None = None) -> int:
-    """Dense FFN: SwiGLU has gate, up, down (3*h*f); GeLU MLP has up, down (2*h*f)."""
+    """Dense FFN: ``mlp_matrices`` h x f matrices, plus biases (f per up/gate matrix, h for down)."""
     h, f = stack.hidden, ffn or stack.ffn_hidden
-    if stack.mlp == "swiglu":
-        return 3 * h * f + ((2 * f + h) if stack.mlp_bias else 0)
-    return 2 * h * f + ((f + h) if stack.mlp_bias else 0)
+    n = mlp_matrices(stack)
+    return n * h * f + (((n - 1) * f + h) if stack.mlp_bias else 0)
 
 
 def router_params(stack: Stack) -> int:
@@ -170,7 +175,7 @@ def lora_params(stack: Stack, r: int) -> int:
     for each adapted d_in x d_out matrix, in every layer."""
     h, d, a, kv, f = stack.hidden, stack.d_head, stack.heads, stack.n_kv, stack.ffn_hidden
     per = r * ((h + a * d) + 2 * (h + kv * d) + (a * d + h))
-    per += r * (3 if stack.mlp == "swiglu" else 2) * (h + f)
+    per += r * mlp_matrices(stack) * (h + f)
     return per * stack.layers
 
 

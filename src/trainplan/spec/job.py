@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, PositiveInt, model_validator
 
@@ -31,8 +31,14 @@ class Job(Spec):
     frozen: tuple[str, ...] = Field((), description="stack or projector names kept frozen")
     lora_rank: int = Field(16, ge=1)
     dropout: bool = Field(False, description="dropout in attention and MLP (GPT-style); masks are kept")
-    implementation: Literal["analytic", "pytorch", "megatron", "fsdp", "deepspeed"] = Field(
-        "megatron", description="implementation profile for memory overheads")
+    framework: str = Field(
+        "megatron", description="training framework profile (`trainplan frameworks`): megatron, "
+        "torchtitan, fsdp, deepspeed, pytorch (DDP / HF Trainer), analytic; aliases accepted")
+    compile: bool = Field(False, description="torch.compile on (fuses elementwise ops where the "
+                          "framework profile says so)")
+    adamw_impl: Literal["foreach", "fused"] = Field(
+        "foreach", description="AdamW implementation: foreach allocates a moment-sized temporary "
+        "at the step, fused none (torch.optim.AdamW)")
     # multimodal workload (used when the model has vision stacks)
     images_per_sample: float = Field(0.0, ge=0)
     image_size: int | None = Field(None, gt=0, description="image side in pixels (default: tower's)")
@@ -44,6 +50,29 @@ class Job(Spec):
     loader_workers: int | None = Field(None, ge=1, description="loader workers per GPU")
     packing_efficiency: float = Field(1.0, gt=0, le=1.0,
                                       description="useful tokens / processed tokens")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _framework(cls, data: Any) -> Any:
+        """``implementation`` (v0.1) folds into ``framework``; names resolve to catalog ids."""
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        impl = data.pop("implementation", None)
+        if impl is not None:
+            if data.get("framework") not in (None, impl):
+                raise ValueError(f"give framework ({data['framework']!r}) or implementation "
+                                 f"({impl!r}), not both")
+            data["framework"] = impl
+        if isinstance(data.get("framework"), str):
+            from trainplan.catalog.frameworks import get_framework
+            data["framework"] = get_framework(data["framework"]).id
+        return data
+
+    @property
+    def implementation(self) -> str:
+        """The framework id (the v0.1 name of this field)."""
+        return self.framework
 
     @model_validator(mode="after")
     def _check(self) -> "Job":

@@ -1,0 +1,151 @@
+"""Training-framework profiles: data files (``catalog/data/frameworks.json``), one per framework.
+
+A profile says how a framework runs a step -- which elementwise ops it fuses, which matmuls run
+in FP8, how its data-parallel collectives are issued (one per bucket, per FSDP unit or for the
+whole stage) and what overlaps, which buffers it keeps, which layouts and recompute policies it
+offers. The cost model reads these fields; it has no ``if framework == ...`` branches.
+A user's own profile (``trainplan calibrate``, or a copy of one of these) is one more such file:
+``$TRAINPLAN_FRAMEWORKS`` may name a JSON file with a ``frameworks`` list that adds or replaces
+entries.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from functools import lru_cache
+from importlib import resources
+from typing import Literal
+
+from pydantic import Field, ValidationError
+
+from trainplan.errors import InputError, from_validation_error
+from trainplan.spec.base import Spec
+
+FUSION_GROUPS = ("norm", "rope", "swiglu", "bias_dropout_add", "cross_entropy")
+
+
+class FrameworkProfile(Spec):
+    """One training framework, as data (see the module docstring; each field's source is in
+    ``sources``)."""
+
+    id: str
+    name: str
+    aliases: tuple[str, ...] = ()
+    # ---- time
+    fused: tuple[str, ...] = Field((), description="elementwise op groups run as fused kernels")
+    fused_compiled: tuple[str, ...] | None = Field(
+        None, description="groups fused when the job is compiled (torch.compile)")
+    kernels_per_layer: float = Field(20.0, gt=0)
+    kernels_per_layer_compiled: float | None = Field(None, gt=0)
+    gemm_factor: dict[str, float] = Field(
+        default_factory=lambda: {"default": 1.0},
+        description="share of the accelerator's training GEMM ceiling this framework reaches, by "
+                    "architecture ('default' for the rest); calibration where not 1")
+    attn_factor: float = Field(1.0, gt=0, le=2.0, description="share of the accelerator's "
+                               "attention-kernel efficiency reached")
+    fp8_linear: bool = Field(False, description="runs linear-layer GEMMs in FP8 (attention BF16)")
+    fp8_weight_cache: bool = Field(False, description="casts weights to FP8 once per step, not "
+                                   "per micro-batch")
+    tp_exposed: float = Field(1.0, ge=0, le=1)
+    tp_bwd_overlap: float = Field(0.0, ge=0, le=1)
+    dp_overlap: float = Field(0.9, ge=0, le=1)
+    overlap_slowdown: float = Field(0.0, ge=0, le=1, description="share of the overlapped "
+                                    "communication time that still slows compute (SM and HBM "
+                                    "contention)")
+    dp_collective: Literal["stage", "bucket", "layer"] = Field(
+        "stage", description="how data-parallel gradients and ZeRO-3 gathers are issued")
+    dp_bucket_params: float = Field(0.0, ge=0, description="parameters per bucket ('bucket')")
+    zero3_collectives_per_layer: float = Field(0.0, ge=0, description="all-gathers issued per "
+                                               "layer under ZeRO-3 in one forward or backward "
+                                               "(0: one per layer)")
+    # ---- memory
+    grad_bytes: dict[str, float] = Field(default_factory=dict, description="gradient buffer bytes "
+                                         "per element by precision (none: the precision table)")
+    param_master_bytes: float | None = Field(None, description="bytes of the sharded parameter "
+                                             "when it is itself the fp32 master copy")
+    logits_fp32: bool = True
+    fixed_gib: float = Field(1.0, ge=0, description="CUDA context and NCCL communicators")
+    comm_buffer_bytes: float = Field(0.0, ge=0)
+    fragmentation: float = Field(0.05, ge=0, le=1, description="allocator reserve on activations "
+                                 "and transients")
+    optimizer_shard: Literal["dp", "dp_cp"] = "dp"
+    zero3_prefetch_layers: float = Field(2.0, ge=0)
+    activations: Literal["korthikanti", "hf"] = "korthikanti"
+    hf_param_bytes_amp: float | None = None
+    hf_weight_cast_bytes_amp: float = 0.0
+    optimizer_temp_bytes: dict[str, float] = Field(default_factory=dict, description="optimizer-"
+                                                   "step temporaries in moment-sized buffers, by "
+                                                   "AdamW implementation (foreach, fused)")
+    grads_persistent: bool = True
+    # ---- what the framework can run
+    max_zero: int = Field(3, ge=0, le=3)
+    max_zero_with_pp: int = Field(3, ge=0, le=3)
+    max_tp: int | None = Field(None, ge=1)
+    recompute: tuple[str, ...] = ("none", "selective", "full", "layers")
+    calibration: str = ""
+    sources: dict[str, str] = Field(default_factory=dict)
+
+    def is_fused(self, group: str, compiled: bool = False) -> bool:
+        """Whether the elementwise op group runs as one fused kernel."""
+        if compiled and self.fused_compiled is not None and group in self.fused_compiled:
+            return True
+        return group in self.fused
+
+    def kernels(self, compiled: bool = False) -> float:
+        if compiled and self.kernels_per_layer_compiled:
+            return self.kernels_per_layer_compiled
+        return self.kernels_per_layer
+
+    def gemm_share(self, arch: str) -> float:
+        return self.gemm_factor.get(arch, self.gemm_factor.get("default", 1.0))
+
+    def grad_bytes_for(self, precision: str, default: float) -> float:
+        return self.grad_bytes.get(precision, default)
+
+
+def _read() -> list[dict]:
+    text = resources.files("trainplan.catalog").joinpath("data/frameworks.json").read_text()
+    rows = json.loads(text)["frameworks"]
+    extra = os.environ.get("TRAINPLAN_FRAMEWORKS")
+    if extra:
+        try:
+            with open(extra, encoding="utf-8") as f:
+                more = json.load(f)["frameworks"]
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise InputError("$TRAINPLAN_FRAMEWORKS", extra,
+                             "a readable JSON file with a 'frameworks' list") from e
+        ids = {r.get("id") for r in more if isinstance(r, dict)}
+        rows = [r for r in rows if r["id"] not in ids] + list(more)
+    return rows
+
+
+@lru_cache(maxsize=4)
+def _catalog(env: str | None) -> dict[str, FrameworkProfile]:
+    out: dict[str, FrameworkProfile] = {}
+    for row in _read():
+        try:
+            p = FrameworkProfile(**row)
+        except (ValidationError, TypeError) as e:
+            raise (from_validation_error(e, "framework.") if isinstance(e, ValidationError)
+                   else InputError("framework", row, "a framework record")) from None
+        out[p.id] = p
+    return out
+
+
+def list_frameworks() -> list[FrameworkProfile]:
+    return list(_catalog(os.environ.get("TRAINPLAN_FRAMEWORKS")).values())
+
+
+def get_framework(name: str | FrameworkProfile) -> FrameworkProfile:
+    """A profile by id or alias (case-insensitive)."""
+    if isinstance(name, FrameworkProfile):
+        return name
+    cat = _catalog(os.environ.get("TRAINPLAN_FRAMEWORKS"))
+    key = str(name).strip().lower()
+    for p in cat.values():
+        if key == p.id or key in p.aliases:
+            return p
+    raise InputError("framework", name, "one of " + ", ".join(sorted(cat)),
+                     hint="aliases: " + "; ".join(f"{p.id}: {', '.join(p.aliases)}"
+                                                   for p in cat.values() if p.aliases))

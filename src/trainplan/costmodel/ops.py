@@ -1,0 +1,202 @@
+"""The op inventory of one transformer layer: each operation declared once.
+
+Every op of a layer (norms, q/k/v and output projections, rotary embedding, attention core,
+dropout and residual adds, the MLP matrices and their activation, MoE router and experts)
+declares its weights, forward FLOPs per token, the bytes it keeps for backward, the HBM bytes it
+moves when fused and when run as eager PyTorch kernels, how tensor parallelism splits it, its
+kernel class and whether it can run in FP8. Activation memory (:func:`kept_bytes_per_token`),
+elementwise traffic (:func:`elementwise_bytes_per_token`) and the GEMM list the time model runs
+(:func:`gemms`) all derive from this one table, as Calculon's ``llm/layers.py`` does.
+Weights and FLOPs come from :mod:`trainplan.costmodel.params` / :mod:`~.flops` (each defined
+there once); a test checks that the ops' weights add up to ``stack_params``.
+
+Byte counts are in elements of the activation dtype (x ``act_bytes`` at use), except the 1-byte
+dropout masks. Sources:
+
+* kept for backward: Korthikanti et al. 2022 sec. 4.1 (norm inputs 2h each, QKV input 2h, Q, K,
+  V, the out-projection input 2ad, the MLP input 2h, GeLU input and output 2f each or SwiGLU's
+  gate, up and product 2f each, 1-byte dropout masks; eager softmax 2as, its dropout mask as and
+  output 2as; FlashAttention keeps the fp32 log-sum-exp 4a instead, Dao et al. 2022 sec. 3.1).
+* fused traffic: one read and one write per element (norm: read h, write h; residual add: read
+  2h, write h; SwiGLU: read 2f, write f; RoPE: read and write q and k).
+* eager traffic: the kernels PyTorch runs for the reference code -- RMSNorm as in transformers'
+  ``LlamaRMSNorm``/``torch.nn.RMSNorm`` without compile (upcast, pow, mean, rsqrt-multiply,
+  downcast, weight multiply: 9 elements moved per element vs 2 fused); RoPE as
+  ``apply_rotary_pos_emb`` (q*cos, rotate_half's slice/neg/cat, *sin, add: 11 vs 2); SwiGLU as
+  ``act_fn(gate) * up`` (5 vs 3); LayerNorm and GeLU are single native kernels either way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from trainplan.costmodel import flops as fl
+from trainplan.costmodel import params as pm
+from trainplan.spec.model import Stack
+
+# Elements moved per element of the tensor by the eager kernels vs fused (module docstring).
+EAGER_RMSNORM_PASSES = 18.0 / 2.0
+EAGER_ROPE_PASSES = 11.0 / 2.0
+EAGER_SWIGLU_PASSES = 5.0 / 3.0
+
+
+@dataclass(frozen=True)
+class Op:
+    """One operation of a layer (per token; TP splits ``split`` ops always, the rest only with
+    sequence parallelism)."""
+
+    name: str
+    kind: str                  # "gemm" | "attention" | "elementwise"
+    group: str = ""            # fusion group of an elementwise op (catalog.frameworks)
+    flops: float = 0.0         # forward matmul FLOPs per token (before TP)
+    gemms: float = 0.0         # how many GEMMs make up ``flops`` (the saturation curve)
+    weights: float = 0.0       # parameters
+    keep: float = 0.0          # elements kept for backward per token (activation dtype)
+    keep_mask: float = 0.0     # 1-byte elements kept (dropout masks) per token, if dropout
+    io: float = 0.0            # elements read + written per token, fused
+    io_eager: float = 0.0      # elements read + written per token, as eager kernels
+    io_mask: float = 0.0       # 1-byte mask elements written per token, if dropout
+    split: bool = True         # work split by TP (heads/FFN columns); else replicated unless SP
+    keep_split: bool | None = None   # kept tensor split by TP (None: as ``split``)
+    fp8: bool = False          # a linear layer that FP8 recipes run in FP8
+    d_in: float = 0.0          # input features (FP8 casts)
+    d_out: float = 0.0         # output features (FP8 casts)
+
+
+def _mlp_ops(stack: Stack, f: float, gemm_flops: float, gemm_weights: float, tag: str,
+             gemm_count: float = 1.0) -> list[Op]:
+    h = stack.hidden
+    n = pm.mlp_matrices(stack)
+    if stack.mlp == "swiglu":
+        act = Op(f"{tag}act", "elementwise", "swiglu", keep=4.0 * f, io=3.0 * f,
+                 io_eager=3.0 * f * EAGER_SWIGLU_PASSES)
+    else:
+        act = Op(f"{tag}act", "elementwise", "act", keep=2.0 * f, io=2.0 * f, io_eager=2.0 * f)
+    up_w = gemm_weights * (n - 1) / n
+    return [
+        Op(f"{tag}up", "gemm", flops=gemm_flops * (n - 1) / n, gemms=(n - 1) * gemm_count,
+           weights=up_w, fp8=True, d_in=h, d_out=(n - 1) * f),
+        act,
+        Op(f"{tag}down", "gemm", flops=gemm_flops / n, gemms=gemm_count,
+           weights=gemm_weights - up_w, keep=2.0 * f, fp8=True, d_in=f, d_out=h),
+    ]
+
+
+@lru_cache(maxsize=256)
+def layer_ops(stack: Stack, moe_layer: bool = False) -> tuple[Op, ...]:
+    """The ops of one layer of ``stack`` (dense FFN, or the MoE FFN when ``moe_layer``)."""
+    h, d, a, kv = stack.hidden, stack.d_head, stack.heads, stack.n_kv
+    lin = fl.linear_flops_per_token(stack)
+    norm_w = pm.norm_params(stack)
+    rms = stack.norm == "rmsnorm"
+    norm_io_eager = 2.0 * h * (EAGER_RMSNORM_PASSES if rms else 1.0)
+    out_w = a * d * h + (h if stack.attn_out_bias else 0)
+    qk = (a + kv) * d
+    ops = [
+        Op("norm1", "elementwise", "norm", weights=norm_w, keep=2.0 * h, io=2.0 * h,
+           io_eager=norm_io_eager, split=False),
+        Op("qkv", "gemm", flops=lin["qkv"], gemms=3.0, weights=pm.attention_params(stack) - out_w,
+           keep=2.0 * h, keep_split=False, fp8=True, d_in=h, d_out=(a + 2 * kv) * d),
+        Op("rope", "elementwise", "rope", io=2.0 * qk if stack.position == "rope" else 0.0,
+           io_eager=2.0 * qk * EAGER_ROPE_PASSES if stack.position == "rope" else 0.0),
+        # Q, K and V; the scores or log-sum-exp are added by attention_kept_bytes (s-dependent)
+        Op("attention", "attention", keep=2.0 * qk + 2.0 * kv * d),
+        Op("out_proj", "gemm", flops=lin["attn_out"], gemms=1.0, weights=out_w, keep=2.0 * a * d,
+           fp8=True, d_in=a * d, d_out=h),
+        Op("dropout_add1", "elementwise", "bias_dropout_add", keep_mask=h, io=3.0 * h,
+           io_eager=3.0 * h, io_mask=h, split=False),
+        Op("norm2", "elementwise", "norm", weights=norm_w, keep=2.0 * h, io=2.0 * h,
+           io_eager=norm_io_eager, split=False),
+    ]
+    # the MLP input (2h, replicated) is kept once for the up/gate GEMM(s)
+    ops.append(Op("mlp_in", "elementwise", "", keep=2.0 * h, split=False))
+    if moe_layer and stack.moe:
+        m = stack.moe
+        f = m.expert_ffn_hidden * (m.top_k + m.shared_experts)
+        ops.append(Op("router", "gemm", flops=lin["router"], gemms=1.0,
+                      weights=pm.router_params(stack)))
+        ops += _mlp_ops(stack, f, lin["moe_mlp"], float(pm.mlp_params(stack, m.expert_ffn_hidden))
+                        * (m.num_experts + m.shared_experts), "expert_",
+                        gemm_count=float(m.top_k + m.shared_experts))
+    else:
+        ops += _mlp_ops(stack, stack.ffn_hidden, lin["mlp"], float(pm.mlp_params(stack)), "")
+    ops.append(Op("dropout_add2", "elementwise", "bias_dropout_add", keep_mask=h, io=3.0 * h,
+                  io_eager=3.0 * h, io_mask=h, split=False))
+    return tuple(ops)
+
+
+def attention_kept_bytes(stack: Stack, s, flash, rc, dropout, act_bytes):
+    """Bytes per token the attention core keeps beyond Q, K, V: eager softmax output 2as (+ its
+    dropout mask as and output 2as with dropout), or FlashAttention's fp32 log-sum-exp 4a;
+    nothing under selective recompute (Korthikanti et al. 2022 sec. 5)."""
+    a = stack.heads
+    sc = act_bytes / 2.0
+    s = np.asarray(s, dtype=float)
+    eager = (2.0 + 3.0 * (1.0 if dropout else 0.0)) * a * s * sc
+    kept = np.where(flash, 4.0 * a, eager)
+    return np.where(np.asarray(rc) == 1, 0.0, kept)
+
+
+def kept_bytes_per_token(stack: Stack, moe_layer: bool = False):
+    """(replicated, split) bytes per token a layer keeps, at 2-byte activations, without the
+    attention scores and without dropout masks; and (replicated, split) mask bytes."""
+    rep = split = mrep = msplit = 0.0
+    for op in layer_ops(stack, moe_layer):
+        if op.split if op.keep_split is None else op.keep_split:
+            split += op.keep
+            msplit += op.keep_mask
+        else:
+            rep += op.keep
+            mrep += op.keep_mask
+    return rep, split, mrep, msplit
+
+
+def elementwise_bytes_per_token(stack: Stack, fused: frozenset, sp_div, tp, act_bytes,
+                                dropout, moe_layer: bool = False):
+    """HBM bytes the memory-bound ops of one layer's forward move per token on one GPU, with the
+    groups in ``fused`` run as fused kernels and the rest as eager kernels."""
+    rep = split = 0.0
+    for op in layer_ops(stack, moe_layer):
+        if op.kind != "elementwise":
+            continue
+        if op.group == "bias_dropout_add" and not dropout:
+            n = op.io
+        else:
+            n = op.io if (op.group in fused or not op.group) else op.io_eager
+            if dropout:
+                n = n + 2.0 * op.io_mask + op.io_mask / act_bytes
+        if op.split:
+            split += n
+        else:
+            rep += n
+    return act_bytes * (rep / sp_div + split / tp)
+
+
+def gemms(stack: Stack, moe_layer: bool = False) -> tuple[Op, ...]:
+    """The GEMM ops of one layer (the MLP of an MoE layer counts top-k + shared experts)."""
+    return tuple(op for op in layer_ops(stack, moe_layer) if op.kind == "gemm")
+
+
+def fp8_cast_bytes_per_token(stack: Stack, moe_layer: bool = False) -> tuple[float, float]:
+    """(forward, backward) HBM bytes per token of FP8 casts in the linear layers.
+
+    Forward: each FP8 linear casts its bf16 input to FP8 (read 2, write 1 byte per input
+    feature). Backward: the output gradient is cast and transposed (read 2, write 2 per output
+    feature) and the saved FP8 input transposed for the weight gradient (read 1, write 1 per
+    input feature). Transformer Engine's cast-transpose kernels (``te.Linear``, docs 'FP8
+    primer'); torchao Float8Linear does the same casts.
+    """
+    fwd = bwd = 0.0
+    for op in gemms(stack, moe_layer):
+        if op.fp8:
+            fwd += 3.0 * op.d_in
+            bwd += 4.0 * op.d_out + 2.0 * op.d_in
+    return fwd, bwd
+
+
+def fp8_linear_weights(stack: Stack, moe_layer: bool = False) -> float:
+    """Parameters of the FP8-eligible linear layers of one layer."""
+    return float(sum(op.weights for op in gemms(stack, moe_layer) if op.fp8))
