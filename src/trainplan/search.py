@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveInt
 
 from trainplan.conventions import GiB
 from trainplan.costmodel.evaluate import Layout, evaluate
+from trainplan.costmodel.result import Evaluation
 from trainplan.errors import InputError
 from trainplan.estimate import Estimate, build_estimate
 from trainplan.spec.cluster import Accelerator, Cluster
@@ -288,19 +289,19 @@ class Sweep:
         hits = np.flatnonzero(ok)
         return int(hits[0]) if len(hits) else None
 
-    def evaluate_rows(self, idx: Sequence[int]) -> list[dict[str, Any]]:
+    def evaluate_rows(self, idx: Sequence[int]) -> list[Evaluation]:
         """evaluate() outputs for the chosen rows (the same array code path as the sweep)."""
         idx = np.asarray(idx, dtype=np.int64)
-        out: list[dict[str, Any]] = [dict() for _ in idx]
+        out: list[Any] = [None for _ in idx]
         for a in np.unique(self.cand["acc"][idx]):
             sel = np.flatnonzero(self.cand["acc"][idx] == a)
             rows = idx[sel]
             r = evaluate(self.model, self.job, self.cluster(int(a), 1), layout_of(self.cand, rows))
             for j, pos in enumerate(sel):
-                out[pos] = {k: (np.asarray(v)[j] if np.ndim(v) else v) for k, v in r.items()}
+                out[pos] = r.row(j)
         return out
 
-    def estimate(self, i: int, r: dict[str, Any] | None = None) -> Estimate:
+    def estimate(self, i: int, r: Evaluation | None = None) -> Estimate:
         """The Estimate of candidate ``i`` (numbers from the sweep's array evaluation)."""
         r = r if r is not None else self.evaluate_rows([i])[0]
         return build_estimate(self.model, self.job,
@@ -329,7 +330,7 @@ def run_sweep(model: Model, job: Job, template: Cluster, accelerators: Sequence[
             sl = slice(s, min(n, s + _CHUNK))
             r = evaluate(model, job, cl, layout_of(c, sl))
             for k in _KEEP:
-                kept[k][sl] = r[k]
+                kept[k][sl] = getattr(r, k)
             done += sl.stop - sl.start
             if progress:
                 progress(done, total)

@@ -47,6 +47,8 @@ class FrameworkProfile(Spec):
     fp8_linear: bool = Field(False, description="runs linear-layer GEMMs in FP8 (attention BF16)")
     fp8_weight_cache: bool = Field(False, description="casts weights to FP8 once per step, not "
                                    "per micro-batch")
+    cpu_launch_s: float = Field(5e-6, ge=0, description="host time to launch one kernel (eager "
+                                "PyTorch dispatch); a layer cannot run faster than its launches")
     tp_exposed: float = Field(1.0, ge=0, le=1)
     tp_bwd_overlap: float = Field(0.0, ge=0, le=1)
     dp_overlap: float = Field(0.9, ge=0, le=1)
@@ -78,6 +80,8 @@ class FrameworkProfile(Spec):
                                                    "step temporaries in moment-sized buffers, by "
                                                    "AdamW implementation (foreach, fused)")
     grads_persistent: bool = True
+    adamw_impl: Literal["foreach", "fused"] = Field("fused", description="the framework's default "
+                                                    "AdamW implementation")
     # ---- what the framework can run
     max_zero: int = Field(3, ge=0, le=3)
     max_zero_with_pp: int = Field(3, ge=0, le=3)

@@ -29,6 +29,9 @@ class EfficiencyProfile(Spec):
     gemm_max: float = Field(0.80, gt=0, le=1, description=(
         "max achievable fraction of dense peak; catalog: measured MAMF / peak (stas00/ml-"
         "engineering MAMF table); 0.80 default: its rule of thumb for NVIDIA (0.78-0.87)"))
+    gemm_max_fp8: float | None = Field(None, gt=0, le=1, description=(
+        "max achievable fraction of the dense FP8 peak (measured FP8 MAMF / FP8 peak); none: "
+        "gemm_max"))
     gemm_half_flops: float = Field(2.0e9, ge=0, description=(
         "GEMM size reaching half of gemm_max; calibration, chosen with training_gemm_factor on "
         "Narayanan et al. 2021 Table 1 (benchmarks/published_runs.py)"))
@@ -71,6 +74,8 @@ class Accelerator(Spec):
     id: str
     name: str
     vendor: str = ""
+    arch: str = Field("", description="architecture family (ampere, hopper, blackwell, cdna3...): "
+                      "framework profiles may be calibrated per family")
     peak_tflops: dict[str, float] = Field(description="dense peak TFLOP/s per dtype")
     hbm_gib: float = Field(gt=0, description="HBM capacity (vendor 'GB' labels are GiB)")
     hbm_bw_tbps: float = Field(gt=0, description="HBM bandwidth, TB/s")
