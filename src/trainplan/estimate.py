@@ -127,6 +127,7 @@ def _f(x) -> float:
 def build_estimate(model: Model, job: Job, cluster: Cluster, st: Strategy,
                    r: dict[str, Any] | None = None) -> Estimate:
     """Turn evaluate()'s numbers into an Estimate (with totals and warnings)."""
+    cluster.accelerator.check_precision(job.precision)  # no fp8 on A100, no bf16 on V100
     r = r if r is not None else evaluate(model, job, cluster, layout_from_strategy(st))
     acc = cluster.accelerator
     mem = MemoryBreakdown(

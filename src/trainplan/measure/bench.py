@@ -159,7 +159,8 @@ def run_bench(device: str = "auto", ranks: int = 2, quick: bool = False,
     r_max, f_half = fit_saturation([r["flops"] for r in rows], [r["tflops"] for r in rows])
     peak = None
     if accelerator is not None:
-        peak = accelerator.peak(main_dt) / TFLOP
+        # no bf16 math (V100): no peak to compare with, the profile stays relative
+        peak = accelerator.peak(main_dt) / TFLOP if accelerator.has_math(main_dt) else None
     elif cuda:
         from trainplan.catalog.accelerators import get_accelerator
         name = torch.cuda.get_device_name().lower()
