@@ -127,3 +127,9 @@ def test_plan_all_impossible_is_exit_2():
                             "--precision", "fp8_mixed"])
     assert r.exit_code == 2 and "Traceback" not in r.output
     assert "precision" in r.output
+
+
+def test_budget_on_v100_uses_its_fp16_peak():
+    from trainplan.scaling.budget import flops_from_budget
+    r = flops_from_budget(gpu_hours=1000.0, gpu="v100", mfu=0.5)
+    assert r.flops == pytest.approx(1000.0 * 3600 * 125e12 * 0.5)
