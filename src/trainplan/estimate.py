@@ -224,7 +224,8 @@ def _warnings(model, job, cluster, st, r, mem, time) -> list[str]:
     if st.tp * st.cp > cluster.node_size:
         w.append(f"tp*cp = {st.tp * st.cp} spans nodes ({cluster.node_size} GPUs per node)")
     if job.implementation in ("fsdp", "pytorch", "deepspeed") and \
-            cluster.accelerator.id in ("h100_sxm", "h100_pcie", "h800_sxm", "h200_sxm"):
+            cluster.accelerator.id in ("h100_sxm", "h100_pcie", "h100_nvl", "h800_sxm", "h200_sxm",
+                                      "h200_nvl", "gh200"):
         w.append("validation: for FSDP-style code on H100 trainplan's MFU has been 29-53% too "
                  "high (steps took 1.3-1.5x the predicted time; MosaicML llm-foundry, "
                  "benchmarks/published_runs.py); its efficiency profile matches Megatron-class "
