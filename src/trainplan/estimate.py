@@ -128,6 +128,7 @@ def _f(x) -> float:
 def build_estimate(model: Model, job: Job, cluster: Cluster, st: Strategy,
                    r: Evaluation | None = None) -> Estimate:
     """Turn evaluate()'s numbers into an Estimate (with totals and warnings)."""
+    cluster.accelerator.check_precision(job.precision)  # no fp8 on A100, no bf16 on V100
     r = r if r is not None else evaluate(model, job, cluster, layout_from_strategy(st))
     acc = cluster.accelerator
     mem = MemoryBreakdown(
@@ -224,7 +225,8 @@ def _warnings(model, job, cluster, st, r, mem, time) -> list[str]:
     if st.tp * st.cp > cluster.node_size:
         w.append(f"tp*cp = {st.tp * st.cp} spans nodes ({cluster.node_size} GPUs per node)")
     if job.implementation in ("fsdp", "pytorch", "deepspeed") and \
-            cluster.accelerator.id in ("h100_sxm", "h100_pcie", "h800_sxm", "h200_sxm"):
+            cluster.accelerator.id in ("h100_sxm", "h100_pcie", "h100_nvl", "h800_sxm", "h200_sxm",
+                                      "h200_nvl", "gh200"):
         w.append("validation: for FSDP-style code on H100 trainplan's MFU has been 29-53% too "
                  "high (steps took 1.3-1.5x the predicted time; MosaicML llm-foundry, "
                  "benchmarks/published_runs.py); its efficiency profile matches Megatron-class "

@@ -36,7 +36,7 @@ from trainplan.costmodel.evaluate import Layout, evaluate
 from trainplan.costmodel.result import Evaluation
 from trainplan.errors import InputError
 from trainplan.estimate import Estimate, build_estimate
-from trainplan.spec.cluster import Accelerator, Cluster
+from trainplan.spec.cluster import Accelerator, Cluster, runnable_accelerators
 from trainplan.spec.job import Job
 from trainplan.spec.model import Model
 from trainplan.spec.strategy import Strategy
@@ -407,6 +407,8 @@ class PlanResult(_Out):
     seconds: float
     candidates_per_s: float
     space: dict[str, Any]
+    skipped_gpus: dict[str, str] = Field(
+        default_factory=dict, description="GPU types left out (no math for the precision): why")
 
     @property
     def winner(self) -> Estimate:
@@ -546,6 +548,7 @@ def plan_specs(model: Model, job: Job, template: Cluster, accelerators: Sequence
         if v is not None and (not _is_number(v) or not v > 0):
             raise InputError(name, v, "a positive number" + (" of days" if name == "deadline_days"
                                                               else " of US dollars"))
+    accelerators, skipped = runnable_accelerators(accelerators, job.precision)
     tokens = job.total_tokens()
     if (deadline_days is not None or budget_usd is not None) and not tokens:
         raise InputError("job.tokens", None, "a total token count (or samples x epochs)",
@@ -575,6 +578,7 @@ def plan_specs(model: Model, job: Job, template: Cluster, accelerators: Sequence
     rs = sw.evaluate_rows(chosen)
     ests = [sw.estimate(i, r) for i, r in zip(chosen, rs)]
     binding, lines, runner = _explain(sw, order, feasible, ests, objective, headroom_gib)
+    lines = [f"GPU type skipped for {job.precision}: {why}" for why in skipped.values()] + lines
     secs = time.perf_counter() - t0
     result = PlanResult(
         model=model.name, objective=objective, gpu_ids=[a.id for a in accelerators],
@@ -586,7 +590,7 @@ def plan_specs(model: Model, job: Job, template: Cluster, accelerators: Sequence
         pareto=_pareto(sw, feasible, meets), candidates_evaluated=sw.size,
         candidates_fit=int(fits.sum()), candidates_feasible=int(ok.sum()), seconds=secs,
         candidates_per_s=sw.size / max(sw.seconds, 1e-9),
-        space=(space or SearchSpace()).model_dump())
+        space=(space or SearchSpace()).model_dump(), skipped_gpus=skipped)
     return result, sw
 
 
