@@ -18,16 +18,16 @@ import numpy as np
 
 from trainplan.costmodel import collectives as coll
 from trainplan.costmodel.timing import FLASH_BACKWARD_RATIO
-from trainplan.spec.cluster import NCCL_RING_SHARE, NIC_BUSBW_SHARE
 
 
 class Net:
-    """Collective and point-to-point timer of one cluster, with the user's link overrides."""
+    """Collective and point-to-point timer of one cluster (bus bandwidths with the user's link
+    overrides: ``Cluster.intra_busbw_Bps`` / ``inter_busbw_Bps``)."""
 
     def __init__(self, cluster):
         eff = cluster.accelerator.efficiency
         self.node = cluster.node_size
-        self.intra_bw, self.inter_bw = bus_bandwidths(cluster)
+        self.intra_bw, self.inter_bw = cluster.intra_busbw_Bps, cluster.inter_busbw_Bps
         self.a_intra, self.a_inter = eff.intra_latency_s, eff.inter_latency_s
         self.link, self.nic = cluster.link_GBps, cluster.nic_GBps
 
@@ -39,21 +39,6 @@ class Net:
 
     def p2p(self, size, cross_node):
         return coll.p2p_time(size, cross_node, self.link, self.nic, self.a_intra)
-
-
-def bus_bandwidths(cluster) -> tuple[float, float]:
-    """(intra-node, inter-node) bus bandwidth in bytes/s. The catalog's measured busbw
-    (nccl-tests) when the user keeps the datasheet link; a user override of ``intra_node_GBps``
-    or ``inter_node_Gbps`` scales it by override / datasheet; without a measurement, the ring
-    and NIC shares of the link (``NCCL_RING_SHARE``, ``NIC_BUSBW_SHARE``)."""
-    acc, eff = cluster.accelerator, cluster.accelerator.efficiency
-    intra_scale = cluster.link_GBps / acc.intra_node_GBps
-    inter_scale = cluster.nic_GBps / (acc.inter_node_Gbps / 8.0)
-    intra = (eff.intra_busbw_GBps * intra_scale if eff.intra_busbw_GBps
-             else NCCL_RING_SHARE * cluster.link_GBps)
-    inter = (eff.inter_busbw_GBps * inter_scale if eff.inter_busbw_GBps
-             else NIC_BUSBW_SHARE * cluster.nic_GBps)
-    return intra * 1e9, inter * 1e9
 
 
 def exposed(comm, compute, overlap):

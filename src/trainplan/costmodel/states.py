@@ -58,7 +58,7 @@ def stage_params(model, job, L, vis: dict, first: bool) -> StageParams:
     layers = L.layers_per_stage(dec.layers)
     emb = sp_.embedding / L.tp
     head = (sp_.lm_head + sp_.final) / L.tp
-    single = L.pp == 1
+    single = np.asarray(L.pp) == 1
     if first:
         dec_p = layers * per_layer + emb + np.where(single, head, 0.0)
         vis_on = 1.0
