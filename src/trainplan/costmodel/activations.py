@@ -37,9 +37,11 @@ def stage_activations(dec, job, fw, L, vis, dropout, act_b, first: bool) -> Stag
     s, cp, sp = job.seq_len, L.cp, L.sp_on
     moe = bool(dec.moe) and dec.moe.dense_layers < dec.layers
 
+    fp8 = job.precision == "fp8_mixed" and fw.fp8_linear
+
     def per_layer(rc):
         return mem.layer_activation_bytes(dec, s, L.mb, L.tp, sp, rc, L.flash, dropout, act_b,
-                                          moe_layer=moe, cp=cp)
+                                          moe_layer=moe, cp=cp, fp8=fp8)
 
     layers = L.layers_per_stage(dec.layers)
     none, full = per_layer(0), per_layer(2)

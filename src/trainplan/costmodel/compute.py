@@ -57,7 +57,9 @@ class KernelModel:
         self.peak_fp8 = acc.peak("fp8") if self.fp8 else self.peak
         share = fw.gemm_share(acc.arch or "default")
         self.eta = eff.gemm_eta * share
-        self.eta_fp8 = (eff.gemm_max_fp8 or eff.gemm_max) * eff.training_gemm_factor * share
+        self.eta_fp8 = (eff.gemm_max_fp8 or eff.gemm_max) * eff.training_gemm_factor * share \
+            * fw.fp8_gemm_factor
+        self.eta_hbm = eff.hbm * fw.hbm_factor
         self.attn_eta = eff.attn_max * fw.attn_factor
         self.fused = frozenset(g for g in ("norm", "rope", "swiglu", "bias_dropout_add",
                                            "cross_entropy") if fw.is_fused(g, job.compile))
@@ -97,7 +99,7 @@ class KernelModel:
         t_flash = flash_attention_time(a_f, self.peak, self.attn_eta)
         scores = seqs * (stack.heads / tp) * queries * keys * self.act_b * 4.0  # write, read x2, write
         t_eager = self.gemm(a_f, 2.0 * seqs * stack.heads / tp) \
-            + memory_time(scores, self.hbm, self.eff.hbm)
+            + memory_time(scores, self.hbm, self.eta_hbm)
         t_attn = np.where(flash, t_flash, t_eager)
         ew = opinv.elementwise_bytes_per_token(stack, self.fused, sp_div, tp, self.act_b, dropout,
                                                bool(moe_layer and stack.moe))
@@ -108,11 +110,11 @@ class KernelModel:
             cast_f, cast_b = T * cf / tp, T * cb / tp
             n_fp8 = sum(1.0 for op in opinv.gemms(stack, moe_layer) if op.fp8)
         kernels = self.kernels + n_fp8
-        t_ew = memory_time(T * ew + cast_f, self.hbm, self.eff.hbm) \
+        t_ew = memory_time(T * ew + cast_f, self.hbm, self.eta_hbm) \
             + kernels * self.eff.kernel_overhead_s
         fwd = t_lin + t_attn + t_ew
         bwd = (wgrad + igrad) * t_lin + (FLASH_BACKWARD_RATIO * t_attn + 2.0 * t_ew
-                                         + memory_time(cast_b, self.hbm, self.eff.hbm)) * igrad
+                                         + memory_time(cast_b, self.hbm, self.eta_hbm)) * igrad
         # eager frameworks cannot run faster than the CPU launches their kernels
         floor = kernels * self.fw.cpu_launch_s
         fwd = np.maximum(fwd, floor)
@@ -130,7 +132,7 @@ def fp8_weight_cast_time(km: KernelModel, weights_on_gpu, micro_batches):
     if not km.fp8:
         return 0.0
     times = 1.0 if km.fw.fp8_weight_cache else micro_batches
-    return times * memory_time(4.0 * weights_on_gpu, km.hbm, km.eff.hbm)
+    return times * memory_time(4.0 * weights_on_gpu, km.hbm, km.eta_hbm)
 
 
 def layer_time(km: KernelModel, dec, job, L, wgrad, rc_frac) -> LayerTime:
@@ -161,4 +163,4 @@ def head_time(km: KernelModel, dec, L, T, wgrad, logits_fp32):
     el = 4.0 if logits_fp32 else km.act_b
     passes = 3.0 if "cross_entropy" in km.fused else 6.0
     return km.gemm(flops) * (2.0 + wgrad) + memory_time(T * dec.vocab / L.tp * el * passes,
-                                                         km.hbm, km.eff.hbm)
+                                                         km.hbm, km.eta_hbm)

@@ -73,7 +73,7 @@ class Context(NamedTuple):
     experts: int           # 0 for a dense model
     gpus: Any              # a number or an array
     uneven: bool           # uneven pipeline stages allowed
-    max_zero: int
+    zero_stages: tuple[int, ...]
     max_zero_with_pp: int
     max_tp: int | None
     recompute: tuple[int, ...]
@@ -136,8 +136,9 @@ RULES: tuple[Rule, ...] = (
     Rule("strategy.recompute", ("rc",), lambda L, c: np.isin(L.rc, c.recompute),
          lambda L, c: f"one of {', '.join(RECOMPUTE_NAMES[r] for r in c.recompute)} "
                       f"(what the {c.framework} framework offers)"),
-    Rule("strategy.zero", ("zero",), lambda L, c: L.zero <= c.max_zero,
-         lambda L, c: f"at most {c.max_zero} for the {c.framework} framework"),
+    Rule("strategy.zero", ("zero",), lambda L, c: np.isin(L.zero, c.zero_stages),
+         lambda L, c: f"one of {list(c.zero_stages)} (the stages the {c.framework} framework "
+                      "offers)"),
     Rule("strategy.zero", ("zero", "pp"), lambda L, c: (L.pp == 1) | (L.zero <= c.max_zero_with_pp),
          lambda L, c: (f"at most {c.max_zero_with_pp} with pipeline parallelism in the "
                        f"{c.framework} framework" if c.max_zero_with_pp else
@@ -155,7 +156,7 @@ def context(model, job, gpus, fw) -> Context:
     return Context(
         heads=dec.heads, kv_heads=dec.n_kv, layers=dec.layers, seq_len=job.seq_len,
         global_batch=job.batch_sequences, experts=dec.moe.num_experts if dec.moe else 0,
-        gpus=gpus, uneven=False, max_zero=fw.max_zero, max_zero_with_pp=fw.max_zero_with_pp,
+        gpus=gpus, uneven=False, zero_stages=tuple(fw.zero_stages), max_zero_with_pp=fw.max_zero_with_pp,
         max_tp=fw.max_tp, recompute=tuple(RECOMPUTE_NAMES.index(r) for r in fw.recompute),
         framework=fw.id)
 

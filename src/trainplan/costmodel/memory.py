@@ -35,7 +35,7 @@ def korthikanti_layer_bytes(s, b, h, a, t=1, sp=False, recompute="none"):
 
 # ---------------------------------------------------------------- generalised per layer
 def layer_activation_bytes(stack: Stack, s, b, t, sp, rc, flash, dropout, act_bytes=2.0,
-                           moe_layer=False, cp=1):
+                           moe_layer=False, cp=1, fp8=False):
     """Bytes one layer keeps for backward for one micro-batch of b sequences of length s.
 
     The per-op bytes come from the op inventory (:func:`trainplan.costmodel.ops.layer_ops`,
@@ -44,11 +44,12 @@ def layer_activation_bytes(stack: Stack, s, b, t, sp, rc, flash, dropout, act_by
     parallelism; head- and FFN-split tensors shard by t always. Context parallelism splits the
     sequence: s/cp tokens per rank, each attending to s keys. ``rc``: 0 none, 1 selective (the
     attention core's scores are dropped), 2 full (only the layer input, 2h per token, is kept).
+    ``fp8``: the linear layers keep FP8 inputs (:func:`~trainplan.costmodel.ops.kept_bytes_per_token`).
     """
     from trainplan.costmodel.ops import attention_kept_bytes, kept_bytes_per_token
     sc = act_bytes / 2.0                     # scale for fp32 activations
     tokens = np.asarray(s, dtype=float) / cp * b
-    rep, split, mrep, msplit = kept_bytes_per_token(stack, bool(moe_layer and stack.moe))
+    rep, split, mrep, msplit = kept_bytes_per_token(stack, bool(moe_layer and stack.moe), fp8)
     drop = 1.0 if dropout else 0.0
     sp_div = np.where(sp, t, 1.0)
     scores = attention_kept_bytes(stack, s, flash, rc, dropout, act_bytes)

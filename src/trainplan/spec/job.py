@@ -36,6 +36,10 @@ class Job(Spec):
         "torchtitan, fsdp, deepspeed, pytorch (DDP / HF Trainer), analytic; aliases accepted")
     compile: bool = Field(False, description="torch.compile on (fuses elementwise ops where the "
                           "framework profile says so)")
+    main_grads_fp32: bool | None = Field(
+        None, description="accumulate and reduce gradients in fp32 (Megatron "
+        "--accumulate-allreduce-grads-in-fp32 / ddp.grad_reduce_in_fp32, FSDP reduce_dtype); "
+        "none: the framework's default")
     adamw_impl: Literal["foreach", "fused"] | None = Field(
         None, description="AdamW implementation: foreach allocates a moment-sized temporary "
         "at the step, fused none (torch.optim.AdamW); none: the framework's default")
