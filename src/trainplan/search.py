@@ -139,11 +139,9 @@ def knob_values(model: Model, job: Job, node_size: int, space: SearchSpace) -> d
 
 
 def _state_table(space: SearchSpace, rc_names: list[str]) -> dict[str, np.ndarray]:
-    """Valid (zero, recompute, recompute fraction, offload optimizer, offload params) rows.
-
-    Optimizer offload needs a ZeRO stage >= 1 (DeepSpeed ZeRO-Offload), parameter offload
-    needs ZeRO-3. The fraction index is -1 unless recompute is 'layers'.
-    """
+    """(zero, recompute, recompute fraction, offload optimizer, offload params) rows; the
+    Layout rules drop the invalid ones (offload needs ZeRO). The fraction index is -1 unless
+    recompute is 'layers'."""
     rows = []
     fr = range(len(space.recompute_fractions))
     offs = [(False, False), (True, False), (False, True), (True, True)] if space.offload \
@@ -152,12 +150,21 @@ def _state_table(space: SearchSpace, rc_names: list[str]) -> dict[str, np.ndarra
         for r in rc_names:
             for fi in (fr if r == "layers" else [-1]):
                 for oo, op in offs:
-                    if (oo and z < 1) or (op and z != 3):
-                        continue
                     rows.append((z, _RC_CODE[r], fi, oo, op))
     a = np.array(rows, dtype=np.int64).reshape(-1, 5)
     return dict(zero=a[:, 0], rc=a[:, 1], rc_frac=a[:, 2], off_opt=a[:, 3].astype(bool),
                 off_par=a[:, 4].astype(bool))
+
+
+def _rules(c: dict[str, np.ndarray], ctx) -> np.ndarray:
+    """The Layout rules (costmodel.layout.RULES) whose knobs the columns already hold."""
+    from trainplan.costmodel.layout import rules_mask
+    names = {"off_opt", "off_par", "rc_layers", "tp", "pp", "vp", "dp", "cp", "ep", "zero", "mb",
+             "rc"}
+    have = {k for k in c if k in names}
+    L = Layout(**{k: c[k] for k in have})
+    return np.broadcast_to(rules_mask(L, ctx._replace(gpus=c["gpus"]), have),
+                           c["gpus"].shape).copy()
 
 
 def enumerate_candidates(model: Model, job: Job, node_size: int, counts: Sequence[int],
@@ -165,30 +172,26 @@ def enumerate_candidates(model: Model, job: Job, node_size: int, counts: Sequenc
     """All valid layouts for the GPU counts, as columns of equal length.
 
     Columns: gpus, tp, pp, vp, cp, ep, dp, mb, zero, rc, rc_layers, off_opt, off_par.
-    The masks are those of ``complete_strategy``: tp*pp*cp divides the GPU count, heads % tp,
-    KV heads compatible with tp, layers % (pp*vp) (unless uneven stages, then vp = 1),
-    seq % (2*cp), experts % ep and dp % ep, global batch % (mb*dp), and for interleaving
-    (vp > 1) the micro-batch count a multiple of pp. Duplicates of the same physics are dropped
-    (ZeRO 1-3 with dp = 1 are ZeRO-0 or worse; recompute 'layers' fractions that round to the
-    same k).
+    Validity is the Layout's rule set (:data:`trainplan.costmodel.layout.RULES`, the same rules
+    ``complete_strategy`` applies to one strategy, the framework's included), applied after each
+    stage of the product so that invalid shapes are pruned early. Duplicates of the same physics
+    are dropped (ZeRO 1-3 with dp = 1 are ZeRO-0 or worse; recompute 'layers' fractions that
+    round to the same k; sequence parallelism without TP).
     """
+    from trainplan.catalog.frameworks import get_framework
+    from trainplan.costmodel.layout import context
     dec = model.decoder
     kv = knob_values(model, job, node_size, space)
     L, gb = dec.layers, job.batch_sequences
+    ctx = context(model, job, 0, get_framework(job.framework))._replace(
+        uneven=space.uneven_stages)
     # -- 1. shapes: gpus x tp x pp x vp x cp x ep -> dp
     c = _table(gpus=np.asarray(counts, dtype=np.int64), tp=kv["tp"], pp=kv["pp"], vp=kv["vp"],
                cp=kv["cp"], ep=kv["ep"])
     c = {k: v.astype(np.int64) for k, v in c.items()}
-    mp = c["tp"] * c["pp"] * c["cp"]
-    ok = c["gpus"] % mp == 0
-    ok &= (c["vp"] == 1) | (c["pp"] > 1)
-    ok &= c["pp"] * c["vp"] <= L
-    even = L % (c["pp"] * c["vp"]) == 0
-    ok &= even | space.uneven_stages
-    c = _select(c, ok)
+    c = _select(c, c["gpus"] % (c["tp"] * c["pp"] * c["cp"]) == 0)
     c["dp"] = c["gpus"] // (c["tp"] * c["pp"] * c["cp"])
-    ok = (c["dp"] % c["ep"] == 0) & (gb % c["dp"] == 0)
-    c = _select(c, ok)
+    c = _select(c, _rules(c, ctx))
     if not len(c["dp"]):
         return {**c, "mb": c["dp"], **{k: c["dp"] for k in ("zero", "rc", "rc_layers")},
                 "off_opt": c["dp"].astype(bool), "off_par": c["dp"].astype(bool)}
@@ -198,14 +201,11 @@ def enumerate_candidates(model: Model, job: Job, node_size: int, counts: Sequenc
     c = _select(c, (c["tp"] > 1) | (c["sp"] == bool(space.sequence_parallel[0])))
     # -- 2. micro-batch
     c = _cross(c, {"mb": np.asarray(kv["mb"], dtype=np.int64)})
-    ok = gb % (c["mb"] * c["dp"]) == 0
-    m = gb // np.maximum(c["mb"] * c["dp"], 1)
-    ok &= (c["vp"] == 1) | (m % c["pp"] == 0)
-    c = _select(c, ok)
+    c = _select(c, _rules(c, ctx))
     # -- 3. memory knobs: zero x recompute x offload
     c = _cross(c, _state_table(space, kv["rc"]))
     ok = (c["dp"] > 1) | (c["zero"] == 0)
-    stage = L // c["pp"]                              # the rule of complete_strategy
+    stage = L // c["pp"]
     fracs = np.asarray(space.recompute_fractions or (0.5,), dtype=np.float64)
     fi = np.maximum(c["rc_frac"], 0)
     k = np.floor(fracs[fi] * stage + 0.5).astype(np.int64)
@@ -214,7 +214,8 @@ def enumerate_candidates(model: Model, job: Job, node_size: int, counts: Sequenc
     ok &= ~is_k | ((k >= 1) & (k < stage) & (k != k_prev))
     c["rc_layers"] = np.where(is_k, k, 0)
     del c["rc_frac"]
-    return _select(c, ok)
+    c = _select(c, ok)
+    return _select(c, _rules(c, ctx))
 
 
 def layout_of(c: dict[str, np.ndarray], idx: Any = slice(None)) -> Layout:
