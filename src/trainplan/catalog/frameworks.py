@@ -63,6 +63,8 @@ class FrameworkProfile(Spec):
     dp_collective: Literal["stage", "bucket", "layer"] = Field(
         "stage", description="how data-parallel gradients and ZeRO-3 gathers are issued")
     dp_bucket_params: float = Field(0.0, ge=0, description="parameters per bucket ('bucket')")
+    param_gather_overlap: bool = Field(False, description="the ZeRO-1/2 parameter all-gather after "
+                                       "the step overlaps the next forward")
     zero3_collectives_per_layer: float = Field(0.0, ge=0, description="all-gathers issued per "
                                                "layer under ZeRO-3 in one forward or backward "
                                                "(0: one per layer)")

@@ -109,12 +109,18 @@ def dp_time(net: Net, fw, L, p_train, p_layer, layers, m, w_b, g_b, layer_fwd, l
     else:
         buckets = 1.0
     ar = net.coll(coll.AR, grads, n, stride, buckets)
-    rs_ag = net.coll(coll.RS, grads, n, stride, buckets) + net.coll(coll.AG, params, n, stride,
-                                                                    buckets)
-    sync = np.where(zero == 0, ar, rs_ag)
-    t_bwd_last = layers * layer_bwd
-    sync_hidden = np.minimum(sync, t_bwd_last) * fw.dp_overlap
-    sync_exposed = sync - sync_hidden
+    rs = net.coll(coll.RS, grads, n, stride, buckets)
+    ag = net.coll(coll.AG, params, n, stride, buckets)
+    # gradients reduce under the last micro-batch's backward; the parameter all-gather after the
+    # step hides under the next step's first forward where the framework overlaps it
+    # (Megatron --overlap-param-gather), else it is exposed
+    t_bwd_last, t_fwd_first = layers * layer_bwd, layers * layer_fwd
+    grad_sync = np.where(zero == 0, ar, rs)
+    grad_hidden = np.minimum(grad_sync, t_bwd_last) * fw.dp_overlap
+    ag_hidden = np.where(zero == 0, 0.0, np.minimum(ag, t_fwd_first) * fw.dp_overlap
+                         * (1.0 if fw.param_gather_overlap else 0.0))
+    sync_hidden = grad_hidden + ag_hidden
+    sync_exposed = grad_sync + np.where(zero == 0, 0.0, ag) - sync_hidden
     # ZeRO-3
     k = np.maximum(fw.zero3_collectives_per_layer, 1.0)
     ag_l = net.coll(coll.AG, p_layer * w_b, n, stride, k)
