@@ -278,7 +278,7 @@ class Sweep:
         c = self.cand
         want = dict(gpus=gpus, acc=acc_index, tp=st.tp, pp=st.pp, vp=st.vp, cp=st.cp, ep=st.ep,
                     dp=st.dp or gpus // (st.tp * st.pp * st.cp), mb=st.micro_batch, zero=st.zero,
-                    rc=_RC_CODE[st.recompute],
+                    rc=_RC_CODE[st.recompute or "selective"],
                     rc_layers=st.recompute_layers if st.recompute == "layers" else 0,
                     off_opt=st.offload_optimizer, off_par=st.offload_params,
                     flash=st.flash_attention)

@@ -44,6 +44,9 @@ def complete_strategy(model: Model, job: Job, cluster: Cluster, st: Strategy) ->
         raise InputError("strategy.dp", st.dp,
                          f"gpus / (tp*pp*cp) = {cluster.gpus} / {mp} = {cluster.gpus // mp}")
     fw = get_framework(job.framework)
+    if st.recompute is None:
+        st = st.model_copy(update={"recompute": "selective" if "selective" in fw.recompute
+                                   else "none"})
     L = Layout(tp=st.tp, pp=st.pp, vp=st.vp, dp=dp, cp=st.cp, ep=st.ep,
                sp=st.sequence_parallel, zero=st.zero, mb=st.micro_batch,
                rc=RECOMPUTE_CODES[st.recompute], rc_layers=st.recompute_layers,
