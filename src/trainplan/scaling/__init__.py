@@ -62,12 +62,12 @@ _EXPORTS: dict[str, str] = {
     "achievable_mfu": "budget",
     "flops_from_budget": "budget",
     "FitResult": "fit",
-    "Runs": "fit",
     "fit_law": "fit",
-    "load_law": "fit",
-    "load_runs": "fit",
-    "save_law": "fit",
-    "synthetic_runs": "fit",
+    "Runs": "runs",
+    "load_runs": "runs",
+    "synthetic_runs": "runs",
+    "load_law": "law_file",
+    "save_law": "law_file",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -88,7 +88,7 @@ def _json_default(o: Any) -> Any:
 
 
 def _laws(names: Optional[List[str]], law_file: Optional[Path]) -> list:
-    from trainplan.scaling.fit import load_law
+    from trainplan.scaling.law_file import load_law
     from trainplan.scaling.laws import NAMED_LAWS, get_law
 
     laws = [get_law(n) for n in names] if names else list(NAMED_LAWS.values())
@@ -368,14 +368,14 @@ def fit_command(
 ) -> None:
     """Fit L = E + A/N^alpha + B/D^beta (Huber 1e-3 on log-loss, L-BFGS from a grid) with bootstrap intervals."""
     with _handled():
-        from trainplan.scaling.fit import fit_law, load_runs, save_law
+        from trainplan.scaling.fit import fit_law
+        from trainplan.scaling.law_file import save_law
+        from trainplan.scaling.runs import MIN_RUNS, load_runs
 
         if drop_highest < 0:
             raise InputError("drop-highest", drop_highest, "an integer >= 0")
         runs = load_runs(runs_csv)
         if drop_highest:
-            from trainplan.scaling.fit import MIN_RUNS
-
             if len(runs) - drop_highest < MIN_RUNS:
                 raise InputError("drop-highest", drop_highest, f"leaving at least {MIN_RUNS} runs")
             runs = runs.without_highest_loss(drop_highest)
@@ -492,7 +492,7 @@ def inference_command(
     """Inference-aware sizing (Sardana & Frankle 2023): the smaller, longer-trained model of least lifetime cost."""
     with _handled():
         import trainplan.scaling.allocate as al
-        from trainplan.scaling.fit import load_law
+        from trainplan.scaling.law_file import load_law
 
         lw = load_law(law_file) if law_file is not None else law
         budget = None
