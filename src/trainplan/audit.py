@@ -317,7 +317,7 @@ def audit(claims: Claims) -> list[Finding]:
     params = claims.params
     if model is not None:
         from trainplan.costmodel.params import model_params
-        from trainplan.costmodel.vision import mean_llm_tokens_per_image
+        from trainplan.costmodel.vision_tokens import mean_llm_tokens_per_image
         if params is None:
             params = float(model_params(model).total)
     c = claims
