@@ -31,6 +31,11 @@ def resilience_command(
                                             help="extra wait for spot capacity after a pre-emption"),
     simulate_runs: int = typer.Option(0, "--simulate", help="Monte Carlo runs for P10/P50/P90 (0: none)"),
     seed: int = typer.Option(0, "--seed"),
+    emit: Optional[Path] = typer.Option(None, "--emit", help="folder for elastic launch files "
+                                        "(torchrun MIN:MAX, SLURM requeue, PyTorchJob elastic)"),
+    min_nodes: Optional[int] = typer.Option(None, "--min-nodes", help="elastic minimum (default: half)"),
+    max_restarts: int = typer.Option(3, "--max-restarts"),
+    force: bool = typer.Option(False, "--force", help="overwrite existing files"),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Is spot worth it for this run? Checkpoint size and time, Daly interval, goodput,
@@ -39,7 +44,8 @@ def resilience_command(
     from trainplan.errors import TrainplanError
     try:
         out = _run(job_file, gpu, gpus, provider, interruptions, on_demand_price, reserved_price,
-                   spot_price, failures, restart_minutes, spot_wait_minutes, simulate_runs, seed)
+                   spot_price, failures, restart_minutes, spot_wait_minutes, simulate_runs, seed,
+                   (emit, min_nodes, max_restarts, force))
     except TrainplanError as e:
         fail(e)
         return
@@ -50,7 +56,7 @@ def resilience_command(
 
 
 def _run(job_file, gpu, gpus, provider, interruptions, od, rs, sp, failures, restart_minutes,
-         spot_wait_minutes, runs, seed) -> dict:
+         spot_wait_minutes, runs, seed, emit=(None, None, 3, False)) -> dict:
     from importlib import resources
 
     from trainplan.errors import InputError
@@ -103,6 +109,7 @@ def _run(job_file, gpu, gpus, provider, interruptions, od, rs, sp, failures, res
             row["sim_days"] = {f"p{q}": v / 24 for q, v in s.percentiles().items()}
             row["sim_mean_goodput"] = s.goodput
         rows.append(row)
+    written = _emit(inp, st, ck, work_h, *emit) if emit[0] is not None else []
     by = {r.option.name: r for r in res}
     savings = (1 - by["spot"].cost_usd / by["on-demand"].cost_usd
                if by["spot"].cost_usd is not None and by["on-demand"].cost_usd else None)
@@ -113,7 +120,20 @@ def _run(job_file, gpu, gpus, provider, interruptions, od, rs, sp, failures, res
                 restart_minutes=restart_h * 60, failures_per_gpu_hour=rate,
                 break_even_spot_discount=ec.break_even_discount(by["spot"], by["on-demand"]),
                 spot_savings=savings,
-                options=rows)
+                options=rows, written=[str(p) for p in written])
+
+
+def _emit(inp, st, ck, work_h, out_dir, min_nodes, max_restarts, force):
+    from trainplan.export import LaunchSpec, check_spec
+    from trainplan.export.elastic import render_elastic
+    from trainplan.export.write import write_files
+    spec = LaunchSpec(inp.model, inp.job, inp.cluster, st,
+                      script_args=("--checkpoint-dir", "$CHECKPOINT_DIR"))
+    check_spec(spec)
+    files = render_elastic(spec, min_nodes or max(1, spec.nodes // 2), spec.nodes, max_restarts,
+                           ck.write_s, time_hours=min(work_h * 1.2, 48.0))
+    return write_files(files, out_dir, force=force,
+                       executable=("torchrun_elastic.sh", "train_requeue.sbatch"))
 
 
 def _render(out: dict) -> None:
@@ -156,6 +176,8 @@ def _render(out: dict) -> None:
     if out["spot_savings"] is not None:
         con.print(f"spot saves {out['spot_savings']:.1%} of the on-demand cost at these prices",
                   highlight=False)
+    for path in out["written"]:
+        con.print(escape(f"wrote {path}"), highlight=False)
     for r in out["options"]:
         con.print(escape(f"  {r['option']}: {r['price_source']}"), highlight=False)
         for n in r["notes"]:
