@@ -110,7 +110,10 @@ class _Store:
 
     def steps(self) -> list[int]:
         self.fs.invalidate_cache()
-        names = [p.rstrip("/").rsplit("/", 1)[-1] for p in self.fs.ls(self.base, detail=False)]
+        try:
+            names = [p.rstrip("/").rsplit("/", 1)[-1] for p in self.fs.ls(self.base, detail=False)]
+        except FileNotFoundError:         # an object-store prefix with nothing under it yet
+            return []
         return sorted((int(n[len(_PREFIX):]) for n in names
                        if n.startswith(_PREFIX) and n[len(_PREFIX):].isdigit()), reverse=True)
 

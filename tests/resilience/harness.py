@@ -50,6 +50,32 @@ class MetadataServer:
         self.httpd.server_close()
 
 
+class MotoS3:
+    """An S3-compatible server on localhost (moto's server mode) with one bucket."""
+
+    def __init__(self, bucket: str = "ckpt"):
+        import logging
+        import socket
+
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)
+        from moto.server import ThreadedMotoServer
+        with socket.socket() as sk:
+            sk.bind(("127.0.0.1", 0))
+            port = sk.getsockname()[1]
+        self.server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+        self.server.start()
+        self.endpoint = f"http://127.0.0.1:{port}"
+        os.environ.setdefault("AWS_ACCESS_KEY_ID", "test")
+        os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "test")
+        import s3fs
+        fs = s3fs.S3FileSystem(key="test", secret="test", client_kwargs={"endpoint_url": self.endpoint})
+        fs.mkdir(bucket)
+        self.info = {"endpoint": self.endpoint, "bucket": bucket}
+
+    def close(self):
+        self.server.stop()
+
+
 def launch(ckpt: str, out: Path, *args: str, log: Path | None = None) -> subprocess.Popen:
     env = dict(os.environ, PYTHONPATH=f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
                OMP_NUM_THREADS="1")
