@@ -57,3 +57,13 @@ def test_store_ignores_checkpoints_without_a_valid_manifest(tmp_path):
     assert [n for n in s.steps() if s.complete(n)] == [5]
     (tmp_path / "step_000000015" / MANIFEST).write_text("{not json")
     assert not s.complete(15)
+
+
+def test_s3_checkpoints_on_a_local_moto_server(ref, tmp_path):
+    s3 = harness.MotoS3()
+    try:
+        r = harness.run_case("metadata", tmp_path, ref, at=0.5, steps=STEPS, every=EVERY, s3=s3.info)
+    finally:
+        s3.close()
+    assert r["s3"] and r["resume_rc"] == 0 and r["same_weights"], r
+    assert r["lost_steps"] == 0 and r["resumed_from"] in r["complete"]

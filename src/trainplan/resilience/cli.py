@@ -89,7 +89,8 @@ def _run(job_file, gpu, gpus, provider, interruptions, od, rs, sp, failures, res
     opts = ec.catalog_options(c.accelerator.id, provider, c.node_size, c.nodes, interruptions,
                               spot_wait_minutes / 60.0,
                               {"on-demand": od, "reserved": rs, "spot": sp})
-    res = [ec.evaluate_option(o, work_h, c.gpus, rate, ck, restart_h) for o in opts]
+    res = [ec.evaluate_option(o, work_h, c.gpus, rate, ck, restart_h, est.time.step_s)
+           for o in opts]
     rows = []
     for r in res:
         row = dict(option=r.option.name, usd_per_gpu_hour=r.option.usd_per_gpu_hour,

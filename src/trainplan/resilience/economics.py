@@ -142,10 +142,14 @@ def best_interval(write_h, restart_h, lam_f, lam_p, restart_p_h):
 
 
 def evaluate_option(opt: Option, work_h: float, gpus: int, failure_per_gpu_hour: float,
-                    ck: Checkpoint, restart_h: float) -> OptionResult:
-    """Goodput, wall hours and cost of ``work_h`` useful hours bought as ``opt``."""
+                    ck: Checkpoint, restart_h: float, step_s: float = 0.0) -> OptionResult:
+    """Goodput, wall hours and cost of ``work_h`` useful hours bought as ``opt``.
+
+    A notice saves the work only if it covers the step in flight (the guard saves at a step
+    boundary) and the write: ``notice_s >= step_s + write_s``; otherwise a pre-emption counts
+    as a failure (the lost partial step is neglected)."""
     write_h = ck.write_s / 3600.0
-    saves = opt.notice_s >= ck.write_s
+    saves = opt.notice_s >= ck.write_s + step_s
     lam_f = gpus * failure_per_gpu_hour + (0.0 if saves else opt.preempt_per_hour)
     lam_p = opt.preempt_per_hour if saves else 0.0
     rp = restart_h + opt.extra_restart_h
