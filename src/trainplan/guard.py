@@ -145,7 +145,11 @@ class Guard:
                  exit_code: int = REQUEUE_EXIT_CODE, keep: int = 2, async_save: bool = True,
                  per_rank: dict[str, Any] | None = None,
                  storage_options: dict[str, Any] | None = None, log=None):
-        import torch.distributed as dist
+        try:
+            import torch.distributed as dist
+        except ImportError:
+            from trainplan.errors import MissingExtraError
+            raise MissingExtraError("torch", "guard", "trainplan.guard") from None
         self.dist = dist
         self.store = _Store(str(root), storage_options)
         self.every_steps, self.interval_s = every_steps, interval_s

@@ -31,6 +31,13 @@ def test_day_night_example_finishes_and_adds_up():
     assert switches and all(e["write_s"] > 0 for e in switches)
 
 
+def test_schedule_table_names_jobs_resizes_and_fixed_allocations():
+    res = CliRunner().invoke(app, ["schedule", str(EXAMPLE)], env={"COLUMNS": "160"})
+    assert res.exit_code == 0, res.output
+    for text in ("pretrain", "lora", "Resizes", "Fixed allocations", "8 nodes: TP"):
+        assert text in res.output
+
+
 def test_resize_to_another_size_reshards_and_costs(tmp_path):
     f = tmp_path / "s.toml"
     f.write_text('[cluster]\ngpu = "h100"\n'
