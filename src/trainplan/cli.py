@@ -192,6 +192,8 @@ def _register() -> None:
         ("trainplan.commands.data", "data_app", "data", "group"),
         ("trainplan.commands.audit", "audit_command", "audit", "command"),
         ("trainplan.measure.cli", "measure_app", "measure", "group"),
+        ("trainplan.resilience.cli", "resilience_command", "resilience", "command"),
+        ("trainplan.resilience.schedule_cli", "schedule_command", "schedule", "command"),
     ]:
         try:
             obj = getattr(importlib.import_module(mod), attr)
