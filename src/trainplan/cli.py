@@ -162,6 +162,7 @@ def _register() -> None:
         ("trainplan.commands.data", "data_app", "data", "group"),
         ("trainplan.commands.audit", "audit_command", "audit", "command"),
         ("trainplan.measure.cli", "measure_app", "measure", "group"),
+        ("trainplan.diagnose.cli", "diagnose_app", "diagnose", "group"),
     ]:
         try:
             obj = getattr(importlib.import_module(mod), attr)

@@ -83,7 +83,13 @@ def _need(meas: Measured) -> float | None:
 def fragmentation_cause(meas: Measured) -> tuple[bool, bool]:
     """(fragmentation is the cause, expandable_segments would help)."""
     frag = meas.fragmentation_gib
-    if frag is None or meas.requested_gib is None or frag < meas.requested_gib:
+    if frag is None:
+        return False, False
+    if meas.requested_gib is None:  # a memory summary: compare reserved with the peak allocated
+        peak = max(meas.allocated_gib or 0.0, meas.peak_allocated_gib or 0.0)
+        cause = meas.reserved_gib >= 1.5 * peak and meas.reserved_gib - peak >= 1.0
+        return cause, cause
+    if frag < meas.requested_gib:
         return False, False
     return meas.reserved_gib >= 1.5 * meas.allocated_gib, True
 
@@ -94,8 +100,8 @@ def name_component(meas: Measured, pred: dict[str, float], capacity: float) -> t
     if cause:
         return "fragmentation", (f"{meas.fragmentation_gib:.2f} GiB reserved but unallocated "
                                  f"(reserved {meas.reserved_gib:.2f} vs allocated "
-                                 f"{meas.allocated_gib:.2f} GiB) could hold the "
-                                 f"{meas.requested_gib:.2f} GiB request")
+                                 f"{meas.allocated_gib:.2f} GiB, peak "
+                                 f"{meas.peak_allocated_gib or meas.allocated_gib:.2f} GiB)")
     if meas.components and any(k in TIMELINE_MAP for k in meas.components):
         got: dict[str, float] = {}
         for k, v in meas.components.items():
@@ -203,8 +209,8 @@ def diagnose(meas: Measured, cfg: Config) -> dict[str, Any]:
     advice = []
     if fragmentation_cause(meas)[1]:
         advice.append("set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: "
-                      f"{meas.fragmentation_gib:.2f} GiB is reserved but unallocated, enough for "
-                      "the failed request if it were contiguous")
+                      f"{meas.fragmentation_gib:.2f} GiB is reserved but unallocated, more than "
+                      "the failed request or the peak in use needs")
     return {"measured": {k: v for k, v in vars(meas).items() if v not in (None, [], {})},
             "measured_need_gib": need, "fragmentation_gib": meas.fragmentation_gib,
             "predicted": {**pred, "total": float(est.memory.total_gib)}, "capacity_gib": cap,
