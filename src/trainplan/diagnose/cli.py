@@ -21,53 +21,59 @@ def _fail(e: BaseException) -> NoReturn:
     raise typer.Exit(2)
 
 
-def _config(job_file, model, gpu, gpus, seq_len, global_batch, micro_batch, zero, tp, pp,
-            recompute, implementation, precision, trainable):
+def job_config(job_file: Optional[Path], model: Optional[str], gpu: Optional[str],
+               gpus: Optional[int], seq_len: Optional[int], global_batch: Optional[int],
+               sets: list[str]):
+    """A :class:`~trainplan.diagnose.oomplan.Config` from a job file and flags, parsed as
+    ``trainplan estimate`` parses them; ``--set key=value`` fills any strategy or job field."""
     from trainplan.diagnose.oomplan import Config
     from trainplan.errors import InputError
-    data = {}
-    if job_file:
-        from trainplan.jobfile import read_file
-        data = read_file(job_file)
-    m, c = data.get("model", {}) or {}, data.get("cluster", {}) or {}
-    st = {k: v for k, v in (data.get("strategy", {}) or {}).items()}
-    job = {k: v for k, v in (data.get("job", {}) or {}).items()}
-    st.update({k: v for k, v in dict(zero=zero, tp=tp, pp=pp, micro_batch=micro_batch,
-                                     recompute=recompute).items() if v is not None})
-    job.update({k: v for k, v in dict(precision=precision, trainable=trainable).items() if v})
-    model = model or m.get("preset") or m.get("hf_config")
-    if not model:
+    from trainplan.jobfile import build_inputs, merge, start
+    from trainplan.spec.job import Job
+    from trainplan.spec.strategy import Strategy
+    data = start(job_file, model, use_example=False)
+    if "model" not in data:
         raise InputError("model", None, "a preset id or config.json (--model or the job file)")
-    impl = implementation or job.pop("implementation", None) or "pytorch"
-    seq = seq_len or job.pop("seq_len", None) or 4096
-    gb = global_batch or job.pop("global_batch", None) or max(1, int(st.get("micro_batch", 1))) * (gpus or 1)
-    return Config(model, gpu or c.get("gpu") or "h100_sxm", int(gpus or c.get("gpus") or 1),
-                  int(seq), int(gb), st, impl, {k: v for k, v in job.items() if v is not None})
+    merge(data, "cluster", gpu=gpu, gpus=gpus)
+    merge(data, "job", seq_len=seq_len, global_batch=global_batch)
+    for kv in sets or []:
+        k, sep, v = kv.partition("=")
+        sec = "strategy" if k in Strategy.model_fields else "job" if k in Job.model_fields else None
+        if not sep or sec is None:
+            raise InputError("--set", kv, "key=value with a strategy or job field as key")
+        data.setdefault(sec, {})[k] = {"true": True, "false": False}.get(v.lower(), v)
+    inp = build_inputs(data)
+    job = inp.job.model_dump(exclude_none=True)
+    seq, gb, impl = job.pop("seq_len"), job.pop("global_batch", None), job.pop("implementation")
+    st = {k: v for k, v in inp.strategy.model_dump().items() if v is not None}
+    return Config(inp.model, inp.cluster.accelerator.id, inp.cluster.gpus, seq,
+                  gb or inp.job.batch_sequences, st, impl,
+                  {k: v for k, v in job.items() if k in ("precision", "optimizer", "trainable",
+                                                         "lora_rank", "frozen", "dropout")})
+
+
+JOB = typer.Option(None, "--job", help="TOML/YAML job file (as for trainplan estimate)")
+MODEL = typer.Option(None, "--model", "-m", help="preset id or config.json")
+SET = typer.Option(None, "--set", help="strategy/job field, e.g. zero=3 micro_batch=2 "
+                                       "precision=fp16_mixed (repeatable)")
 
 
 @diagnose_app.command("oom")
 def oom(
     artifact: Path = typer.Argument(..., help="OOM message, memory_summary() text, snapshot "
                                               "pickle or memory-timeline JSON (.gz accepted)"),
-    job_file: Optional[Path] = typer.Option(None, "--job", help="TOML/YAML job file"),
-    model: Optional[str] = typer.Option(None, "--model", "-m"),
+    job_file: Optional[Path] = JOB, model: Optional[str] = MODEL,
     gpu: Optional[str] = typer.Option(None), gpus: Optional[int] = typer.Option(None),
     seq_len: Optional[int] = typer.Option(None, "--seq-len"),
     global_batch: Optional[int] = typer.Option(None, "--global-batch"),
-    micro_batch: Optional[int] = typer.Option(None, "--micro-batch"),
-    zero: Optional[int] = typer.Option(None), tp: Optional[int] = typer.Option(None),
-    pp: Optional[int] = typer.Option(None), recompute: Optional[str] = typer.Option(None),
-    implementation: Optional[str] = typer.Option(None),
-    precision: Optional[str] = typer.Option(None), trainable: Optional[str] = typer.Option(None),
-    as_json: bool = typer.Option(False, "--json"),
+    sets: Optional[list[str]] = SET, as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Measured memory vs the plan by component; the cause, the phase, the changes that fit."""
     try:
         from trainplan.diagnose.oom import read_artifact
         from trainplan.diagnose.oomplan import diagnose
         meas = read_artifact(artifact)
-        cfg = _config(job_file, model, gpu, gpus, seq_len, global_batch, micro_batch, zero, tp, pp,
-                      recompute, implementation, precision, trainable)
+        cfg = job_config(job_file, model, gpu, gpus, seq_len, global_batch, sets)
         r = diagnose(meas, cfg)
     except (TrainplanError, ValueError) as e:
         _fail(e)
@@ -96,71 +102,4 @@ def oom(
                    f"(x{c['slowdown']:.2f} time, x{c['gpu_time_factor']:.2f} GPU-time)")
 
 
-@diagnose_app.command("trace")
-def trace(
-    paths: list[Path] = typer.Argument(..., help="Kineto traces: .json/.json.gz files, folders "
-                                                 "or a .tar.gz of ranks"),
-    as_json: bool = typer.Option(False, "--json"),
-) -> None:
-    """Per-rank step breakdown (kernel classes, exposed communication, idle and its cause),
-    stragglers across ranks."""
-    try:
-        from trainplan.diagnose.ranks import load_ranks, stragglers
-        from trainplan.diagnose.trace import CLASSES, hta_temporal, step_breakdown, summarize
-        ranks = load_ranks(paths)
-        out = []
-        for r, rt in ranks:
-            s = summarize(step_breakdown(rt))
-            out.append({"rank": r, "file": Path(rt.path).name, "device": rt.device, **s,
-                        "hta_temporal": hta_temporal(rt)})
-        strag = stragglers(ranks)
-    except (TrainplanError, ValueError) as e:
-        _fail(e)
-    if as_json:
-        typer.echo(json.dumps({"ranks": out, "stragglers": strag}, indent=1))
-        return
-    for o in out:
-        m = o["mean"]
-        step = m["step_us"]
-        typer.echo(f"rank {o['rank']} ({o['device']}): {o['steps']} steps, mean step "
-                   f"{step / 1e3:.2f} ms (breakdown sums to {m['sum_us'] / 1e3:.2f} ms)")
-        for k in CLASSES + ("idle",):
-            if m[f"{k}_us"] > 0:
-                typer.echo(f"  {k:<18}{m[f'{k}_us'] / 1e3:9.2f} ms {100 * m[f'{k}_us'] / step:6.1f}%")
-        typer.echo(f"  comm overlapped  {m['comm_overlapped_us'] / 1e3:9.2f} ms (hidden under compute)")
-        typer.echo(f"  idle causes: data-loader wait {m['idle_data_wait_us'] / 1e3:.2f} ms, host "
-                   f"sync {m['idle_host_sync_us'] / 1e3:.2f} ms, launch-bound "
-                   f"{m['idle_launch_bound_us'] / 1e3:.2f} ms")
-        typer.echo("  heuristics (source doc): data wait > 5 ms/batch, communication > 15% of "
-                   f"step: {', '.join(o['verdicts']) or 'none triggered'}")
-    if strag:
-        typer.echo(f"straggler: rank {strag['straggler']} (arrives last at collectives, "
-                   f"{strag['straggler_lateness_us'] / 1e3:.2f} ms late in total; the others "
-                   f"wait {strag['others_wait_us'] / 1e3:.2f} ms together over "
-                   f"{strag['collectives_matched']} collectives)")
-
-
-@diagnose_app.command("log")
-def log(
-    path: Path = typer.Argument(..., help="training log (or Megatron golden-values JSON)"),
-    regex: Optional[str] = typer.Option(None, help="named groups step_s|step_ms, step, loss"),
-    predicted_step_s: Optional[float] = typer.Option(None, "--predicted-step-s",
-                                                     help="trainplan's predicted step time"),
-    as_json: bool = typer.Option(False, "--json"),
-) -> None:
-    """Step time, throughput, loss and loss scale from a log; fp16 loss-scale advice."""
-    try:
-        from trainplan.diagnose.logs import read_log, summarize
-        s = summarize(read_log(path, regex))
-    except (TrainplanError, ValueError) as e:
-        _fail(e)
-    if predicted_step_s and s["step_s_median"]:
-        s["measured_over_predicted"] = s["step_s_median"] / predicted_step_s
-    if as_json:
-        typer.echo(json.dumps(s, indent=1))
-        return
-    for k, v in s.items():
-        if k != "advice" and v is not None:
-            typer.echo(f"{k:<26}{v:.4g}" if isinstance(v, float) else f"{k:<26}{v}")
-    for a in s["advice"]:
-        typer.echo(f"advice: {a}")
+import trainplan.diagnose.cli_run  # noqa: E402,F401  (trace and log join this group)

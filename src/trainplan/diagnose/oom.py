@@ -54,6 +54,7 @@ class Measured:
     peak_allocated_gib: float | None = None
     device: str | None = None
     phase: str | None = None
+    oom: bool = True  # the artifact records an out-of-memory failure
     components: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
@@ -131,8 +132,9 @@ def parse_summary(text: str) -> Measured:
         out.notes.append("no 'GPU reserved memory' row (text cut short?): fragmentation unknown")
     if "Non-releasable memory" in rows:
         out.components["non_releasable"] = rows["Non-releasable memory"][0]
-    if (m := _OOMS.search(text)):
-        out.notes.append(f"CUDA OOMs so far: {m.group(1)}")
+    m = _OOMS.search(text)
+    out.oom = bool(m and int(m.group(1)) > 0)
+    out.notes.append(f"CUDA OOMs so far: {m.group(1)}" if m else "no 'CUDA OOMs' count")
     if (m := _DEVICE.search(text)):
         out.device = f"GPU {m.group(1)}"
     return out
@@ -180,7 +182,8 @@ def parse_snapshot(snap: Any, name: str = "snapshot") -> Measured:
     segs = [s for s in snap["segments"] if isinstance(s, dict)]
     reserved = sum(float(s.get("total_size", 0)) for s in segs)
     allocated = sum(float(s.get("allocated_size", 0)) for s in segs)
-    out = Measured(source="memory snapshot", reserved_gib=reserved / GiB, allocated_gib=allocated / GiB)
+    out = Measured(source="memory snapshot", reserved_gib=reserved / GiB,
+                   allocated_gib=allocated / GiB, oom=False)
     by_phase: dict[str, float] = {}
     for s in segs:
         for b in s.get("blocks", []) or []:
@@ -194,6 +197,7 @@ def parse_snapshot(snap: Any, name: str = "snapshot") -> Measured:
                 out.requested_gib = float(ev.get("size", 0)) / GiB
                 out.free_gib = float(ev.get("device_free", 0)) / GiB
                 out.phase = _phase(ev.get("frames"))
+                out.oom = True
                 break
     return out
 
@@ -217,7 +221,7 @@ def parse_timeline(events: Any, name: str = "timeline") -> Measured:
             peak, at_peak = sum(live), list(live)
     comp = {c: v / GiB for c, v in zip(_TIMELINE_CATS, at_peak)}
     return Measured(source="profiler memory timeline", allocated_gib=peak / GiB,
-                    peak_allocated_gib=peak / GiB, components=comp)
+                    peak_allocated_gib=peak / GiB, components=comp, oom=False)
 
 
 def read_artifact(path: Path) -> Measured:

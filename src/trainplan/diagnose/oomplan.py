@@ -80,6 +80,14 @@ def _need(meas: Measured) -> float | None:
     return None
 
 
+def excess_over_plan(meas: Measured, planned: float, capacity: float) -> float:
+    """Measured beyond the planned total; a run that went out of memory needed >= the capacity."""
+    need = _need(meas) or 0.0
+    if meas.oom:
+        need = max(need, capacity)
+    return max(0.0, need - planned)
+
+
 def fragmentation_cause(meas: Measured) -> tuple[bool, bool]:
     """(fragmentation is the cause, expandable_segments would help)."""
     frag = meas.fragmentation_gib
@@ -110,8 +118,7 @@ def name_component(meas: Measured, pred: dict[str, float], capacity: float) -> t
         excess = {c: got.get(c, 0.0) - pred[c] for c in got if c != "overhead"}
         c = max(excess, key=excess.get)
         return c, f"measured {got[c]:.2f} GiB vs planned {pred[c]:.2f} GiB"
-    need = _need(meas)
-    excess = max(0.0, max(need or 0.0, capacity) - sum(pred.values()))
+    excess = excess_over_plan(meas, sum(pred.values()), capacity)
     sizes = {"weights": pred["weights"], "gradients": pred["gradients"],
              "optimizer": pred["optimizer"],
              "activations": pred["activations"] + pred["transient"] + excess}
@@ -202,7 +209,7 @@ def diagnose(meas: Measured, cfg: Config) -> dict[str, Any]:
     pred = _mem(est)
     cap = float(est.memory.capacity_gib)
     need = _need(meas)
-    excess = max(0.0, max(need or 0.0, cap) - float(est.memory.total_gib))
+    excess = excess_over_plan(meas, float(est.memory.total_gib), cap)
     base = Config(**{**vars(cfg), "strategy": {**est.strategy, "dp": None}})
     changes = suggest(base, excess, float(est.time.step_s), pred)
     comp, why = name_component(meas, pred, cap)
