@@ -125,10 +125,26 @@ def stream_trace(path: Path, on_meta: Callable[[str, Any], None] | None = None) 
 
 
 def _array_items(buf: _Buffer) -> Iterator[Any]:
+    """Elements of an array. Fast path: the buffer up to its last ``},`` is decoded as one JSON
+    array in a single C call; if that slice does not parse (a ``},`` inside a string), the
+    elements are decoded one by one."""
     if buf.skip_ws() == "]":
         buf.pos += 1
         return
     while True:
+        t, p = buf.text, buf.pos
+        cut = t.rfind("},", p)
+        if cut > p and t[p] == "{":
+            try:
+                batch = json.loads("[" + t[p:cut + 1] + "]")
+            except json.JSONDecodeError:
+                batch = None
+            if batch is not None:
+                buf.pos = cut + 2
+                yield from batch
+                if buf.skip_ws() == "":
+                    buf.bad("the event array is cut short")
+                continue
         yield buf.value()
         if buf.expect(",]") == "]":
             return
