@@ -41,7 +41,7 @@ def job_config(job_file: Optional[Path], model: Optional[str], gpu: Optional[str
         sec = "strategy" if k in Strategy.model_fields else "job" if k in Job.model_fields else None
         if not sep or sec is None:
             raise InputError("--set", kv, "key=value with a strategy or job field as key")
-        data.setdefault(sec, {})[k] = {"true": True, "false": False}.get(v.lower(), v)
+        data.setdefault(sec, {})[k] = _value(v)
     inp = build_inputs(data)
     job = inp.job.model_dump(exclude_none=True)
     seq, gb, impl = job.pop("seq_len"), job.pop("global_batch", None), job.pop("implementation")
@@ -50,6 +50,14 @@ def job_config(job_file: Optional[Path], model: Optional[str], gpu: Optional[str
                   gb or inp.job.batch_sequences, st, impl,
                   {k: v for k, v in job.items() if k in ("precision", "optimizer", "trainable",
                                                          "lora_rank", "frozen", "dropout")})
+
+
+def _value(text: str):
+    """A --set value as JSON (numbers, true/false) where it parses, else the string."""
+    try:
+        return json.loads(text.lower() if text.lower() in ("true", "false") else text)
+    except json.JSONDecodeError:
+        return text
 
 
 JOB = typer.Option(None, "--job", help="TOML/YAML job file (as for trainplan estimate)")
