@@ -97,3 +97,18 @@ def test_real_case_names_optimizer_and_a_change_that_fits(shared):
     assert r["changes"] and all(ch["with_excess_gib"] <= 0.95 * ch["capacity_gib"] for ch in r["changes"])
     f = [ch["gpu_time_factor"] for ch in r["changes"]]
     assert f == sorted(f)
+
+
+def test_summary_without_totals_exits_2(tmp_path):
+    head = (FIX / "memory_summary_vissl_480.txt").read_text().split("| Allocated memory")[0]
+    f = tmp_path / "summary.txt"
+    f.write_text(head)
+    res = CliRunner().invoke(app, ["diagnose", "oom", str(f)])
+    assert res.exit_code == 2 and "Allocated memory" in " ".join(res.output.split())
+
+
+def test_summary_alone_names_fragmentation_without_a_job():
+    res = CliRunner().invoke(app, ["diagnose", "oom", str(FIX / "memory_summary_pytorch_35901.txt")])
+    assert res.exit_code == 0 and "cause: fragmentation" in res.output
+    res = CliRunner().invoke(app, ["diagnose", "oom", str(FIX / "memory_summary_vissl_480.txt")])
+    assert res.exit_code == 0 and "cause: not decidable" in res.output

@@ -33,7 +33,7 @@ def job_config(job_file: Optional[Path], model: Optional[str], gpu: Optional[str
     from trainplan.spec.strategy import Strategy
     data = start(job_file, model, use_example=False)
     if "model" not in data:
-        raise InputError("model", None, "a preset id or config.json (--model or the job file)")
+        return None
     merge(data, "cluster", gpu=gpu, gpus=gpus)
     merge(data, "job", seq_len=seq_len, global_batch=global_batch)
     for kv in sets or []:
@@ -79,10 +79,10 @@ def oom(
     """Measured memory vs the plan by component; the cause, the phase, the changes that fit."""
     try:
         from trainplan.diagnose.oom import read_artifact
-        from trainplan.diagnose.oomplan import diagnose
+        from trainplan.diagnose.oomplan import diagnose, measured_only
         meas = read_artifact(artifact)
         cfg = job_config(job_file, model, gpu, gpus, seq_len, global_batch, sets)
-        r = diagnose(meas, cfg)
+        r = diagnose(meas, cfg) if cfg is not None else measured_only(meas)
     except (TrainplanError, ValueError) as e:
         _fail(e)
     if as_json:
@@ -95,6 +95,15 @@ def oom(
         typer.echo(f"fragmentation (reserved - allocated): {r['fragmentation_gib']:.2f} GiB")
     for k, v in ms.get("components", {}).items():
         typer.echo(f"  measured {k}: {v:.2f} GiB")
+    for n in ms.get("notes", []):
+        typer.echo(f"  note: {n}")
+    if "predicted" not in r:
+        typer.echo(f"phase: {r['phase'] or 'not recorded in this artifact'}")
+        typer.echo(f"cause: {r['component'] or 'not decidable without the job'}; give the job "
+                   "(--model/--job, --gpu, --gpus, --set ...) to compare with the plan")
+        for a in r["advice"]:
+            typer.echo(f"advice: {a}")
+        return
     typer.echo(f"plan [{r['layout']}] per GPU, of {r['capacity_gib']:.2f} GiB:")
     for k, v in r["predicted"].items():
         typer.echo(f"  {k:<12}{v:8.2f} GiB")

@@ -19,10 +19,9 @@ GB = typer.Option(None, "--global-batch")
 
 def _plan(job_file, model, gpu, gpus, seq_len, global_batch, sets) -> Any:
     """The plan's Estimate when a model or job file is given, else None."""
-    if not (job_file or model):
-        return None
     from trainplan.diagnose.oomplan import predict
-    return predict(job_config(job_file, model, gpu, gpus, seq_len, global_batch, sets))
+    cfg = job_config(job_file, model, gpu, gpus, seq_len, global_batch, sets)
+    return predict(cfg) if cfg is not None else None
 
 
 @diagnose_app.command("trace")

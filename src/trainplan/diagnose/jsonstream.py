@@ -124,27 +124,49 @@ def stream_trace(path: Path, on_meta: Callable[[str, Any], None] | None = None) 
         fh.close()
 
 
+def _last_boundary(t: str, p: int) -> int:
+    """Index of the ``}`` of the last ``}, {`` in ``t[p:]`` (a likely boundary between two
+    events), or -1."""
+    end = len(t)
+    while True:
+        i = t.rfind("{", p, end)
+        if i <= p:
+            return -1
+        j = i - 1
+        while j > p and t[j] in _WS:
+            j -= 1
+        if t[j] == ",":
+            j -= 1
+            while j > p and t[j] in _WS:
+                j -= 1
+            if t[j] == "}":
+                return j
+        end = i
+
+
 def _array_items(buf: _Buffer) -> Iterator[Any]:
-    """Elements of an array. Fast path: the buffer up to its last ``},`` is decoded as one JSON
-    array in a single C call; if that slice does not parse (a ``},`` inside a string), the
-    elements are decoded one by one."""
+    """Elements of an array. Fast path: the buffer up to its last ``}, {`` is decoded as one JSON
+    array in a single C call; if that slice does not parse (such a sequence inside a string or a
+    nested list), the next elements are decoded one by one before the fast path is tried again."""
     if buf.skip_ws() == "]":
         buf.pos += 1
         return
+    slow = 0
     while True:
+        buf.skip_ws()
         t, p = buf.text, buf.pos
-        cut = t.rfind("},", p)
-        if cut > p and t[p] == "{":
+        cut = _last_boundary(t, p) if slow <= 0 and t[p] == "{" else -1
+        if cut > p:
             try:
                 batch = json.loads("[" + t[p:cut + 1] + "]")
             except json.JSONDecodeError:
-                batch = None
+                batch, slow = None, 1000
             if batch is not None:
-                buf.pos = cut + 2
+                buf.pos = cut + 1
                 yield from batch
-                if buf.skip_ws() == "":
-                    buf.bad("the event array is cut short")
+                buf.expect(",")
                 continue
+        slow -= 1
         yield buf.value()
         if buf.expect(",]") == "]":
             return

@@ -201,6 +201,19 @@ def _evaluate(cfg: Config, tries, excess: float, base_step: float) -> list[dict[
     return rows
 
 
+def measured_only(meas: Measured) -> dict[str, Any]:
+    """What the artifact alone says (no job given): totals, fragmentation, phase."""
+    cause, helps = fragmentation_cause(meas)
+    return {"measured": {k: v for k, v in vars(meas).items() if v not in (None, [], {})},
+            "measured_need_gib": _need(meas), "fragmentation_gib": meas.fragmentation_gib,
+            "component": "fragmentation" if cause else None, "phase": meas.phase,
+            "advice": [FRAG_ADVICE.format(meas.fragmentation_gib)] if helps else []}
+
+
+FRAG_ADVICE = ("set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: {:.2f} GiB is reserved but "
+               "unallocated, more than the failed request or the peak in use needs")
+
+
 def diagnose(meas: Measured, cfg: Config) -> dict[str, Any]:
     """The whole comparison as a plain dict (what the CLI prints and --json writes)."""
     if cfg.capacity_gib is None and meas.capacity_gib:
@@ -213,11 +226,7 @@ def diagnose(meas: Measured, cfg: Config) -> dict[str, Any]:
     base = Config(**{**vars(cfg), "strategy": {**est.strategy, "dp": None}})
     changes = suggest(base, excess, float(est.time.step_s), pred)
     comp, why = name_component(meas, pred, cap)
-    advice = []
-    if fragmentation_cause(meas)[1]:
-        advice.append("set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: "
-                      f"{meas.fragmentation_gib:.2f} GiB is reserved but unallocated, more than "
-                      "the failed request or the peak in use needs")
+    advice = [FRAG_ADVICE.format(meas.fragmentation_gib)] if fragmentation_cause(meas)[1] else []
     return {"measured": {k: v for k, v in vars(meas).items() if v not in (None, [], {})},
             "measured_need_gib": need, "fragmentation_gib": meas.fragmentation_gib,
             "predicted": {**pred, "total": float(est.memory.total_gib)}, "capacity_gib": cap,
