@@ -13,6 +13,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import re
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -38,6 +39,7 @@ def open_text(path: Path) -> io.TextIOBase:
 class _Buffer:
     def __init__(self, fh: io.TextIOBase, name: str):
         self.fh, self.name, self.text, self.pos, self.eof = fh, name, "", 0, False
+        self.skip: Callable[[str], bool] | None = None
 
     def fill(self) -> bool:
         if self.eof:
@@ -91,10 +93,16 @@ class _Buffer:
         raise InputError("trace", self.name, f"a complete Kineto/Chrome trace JSON ({what})")
 
 
-def stream_trace(path: Path, on_meta: Callable[[str, Any], None] | None = None) -> Iterator[dict]:
-    """Yield each element of ``traceEvents``; other top-level keys go to ``on_meta(key, value)``."""
+def stream_trace(path: Path, on_meta: Callable[[str, Any], None] | None = None,
+                 skip: Callable[[str], bool] | None = None) -> Iterator[dict | None]:
+    """Yield each element of ``traceEvents``; other top-level keys go to ``on_meta(key, value)``.
+
+    ``skip(raw_text)`` may decline an event before it is decoded (then None is yielded in its
+    place, so counts stay exact); it sees the event's raw JSON text on the fast path only.
+    """
     fh = open_text(path)
     buf = _Buffer(fh, str(path))
+    buf.skip = skip
     try:
         first = buf.expect("{[")
         if first == "[":
@@ -144,6 +152,20 @@ def _last_boundary(t: str, p: int) -> int:
         end = i
 
 
+_SPLIT = re.compile(r"\}\s*,\s*(?=\{)")
+
+
+def _decode(text: str, skip: Callable[[str], bool] | None) -> list[Any]:
+    """Decode ``{...}, {...}, ... {...}`` as a list; events ``skip`` declines become None."""
+    if skip is None:
+        return json.loads("[" + text + "]")
+    pieces = _SPLIT.split(text[:-1])  # each piece is one event without its closing brace
+    keep = [not skip(x) for x in pieces]
+    got = iter(json.loads("[" + "},".join(x for x, k in zip(pieces, keep) if k) + "}]")
+               if any(keep) else [])
+    return [next(got) if k else None for k in keep]
+
+
 def _array_items(buf: _Buffer) -> Iterator[Any]:
     """Elements of an array. Fast path: the buffer up to its last ``}, {`` is decoded as one JSON
     array in a single C call; if that slice does not parse (such a sequence inside a string or a
@@ -158,7 +180,7 @@ def _array_items(buf: _Buffer) -> Iterator[Any]:
         cut = _last_boundary(t, p) if slow <= 0 and t[p] == "{" else -1
         if cut > p:
             try:
-                batch = json.loads("[" + t[p:cut + 1] + "]")
+                batch = _decode(t[p:cut + 1], buf.skip)
             except json.JSONDecodeError:
                 batch, slow = None, 1000
             if batch is not None:

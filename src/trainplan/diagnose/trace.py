@@ -89,6 +89,18 @@ class RankTrace:
     n_events: int = 0
 
 
+_FLOW_OR_CPU = re.compile(r'"ph":\s*"[sfi]"|"cat":\s*"(cpu_op|Operator|python_function)"')
+_KEEP_NAMES = re.compile(r"ProfilerStep#|DataLoader|aten::item|aten::_local_scalar_dense")
+
+
+def _skip_raw(raw: str) -> bool:
+    """Decline, before decoding, the events the breakdown never uses: flow and instant events
+    and host operators other than the step, data-loader and sync ones (positively identified by
+    their raw text; anything else is decoded)."""
+    m = _FLOW_OR_CPU.search(raw, 0, 200)
+    return m is not None and (m.group(1) is None or _KEEP_NAMES.search(raw) is None)
+
+
 def read_rank(path: Path) -> RankTrace:
     """Stream one trace file into a :class:`RankTrace`."""
     rt = RankTrace(path=str(path))
@@ -100,7 +112,7 @@ def read_rank(path: Path) -> RankTrace:
         if key == "deviceProperties" and isinstance(value, list) and value and isinstance(value[0], dict):
             rt.device = str(value[0].get("name"))
 
-    for ev in stream_trace(path, meta):
+    for ev in stream_trace(path, meta, skip=_skip_raw):
         rt.n_events += 1
         if not isinstance(ev, dict) or ev.get("ph") != "X":
             continue
@@ -174,11 +186,17 @@ def _intervals(pairs: list[tuple[float, float]]) -> tuple[np.ndarray, np.ndarray
 
 def step_breakdown(rt: RankTrace) -> list[dict[str, Any]]:
     """One row per ProfilerStep window (the whole GPU span if the trace has none)."""
-    ts, end, cls = _arrays(rt)
-    windows = rt.steps or [("trace", float(ts.min()), float(end.max()))]
+    ts_all, end_all, cls_all = _arrays(rt)
+    order = np.argsort(ts_all, kind="stable")
+    ts_all, end_all, cls_all = ts_all[order], end_all[order], cls_all[order]
+    longest = float((end_all - ts_all).max())
+    windows = rt.steps or [("trace", float(ts_all.min()), float(end_all.max()))]
     data, syncs = _intervals(rt.data), _intervals(rt.syncs)
     rows = []
     for name, lo, hi in windows:
+        # only events that can overlap [lo, hi]: start in [lo - longest, hi)
+        i0, i1 = np.searchsorted(ts_all, [lo - longest, hi])
+        ts, end, cls = ts_all[i0:i1], end_all[i0:i1], cls_all[i0:i1]
         row: dict[str, Any] = {"step": name, "step_us": hi - lo}
         part = partition(ts, end, cls, lo, hi)
         row.update({f"{k}_us": v for k, v in part.items()})
@@ -207,9 +225,8 @@ def hta_temporal(rt: RankTrace) -> dict[str, float]:
     mask = None
     if len(rt.steps) >= 2 and rt.launch_corr:
         last = rt.steps[-1][1]
-        keep = {c for t, c in rt.launch_corr if t < last}
-        corr = np.frombuffer(rt.k_corr, dtype=np.int64)
-        mask = np.fromiter((c in keep for c in corr), dtype=bool, count=len(corr))
+        keep = np.fromiter((c for t, c in rt.launch_corr if t < last), dtype=np.int64)
+        mask = np.isin(np.frombuffer(rt.k_corr, dtype=np.int64), keep)
     ts, end, cls = _arrays(rt, mask)
     lo, hi = float(ts.min()), float(end.max())
     part = partition(ts, end, cls, lo, hi)
