@@ -163,6 +163,7 @@ def _register() -> None:
         ("trainplan.commands.audit", "audit_command", "audit", "command"),
         ("trainplan.measure.cli", "measure_app", "measure", "group"),
         ("trainplan.diagnose.cli", "diagnose_app", "diagnose", "group"),
+        ("trainplan.diagnose.cli_calibrate", "calibrate_command", "calibrate", "command"),
     ]:
         try:
             obj = getattr(importlib.import_module(mod), attr)

@@ -88,7 +88,9 @@ def log(
                                                    "step_ms, and step, loss"),
     job_file: Optional[Path] = JOB, model: Optional[str] = MODEL, gpu: Optional[str] = GPU,
     gpus: Optional[int] = GPUS, seq_len: Optional[int] = SEQ, global_batch: Optional[int] = GB,
-    sets: Optional[list[str]] = SET, as_json: bool = typer.Option(False, "--json"),
+    sets: Optional[list[str]] = SET,
+    calibration: Optional[Path] = typer.Option(None, help="JSON from trainplan calibrate"),
+    as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Step time, throughput, loss, loss scale, skipped steps; against the plan when a job is
     given; fp16 loss-scale advice."""
@@ -99,6 +101,12 @@ def log(
         est = _plan(job_file, model, gpu, gpus, seq_len, global_batch, sets)
         if est is not None:
             s["vs_plan"] = log_vs_plan(s, est)
+            if calibration and s["vs_plan"]:
+                from trainplan.diagnose.calibrate import apply, read_calibration
+                step, warn = apply(read_calibration(calibration), est)
+                s["vs_plan"]["calibrated_step_s"] = step
+                s["vs_plan"]["measured_over_calibrated"] = s["vs_plan"]["measured_step_s"] / step
+                s["advice"] += [f"warning: {w}" for w in warn]
     except (TrainplanError, ValueError) as e:
         _fail(e)
     if as_json:

@@ -207,11 +207,11 @@ def measured_only(meas: Measured) -> dict[str, Any]:
     return {"measured": {k: v for k, v in vars(meas).items() if v not in (None, [], {})},
             "measured_need_gib": _need(meas), "fragmentation_gib": meas.fragmentation_gib,
             "component": "fragmentation" if cause else None, "phase": meas.phase,
-            "advice": [FRAG_ADVICE.format(meas.fragmentation_gib)] if helps else []}
+            "advice": [FRAG_ADVICE.format(meas.fragmentation_gib, "")] if helps else []}
 
 
 FRAG_ADVICE = ("set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: {:.2f} GiB is reserved but "
-               "unallocated, more than the failed request or the peak in use needs")
+               "unallocated, enough for the failed request if it were one block{}")
 
 
 def diagnose(meas: Measured, cfg: Config) -> dict[str, Any]:
@@ -226,7 +226,9 @@ def diagnose(meas: Measured, cfg: Config) -> dict[str, Any]:
     base = Config(**{**vars(cfg), "strategy": {**est.strategy, "dp": None}})
     changes = suggest(base, excess, float(est.time.step_s), pred)
     comp, why = name_component(meas, pred, cap)
-    advice = [FRAG_ADVICE.format(meas.fragmentation_gib)] if fragmentation_cause(meas)[1] else []
+    cause, helps = fragmentation_cause(meas)
+    advice = [FRAG_ADVICE.format(meas.fragmentation_gib, "" if cause else
+                                 " (a secondary help here: the plan itself is short)")] if helps else []
     return {"measured": {k: v for k, v in vars(meas).items() if v not in (None, [], {})},
             "measured_need_gib": need, "fragmentation_gib": meas.fragmentation_gib,
             "predicted": {**pred, "total": float(est.memory.total_gib)}, "capacity_gib": cap,
