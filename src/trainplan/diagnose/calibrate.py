@@ -142,7 +142,8 @@ def read_calibration(path: Path) -> dict[str, Any]:
         cal = json.loads(Path(path).read_text())
         [float(cal["factors"][k]) for k in NAMES]
     except (OSError, ValueError, KeyError, TypeError) as e:
-        raise InputError("calibration", str(path), f"a JSON written by trainplan calibrate ({e})") from None
+        raise InputError("calibration", str(path),
+                         f"a JSON written by trainplan calibrate ({e})") from None
     return cal
 
 

@@ -18,9 +18,9 @@ Uses only the public ``trainplan.estimate`` and the fields of its ``Estimate`` (
 * candidate changes (ZeRO stage up, micro-batch down, recompute, optimizer offload, twice the
   GPUs; TP and PP only with Megatron, which the other stacks cannot switch on by a flag) are
   estimated one at a time, then in pairs when none fits alone; a change fits when its predicted
-  total plus the excess stays under 95% of the capacity (the planner's own "tight" line). They are ranked by
-  GPU-time per step (step time x GPUs) relative to the failing configuration, so adding GPUs is
-  charged for the GPUs it adds.
+  total plus the excess stays under 95% of the capacity (the planner's own "tight" line). They
+  are ranked by GPU-time per step (step time x GPUs) relative to the failing configuration, so
+  adding GPUs is charged for the GPUs it adds.
 """
 
 from __future__ import annotations
@@ -142,7 +142,8 @@ def candidates(st: dict[str, Any], gpus: int, megatron: bool = True
         mb //= 2
         out.append((f"micro-batch {st.get('micro_batch')} -> {mb}", {**st, "micro_batch": mb}, gpus))
     for rc in ("selective", "full"):
-        if st.get("recompute", "none") != rc and not (rc == "selective" and st.get("recompute") == "full"):
+        cur = st.get("recompute", "none")
+        if cur != rc and not (rc == "selective" and cur == "full"):
             out.append((f"recompute {rc}", {**st, "recompute": rc}, gpus))
     if not st.get("offload_optimizer"):
         out.append(("offload optimizer to CPU", {**st, "offload_optimizer": True}, gpus))
@@ -207,11 +208,19 @@ def measured_only(meas: Measured) -> dict[str, Any]:
     return {"measured": {k: v for k, v in vars(meas).items() if v not in (None, [], {})},
             "measured_need_gib": _need(meas), "fragmentation_gib": meas.fragmentation_gib,
             "component": "fragmentation" if cause else None, "phase": meas.phase,
-            "advice": [FRAG_ADVICE.format(meas.fragmentation_gib, "")] if helps else []}
+            "advice": [_frag_advice(meas, False)] if helps else []}
 
 
 FRAG_ADVICE = ("set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: {:.2f} GiB is reserved but "
-               "unallocated, enough for the failed request if it were one block{}")
+               "unallocated, {}{}")
+
+
+def _frag_advice(meas: Measured, secondary: bool) -> str:
+    what = ("enough for the failed request if it were one block" if meas.requested_gib
+            else "memory the caching allocator holds but cannot hand out")
+    return FRAG_ADVICE.format(meas.fragmentation_gib, what,
+                              " (a secondary help here: the plan itself is short)" if secondary
+                              else "")
 
 
 def diagnose(meas: Measured, cfg: Config) -> dict[str, Any]:
@@ -227,8 +236,7 @@ def diagnose(meas: Measured, cfg: Config) -> dict[str, Any]:
     changes = suggest(base, excess, float(est.time.step_s), pred)
     comp, why = name_component(meas, pred, cap)
     cause, helps = fragmentation_cause(meas)
-    advice = [FRAG_ADVICE.format(meas.fragmentation_gib, "" if cause else
-                                 " (a secondary help here: the plan itself is short)")] if helps else []
+    advice = [_frag_advice(meas, not cause)] if helps else []
     return {"measured": {k: v for k, v in vars(meas).items() if v not in (None, [], {})},
             "measured_need_gib": need, "fragmentation_gib": meas.fragmentation_gib,
             "predicted": {**pred, "total": float(est.memory.total_gib)}, "capacity_gib": cap,

@@ -109,7 +109,8 @@ def read_rank(path: Path) -> RankTrace:
     def meta(key: str, value: Any) -> None:
         if key == "distributedInfo" and isinstance(value, dict) and isinstance(value.get("rank"), int):
             rt.rank = value["rank"]
-        if key == "deviceProperties" and isinstance(value, list) and value and isinstance(value[0], dict):
+        if key == "deviceProperties" and isinstance(value, list) and value \
+                and isinstance(value[0], dict):
             rt.device = str(value[0].get("name"))
 
     for ev in stream_trace(path, meta, skip=_skip_raw):
@@ -159,7 +160,8 @@ def _arrays(rt: RankTrace, mask: np.ndarray | None = None):
     return ts, end, cls
 
 
-def partition(ts: np.ndarray, end: np.ndarray, cls: np.ndarray, lo: float, hi: float) -> dict[str, float]:
+def partition(ts: np.ndarray, end: np.ndarray, cls: np.ndarray, lo: float, hi: float
+              ) -> dict[str, float]:
     """Give every instant of [lo, hi] to one class by priority (see module doc); adds to hi-lo."""
     s, e = iv.clip(ts, end, lo, hi)
     keep = (np.minimum(end, hi) > np.maximum(ts, lo))
