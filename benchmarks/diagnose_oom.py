@@ -92,7 +92,7 @@ SKIP = {"oom_meta-llama_llama-cookbook_235": "no resolution visible",
         "oom_tatsu-lab_stanford_alpaca_86": "no resolution visible",
         "oom_zhziszz_dllm_9": "no answer visible",
         "oom_hiyouga_llamafactory_5545": "resolution not in the excerpt",
-        "oom_nvidia-rl_903": "GPU not given"}
+        "oom_nvidia-nemo_rl_903": "GPU not given"}
 
 
 def main() -> None:

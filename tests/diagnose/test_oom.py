@@ -112,3 +112,17 @@ def test_summary_alone_names_fragmentation_without_a_job():
     assert res.exit_code == 0 and "cause: fragmentation" in res.output
     res = CliRunner().invoke(app, ["diagnose", "oom", str(FIX / "memory_summary_vissl_480.txt")])
     assert res.exit_code == 0 and "cause: not decidable" in res.output
+
+
+def test_phase_from_a_pasted_traceback():
+    tb = ('Traceback (most recent call last):\n  File "train.py", line 88, in <module>\n'
+          '    loss.backward()\n  File "/usr/lib/python3/site-packages/torch/autograd/__init__.py",'
+          ' line 200, in backward\n    Variable._execution_engine.run_backward(\n'
+          'torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; '
+          '15.78 GiB total capacity; 14.28 GiB already allocated; 6.69 MiB free; 14.32 GiB '
+          'reserved in total by PyTorch)')
+    assert parse_message(tb).phase == "backward"
+    step = tb.replace("loss.backward()", "optimizer.step()").replace(
+        "torch/autograd/__init__.py", "torch/optim/adamw.py").replace("in backward", "in step")
+    assert parse_message(step).phase == "optimizer step"
+    assert parse_message(tb.split("torch.cuda.")[1]).phase is None

@@ -74,14 +74,16 @@ def test_truncated_trace_exits_2(shared, tmp_path):
     assert res.exit_code == 2 and "complete" in res.output
 
 
-def test_agrees_with_holistic_trace_analysis(shared, tmp_path):
+def test_agrees_with_holistic_trace_analysis_on_every_trace(shared, tmp_path):
     pytest.importorskip("hta", reason="HolisticTraceAnalysis (extra 'hta') is not installed")
     from hta.trace_analysis import TraceAnalysis
-    for f in [shared / "traces" / "hta_resnet50_ddp" / "rank0.json.gz",
-              next((shared / "traces" / DL).glob("num_workers_0*")),
-              shared / "traces" / "hta_trace_diff" / "test_v100_rank1_of_2.json.gz"]:
-        d = tmp_path / f.parent.name / f.name[:8]
-        d.mkdir(parents=True)
+    from trainplan.diagnose.ranks import expand_inputs
+    import tempfile
+    work = tempfile.TemporaryDirectory(dir=tmp_path)
+    files = _traces(shared) + expand_inputs([FIX / "dlrm_kineto.tar.gz"], work)[:3]
+    for i, f in enumerate(files):
+        d = tmp_path / f"t{i}"
+        d.mkdir()
         (d / f.name).write_bytes(f.read_bytes())
         ref = TraceAnalysis(trace_dir=str(d)).get_temporal_breakdown(visualize=False).iloc[0]
         ours = hta_temporal(read_rank(f))

@@ -78,7 +78,22 @@ _ALLOC_ONLY = re.compile(rf"Tried to allocate {_SIZE}", re.S)
 
 
 def parse_message(text: str) -> Measured:
-    """Either form of the CUDA out-of-memory message (extra text around it is ignored)."""
+    """Either form of the CUDA out-of-memory message; a pasted traceback around it gives the phase."""
+    out = _parse_message(text)
+    out.phase = traceback_phase(text)
+    return out
+
+
+_TB_FRAME = re.compile(r'File "([^"]+)", line \d+, in (\S+)\s*\n\s*(.*)')
+
+
+def traceback_phase(text: str) -> str | None:
+    """Forward, backward or optimizer step from the Python frames of a pasted traceback."""
+    frames = [{"filename": f, "name": f"{n} {code}"} for f, n, code in _TB_FRAME.findall(text)]
+    return _phase(frames, innermost_first=False) if frames else None
+
+
+def _parse_message(text: str) -> Measured:
     t = " ".join(text.split())
     m = _OLD.search(t)
     if m:
@@ -166,12 +181,15 @@ _PHASES = (("optimizer step", re.compile(r"torch/optim/|optimizer|\bstep\b|adam"
            ("forward", re.compile(r"forward", re.I)))
 
 
-def _phase(frames: Any) -> str | None:
-    text = " ".join(f"{f.get('filename', '')}:{f.get('name', '')}" for f in frames or []
-                    if isinstance(f, dict))
-    for phase, pat in _PHASES:
-        if pat.search(text):
-            return phase
+def _phase(frames: Any, innermost_first: bool = True) -> str | None:
+    """The phase of the innermost frame that names one (a snapshot lists frames innermost
+    first; a Python traceback lists them innermost last)."""
+    fr = [f for f in frames or [] if isinstance(f, dict)]
+    for f in fr if innermost_first else reversed(fr):
+        text = f"{f.get('filename', '')}:{f.get('name', '')}"
+        for phase, pat in _PHASES:
+            if pat.search(text):
+                return phase
     return None
 
 
