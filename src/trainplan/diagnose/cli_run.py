@@ -41,8 +41,9 @@ def trace(
         ranks = load_ranks(paths)
         out = []
         for r, rt in ranks:
-            s = summarize(step_breakdown(rt))
-            out.append({"rank": r, "file": Path(rt.path).name, "device": rt.device, **s,
+            s = summarize(step_breakdown(rt), host=rt.host)
+            dev = "CPU-only trace: host operators" if rt.host else rt.device
+            out.append({"rank": r, "file": Path(rt.path).name, "device": dev, **s,
                         "hta_temporal": hta_temporal(rt)})
         strag = stragglers(ranks)
         est = _plan(job_file, model, gpu, gpus, seq_len, global_batch, sets)

@@ -87,6 +87,7 @@ class RankTrace:
     syncs: list[tuple[float, float]] = field(default_factory=list)
     data: list[tuple[float, float]] = field(default_factory=list)
     n_events: int = 0
+    host: bool = False  # a CPU-only trace: host operators stand in for kernels
 
 
 _FLOW_OR_CPU = re.compile(r'"ph":\s*"[sfi]"|"cat":\s*"(cpu_op|Operator|python_function)"')
@@ -101,9 +102,37 @@ def _skip_raw(raw: str) -> bool:
     return m is not None and (m.group(1) is None or _KEEP_NAMES.search(raw) is None)
 
 
+def classify_host(name: str) -> str | None:
+    """Class of a host event in a CPU-only trace (torch.profiler with ProfilerActivity.CPU):
+    collectives (gloo/nccl/c10d), the optimizer's annotation, then the kernel rules on op names;
+    None for events that are not work (other annotations)."""
+    if name.startswith(("gloo:", "nccl:", "c10d::")):
+        return "comm"
+    if name.startswith(("Optimizer.step#", "Optimizer.zero_grad#")):
+        return "optimizer"
+    if _HOST_GEMM.match(name):
+        return "gemm"
+    return classify_kernel(name, "kernel")
+
+
+_HOST_GEMM = re.compile(r"aten::(mm|addmm|bmm|baddbmm|matmul|linear|convolution|conv\w*)$")
+
+
 def read_rank(path: Path) -> RankTrace:
-    """Stream one trace file into a :class:`RankTrace`."""
-    rt = RankTrace(path=str(path))
+    """Stream one trace file into a :class:`RankTrace`. A trace without GPU events (a CPU-only
+    profile) is read again in host mode: host operators and collectives take the kernels' place."""
+    rt = _scan(path, host=False)
+    if not rt.k_ts:
+        rt = _scan(path, host=True)
+    if not rt.k_ts:
+        from trainplan.errors import InputError
+        raise InputError("trace", str(path), "a trace with GPU kernels or host operators "
+                         "(torch.profiler with ProfilerActivity.CUDA and/or CPU)")
+    return rt
+
+
+def _scan(path: Path, host: bool) -> RankTrace:
+    rt = RankTrace(path=str(path), host=host)
     cls_cache: dict[str, int] = {}
 
     def meta(key: str, value: Any) -> None:
@@ -113,7 +142,13 @@ def read_rank(path: Path) -> RankTrace:
                 and isinstance(value[0], dict):
             rt.device = str(value[0].get("name"))
 
-    for ev in stream_trace(path, meta, skip=_skip_raw):
+    def add(ts: float, end: float, code: int, corr: int = -1) -> None:
+        rt.k_ts.append(ts)
+        rt.k_end.append(end)
+        rt.k_cls.append(code)
+        rt.k_corr.append(corr)
+
+    for ev in stream_trace(path, meta, skip=None if host else _skip_raw):
         rt.n_events += 1
         if not isinstance(ev, dict) or ev.get("ph") != "X":
             continue
@@ -128,10 +163,7 @@ def read_rank(path: Path) -> RankTrace:
             code = cls_cache.get(name)
             if code is None:
                 code = cls_cache[name] = _CODE[classify_kernel(name, cat)]
-            rt.k_ts.append(ts)
-            rt.k_end.append(ts + dur)
-            rt.k_cls.append(code)
-            rt.k_corr.append(int(args.get("correlation", -1) or -1))
+            add(ts, ts + dur, code, int(args.get("correlation", -1) or -1))
         elif cat in _RUNTIME_CATS:
             corr = args.get("correlation")
             if isinstance(corr, int):
@@ -142,13 +174,15 @@ def read_rank(path: Path) -> RankTrace:
             rt.steps.append((name, ts, ts + dur))
         elif "DataLoader" in name and "__next__" in name:
             rt.data.append((ts, ts + dur))
-        elif name in ("aten::item", "aten::_local_scalar_dense"):
-            rt.syncs.append((ts, ts + dur))
+        else:
+            if name in ("aten::item", "aten::_local_scalar_dense"):
+                rt.syncs.append((ts, ts + dur))
+            if host and (cat in ("cpu_op", "operator") or name.startswith(
+                    ("gloo:", "nccl:", "Optimizer."))):
+                c = classify_host(name)
+                if c is not None:
+                    add(ts, ts + dur, _CODE[c])
     rt.steps.sort(key=lambda s: s[1])
-    if not rt.k_ts:
-        from trainplan.errors import InputError
-        raise InputError("trace", str(path), "a trace with GPU kernel events (profile with "
-                         "activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])")
     return rt
 
 
@@ -216,7 +250,7 @@ def step_breakdown(rt: RankTrace) -> list[dict[str, Any]]:
     return rows
 
 
-def hta_temporal(rt: RankTrace) -> dict[str, float]:
+def hta_temporal(rt: RankTrace) -> dict[str, float] | None:
     """Idle / compute / non-compute over HolisticTraceAnalysis's window, for comparison with HTA.
 
     HTA (``hta/common/trace.py::_filter_irrelevant_gpu_kernels`` and
@@ -224,6 +258,8 @@ def hta_temporal(rt: RankTrace) -> dict[str, float]:
     launched before the last ProfilerStep starts (when there are two or more steps); its span runs
     from the first kept kernel's start to the last one's end.
     """
+    if rt.host:
+        return None
     mask = None
     if len(rt.steps) >= 2 and rt.launch_corr:
         last = rt.steps[-1][1]
@@ -239,7 +275,7 @@ def hta_temporal(rt: RankTrace) -> dict[str, float]:
             "non_compute_pct": 100 * (span - compute - part["idle"]) / span}
 
 
-def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
+def summarize(rows: list[dict[str, Any]], host: bool = False) -> dict[str, Any]:
     """Mean over steps (the first step is dropped when there are three or more: warm-up)."""
     use = rows[1:] if len(rows) >= 3 else rows
     keys = [k for k in use[0] if k.endswith("_us")]
@@ -251,7 +287,7 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
     if mean["comm_us"] > 0.15 * step:
         verdicts.append("communication-bound")
     if mean["idle_launch_bound_us"] > 0.2 * step:
-        verdicts.append("launch-bound")
+        verdicts.append("host-idle" if host else "launch-bound")
     if mean["idle_host_sync_us"] > 0.1 * step:
         verdicts.append("sync-bound")
     return {"steps": len(rows), "steps_averaged": len(use), "mean": mean, "verdicts": verdicts}
