@@ -126,3 +126,10 @@ def test_phase_from_a_pasted_traceback():
         "torch/autograd/__init__.py", "torch/optim/adamw.py").replace("in backward", "in step")
     assert parse_message(step).phase == "optimizer step"
     assert parse_message(tb.split("torch.cuda.")[1]).phase is None
+
+
+def test_megatron_memory_line(shared):
+    m = read_artifact(shared / "logs/issues/megatron_lm_756_mixtral8x7b_16xH100.txt")
+    assert m.source.startswith("Megatron") and not m.oom
+    assert m.allocated_gib == pytest.approx(54250.97802734375 / 1024)
+    assert m.reserved_gib == pytest.approx(61480.0 / 1024)

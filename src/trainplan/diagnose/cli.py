@@ -107,12 +107,17 @@ def oom(
     typer.echo(f"plan [{r['layout']}] per GPU, of {r['capacity_gib']:.2f} GiB:")
     for k, v in r["predicted"].items():
         typer.echo(f"  {k:<12}{v:8.2f} GiB")
+    if r["measured_peak_allocated_gib"]:
+        typer.echo(f"measured peak allocated {r['measured_peak_allocated_gib']:.2f} GiB vs planned "
+                   f"total {r['predicted']['total']:.2f} GiB (the plan adds CUDA context, NCCL "
+                   "and allocator reserve in overhead)")
     typer.echo(f"beyond the plan: {r['excess_over_plan_gib']:.2f} GiB")
     typer.echo(f"component: {r['component']} - {r['reason']}")
     typer.echo(f"phase: {r['phase'] or 'not recorded in this artifact'}")
     for a in r["advice"]:
         typer.echo(f"advice: {a}")
-    typer.echo("smallest changes that fit (ranked by GPU-time per step):" if r["changes"]
+    typer.echo(("smallest changes that fit" if ms.get("oom", True) else "changes that add headroom")
+               + " (ranked by GPU-time per step):" if r["changes"]
                else "no single or paired change fits: more GPUs of a larger memory")
     for c in r["changes"]:
         typer.echo(f"  {c['change']:<40} {c['memory_gib']:7.2f} GiB  step {c['step_s']:.3f} s "

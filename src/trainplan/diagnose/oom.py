@@ -155,6 +155,25 @@ def parse_summary(text: str) -> Measured:
     return out
 
 
+_MEG_MEM = re.compile(r"memory \(MB\)\s*\|\s*allocated:\s*([\d.]+)\s*\|\s*max allocated:\s*"
+                      r"([\d.]+)\s*\|\s*reserved:\s*([\d.]+)\s*\|\s*max reserved:\s*([\d.]+)")
+
+
+def parse_log_memory(text: str) -> Measured:
+    """Megatron-LM's memory report line (``megatron/training/utils.py::report_memory``):
+    "memory (MB) | allocated: A | max allocated: M | reserved: R | max reserved: X" (MB = MiB:
+    torch bytes / 2**20). The largest rank's line is used."""
+    rows = [tuple(float(x) / 1024 for x in m.groups()) for m in _MEG_MEM.finditer(text)]
+    if not rows:
+        raise InputError("memory log", text[:80].strip(), "a Megatron-LM 'memory (MB) | allocated:"
+                         " ... | max reserved: ...' line")
+    a, peak, r, peak_r = max(rows, key=lambda x: x[1])
+    out = Measured(source="Megatron-LM memory report", allocated_gib=a, peak_allocated_gib=peak,
+                   reserved_gib=r, oom=False)
+    out.components["peak_reserved"] = peak_r
+    return out
+
+
 class SafeUnpickler(pickle.Unpickler):
     """Unpickle plain data only: every global (class or function) is refused."""
 
@@ -263,4 +282,6 @@ def read_artifact(path: Path) -> Measured:
             raise InputError("memory timeline", str(p), f"complete JSON ({e})") from None
     if "memory summary" in text or "Allocated memory" in text:
         return parse_summary(text)
+    if "max allocated:" in text and "Tried to allocate" not in text:
+        return parse_log_memory(text)
     return parse_message(text)

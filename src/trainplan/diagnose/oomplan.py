@@ -123,7 +123,7 @@ def name_component(meas: Measured, pred: dict[str, float], capacity: float) -> t
              "optimizer": pred["optimizer"],
              "activations": pred["activations"] + pred["transient"] + excess}
     c = max(sizes, key=sizes.get)
-    why = f"largest at the OOM: {sizes[c]:.2f} GiB"
+    why = f"{'largest at the OOM' if meas.oom else 'largest in the plan'}: {sizes[c]:.2f} GiB"
     if excess > 0 and c == "activations":
         why += f" (includes {excess:.2f} GiB measured beyond the plan)"
     return c, why
@@ -237,8 +237,9 @@ def diagnose(meas: Measured, cfg: Config) -> dict[str, Any]:
     comp, why = name_component(meas, pred, cap)
     cause, helps = fragmentation_cause(meas)
     advice = [_frag_advice(meas, not cause)] if helps else []
+    peak = max(meas.allocated_gib or 0.0, meas.peak_allocated_gib or 0.0) or None
     return {"measured": {k: v for k, v in vars(meas).items() if v not in (None, [], {})},
-            "measured_need_gib": need, "fragmentation_gib": meas.fragmentation_gib,
+            "measured_need_gib": need, "measured_peak_allocated_gib": peak, "fragmentation_gib": meas.fragmentation_gib,
             "predicted": {**pred, "total": float(est.memory.total_gib)}, "capacity_gib": cap,
             "layout": est.layout, "step_s": float(est.time.step_s),
             "excess_over_plan_gib": excess, "component": comp, "reason": why,
