@@ -116,6 +116,8 @@ def oom(
     typer.echo(f"phase: {r['phase'] or 'not recorded in this artifact'}")
     for a in r["advice"]:
         typer.echo(f"advice: {a}")
+    for w in r["warnings"]:
+        typer.echo(f"warning: {w}")
     typer.echo(("smallest changes that fit" if ms.get("oom", True) else "changes that add headroom")
                + " (ranked by GPU-time per step):" if r["changes"]
                else "no single or paired change fits: more GPUs of a larger memory")

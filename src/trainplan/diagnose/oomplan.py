@@ -225,7 +225,14 @@ def _frag_advice(meas: Measured, secondary: bool) -> str:
 
 def diagnose(meas: Measured, cfg: Config) -> dict[str, Any]:
     """The whole comparison as a plain dict (what the CLI prints and --json writes)."""
+    warnings = []
     if cfg.capacity_gib is None and meas.capacity_gib:
+        from trainplan.catalog import get_accelerator
+        listed = float(get_accelerator(cfg.gpu).hbm_gib)
+        if abs(listed - meas.capacity_gib) > 0.1 * listed:
+            warnings.append(f"the artifact's GPU has {meas.capacity_gib:.2f} GiB but the job's "
+                            f"{cfg.gpu} lists {listed:.0f} GiB: is the job's GPU right? (the "
+                            "measured capacity is used)")
         cfg.capacity_gib = meas.capacity_gib
     est = predict(cfg)
     pred = _mem(est)
@@ -243,7 +250,7 @@ def diagnose(meas: Measured, cfg: Config) -> dict[str, Any]:
             "predicted": {**pred, "total": float(est.memory.total_gib)}, "capacity_gib": cap,
             "layout": est.layout, "step_s": float(est.time.step_s),
             "excess_over_plan_gib": excess, "component": comp, "reason": why,
-            "phase": meas.phase, "advice": advice,
+            "phase": meas.phase, "advice": advice, "warnings": warnings,
             "changes": changes, "config": {"gpu": cfg.gpu, "gpus": cfg.gpus,
                                            "seq_len": cfg.seq_len, "global_batch": cfg.global_batch,
                                            "implementation": cfg.implementation}}
