@@ -194,6 +194,8 @@ def _register() -> None:
         ("trainplan.measure.cli", "measure_app", "measure", "group"),
         ("trainplan.resilience.cli", "resilience_command", "resilience", "command"),
         ("trainplan.resilience.schedule_cli", "schedule_command", "schedule", "command"),
+        ("trainplan.diagnose.cli", "diagnose_app", "diagnose", "group"),
+        ("trainplan.diagnose.cli_calibrate", "calibrate_command", "calibrate", "command"),
     ]:
         try:
             obj = getattr(importlib.import_module(mod), attr)
