@@ -23,9 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from trainplan.conventions import ACTIVATION_BYTES, MATMUL_DTYPE
-from trainplan.costmodel import timing as tm
-from trainplan.costmodel.flops import attention_core_flops_per_token, linear_flops_per_token
+from trainplan.conventions import ACTIVATION_BYTES
 from trainplan.costmodel.memory import layer_activation_bytes
 from trainplan.costmodel.params import projector_params, stack_params
 from trainplan.costmodel.vision_flops import (
@@ -160,30 +158,24 @@ def vision_costs(model: Model, job, L, cluster=None) -> dict[str, Any]:
 
 
 class _Timer:
-    """Times the tower with the decoder's kernel model (``timing.KernelModel``)."""
+    """Times the tower with the decoder's kernel model (``compute.KernelModel``: the same GEMM,
+    attention, elementwise and framework physics)."""
 
     def __init__(self, job, cluster):
-        from trainplan.costmodel.overheads import implementation_profile
-        acc = cluster.accelerator
-        self.km = tm.KernelModel(acc.peak(MATMUL_DTYPE[job.precision]), acc.efficiency,
-                                 acc.hbm_bw_tbps * 1e12, ACTIVATION_BYTES[job.precision],
-                                 implementation_profile(job.implementation,
-                                                        job.precision).kernels_per_layer)
+        from trainplan.catalog.frameworks import get_framework
+        from trainplan.costmodel.compute import KernelModel
+        self.km = KernelModel(cluster, job, get_framework(job.framework))
 
     def gemm_total(self, flops):
         return self.km.gemm(flops)
 
     def tower(self, v: Stack, tok, n, p, imgs_mb, tp, rc, flash, wg, ig):
         """Forward + backward seconds of one micro-batch through tower ``v`` on one GPU."""
-        lin = linear_flops_per_token(v)
-        n_mlp = 3 if v.mlp == "swiglu" else 2
         t = 0.0
         for ti, ni, pi in zip(np.atleast_1d(tok), np.atleast_1d(n), p):
             T = imgs_mb * ti                                    # tokens per micro-batch per GPU
-            t_ffn = self.km.gemm(T * lin["mlp"] / tp, n_mlp)
-            attn = T * attention_core_flops_per_token(v, ti, causal=False)
-            fwd, bwd, redo, _ = self.km.layer(v, lin, T, imgs_mb, ti, ti, attn, tp, 1.0, flash,
-                                               rc, 1.0, wg, ig, t_ffn, False)
+            lt = self.km.layer(v, T, imgs_mb, ti, ti, tp, 1.0, flash, rc, 1.0, wg, ig, False,
+                               causal=False)
             embed = self.km.gemm(patch_embedding_flops(v, ni) * imgs_mb / tp) * (1.0 + wg)
-            t = t + pi * (v.layers * (fwd + bwd + redo) + embed)
+            t = t + pi * (v.layers * lt.total + embed)
         return t

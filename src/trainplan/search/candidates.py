@@ -46,7 +46,7 @@ def enumerate_candidates(model: Model, job: Job, node_size: int, counts: Sequenc
     from trainplan.costmodel.layout import context
     dec = model.decoder
     kv = knob_values(model, job, node_size, space)
-    L, gb = dec.layers, job.batch_sequences
+    L = dec.layers
     ctx = context(model, job, 0, get_framework(job.framework))._replace(
         uneven=space.uneven_stages)
     # -- 1. shapes: gpus x tp x pp x vp x cp x ep -> dp
