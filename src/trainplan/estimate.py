@@ -84,6 +84,8 @@ class Estimate(Out):
     model: str
     gpu: str
     gpus: int
+    framework: str = Field(description="training framework profile (catalog/data/frameworks.json)")
+    precision: str
     layout: str
     strategy: dict[str, Any]
     zero_name: str
@@ -167,7 +169,8 @@ def build_estimate(model: Model, job: Job, cluster: Cluster, st: Strategy,
     warnings = _warnings(model, job, cluster, st, r, mem, time)
     n = cluster.gpus
     return Estimate(
-        model=model.name, gpu=acc.name, gpus=n, layout=st.layout(),
+        model=model.name, gpu=acc.name, gpus=n, framework=job.framework,
+        precision=job.precision, layout=st.layout(),
         strategy=st.model_dump(), zero_name=ZERO_FSDP_NAMES[st.zero],
         params_total=int(r.params_total), params_active=int(r.params_active),
         grad_accum=int(round(_f(r.grad_accum))), micro_batch=st.micro_batch,
@@ -224,13 +227,10 @@ def _warnings(model, job, cluster, st, r, mem, time) -> list[str]:
         w.append(f"exposed DP communication is {time.dp_comm_s / time.step_s:.0%} of the step")
     if st.tp * st.cp > cluster.node_size:
         w.append(f"tp*cp = {st.tp * st.cp} spans nodes ({cluster.node_size} GPUs per node)")
-    if job.implementation in ("fsdp", "pytorch", "deepspeed") and \
-            cluster.accelerator.id in ("h100_sxm", "h100_pcie", "h100_nvl", "h800_sxm", "h200_sxm",
-                                      "h200_nvl", "gh200"):
-        w.append("validation: for FSDP-style code on H100 trainplan's MFU has been 29-53% too "
-                 "high (steps took 1.3-1.5x the predicted time; MosaicML llm-foundry, "
-                 "benchmarks/published_runs.py); its efficiency profile matches Megatron-class "
-                 "stacks")
+    from trainplan.catalog.frameworks import get_framework
+    caveat = get_framework(job.framework).validation_caveat
+    if caveat:
+        w.append(f"validation ({job.framework}): {caveat}")
     if job.precision == "fp16_mixed":
         w.append("fp16 needs dynamic loss scaling (GradScaler init 2^16); prefer bf16 on A100/H100")
     return w

@@ -95,6 +95,9 @@ class FrameworkProfile(Spec):
     max_tp: int | None = Field(None, ge=1)
     recompute: tuple[str, ...] = ("none", "selective", "full", "layers")
     calibration: str = ""
+    validation_caveat: str = Field("", description="what the validation sets say about this "
+                                   "profile's step time where it misses the targets; printed "
+                                   "with every estimate")
     sources: dict[str, str] = Field(default_factory=dict)
 
     def is_fused(self, group: str, compiled: bool = False) -> bool:
