@@ -11,7 +11,6 @@ from the measured per-tensor functions of ``overheads`` (:func:`_vision_activati
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from trainplan.conventions import model_state_bytes
@@ -40,11 +39,12 @@ def analytic_peak(model: Model, cfg: StepConfig, implementation: str = "pytorch"
     backward buffers, an attention backward's working set, or AdamW temporaries).
     """
     prof = ov.implementation_profile(implementation, cfg.precision)
-    if cfg.adamw == "fused":          # one kernel, no temporaries (overheads.py item 5)
-        prof = replace(prof, optimizer_temp_bytes=0.0)
+    # fused AdamW: one kernel, no temporaries (hf_memory.py item 5)
+    temp = 0.0 if cfg.adamw == "fused" else None
     sb = model_state_bytes(cfg.precision, "adamw")
     sb_g = grad_bytes_per_param(cfg.precision, implementation)
-    rc = 2 if cfg.recompute == "full" else 0
+    rc = {"full": 2, "layers": 3}.get(cfg.recompute, 0)
+    kw = dict(dropout=cfg.dropout, rc_layers=cfg.recompute_layers, optimizer_temp_bytes=temp)
     flash = cfg.attn == "sdpa"
     if cfg.part == "vision":
         v = model.vision[0]
@@ -53,7 +53,7 @@ def analytic_peak(model: Model, cfg: StepConfig, implementation: str = "pytorch"
         head = ov.hf_vision_head_bytes(v, tok, cfg.micro_batch, cfg.precision)
         r = ov.hf_step_memory(prof, v, tok, cfg.micro_batch, cfg.precision, flash, rc,
                               n * sb.weights, n * sb_g, n * (sb.master + sb.optim), sb,
-                              head_bytes=head)
+                              head_bytes=head, **kw)
     else:
         n = float(model_params(model).total)
         extra = 0.0
@@ -61,7 +61,7 @@ def analytic_peak(model: Model, cfg: StepConfig, implementation: str = "pytorch"
             extra = _vision_activations(model, cfg, flash, rc)
         r = ov.hf_step_memory(prof, model.decoder, cfg.seq_len, cfg.micro_batch, cfg.precision,
                               flash, rc, n * sb.weights, n * sb_g, n * (sb.master + sb.optim), sb,
-                              extra_activations=extra)
+                              extra_activations=extra, **kw)
     out = {"parameters": float(r["weights"]), "gradients": float(r["grads"]),
            "optimizer_states": float(r["optimizer"]), "activations": float(r["activations"]),
            "transient": float(r["transient"])}
