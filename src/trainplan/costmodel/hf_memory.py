@@ -315,8 +315,8 @@ def hf_step_memory(prof, stack, s, b, precision: str, flash, rc,
 
     Returns a dict: weights, grads, optimizer, activations (kept at the end of the forward,
     including autocast casts), transient (the largest working set on top), total, phase (0 loss
-    backward, 1 top layer, 2 bottom layer, 3 optimizer, 4 top-layer MLP, 5 bottom-layer MLP;
-    ``PEAK_PHASES``).
+    backward, 1 top layer, 2 bottom layer, 3 optimizer, 4 top-layer MLP, 5 bottom-layer MLP,
+    6 end of forward; ``PEAK_PHASES``).
     ``head_bytes`` replaces the causal-LM
     head (:func:`hf_head_activation_bytes`), e.g. by :func:`hf_vision_head_bytes` for a vision
     tower; ``extra_activations`` adds activations held through the whole backward (a vision
@@ -400,10 +400,14 @@ def hf_step_memory(prof, stack, s, b, precision: str, flash, rc,
                a_below + a_top + a_attn + a_mlp + a_head - lsm
                + casts_kept - c_head + np.where(top_ck, c_layer, 0.0),
                mlp_backward_bytes(stack, s, b, precision))
+    # end of the forward, inside autocast: its weight cache still holds the copies of every
+    # layer (checkpointed ones too; ``torch.autocast`` clears the cache on exit), and the loss
+    # holds the bf16 logits and their fp32 upcast beside the log-softmax (nll_loss_forward)
+    fwd_end = (zero, activations - casts_kept + c_head + L * c_layer + zero, 6.0 * V * T)
     k_temp = prof.optimizer_temp_bytes if optimizer_temp_bytes is None else optimizer_temp_bytes
     opt_temp = k_temp * o / 2.0 if adamw else 0.0 * o
     opt_pt = (g + zero, zero, opt_temp + zero)
-    pts = [loss_pt, top, bottom, opt_pt, mlp_top, mlp_bottom]
+    pts = [loss_pt, top, bottom, opt_pt, mlp_top, mlp_bottom, fwd_end]
     totals = np.stack(np.broadcast_arrays(*[states + sum(p) for p in pts]))
     phase = totals.argmax(axis=0)
     pick = [np.choose(phase, np.broadcast_arrays(*[p[k] for p in pts])) for k in range(3)]
@@ -413,4 +417,5 @@ def hf_step_memory(prof, stack, s, b, precision: str, flash, rc,
 
 
 PEAK_PHASES = ("loss backward", "top-layer attention backward", "bottom-layer attention backward",
-               "optimizer step", "top-layer MLP backward", "bottom-layer MLP backward")
+               "optimizer step", "top-layer MLP backward", "bottom-layer MLP backward",
+               "end of forward")
