@@ -19,7 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from trainplan.data import lengths as D
+from trainplan.data import packing as PK
+from trainplan.data.padding import analyze
 
 
 def small_cases(mu: float, n_cases: int = 300, cap: int = 100, seed: int = 1) -> None:
@@ -28,10 +29,10 @@ def small_cases(mu: float, n_cases: int = 300, cap: int = 100, seed: int = 1) ->
     t = time.perf_counter()
     for _ in range(n_cases):
         items = np.clip(rng.lognormal(mu, 0.7, int(rng.integers(10, 17))).astype(int), 1, cap)
-        o, f, b = D.pack_optimal(items, cap), D.pack_ffd(items, cap), D.pack_bfd_counts(items, cap)
-        eo.append(D.packing_efficiency(items, cap, o))
-        ef.append(D.packing_efficiency(items, cap, f))
-        eb.append(D.packing_efficiency(items, cap, b))
+        o, f, b = PK.pack_optimal(items, cap), PK.pack_ffd(items, cap), PK.pack_bfd_counts(items, cap)
+        eo.append(PK.packing_efficiency(items, cap, o))
+        ef.append(PK.packing_efficiency(items, cap, f))
+        eb.append(PK.packing_efficiency(items, cap, b))
         same += f == o
     dt = time.perf_counter() - t
     print(f"  lognormal(mu={mu}, 0.7), 10-16 samples, C={cap}: optimum {np.mean(eo):.4f}, "
@@ -42,13 +43,13 @@ def small_cases(mu: float, n_cases: int = 300, cap: int = 100, seed: int = 1) ->
 def big(n: int = 10_000_000, cap: int = 4096) -> None:
     x = np.clip(np.random.default_rng(2).lognormal(6.5, 0.8, n).astype(np.int64), 1, None)
     t = time.perf_counter()
-    bins = D.pack_bfd_counts(x, cap)
+    bins = PK.pack_bfd_counts(x, cap)
     t_pack = time.perf_counter() - t
     lower = int(np.ceil(np.minimum(x, cap).sum() / cap))
     print(f"  packing {n:,} lengths (lognormal(6.5, 0.8), C={cap}): {bins:,} sequences in {t_pack:.2f} s; "
           f"lower bound ceil(sum/C) = {lower:,} (+{bins / lower - 1:.3%})")
     t = time.perf_counter()
-    rep = D.analyze(x, cap, 16)
+    rep = analyze(x, cap, 16)
     print(f"  all four policies in memory: {time.perf_counter() - t:.2f} s; efficiency "
           + ", ".join(f"{k} {v:.3f}" for k, v in rep.efficiency.items()))
     with tempfile.TemporaryDirectory() as tmp:

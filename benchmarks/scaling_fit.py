@@ -24,8 +24,10 @@ from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from trainplan.scaling.fit import fit_law, load_runs, percentile_intervals, synthetic_runs  # noqa: E402
+from trainplan.scaling.bootstrap import percentile_intervals  # noqa: E402
+from trainplan.scaling.fit import fit_law  # noqa: E402
 from trainplan.scaling.laws import EPOCH_2024  # noqa: E402
+from trainplan.scaling.runs import load_runs, synthetic_runs  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 FIG4 = REPO.parent / "shared" / "reference" / "chinchilla_fig4_points.csv"

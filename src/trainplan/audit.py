@@ -262,8 +262,8 @@ def check_memory_activations(model, claims: Claims, tokens_per_sample: float, mi
     L = Layout(dp=claims.gpus, mb=micro_batch, zero=np.array([g[0] for g in grid]),
                rc=np.array([g[1] for g in grid]))
     r = evaluate(model, job, cluster, L)
-    tot = np.asarray(r["mem_total"]) / GB
-    act = np.asarray(r["mem_activations"]) / GB
+    tot = np.asarray(r.mem_total) / GB
+    act = np.asarray(r.mem_activations) / GB
     ar = [f"{model.name}, {seq} tokens per sample, micro-batch {micro_batch} (textbook profile, "
           "no framework buffers):"]
     for i, (z, rc) in enumerate(grid):
@@ -317,7 +317,7 @@ def audit(claims: Claims) -> list[Finding]:
     params = claims.params
     if model is not None:
         from trainplan.costmodel.params import model_params
-        from trainplan.costmodel.vision import mean_llm_tokens_per_image
+        from trainplan.costmodel.vision_tokens import mean_llm_tokens_per_image
         if params is None:
             params = float(model_params(model).total)
     c = claims

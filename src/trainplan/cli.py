@@ -55,7 +55,13 @@ def estimate(
     tokens: Optional[float] = typer.Option(None, help="total training tokens"),
     precision: Optional[str] = typer.Option(None, help="fp32|bf16_mixed|fp16_mixed|bf16_pure|fp8_mixed"),
     optimizer: Optional[str] = typer.Option(None, help="adamw|adamw_8bit|sgd_momentum|sgd|adafactor"),
-    implementation: Optional[str] = typer.Option(None, help="megatron|deepspeed|fsdp|pytorch|analytic"),
+    framework: Optional[str] = typer.Option(
+        None, "--framework", "--implementation",
+        help="training framework profile: megatron|torchtitan|fsdp|llm-foundry|deepspeed|pytorch|"
+             "analytic (aliases: nemo, fsdp2, accelerate, ddp, hf_trainer...; `trainplan frameworks`)"),
+    compile_: Optional[bool] = typer.Option(None, "--compile/--no-compile",
+                                            help="torch.compile on (fuses elementwise ops)"),
+    adamw_impl: Optional[str] = typer.Option(None, "--adamw", help="foreach|fused AdamW"),
     as_json: bool = typer.Option(False, "--json", help="print the whole Estimate as JSON"),
 ) -> None:
     """Estimate one configuration: memory per GPU, step time by component, MFU, run totals."""
@@ -72,7 +78,8 @@ def estimate(
               sequence_parallel=sequence_parallel, flash_attention=flash,
               offload_optimizer=offload_optimizer)
         merge(data, "job", seq_len=seq_len, global_batch=global_batch, tokens=tokens,
-              precision=precision, optimizer=optimizer, implementation=implementation)
+              precision=precision, optimizer=optimizer, framework=framework, compile=compile_,
+              adamw_impl=adamw_impl)
         inp = build_inputs(data)
         st = complete_strategy(inp.model, inp.job, inp.cluster, inp.strategy)
         est = build_estimate(inp.model, inp.job, inp.cluster, st)
@@ -84,6 +91,29 @@ def estimate(
     else:
         from trainplan.report.console import render_estimate
         render_estimate(est)
+
+
+@app.command()
+def frameworks(as_json: bool = typer.Option(False, "--json")) -> None:
+    """Training-framework profiles: what each runs and how (data: catalog/data/frameworks.json)."""
+    from trainplan.catalog.frameworks import list_frameworks
+    fws = list_frameworks()
+    if as_json:
+        typer.echo(json.dumps([f.model_dump() for f in fws], indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+    t = Table(title="Framework profiles (layouts each can run)", show_lines=False)
+    for col in ("id", "ZeRO", "ZeRO w/ PP", "TP", "recompute", "FP8", "fused ops"):
+        t.add_column(col, no_wrap=col == "id")
+    for f in fws:
+        t.add_row(f.id, ",".join(map(str, f.zero_stages)), f"<={f.max_zero_with_pp}",
+                  "no" if f.max_tp == 1 else "yes", ",".join(r[:4] for r in f.recompute),
+                  "yes" if f.fp8_linear else "no", str(len(f.fused)))
+    c = Console()
+    c.print(t, markup=False)
+    for f in fws:
+        c.print(f"{f.id}: {f.name}", markup=False, highlight=False)
 
 
 @app.command()
@@ -162,6 +192,10 @@ def _register() -> None:
         ("trainplan.commands.data", "data_app", "data", "group"),
         ("trainplan.commands.audit", "audit_command", "audit", "command"),
         ("trainplan.measure.cli", "measure_app", "measure", "group"),
+        ("trainplan.resilience.cli", "resilience_command", "resilience", "command"),
+        ("trainplan.resilience.schedule_cli", "schedule_command", "schedule", "command"),
+        ("trainplan.diagnose.cli", "diagnose_app", "diagnose", "group"),
+        ("trainplan.diagnose.cli_calibrate", "calibrate_command", "calibrate", "command"),
     ]:
         try:
             obj = getattr(importlib.import_module(mod), attr)

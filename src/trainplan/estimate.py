@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from trainplan.conventions import GiB
 from trainplan.costmodel.evaluate import Layout, evaluate
+from trainplan.costmodel.result import Evaluation
 from trainplan.costmodel.totals import run_totals
 from trainplan.errors import InputError, expect_mapping, from_validation_error
 from trainplan.spec.cluster import Cluster
@@ -125,24 +126,25 @@ def _f(x) -> float:
 
 
 def build_estimate(model: Model, job: Job, cluster: Cluster, st: Strategy,
-                   r: dict[str, Any] | None = None) -> Estimate:
+                   r: Evaluation | None = None) -> Estimate:
     """Turn evaluate()'s numbers into an Estimate (with totals and warnings)."""
+    cluster.accelerator.check_precision(job.precision)  # no fp8 on A100, no bf16 on V100
     r = r if r is not None else evaluate(model, job, cluster, layout_from_strategy(st))
     acc = cluster.accelerator
     mem = MemoryBreakdown(
-        stage="first" if bool(r["worst_first"]) else "last",
-        weights_gib=_f(r["mem_weights"]) / GiB, gradients_gib=_f(r["mem_grads"]) / GiB,
-        optimizer_gib=_f(r["mem_optimizer"]) / GiB, activations_gib=_f(r["mem_activations"]) / GiB,
-        transient_gib=_f(r["mem_transient"]) / GiB, overhead_gib=_f(r["mem_overhead"]) / GiB,
-        total_gib=_f(r["mem_total"]) / GiB, capacity_gib=acc.hbm_gib,
-        headroom_gib=acc.hbm_gib - _f(r["mem_total"]) / GiB, fits=bool(r["fits"]),
-        first_stage_gib=_f(r["mem_first"]) / GiB, last_stage_gib=_f(r["mem_last"]) / GiB,
-        logits_gib=_f(r["logits_bytes"]) / GiB)
+        stage="first" if bool(r.worst_first) else "last",
+        weights_gib=_f(r.mem_weights) / GiB, gradients_gib=_f(r.mem_grads) / GiB,
+        optimizer_gib=_f(r.mem_optimizer) / GiB, activations_gib=_f(r.mem_activations) / GiB,
+        transient_gib=_f(r.mem_transient) / GiB, overhead_gib=_f(r.mem_overhead) / GiB,
+        total_gib=_f(r.mem_total) / GiB, capacity_gib=acc.hbm_gib,
+        headroom_gib=acc.hbm_gib - _f(r.mem_total) / GiB, fits=bool(r.fits),
+        first_stage_gib=_f(r.mem_first) / GiB, last_stage_gib=_f(r.mem_last) / GiB,
+        logits_gib=_f(r.logits_bytes) / GiB)
     time = TimeBreakdown(
-        compute_s=_f(r["t_compute"]), tp_comm_s=_f(r["t_tp"]), cp_comm_s=_f(r["t_cp"]),
-        ep_comm_s=_f(r["t_ep"]), pp_bubble_s=_f(r["t_bubble"]),
-        pp_p2p_s=_f(r["t_p2p"]), dp_comm_s=_f(r["t_dp"]), optimizer_s=_f(r["t_optimizer"]),
-        data_s=_f(r["t_data"]), step_s=_f(r["t_step"]))
+        compute_s=_f(r.t_compute), tp_comm_s=_f(r.t_tp), cp_comm_s=_f(r.t_cp),
+        ep_comm_s=_f(r.t_ep), pp_bubble_s=_f(r.t_bubble),
+        pp_p2p_s=_f(r.t_p2p), dp_comm_s=_f(r.t_dp), optimizer_s=_f(r.t_optimizer),
+        data_s=_f(r.t_data), step_s=_f(r.t_step))
     step = time.step_s
     total_tokens = job.total_tokens()
     price = cluster.price
@@ -167,18 +169,18 @@ def build_estimate(model: Model, job: Job, cluster: Cluster, st: Strategy,
     return Estimate(
         model=model.name, gpu=acc.name, gpus=n, layout=st.layout(),
         strategy=st.model_dump(), zero_name=ZERO_FSDP_NAMES[st.zero],
-        params_total=int(r["params_total"]), params_active=int(r["params_active"]),
-        grad_accum=int(round(_f(r["grad_accum"]))), micro_batch=st.micro_batch,
+        params_total=int(r.params_total), params_active=int(r.params_active),
+        grad_accum=int(round(_f(r.grad_accum))), micro_batch=st.micro_batch,
         global_batch=job.batch_sequences, tokens_per_step=job.batch_tokens,
-        model_flops_per_step=_f(r["model_flops_step"]),
-        hardware_flops_per_step=_f(r["hardware_flops_step"]),
-        six_nd_per_step=_f(r["six_nd_step"]),
+        model_flops_per_step=_f(r.model_flops_step),
+        hardware_flops_per_step=_f(r.hardware_flops_step),
+        six_nd_per_step=_f(r.six_nd_step),
         flops_convention="model FLOPs: matmuls incl. causal attention and LM head, backward = 2x "
                          "forward (PaLM App. B MFU convention); hardware FLOPs add recompute",
-        memory=mem, time=time, tokens_per_s=_f(r["tokens_per_s"]),
-        tokens_per_s_per_gpu=_f(r["tokens_per_s"]) / n,
-        tflops_per_gpu=_f(r["model_flops_step"]) / step / n / 1e12,
-        mfu=_f(r["mfu"]), hfu=_f(r["hfu"]), peak_tflops=_f(r["peak_flops"]) / 1e12,
+        memory=mem, time=time, tokens_per_s=_f(r.tokens_per_s),
+        tokens_per_s_per_gpu=_f(r.tokens_per_s) / n,
+        tflops_per_gpu=_f(r.model_flops_step) / step / n / 1e12,
+        mfu=_f(r.mfu), hfu=_f(r.hfu), peak_tflops=_f(r.peak_flops) / 1e12,
         totals=totals, warnings=warnings)
 
 
@@ -223,7 +225,8 @@ def _warnings(model, job, cluster, st, r, mem, time) -> list[str]:
     if st.tp * st.cp > cluster.node_size:
         w.append(f"tp*cp = {st.tp * st.cp} spans nodes ({cluster.node_size} GPUs per node)")
     if job.implementation in ("fsdp", "pytorch", "deepspeed") and \
-            cluster.accelerator.id in ("h100_sxm", "h100_pcie", "h800_sxm", "h200_sxm"):
+            cluster.accelerator.id in ("h100_sxm", "h100_pcie", "h100_nvl", "h800_sxm", "h200_sxm",
+                                      "h200_nvl", "gh200"):
         w.append("validation: for FSDP-style code on H100 trainplan's MFU has been 29-53% too "
                  "high (steps took 1.3-1.5x the predicted time; MosaicML llm-foundry, "
                  "benchmarks/published_runs.py); its efficiency profile matches Megatron-class "

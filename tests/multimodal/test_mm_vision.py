@@ -12,6 +12,8 @@ import trainplan.catalog.vision as V  # registers the HF importers
 from trainplan.catalog.accelerators import get_accelerator
 from trainplan.catalog.hf import model_from_hf_config
 from trainplan.costmodel import vision as cv
+from trainplan.costmodel import vision_flops as cvf
+from trainplan.costmodel import vision_tokens as cvt
 from trainplan.costmodel.evaluate import Layout
 from trainplan.costmodel.params import model_params, stack_params
 from trainplan.data.tokens import qwen2vl_smart_resize, qwen2vl_tokens
@@ -86,17 +88,17 @@ def test_llava_13b_and_qwen_vl_and_siglip():
 
 def test_tokens_per_image():
     llava = V.get_vlm_preset("llava-1.5-7b")
-    assert cv.llm_tokens_per_image(llava) == 576                   # (336/14)^2, CLS dropped
-    assert cv.encoder_tokens(llava.vision[0]) == 577                # the tower attends over CLS too
-    assert cv.encoder_tokens(V.get_vision_tower("siglip-so400m-patch14-384")) == 729  # 27^2
-    assert cv.llm_tokens_per_image(V.get_vlm_preset("qwen-vl-7b")) == 256
+    assert cvt.llm_tokens_per_image(llava) == 576                   # (336/14)^2, CLS dropped
+    assert cvt.encoder_tokens(llava.vision[0]) == 577                # the tower attends over CLS too
+    assert cvt.encoder_tokens(V.get_vision_tower("siglip-so400m-patch14-384")) == 729  # 27^2
+    assert cvt.llm_tokens_per_image(V.get_vlm_preset("qwen-vl-7b")) == 256
     q = V.get_vlm_preset("qwen2-vl-7b")
     # 448 x 448: (448/14)^2 / 4 = 32*32/4 = 256
-    assert cv.llm_tokens_per_image(q, 448, 448) == 256
+    assert cvt.llm_tokens_per_image(q, 448, 448) == 256
     # 1080 x 1920: smart_resize rounds to multiples of 28: 1092 x 1932 -> 78 x 138 patches
     assert qwen2vl_smart_resize(1080, 1920) == (1092, 1932)
-    assert cv.encoder_patches(q.vision[0], 1080, 1920) == 78 * 138
-    assert cv.llm_tokens_per_image(q, 1080, 1920) == 78 * 138 // 4 == 2691
+    assert cvt.encoder_patches(q.vision[0], 1080, 1920) == 78 * 138
+    assert cvt.llm_tokens_per_image(q, 1080, 1920) == 78 * 138 // 4 == 2691
 
 
 def test_qwen2vl_resize_bounds_vectorised():
@@ -117,7 +119,7 @@ def test_clip_vit_l14_224_gmacs_within_2pct():
     # = 25,165,824 FLOPs, attention 4*16*64*257 = 1,052,672; x 24 layers x 257 tokens
     # = 161.71 GFLOP, + patch embedding 2*588*1024*256 = 0.308 GFLOP -> 162.02 GFLOP = 81.01 GMACs
     s = V.get_vision_tower("clip-vit-large-patch14")
-    f = cv.tower_forward_flops_per_image(s)
+    f = cvf.tower_forward_flops_per_image(s)
     hand = 24 * 257 * (25_165_824 + 1_052_672) + 2 * 588 * 1024 * 256
     assert f == pytest.approx(hand, rel=1e-12)
     assert abs(f / 2e9 - 81.08) / 81.08 < 0.02
@@ -126,12 +128,12 @@ def test_clip_vit_l14_224_gmacs_within_2pct():
 def test_projector_flops():
     from trainplan.spec.model import Projector
     mlp = Projector(kind="mlp2", in_dim=1024, out_dim=4096, hidden=4096)
-    assert cv.projector_forward_flops(mlp, 576) == 2 * (1024 * 4096 + 4096 * 4096) * 576
+    assert cvf.projector_forward_flops(mlp, 576) == 2 * (1024 * 4096 + 4096 * 4096) * 576
     merge = Projector(kind="merge_mlp", in_dim=1280, out_dim=3584, merge=2)
-    assert cv.projector_forward_flops(merge, 1024) == 2 * (5120 * 5120 + 5120 * 3584) * 256
+    assert cvf.projector_forward_flops(merge, 1024) == 2 * (5120 * 5120 + 5120 * 3584) * 256
     rs = Projector(kind="resampler", in_dim=1664, out_dim=4096, queries=256, heads=32)
     n, d, q = 1024, 4096, 256
-    assert cv.projector_forward_flops(rs, n) == 2 * 1664 * d * n + 4 * d * d * n + 4 * d * d * q \
+    assert cvf.projector_forward_flops(rs, n) == 2 * 1664 * d * n + 4 * d * d * n + 4 * d * d * q \
         + 4 * q * n * d
 
 
@@ -147,7 +149,7 @@ def test_stage_flops(frozen):
     m = V.get_vlm_preset("llava-1.5-7b")
     job = Job(seq_len=1024, global_batch=64, images_per_sample=1, frozen=frozen)
     v = cv.vision_costs(m, job, Layout(dp=8, mb=1), A100)
-    ft = cv.tower_forward_flops_per_image(m.vision[0])
+    ft = cvf.tower_forward_flops_per_image(m.vision[0])
     emb = 2 * 3 * 14 * 14 * 1024 * 576
     fp = 2 * (1024 * 4096 + 4096 * 4096) * 576
     lin2 = 2 * 4096 * 4096 * 576
@@ -185,7 +187,7 @@ def test_time_and_broadcast_over_layouts():
     v = cv.vision_costs(m, job, L, A100)
     assert v["time_per_mb"].shape == (2,) and v["act_bytes_per_mb"].shape == (2,)
     # lower bound: training FLOPs of one image at the A100's 312 TFLOP/s peak
-    ft = cv.tower_forward_flops_per_image(m.vision[0]) * 3
+    ft = cvf.tower_forward_flops_per_image(m.vision[0]) * 3
     assert v["time_per_mb"][0] > ft / 312e12
     # frozen tower: forward only, so about a third of the time
     vf = cv.vision_costs(m, Job(seq_len=1024, images_per_sample=1, frozen=("vision",)),
@@ -206,7 +208,7 @@ def test_dynamic_resolution_distribution():
     class J:  # duck-typed job with a resolution distribution (proposed Job field)
         image_resolutions = ((448, 448, 1.0), (896, 896, 1.0))
         image_size = None
-    assert cv.mean_llm_tokens_per_image(V.get_vlm_preset("qwen2-vl-7b"), J) == 640.0
+    assert cvt.mean_llm_tokens_per_image(V.get_vlm_preset("qwen2-vl-7b"), J) == 640.0
 
 
 def test_pipeline_first_stage_weight():
@@ -215,12 +217,12 @@ def test_pipeline_first_stage_weight():
     # qkv 2*4096*3*4096 + out 2*4096^2 + SwiGLU 6*4096*11008 + causal attention 4*4096*(1025/2)
     m = V.get_vlm_preset("llava-1.5-7b")
     job = Job(seq_len=1024, images_per_sample=1)
-    ft = cv.tower_forward_flops_per_image(m.vision[0])
-    fp = cv.projector_forward_flops(m.projectors[0], 576)
+    ft = cvf.tower_forward_flops_per_image(m.vision[0])
+    fp = cvf.projector_forward_flops(m.projectors[0], 576)
     emb = 2 * 3 * 14 * 14 * 1024 * 576
     layer = 1024 * (2 * 4096 * 3 * 4096 + 2 * 4096 * 4096 + 6 * 4096 * 11008 + 4 * 4096 * 512.5)
     want = (3 * ft - emb + 3 * fp) / (3 * layer)
-    assert cv.tower_equivalent_decoder_layers(m, job) == pytest.approx(want, rel=1e-12)
+    assert cvf.tower_equivalent_decoder_layers(m, job) == pytest.approx(want, rel=1e-12)
     assert 0.9 < want < 1.0     # the tower is about one decoder layer of 32 at this length
 
 

@@ -235,6 +235,6 @@ def test_scipy_and_matplotlib_stay_lazy():
     import sys
 
     code = ("import sys, trainplan.cli, trainplan.scaling.cli, trainplan.scaling.allocate, trainplan.scaling.fit, "
-            "trainplan.scaling.plots; print(sorted({m.split('.')[0] for m in sys.modules} & {'scipy', 'matplotlib'}))")
+            "trainplan.scaling.law_file, trainplan.scaling.plots; print(sorted({m.split('.')[0] for m in sys.modules} & {'scipy', 'matplotlib'}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

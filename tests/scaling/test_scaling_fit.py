@@ -9,7 +9,8 @@ import pytest
 
 from trainplan.errors import InputError
 from trainplan.scaling import EPOCH_2024, fit_law, load_law, load_runs, save_law, synthetic_runs
-from trainplan.scaling.fit import HUBER_DELTA, INIT_GRID, Runs, _objective_and_grad, huber
+from trainplan.scaling.objective import HUBER_DELTA, INIT_GRID, huber, objective_and_grad
+from trainplan.scaling.runs import Runs
 
 REPO = Path(__file__).resolve().parents[2]
 FIG4 = REPO.parent / "shared" / "reference" / "chinchilla_fig4_points.csv"
@@ -40,11 +41,11 @@ def test_fig4_refit_matches_besiroglu_2024_table(fig4_fit):
 def test_fig4_fit_is_a_minimum_and_beats_published_hoffmann(fig4_fit):
     runs, fit = fig4_fit
     data = (np.log(runs.n_params), np.log(runs.tokens), np.log(runs.loss))
-    f, g = _objective_and_grad(fit.theta, *data, HUBER_DELTA)
+    f, g = objective_and_grad(fit.theta, *data, HUBER_DELTA)
     assert np.max(np.abs(g)) < 1e-6
     # Hoffmann's printed parameters fit these points worse (Besiroglu et al. 2024 §3).
     hoff = np.array([math.log(406.4), math.log(410.7), math.log(1.69), 0.34, 0.28])
-    assert _objective_and_grad(hoff, *data, HUBER_DELTA)[0] > 2 * f
+    assert objective_and_grad(hoff, *data, HUBER_DELTA)[0] > 2 * f
 
 
 def test_grid_is_the_published_one():
@@ -62,11 +63,11 @@ def test_gradient_matches_finite_differences():
     runs = synthetic_runs(EPOCH_2024, 30, seed=3)
     data = (np.log(runs.n_params), np.log(runs.tokens), np.log(runs.loss))
     theta = np.array([6.0, 7.5, 0.6, 0.33, 0.36])
-    f, g = _objective_and_grad(theta, *data, 1e-2)
+    f, g = objective_and_grad(theta, *data, 1e-2)
     for i in range(5):
         h = np.zeros(5)
         h[i] = 1e-6
-        num = (_objective_and_grad(theta + h, *data, 1e-2)[0] - _objective_and_grad(theta - h, *data, 1e-2)[0]) / 2e-6
+        num = (objective_and_grad(theta + h, *data, 1e-2)[0] - objective_and_grad(theta - h, *data, 1e-2)[0]) / 2e-6
         assert num == pytest.approx(g[i], rel=1e-4, abs=1e-9)
 
 

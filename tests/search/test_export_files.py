@@ -35,12 +35,12 @@ def _spec(model="llama-3-70b", gpus=64, precision="bf16_mixed", gb=512, seq=4096
 
 
 LAYOUTS = {
-    "tp2-cp2-pp4-z2-sel": dict(tp=2, cp=2, pp=4, zero=2, recompute="selective"),
+    "tp2-cp2-pp4-z1-sel": dict(tp=2, cp=2, pp=4, zero=1, recompute="selective"),
     "tp8-pp4x5-z1-full-fp8": dict(tp=8, pp=4, vp=5, zero=1, recompute="full", precision="fp8_mixed"),
     "z3-offload-fp16": dict(tp=1, pp=1, zero=3, micro_batch=2, offload_optimizer=True,
                             offload_params=True, precision="fp16_mixed", gpus=8),
     "405b-uneven": dict(model="llama-3.1-405b", gpus=16384, gb=2048, seq=8192, tp=8, pp=16,
-                        zero=3, recompute="none", uneven_stages=True),
+                        zero=1, recompute="none", uneven_stages=True),
     "mixtral-ep8-layers": dict(model="mixtral-8x7b", tp=2, ep=8, zero=1, recompute="layers",
                                recompute_layers=8),
     "single-gpu": dict(gpus=1, model="llama-2-7b", zero=0, offload_optimizer=False),
@@ -88,7 +88,7 @@ def test_deepspeed_config_parsed_by_deepspeed(name, monkeypatch):
 def test_deepspeed_launcher_parsed_by_deepspeed_runner():
     runner = pytest.importorskip("deepspeed.launcher.runner",
                                  reason="DeepSpeed is not installed (test extra)")
-    spec = _spec(**{k: v for k, v in LAYOUTS["tp2-cp2-pp4-z2-sel"].items()})
+    spec = _spec(**{k: v for k, v in LAYOUTS["tp2-cp2-pp4-z1-sel"].items()})
     argv = launcher_args(spec)
     assert argv[0] == "deepspeed"
     assert not any("parallel_size" in a for a in argv)     # TP/PP are not launcher flags
@@ -183,7 +183,7 @@ def test_torchtitan_keys_exist_and_degrees_multiply_to_world(name):
 # ------------------------------------------------------------------ Kubernetes
 
 
-@pytest.mark.parametrize("name", ["tp2-cp2-pp4-z2-sel", "single-gpu"])
+@pytest.mark.parametrize("name", ["tp2-cp2-pp4-z1-sel", "single-gpu"])
 def test_k8s_manifests_have_required_fields(name):
     spec = with_program(_spec(**LAYOUTS[name]), ["megatron", "k8s"])
     files = render("k8s", spec)

@@ -251,7 +251,7 @@ def prices_for(name: str, extra_paths: Iterable[str | os.PathLike[str]] = ()) ->
         acc_id = resolve_id(name, extra_paths)
     except InputError:
         if name in cat.defaults or any(r.get("accelerator") == name for r in cat.rows):
-            acc_id = name  # priced GPU without a catalog record (e.g. a100_pcie_80gb)
+            acc_id = name  # a priced GPU without a catalog record (a user prices file)
         else:
             raise
     rows = [dict(r) for r in cat.rows if r.get("accelerator") == acc_id]

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import json
 import os
+from contextlib import contextmanager
 from functools import lru_cache
 from importlib import resources
-from typing import Literal
+from typing import Iterator, Literal
 
 from pydantic import Field, ValidationError
 
@@ -44,9 +45,15 @@ class FrameworkProfile(Spec):
                     "architecture ('default' for the rest); calibration where not 1")
     attn_factor: float = Field(1.0, gt=0, le=2.0, description="share of the accelerator's "
                                "attention-kernel efficiency reached")
+    hbm_factor: float = Field(1.0, gt=0, le=1.5, description="share of the accelerator's "
+                              "achievable HBM rate its memory-bound kernels reach")
+    fp8_gemm_factor: float = Field(1.0, gt=0, le=1.5, description="share of the FP8 GEMM ceiling "
+                                   "reached (scaling and recipe overheads)")
     fp8_linear: bool = Field(False, description="runs linear-layer GEMMs in FP8 (attention BF16)")
     fp8_weight_cache: bool = Field(False, description="casts weights to FP8 once per step, not "
                                    "per micro-batch")
+    cpu_launch_s: float = Field(5e-6, ge=0, description="host time to launch one kernel (eager "
+                                "PyTorch dispatch); a layer cannot run faster than its launches")
     tp_exposed: float = Field(1.0, ge=0, le=1)
     tp_bwd_overlap: float = Field(0.0, ge=0, le=1)
     dp_overlap: float = Field(0.9, ge=0, le=1)
@@ -56,6 +63,8 @@ class FrameworkProfile(Spec):
     dp_collective: Literal["stage", "bucket", "layer"] = Field(
         "stage", description="how data-parallel gradients and ZeRO-3 gathers are issued")
     dp_bucket_params: float = Field(0.0, ge=0, description="parameters per bucket ('bucket')")
+    param_gather_overlap: bool = Field(False, description="the ZeRO-1/2 parameter all-gather after "
+                                       "the step overlaps the next forward")
     zero3_collectives_per_layer: float = Field(0.0, ge=0, description="all-gathers issued per "
                                                "layer under ZeRO-3 in one forward or backward "
                                                "(0: one per layer)")
@@ -78,8 +87,10 @@ class FrameworkProfile(Spec):
                                                    "step temporaries in moment-sized buffers, by "
                                                    "AdamW implementation (foreach, fused)")
     grads_persistent: bool = True
+    adamw_impl: Literal["foreach", "fused"] = Field("fused", description="the framework's default "
+                                                    "AdamW implementation")
     # ---- what the framework can run
-    max_zero: int = Field(3, ge=0, le=3)
+    zero_stages: tuple[int, ...] = Field((0, 1, 2, 3), description="ZeRO/FSDP stages offered")
     max_zero_with_pp: int = Field(3, ge=0, le=3)
     max_tp: int | None = Field(None, ge=1)
     recompute: tuple[str, ...] = ("none", "selective", "full", "layers")
@@ -100,7 +111,11 @@ class FrameworkProfile(Spec):
     def gemm_share(self, arch: str) -> float:
         return self.gemm_factor.get(arch, self.gemm_factor.get("default", 1.0))
 
-    def grad_bytes_for(self, precision: str, default: float) -> float:
+    def grad_bytes_for(self, precision: str, default: float, fp32: bool | None = None) -> float:
+        """Bytes per gradient element: the job's choice (fp32 main grads or the precision's
+        own), else this framework's default for the precision."""
+        if fp32 is not None:
+            return 4.0 if fp32 else default
         return self.grad_bytes.get(precision, default)
 
 
@@ -133,6 +148,24 @@ def _catalog(env: str | None) -> dict[str, FrameworkProfile]:
     return out
 
 
+_OVERRIDES: dict[str, FrameworkProfile] = {}
+
+
+@contextmanager
+def using(profile: FrameworkProfile) -> Iterator[FrameworkProfile]:
+    """Within the block, ``get_framework(profile.id)`` returns ``profile`` (calibration sweeps
+    evaluate variations of a catalog profile without writing a file)."""
+    old = _OVERRIDES.get(profile.id)
+    _OVERRIDES[profile.id] = profile
+    try:
+        yield profile
+    finally:
+        if old is None:
+            _OVERRIDES.pop(profile.id, None)
+        else:
+            _OVERRIDES[profile.id] = old
+
+
 def list_frameworks() -> list[FrameworkProfile]:
     return list(_catalog(os.environ.get("TRAINPLAN_FRAMEWORKS")).values())
 
@@ -141,7 +174,7 @@ def get_framework(name: str | FrameworkProfile) -> FrameworkProfile:
     """A profile by id or alias (case-insensitive)."""
     if isinstance(name, FrameworkProfile):
         return name
-    cat = _catalog(os.environ.get("TRAINPLAN_FRAMEWORKS"))
+    cat = {**_catalog(os.environ.get("TRAINPLAN_FRAMEWORKS")), **_OVERRIDES}
     key = str(name).strip().lower()
     for p in cat.values():
         if key == p.id or key in p.aliases:

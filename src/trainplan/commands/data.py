@@ -46,7 +46,8 @@ def lengths_command(
     """Report the compute lost to padding for pad-to-max, pad-to-longest with and without length
     bucketing, and packing; the packing efficiency goes into the job as packing_efficiency."""
     try:
-        from trainplan.data.lengths import analyze, read_lengths
+        from trainplan.data.lengths import read_lengths
+        from trainplan.data.padding import analyze
         mdl = None
         if model:
             from trainplan.catalog.vision import resolve_model

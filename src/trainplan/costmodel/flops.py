@@ -122,3 +122,23 @@ def korthikanti_model_flops(batch, seq, layers, hidden, vocab):
     """
     return 72.0 * batch * seq * layers * hidden**2 * (
         1.0 + seq / (6.0 * hidden) + vocab / (12.0 * layers * hidden))
+
+
+def step_flops(model, job, L, vision_flops_step=0.0):
+    """(model FLOPs, hardware FLOPs, layers' forward FLOPs per token, attention share) of one
+    step. Backward: activation gradients always flow (x1), weight gradients only where the
+    decoder trains (x1; LoRA and a frozen decoder skip them, an under-count of LoRA's small
+    adapter GEMMs). Hardware FLOPs add the recomputed forward (``recompute_extra_forward_fraction``;
+    nothing for selective recompute with FlashAttention, which re-runs no matmul)."""
+    dec, s = model.decoder, job.seq_len
+    wgrad = 0.0 if (job.trainable == "lora" or dec.name in job.frozen) else 1.0
+    head = lm_head_flops_per_token(dec)
+    layers = stack_forward_flops_per_token(dec, s, causal=True) - head
+    tokens = job.batch_tokens
+    model_f = tokens * (layers + head) * (2.0 + wgrad) + vision_flops_step
+    attn_share = attention_core_flops_per_token(dec, s, True) / layer_forward_flops_per_token(
+        dec, s, causal=True)
+    frac = np.minimum(L.rc_layers * L.pp / dec.layers, 1.0)
+    extra = recompute_extra_forward_fraction(L.rc, frac, attn_share)
+    extra = np.where(np.asarray(L.flash) & (np.asarray(L.rc) == 1), 0.0, extra)
+    return model_f, model_f + tokens * layers * extra, wgrad, frac

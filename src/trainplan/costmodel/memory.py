@@ -35,41 +35,37 @@ def korthikanti_layer_bytes(s, b, h, a, t=1, sp=False, recompute="none"):
 
 # ---------------------------------------------------------------- generalised per layer
 def layer_activation_bytes(stack: Stack, s, b, t, sp, rc, flash, dropout, act_bytes=2.0,
-                           moe_layer=False, cp=1):
+                           moe_layer=False, cp=1, fp8=False):
     """Bytes one layer keeps for backward for one micro-batch of b sequences of length s.
 
-    Components (Korthikanti sec. 4.1, bytes per token, 2-byte activations):
-      norm inputs 2*2h; QKV input 2h; Q and K 2(a+kv)d; V 2*kv*d; out-proj input 2*a*d;
-      eager softmax output 2*a*s and its dropout mask a*s and output 2*a*s (FlashAttention
-      instead keeps only the fp32 log-sum-exp, 4*a); MLP input 2h; GeLU: input 2f and output
-      2f; SwiGLU: gate 2f, up 2f, product 2f; dropout masks h each after attention and MLP.
-    Replicated parts (norm and linear inputs, masks) shard by t only with sequence parallelism;
-    head- and FFN-split parts shard by t always. Context parallelism splits the sequence: s/cp
-    tokens per rank, each attending to s keys. ``rc``: 0 none, 1 selective, 2 full.
-    Under full recompute only the layer input (2h per token) is kept.
+    The per-op bytes come from the op inventory (:func:`trainplan.costmodel.ops.layer_ops`,
+    Korthikanti sec. 4.1 generalised to GQA, SwiGLU, any FFN size and FlashAttention).
+    Replicated tensors (norm and linear inputs, dropout masks) shard by t only with sequence
+    parallelism; head- and FFN-split tensors shard by t always. Context parallelism splits the
+    sequence: s/cp tokens per rank, each attending to s keys. ``rc``: 0 none, 1 selective (the
+    attention core's scores are dropped), 2 full (only the layer input, 2h per token, is kept).
+    ``fp8``: the linear layers keep FP8 inputs (:func:`~trainplan.costmodel.ops.kept_bytes_per_token`).
     """
-    h, d, a, kv = stack.hidden, stack.d_head, stack.heads, stack.n_kv
+    from trainplan.costmodel.ops import attention_kept_bytes, kept_bytes_per_token
     sc = act_bytes / 2.0                     # scale for fp32 activations
     tokens = np.asarray(s, dtype=float) / cp * b
-    if moe_layer and stack.moe:
-        f = stack.moe.expert_ffn_hidden * (stack.moe.top_k + stack.moe.shared_experts)
-    else:
-        f = stack.ffn_hidden
-    sp_div = np.where(sp, t, 1.0)
+    rep, split, mrep, msplit = kept_bytes_per_token(stack, bool(moe_layer and stack.moe), fp8)
     drop = 1.0 if dropout else 0.0
-    replicated = (4.0 * h + 2.0 * h + 2.0 * h + drop * 2.0 * h) * sc      # norms, linear ins, masks
-    split = (2.0 * (a + kv) * d + 2.0 * kv * d + 2.0 * a * d
-             + (6.0 * f if stack.mlp == "swiglu" else 4.0 * f)) * sc
-    eager_scores = (2.0 + drop * 1.0 + drop * 2.0) * a * np.asarray(s, dtype=float) * sc
-    if not dropout:
-        eager_scores = 2.0 * a * np.asarray(s, dtype=float) * sc
-    flash_lse = 4.0 * a
-    keep_scores = np.where(flash, flash_lse, eager_scores)
-    rc = np.asarray(rc)
-    keep_scores = np.where(rc == 1, 0.0, keep_scores)        # selective drops the attention core
-    full_layer = tokens * (replicated / sp_div + (split + keep_scores) / t)
-    only_input = tokens * 2.0 * h * sc / sp_div
-    return np.where(rc == 2, only_input, full_layer)
+    sp_div = np.where(sp, t, 1.0)
+    scores = attention_kept_bytes(stack, s, flash, rc, dropout, act_bytes)
+    full_layer = tokens * ((rep * sc + drop * mrep) / sp_div + (split * sc + drop * msplit
+                                                                + scores) / t)
+    only_input = tokens * 2.0 * stack.hidden * sc / sp_div
+    return np.where(np.asarray(rc) == 2, only_input, full_layer)
+
+
+def attention_scores_bytes(stack: Stack, s, b, t, flash, dropout, act_bytes=2.0, cp=1):
+    """The eager attention core's kept scores of one layer and micro-batch (0 with flash): what
+    selective recompute re-creates for one layer at a time during backward."""
+    from trainplan.costmodel.ops import attention_kept_bytes
+    tokens = np.asarray(s, dtype=float) / cp * b
+    return tokens * np.where(flash, 0.0, attention_kept_bytes(stack, s, False, 0, dropout,
+                                                              act_bytes)) / t
 
 
 def embedding_activation_bytes(stack: Stack, s, b, t, sp, dropout, act_bytes=2.0, cp=1):

@@ -61,6 +61,8 @@ class Op:
     io_mask: float = 0.0       # 1-byte mask elements written per token, if dropout
     split: bool = True         # work split by TP (heads/FFN columns); else replicated unless SP
     keep_split: bool | None = None   # kept tensor split by TP (None: as ``split``)
+    keep_fp8: float | None = None    # elements kept (activation-dtype units) when the linear
+    #                                  layers run in FP8 (None: as ``keep``)
     fp8: bool = False          # a linear layer that FP8 recipes run in FP8
     d_in: float = 0.0          # input features (FP8 casts)
     d_out: float = 0.0         # output features (FP8 casts)
@@ -81,7 +83,7 @@ def _mlp_ops(stack: Stack, f: float, gemm_flops: float, gemm_weights: float, tag
            weights=up_w, fp8=True, d_in=h, d_out=(n - 1) * f),
         act,
         Op(f"{tag}down", "gemm", flops=gemm_flops / n, gemms=gemm_count,
-           weights=gemm_weights - up_w, keep=2.0 * f, fp8=True, d_in=f, d_out=h),
+           weights=gemm_weights - up_w, keep=2.0 * f, keep_fp8=1.0 * f, fp8=True, d_in=f, d_out=h),
     ]
 
 
@@ -99,20 +101,21 @@ def layer_ops(stack: Stack, moe_layer: bool = False) -> tuple[Op, ...]:
         Op("norm1", "elementwise", "norm", weights=norm_w, keep=2.0 * h, io=2.0 * h,
            io_eager=norm_io_eager, split=False),
         Op("qkv", "gemm", flops=lin["qkv"], gemms=3.0, weights=pm.attention_params(stack) - out_w,
-           keep=2.0 * h, keep_split=False, fp8=True, d_in=h, d_out=(a + 2 * kv) * d),
+           keep=2.0 * h, keep_split=False, keep_fp8=1.0 * h, fp8=True, d_in=h,
+           d_out=(a + 2 * kv) * d),
         Op("rope", "elementwise", "rope", io=2.0 * qk if stack.position == "rope" else 0.0,
            io_eager=2.0 * qk * EAGER_ROPE_PASSES if stack.position == "rope" else 0.0),
         # Q, K and V; the scores or log-sum-exp are added by attention_kept_bytes (s-dependent)
         Op("attention", "attention", keep=2.0 * qk + 2.0 * kv * d),
         Op("out_proj", "gemm", flops=lin["attn_out"], gemms=1.0, weights=out_w, keep=2.0 * a * d,
-           fp8=True, d_in=a * d, d_out=h),
+           keep_fp8=3.0 * a * d, fp8=True, d_in=a * d, d_out=h),
         Op("dropout_add1", "elementwise", "bias_dropout_add", keep_mask=h, io=3.0 * h,
            io_eager=3.0 * h, io_mask=h, split=False),
         Op("norm2", "elementwise", "norm", weights=norm_w, keep=2.0 * h, io=2.0 * h,
            io_eager=norm_io_eager, split=False),
     ]
     # the MLP input (2h, replicated) is kept once for the up/gate GEMM(s)
-    ops.append(Op("mlp_in", "elementwise", "", keep=2.0 * h, split=False))
+    ops.append(Op("mlp_in", "elementwise", "", keep=2.0 * h, keep_fp8=1.0 * h, split=False))
     if moe_layer and stack.moe:
         m = stack.moe
         f = m.expert_ffn_hidden * (m.top_k + m.shared_experts)
@@ -140,16 +143,23 @@ def attention_kept_bytes(stack: Stack, s, flash, rc, dropout, act_bytes):
     return np.where(np.asarray(rc) == 1, 0.0, kept)
 
 
-def kept_bytes_per_token(stack: Stack, moe_layer: bool = False):
+def kept_bytes_per_token(stack: Stack, moe_layer: bool = False, fp8: bool = False):
     """(replicated, split) bytes per token a layer keeps, at 2-byte activations, without the
-    attention scores and without dropout masks; and (replicated, split) mask bytes."""
+    attention scores and without dropout masks; and (replicated, split) mask bytes.
+
+    With ``fp8`` (the framework runs the linear layers in FP8) each linear keeps its input as
+    the FP8 cast it multiplied (1 byte per element: Transformer Engine ``Linear``/
+    ``LayerNormLinear``/``LayerNormMLP`` save the FP8 input for the weight gradient), while the
+    attention output is kept in BF16 by the attention kernel and in FP8 by the out-projection.
+    """
     rep = split = mrep = msplit = 0.0
     for op in layer_ops(stack, moe_layer):
+        keep = op.keep_fp8 if (fp8 and op.keep_fp8 is not None) else op.keep
         if op.split if op.keep_split is None else op.keep_split:
-            split += op.keep
+            split += keep
             msplit += op.keep_mask
         else:
-            rep += op.keep
+            rep += keep
             mrep += op.keep_mask
     return rep, split, mrep, msplit
 

@@ -53,3 +53,56 @@ def goodput(write_hours, mtbf_h, restart_hours, interval_hours=None):
     writes = np.where(tau > 0, d / tau_safe, 0.0)
     overhead = np.where(finite, writes + (tau / 2.0 + restart_hours) / m_f, 0.0)
     return 1.0 / (1.0 + overhead), np.where(finite, tau, np.inf)
+
+
+def restart_with_retries_hours(restart_hours, rate_per_hour):
+    """Expected time to complete a restart of length R when any interruption during it starts it
+    over (exponential inter-arrival times, rate lambda): (e^(lambda R) - 1) / lambda.
+
+    Source: Daly 2006 (FGCS 22(3)) sec. 4, the restart term of the complete model; it tends to R
+    as lambda -> 0."""
+    lam = np.asarray(rate_per_hour, dtype=float)
+    r = np.asarray(restart_hours, dtype=float)
+    small = lam * r < 1e-9
+    lam_safe = np.where(small, 1.0, lam)
+    return np.where(small, r, np.expm1(lam_safe * r) / lam_safe)
+
+
+def goodput_exact(write_hours, interval_hours, restart_hours, failure_rate_per_hour,
+                  preempt_rate_per_hour=0.0, preempt_restart_hours=None):
+    """Expected useful time / wall time of a long job under exponential interruptions.
+
+    Model (the one ``trainplan.resilience.simulate`` draws from): work proceeds in segments of
+    ``interval`` hours, each followed by a checkpoint write of ``write`` hours; work and writes
+    are both exposed. A *failure* (rate lambda_f, no notice) loses the segment and costs a
+    restart R (itself redone if interrupted). A *pre-emption with notice* (rate lambda_p; the
+    notice must cover the write -- otherwise count it as a failure) saves the work done so far
+    (d hours, inside the notice), then costs a restart R_p; the next segment starts from there.
+
+    With lambda = lambda_f + lambda_p, p = lambda_p / lambda, s = tau + d and
+    Rx(R) = (e^(lambda R) - 1) / lambda, one attempt from a checkpoint gives (renewal-reward):
+        E[work] = (1 - p) tau e^(-lambda s) + p (1 - e^(-lambda tau)) / lambda
+        E[time] = (1 - e^(-lambda s)) [1/lambda + (1 - p) Rx(R) + p Rx(R_p)]
+                  + p [d (1 - e^(-lambda tau)) + e^(-lambda tau) (d - (1 - e^(-lambda d)) / lambda)]
+    and goodput = E[work] / E[time]. With p = 0 this is Daly 2006 (FGCS 22(3)) sec. 4's
+    complete model, T = M e^(R/M) (e^((tau + d)/M) - 1) per tau of work; the notice terms are
+    trainplan's extension of it (derivation in docs/resilience.md). Broadcasts over arrays.
+    """
+    tau = np.asarray(interval_hours, dtype=float)
+    d = np.asarray(write_hours, dtype=float)
+    lf = np.asarray(failure_rate_per_hour, dtype=float)
+    lp = np.asarray(preempt_rate_per_hour, dtype=float)
+    rp = restart_hours if preempt_restart_hours is None else preempt_restart_hours
+    lam = lf + lp
+    none = lam <= 0
+    lam_s = np.where(none, 1.0, lam)
+    p = np.where(none, 0.0, lp / lam_s)
+    s = tau + d
+    e_s, e_t, e_d = np.exp(-lam_s * s), np.exp(-lam_s * tau), np.exp(-lam_s * d)
+    work = (1 - p) * tau * e_s + p * (-np.expm1(-lam_s * tau)) / lam_s
+    rx_f = restart_with_retries_hours(restart_hours, lam_s)
+    rx_p = restart_with_retries_hours(rp, lam_s)
+    time = (-np.expm1(-lam_s * s)) * (1 / lam_s + (1 - p) * rx_f + p * rx_p) \
+        + p * (d * (1 - e_t) + e_t * (d - (1 - e_d) / lam_s))
+    g = np.where(none, tau / np.where(s > 0, s, 1.0), work / time)
+    return g

@@ -1,41 +1,24 @@
-"""Per-sample lengths from data files, and the compute lost to padding under four batching policies.
+"""Per-sample token lengths from data files, for the padding and packing analysis
+(:mod:`trainplan.data.padding`).
 
 Readers: JSONL, CSV (and one-number-per-line text), ``.npy``, Parquet (``pyarrow``, the ``data``
 extra, imported lazily), and *annotation* files (image width/height and text tokens per sample)
-turned into tokens by the model's rules (:mod:`trainplan.data.tokens`).
-
-Policies (the share of processed token slots that carry data is the *efficiency*; the rest is
-padding, and costs compute in proportion, attention aside):
-
-* pad to max: every sample padded to the sequence length: sum(l) / (n x C);
-* pad to the longest in the batch, batches drawn at random: sum(l) / sum_b(B_b x max_b);
-* the same with length bucketing (samples grouped into quantile buckets before batching);
-* packing: samples packed into sequences of C tokens (with block-diagonal attention masks, no
-  compute crosses samples) by best-fit decreasing over a count table of lengths:
-  sum(l) / (bins x C). Best-fit decreasing and first-fit decreasing share the worst-case bound
-  11/9 OPT + 6/9 (Johnson 1973; Dosa 2007); :func:`pack_ffd` is the exact first-fit decreasing
-  used to check it on small cases, and ``benchmarks/packing.py`` compares both with a brute-force
-  optimum.
-
-Everything is vectorised with numpy: all four policies on 10 million lengths take about 2 s on
-2 CPU cores, the packing alone 0.05 s (``benchmarks/packing.py``; most of the time is the random
-permutation and the gathers of the two batched policies).
+turned into tokens by the model's rules (:mod:`trainplan.data.tokens`,
+:func:`trainplan.costmodel.vision_tokens.llm_tokens_for_images`). Samples without a positive
+length are dropped and counted by reason.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from trainplan.errors import InputError, MissingExtraError
 
-# Longest sequence analysed: the packer keeps two count tables of capacity + 1 entries (int64).
-MAX_CAPACITY = 1 << 24
 # A length above this is not a token count (and would overflow the int64 tables).
 MAX_LENGTH = float(1 << 53)
 LENGTH_COLUMNS = ("length", "num_tokens", "n_tokens", "tokens", "len", "seq_len")
@@ -47,9 +30,6 @@ class LengthData:
     lengths: np.ndarray
     source: str
     skipped: dict[str, int] = field(default_factory=dict)
-
-
-# ------------------------------------------------------------------------------ readers
 
 
 def read_lengths(path: str | Path, column: str | None = None, model=None) -> LengthData:
@@ -114,7 +94,7 @@ def _pick(columns: list[str], column: str | None, source: str) -> str | None:
 
 def _annotation_tokens(text, widths, heights, model, source, skipped):
     """tokens = text + image tokens by the model's rules; image sides <= 0 skipped and counted."""
-    from trainplan.costmodel.vision import llm_tokens_for_images
+    from trainplan.costmodel.vision_tokens import llm_tokens_for_images
     if model is None or not model.vision:
         raise InputError("--model", getattr(model, "name", None),
                          "a vision-language model (an annotation file needs its image-token rules)",
@@ -275,230 +255,3 @@ def _read_parquet(p: Path, column, model) -> LengthData:
         return _finish(tok, str(p), skipped, sum(skipped.values()))
     raise InputError("column", column or "length", "a length column or text_tokens, width, height",
                      hint=f"{p.name} has: {', '.join(cols)}")
-
-
-# ------------------------------------------------------------------------------ policies
-
-
-def pad_to_max_efficiency(lengths, capacity: int) -> float:
-    """Every sample padded (and truncated) to ``capacity``: sum(min(l, C)) / (n x C)."""
-    l = np.minimum(lengths, capacity)
-    return float(l.sum() / (l.size * capacity))
-
-
-def _batched_efficiency(l_ordered: np.ndarray, batch: int) -> tuple[float, float]:
-    """(useful, processed) tokens when consecutive groups of ``batch`` are padded to their max."""
-    n = l_ordered.size
-    full = n // batch * batch
-    proc = float(_row_max(l_ordered[:full].reshape(-1, batch)).sum() * batch) if full else 0.0
-    if full < n:
-        proc += float(l_ordered[full:].max() * (n - full))
-    return float(l_ordered.sum()), proc
-
-
-def _row_max(a: np.ndarray) -> np.ndarray:
-    """Max of each row by pairwise halving (log2(B) whole-array ops; faster than max(axis=1))."""
-    while a.shape[1] > 1:
-        half = a.shape[1] // 2
-        m = np.maximum(a[:, :half], a[:, half:2 * half])
-        if a.shape[1] % 2:
-            m[:, 0] = np.maximum(m[:, 0], a[:, -1])
-        a = m
-    return a[:, 0]
-
-
-def _quantiles(l: np.ndarray, qs) -> np.ndarray:
-    """Quantiles of integer lengths from their histogram (no sort of the whole array)."""
-    if l.max() > 50_000_000:
-        return np.quantile(l, qs)
-    cum = np.cumsum(np.bincount(l))
-    return np.searchsorted(cum, np.asarray(qs) * (l.size - 1) + 1).astype(float)
-
-
-def pad_to_longest_efficiency(lengths, capacity: int, batch: int, seed: int = 0,
-                              order: np.ndarray | None = None) -> float:
-    """Random batches, each padded to its longest sample: sum(l) / sum_b(B x max_b)."""
-    l = np.minimum(lengths, capacity)
-    if order is None:
-        order = np.random.default_rng(seed).permutation(l.size)
-    useful, proc = _batched_efficiency(l[order], batch)
-    return useful / proc
-
-
-def bucketed_efficiency(lengths, capacity: int, batch: int, buckets: int = 8, seed: int = 0,
-                        order: np.ndarray | None = None) -> float:
-    """Length bucketing: samples grouped into ``buckets`` quantile buckets, random batches
-    within each bucket, each batch padded to its longest (e.g. HF ``group_by_length``-style)."""
-    l = np.minimum(lengths, capacity)
-    if order is None:
-        order = np.random.default_rng(seed).permutation(l.size)
-    edges = np.unique(_quantiles(l, np.linspace(0, 1, buckets + 1)[1:-1]))
-    lp = l[order]
-    b = np.searchsorted(edges, lp, side="right").astype(np.int16)
-    grouped = np.argsort(b, kind="stable")          # random order kept within each bucket
-    lo = lp[grouped]
-    bo = b[grouped]
-    useful, proc = 0.0, 0.0
-    starts = np.flatnonzero(np.r_[True, bo[1:] != bo[:-1]])
-    ends = np.r_[starts[1:], bo.size]
-    for s_, e in zip(starts, ends):
-        u, p = _batched_efficiency(lo[s_:e], batch)
-        useful += u
-        proc += p
-    return useful / proc
-
-
-def pack_bfd_counts(lengths, capacity: int) -> int:
-    """Bins used by best-fit decreasing packing, computed on a count table of lengths.
-
-    Items of equal length are placed together: for length l with k items, the open bins with
-    remaining room r >= l are visited from the smallest r up (best fit); each takes floor(r/l)
-    items (after one item it is still the tightest bin that fits), leftovers open new bins of
-    floor(C/l) items each. Cost O(distinct lengths x C) numpy work instead of O(n log n) Python
-    steps; the result is exactly the item-by-item best-fit decreasing packing's bin count.
-    """
-    l = np.minimum(np.asarray(lengths, dtype=np.int64), capacity)
-    counts = np.bincount(l, minlength=capacity + 1)
-    rem = np.zeros(capacity + 1, dtype=np.int64)      # open bins by remaining room
-    bins = 0
-    for size in np.flatnonzero(counts[1:])[::-1] + 1:
-        k = int(counts[size])
-        rs = np.flatnonzero(rem[size:]) + size        # rooms that fit, ascending
-        if rs.size:
-            per_bin = rs // size
-            cap = rem[rs] * per_bin
-            cum = np.cumsum(cap)
-            j = int(np.searchsorted(cum, k))          # first room class not fully used
-            full = rs[:j] if j < rs.size else rs
-            if full.size:                             # all bins of these classes fill up
-                np.add.at(rem, full % size, rem[full])
-                rem[full] = 0
-            left = k - (int(cum[j - 1]) if j > 0 else 0)
-            if j < rs.size:
-                r = int(rs[j])
-                q = int(per_bin[j])
-                nfull, part = divmod(left, q)
-                rem[r] -= nfull
-                rem[r % size] += nfull
-                if part:
-                    rem[r] -= 1
-                    rem[r - part * size] += 1
-                k = 0
-            else:
-                k = left
-        if k > 0:
-            q = capacity // size
-            nfull, part = divmod(k, q)
-            bins += nfull + (1 if part else 0)
-            rem[capacity - q * size] += nfull
-            if part:
-                rem[capacity - part * size] += 1
-        rem[0] = 0
-    return bins
-
-
-def pack_ffd(lengths, capacity: int) -> int:
-    """Bins used by exact first-fit decreasing (item by item; for small inputs and checks)."""
-    rooms: list[int] = []
-    for x in sorted((min(int(v), capacity) for v in lengths), reverse=True):
-        for i, r in enumerate(rooms):
-            if r >= x:
-                rooms[i] = r - x
-                break
-        else:
-            rooms.append(capacity - x)
-    return len(rooms)
-
-
-def pack_optimal(lengths, capacity: int) -> int:
-    """The fewest bins, by exhaustive branch and bound (exponential: small inputs only)."""
-    items = sorted((min(int(v), capacity) for v in lengths), reverse=True)
-    best = [pack_ffd(items, capacity)]
-    lower = -(-sum(items) // capacity)
-
-    def place(i: int, rooms: list[int]) -> None:
-        if len(rooms) >= best[0] or best[0] == lower:
-            return
-        if i == len(items):
-            best[0] = len(rooms)
-            return
-        seen = set()
-        for j, r in enumerate(rooms):
-            if r >= items[i] and r not in seen:
-                seen.add(r)
-                rooms[j] -= items[i]
-                place(i + 1, rooms)
-                rooms[j] += items[i]
-        rooms.append(capacity - items[i])
-        place(i + 1, rooms)
-        rooms.pop()
-
-    place(0, [])
-    return best[0]
-
-
-def packing_efficiency(lengths, capacity: int, bins: int) -> float:
-    """Useful share of packed sequences: sum(min(l, C)) / (bins x C)."""
-    return float(np.minimum(lengths, capacity).sum() / (bins * capacity))
-
-
-# ------------------------------------------------------------------------------ report
-
-
-@dataclass
-class PaddingReport:
-    samples: int
-    tokens: int
-    mean: float
-    p50: float
-    p95: float
-    max: int
-    capacity: int
-    truncated: int
-    batch_size: int
-    buckets: int
-    efficiency: dict[str, float]
-    packed_sequences: int
-    skipped: dict[str, int]
-    recommendation: str
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def analyze(lengths, capacity: int | None = None, batch_size: int = 16, buckets: int = 8,
-            seed: int = 0, skipped: dict[str, int] | None = None) -> PaddingReport:
-    """Efficiency (useful / processed tokens) of each policy; 1 - efficiency is lost to padding."""
-    l = np.asarray(lengths, dtype=np.int64)
-    if l.size == 0:
-        raise InputError("lengths", "[]", "at least one sample")
-    if batch_size < 1:
-        raise InputError("--batch-size", batch_size, "a positive integer")
-    if buckets < 1:
-        raise InputError("--buckets", buckets, "a positive integer (1: no bucketing)")
-    if seed < 0:
-        raise InputError("--seed", seed, "an integer >= 0")
-    if capacity is not None and capacity < 1:
-        raise InputError("--max-len", capacity, "a positive integer")
-    cap = int(capacity or l.max())
-    if cap > MAX_CAPACITY:
-        raise InputError("--max-len", cap, f"at most {MAX_CAPACITY:,} tokens",
-                         hint="the longest sample sets it when --max-len is not given; pass "
-                              "--max-len to truncate" if capacity is None else None)
-    bins = pack_bfd_counts(l, cap)
-    order = np.random.default_rng(seed).permutation(l.size)
-    eff = {
-        "pad_to_max": pad_to_max_efficiency(l, cap),
-        "pad_to_longest": pad_to_longest_efficiency(l, cap, batch_size, seed, order),
-        "bucketed": bucketed_efficiency(l, cap, batch_size, buckets, seed, order),
-        "packed": packing_efficiency(l, cap, bins),
-    }
-    q = _quantiles(l, [0.5, 0.95])
-    rec = (f"packing_efficiency = {eff['packed']:.3f} with packing into sequences of {cap} tokens; "
-           "otherwise the efficiency of the batching policy you train with")
-    return PaddingReport(samples=int(l.size), tokens=int(np.minimum(l, cap).sum()),
-                         mean=float(l.mean()), p50=float(q[0]), p95=float(q[1]),
-                         max=int(l.max()), capacity=cap,
-                         truncated=int((l > cap).sum()), batch_size=batch_size, buckets=buckets,
-                         efficiency=eff, packed_sequences=int(bins), skipped=dict(skipped or {}),
-                         recommendation=rec)

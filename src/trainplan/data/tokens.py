@@ -78,5 +78,5 @@ def qwen2vl_tokens(height, width, patch: int = 14, merge: int = 2, resize: bool 
 
 def fixed_resolution_tokens(image_size: int, patch: int):
     """Patches of a tower that resizes every image to image_size^2 (CLIP/SigLIP/Qwen-VL ViT); the
-    class token, where there is one, is added by ``costmodel.vision.encoder_tokens``."""
+    class token, where there is one, is added by ``costmodel.vision_tokens.encoder_tokens``."""
     return (image_size // patch) ** 2

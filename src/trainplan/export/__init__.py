@@ -44,6 +44,13 @@ class LaunchSpec:
     master_port: int = 29500
     notes: tuple[str, ...] = field(default=())
 
+    def __post_init__(self) -> None:
+        # the files describe a complete layout: dp derived and the framework's rules checked
+        # (recompute resolved to what the framework offers)
+        from trainplan.spec.validate import complete_strategy
+        object.__setattr__(self, "strategy",
+                           complete_strategy(self.model, self.job, self.cluster, self.strategy))
+
     @property
     def gpus(self) -> int:
         return self.cluster.gpus

@@ -159,18 +159,20 @@ def run_bench(device: str = "auto", ranks: int = 2, quick: bool = False,
     r_max, f_half = fit_saturation([r["flops"] for r in rows], [r["tflops"] for r in rows])
     peak = None
     if accelerator is not None:
-        peak = accelerator.peak(main_dt) / TFLOP
+        # no bf16 math (V100): no peak to compare with, the profile stays relative
+        peak = accelerator.peak(main_dt) / TFLOP if accelerator.has_math(main_dt) else None
     elif cuda:
         from trainplan.catalog.accelerators import get_accelerator
-        name = torch.cuda.get_device_name().lower()
-        for key in ("h200", "h100", "a100", "l40s", "mi300x", "b200"):
-            if key in name:
-                try:
-                    accelerator = get_accelerator(key)
-                    peak = accelerator.peak(main_dt) / TFLOP
-                except Exception:  # noqa: BLE001 - unknown to the catalog: relative profile
-                    peak = None
+        name = torch.cuda.get_device_name()
+        # the name nvidia-smi prints first ("NVIDIA H100 NVL"), then a family keyword
+        for key in (name, *(k for k in ("h200", "h100", "a100", "l40s", "mi300x", "b200")
+                            if k in name.lower())):
+            try:
+                accelerator = get_accelerator(key)
+                peak = accelerator.peak(main_dt) / TFLOP if accelerator.has_math(main_dt) else None
                 break
+            except Exception:  # noqa: BLE001 - unknown to the catalog: relative profile
+                accelerator, peak = None, None
     best = max(r["tflops"] for r in rows)
     gemm_max = min(1.0, best / peak) if peak else 1.0
     bw = copy_bandwidth_GBps(device, (1 << 26) if quick else (1 << 30 if cuda else 1 << 28))

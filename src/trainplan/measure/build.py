@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainplan.costmodel.vision import llm_tokens_per_image
+from trainplan.costmodel.vision_tokens import llm_tokens_per_image
 from trainplan.errors import InputError, MissingExtraError
 from trainplan.spec.model import Model, Stack
 

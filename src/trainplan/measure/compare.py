@@ -18,7 +18,7 @@ from typing import Any
 from trainplan.conventions import model_state_bytes
 from trainplan.costmodel import overheads as ov
 from trainplan.costmodel.params import model_params, stack_params
-from trainplan.costmodel.vision import encoder_patches, encoder_tokens
+from trainplan.costmodel.vision_tokens import encoder_patches, encoder_tokens
 from trainplan.measure.step import StepConfig
 from trainplan.spec.model import Model
 

@@ -17,6 +17,7 @@ from typing import Any
 
 # Names are imported on first use (PEP 562) so that mounting the CLI stays light.
 _EXPORTS: dict[str, str] = {
+    # laws
     "ALL_LAWS": "laws",
     "DEFAULT_LAW": "laws",
     "EPOCH_2024": "laws",
@@ -33,41 +34,50 @@ _EXPORTS: dict[str, str] = {
     "PowerLawAllocation": "laws",
     "get_law": "laws",
     "training_flops": "laws",
+    # allocate
     "Allocation": "allocate",
-    "BatchAdvice": "allocate",
-    "DataConstrainedResult": "allocate",
-    "InferenceAwareResult": "allocate",
     "IsoflopCurve": "allocate",
-    "MultimodalAdvice": "allocate",
     "optimal_allocation": "allocate",
-    "batch_advice": "allocate",
     "compute_optimal": "allocate",
-    "data_constrained_loss": "allocate",
-    "data_constrained_optimum": "allocate",
-    "deepseek_batch_size": "allocate",
-    "deepseek_learning_rate": "allocate",
-    "effective_data": "allocate",
-    "effective_params": "allocate",
-    "effective_tokens": "allocate",
-    "gas_heuristic": "allocate",
-    "inference_aware": "allocate",
     "isoflop_curve": "allocate",
-    "kaplan_critical_batch": "allocate",
-    "lifetime_flops": "allocate",
-    "multimodal_advice": "allocate",
-    "multimodal_heuristic_params": "allocate",
-    "shukor_scale": "allocate",
-    "tokens_with_padding": "allocate",
+    # repeated_data
+    "DataConstrainedResult": "repeated_data",
+    "data_constrained_loss": "repeated_data",
+    "data_constrained_optimum": "repeated_data",
+    "effective_data": "repeated_data",
+    "effective_params": "repeated_data",
+    "effective_tokens": "repeated_data",
+    # inference_sizing
+    "InferenceAwareResult": "inference_sizing",
+    "inference_aware": "inference_sizing",
+    "lifetime_flops": "inference_sizing",
+    # batch_size
+    "BatchAdvice": "batch_size",
+    "batch_advice": "batch_size",
+    "deepseek_batch_size": "batch_size",
+    "deepseek_learning_rate": "batch_size",
+    "gas_heuristic": "batch_size",
+    "kaplan_critical_batch": "batch_size",
+    # multimodal
+    "MultimodalAdvice": "multimodal",
+    "multimodal_advice": "multimodal",
+    "multimodal_heuristic_params": "multimodal",
+    "shukor_scale": "multimodal",
+    "tokens_with_padding": "multimodal",
+    # budget
     "BudgetResult": "budget",
     "achievable_mfu": "budget",
     "flops_from_budget": "budget",
+    # runs
+    "Runs": "runs",
+    "load_runs": "runs",
+    "synthetic_runs": "runs",
+    # fit
     "FitResult": "fit",
-    "Runs": "fit",
     "fit_law": "fit",
-    "load_law": "fit",
-    "load_runs": "fit",
-    "save_law": "fit",
-    "synthetic_runs": "fit",
+    # law_file
+    "load_law": "law_file",
+    "save_law": "law_file",
 }
 
 __all__ = sorted(_EXPORTS)

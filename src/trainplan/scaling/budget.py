@@ -158,11 +158,11 @@ def flops_from_budget(
         if isinstance(gpus, bool) or int(gpus) != gpus or gpus < 1:
             raise InputError("gpus", gpus, "an integer >= 1")
         gpus = int(gpus)
-    try:
-        peak = acc.peak("bf16")
-    except (KeyError, InputError):
-        raise InputError("gpu", gpu, "an accelerator with a bf16 or fp16 peak in the catalog") from None
-    peak_dtype = "bf16" if acc.peak_tflops.get("bf16") else "fp16"
+    # bf16 where the hardware has it, else fp16 (V100): the 16-bit matmul rate a run would use.
+    peak_dtype = "bf16" if acc.has_math("bf16") else "fp16"
+    if not acc.has_math(peak_dtype):
+        raise InputError("gpu", gpu, "an accelerator with a bf16 or fp16 peak in the catalog")
+    peak = acc.peak(peak_dtype)
     peak_src = acc.sources.get(f"peak_tflops.{peak_dtype}") or "trainplan catalog"
 
     price = price_src = None

@@ -300,3 +300,8 @@ def get_law(name: str) -> Law:
         return ALL_LAWS[name]
     except KeyError:
         raise InputError("law", name, "one of " + ", ".join(ALL_LAWS)) from None
+
+
+def as_law(law: str | Law) -> Law:
+    """``law`` itself, or the law registered under that name (:func:`get_law`)."""
+    return get_law(law) if isinstance(law, str) else law

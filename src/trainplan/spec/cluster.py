@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from pydantic import Field, PositiveInt, model_validator
 
+from trainplan.conventions import MATMUL_DTYPE, PRECISIONS
 from trainplan.errors import InputError
 from trainplan.costmodel.reliability import LLAMA3_FAILURES_PER_GPU_HOUR
 from trainplan.spec.base import Spec
@@ -15,6 +18,8 @@ from trainplan.spec.base import Spec
 # NIC gives 46-48 of its 50 GB/s (github.com/NVIDIA/nccl-tests/issues/290).
 NCCL_RING_SHARE = 0.78
 NIC_BUSBW_SHARE = 0.94
+# Peak columns that can serve a matmul requested in a dtype, in order (see Accelerator.peak).
+_SERVED_BY: dict[str, tuple[str, ...]] = {"tf32": ("tf32", "fp32")}
 
 
 class EfficiencyProfile(Spec):
@@ -29,6 +34,9 @@ class EfficiencyProfile(Spec):
     gemm_max: float = Field(0.80, gt=0, le=1, description=(
         "max achievable fraction of dense peak; catalog: measured MAMF / peak (stas00/ml-"
         "engineering MAMF table); 0.80 default: its rule of thumb for NVIDIA (0.78-0.87)"))
+    gemm_max_fp8: float | None = Field(None, gt=0, le=1, description=(
+        "max achievable fraction of the dense FP8 peak (measured FP8 MAMF / FP8 peak); none: "
+        "gemm_max"))
     gemm_half_flops: float = Field(2.0e9, ge=0, description=(
         "GEMM size reaching half of gemm_max; calibration, chosen with training_gemm_factor on "
         "Narayanan et al. 2021 Table 1 (benchmarks/published_runs.py)"))
@@ -71,6 +79,8 @@ class Accelerator(Spec):
     id: str
     name: str
     vendor: str = ""
+    arch: str = Field("", description="architecture family (ampere, hopper, blackwell, cdna3...): "
+                      "framework profiles may be calibrated per family")
     peak_tflops: dict[str, float] = Field(description="dense peak TFLOP/s per dtype")
     hbm_gib: float = Field(gt=0, description="HBM capacity (vendor 'GB' labels are GiB)")
     hbm_bw_tbps: float = Field(gt=0, description="HBM bandwidth, TB/s")
@@ -83,19 +93,54 @@ class Accelerator(Spec):
     efficiency: EfficiencyProfile = EfficiencyProfile()
     sources: dict[str, str] = Field(default_factory=dict)
 
+    def has_math(self, dtype: str) -> bool:
+        """True when the record has a dense peak that serves a ``dtype`` matmul (see :meth:`peak`)."""
+        return any(self.peak_tflops.get(d) for d in _SERVED_BY.get(dtype, (dtype,)))
+
     def peak(self, dtype: str) -> float:
-        """Dense peak FLOP/s for ``dtype`` (falls back: fp16<->bf16, fp8->bf16, tf32->fp32)."""
-        for d in (dtype, {"fp16": "bf16", "bf16": "fp16", "fp8": "bf16", "tf32": "fp32"}.get(dtype)):
-            if d and self.peak_tflops.get(d):
+        """Dense peak FLOP/s of a ``dtype`` matmul; an :class:`InputError` when there is none.
+
+        No silent substitution between number formats: bf16, fp16 and fp8 are different
+        hardware units (V100 has no bf16, A100 and V100 no fp8: stas00/ml-engineering
+        compute/accelerator/README.md @744d01e, 'TFLOPS comparison table', 'X' = unsupported)
+        and their rates differ (Gaudi 3: bf16 1835, fp16 459). The one substitution kept is
+        tf32 -> fp32: TF32 is the tensor-core *mode* of fp32 matmuls (NVIDIA A100 whitepaper,
+        'TF32 Tensor Core'); a chip without it (V100, MI250X) computes the same fp32 matmul on its
+        FP32 units at the fp32 rate, which is the true speed of ``precision = "fp32"`` there.
+        """
+        for d in _SERVED_BY.get(dtype, (dtype,)):
+            if self.peak_tflops.get(d):
                 return self.peak_tflops[d] * 1e12
-        has = [k for k, v in self.peak_tflops.items() if v]
-        raise InputError(f"precision (math type on {self.id})", dtype,
-                         f"one {self.id} has a peak for: {', '.join(has) or 'none'}",
-                         hint="choose another job.precision or GPU, or add "
-                              f"peak_tflops.{dtype} to the catalog record")
+        raise self._no_math(dtype)
 
     def peak_tflops_for(self, dtype: str) -> float:
         return self.peak(dtype) / 1e12
+
+    def supported_precisions(self) -> list[str]:
+        """The training precisions (``Job.precision``) whose matmul type this record has."""
+        return [p for p in PRECISIONS if self.has_math(MATMUL_DTYPE[p])]
+
+    def check_precision(self, precision: str) -> None:
+        """InputError (field ``precision``) when this accelerator has no math for ``precision``."""
+        dtype = MATMUL_DTYPE.get(precision)
+        if dtype is not None and not self.has_math(dtype):
+            raise self._no_math(dtype, precision)
+
+    def _no_math(self, dtype: str, precision: str | None = None) -> InputError:
+        ok = self.supported_precisions()
+        has = [k for k, v in self.peak_tflops.items() if v]
+        if dtype == "bf16" and "fp16_mixed" in ok:
+            hint = "use precision fp16_mixed (with loss scaling)"
+        elif dtype in ("fp8", "fp16") and "bf16_mixed" in ok:
+            hint = "use precision bf16_mixed" + (", or a GPU with fp8 (H100, H200, B200, L40S, "
+                                                 "MI300X)" if dtype == "fp8" else "")
+        else:
+            hint = "choose another precision or GPU"
+        hint += f"; if your hardware has it, add peak_tflops.{dtype} with a TRAINPLAN_CATALOG file"
+        return InputError("precision", precision or dtype,
+                          f"{self.id} ({self.name}) has no {dtype} matmul peak (it has "
+                          f"{', '.join(has) or 'none'}), so it runs: "
+                          f"{', '.join(ok) or 'no training precision'}", hint=hint)
 
 
 class Cluster(Spec):
@@ -150,3 +195,74 @@ class Cluster(Spec):
     @property
     def nic_GBps(self) -> float:
         return (self.inter_node_Gbps or self.accelerator.inter_node_Gbps) / 8.0
+
+    @property
+    def intra_busbw_Bps(self) -> float:
+        """NCCL ring bus bandwidth inside a node, bytes/s, with the user's link override applied.
+
+        See :func:`scaled_busbw_GBps`; the datasheet link is ``accelerator.intra_node_GBps``, the
+        override ``intra_node_GBps``, the fallback share :data:`NCCL_RING_SHARE`.
+        """
+        acc = self.accelerator
+        return scaled_busbw_GBps(acc.efficiency.intra_busbw_GBps, acc.intra_node_GBps,
+                                 self.intra_node_GBps, NCCL_RING_SHARE) * 1e9
+
+    @property
+    def inter_busbw_Bps(self) -> float:
+        """Bus bandwidth per GPU across nodes, bytes/s, with the user's NIC override applied.
+
+        See :func:`scaled_busbw_GBps`; the datasheet link is ``accelerator.inter_node_Gbps / 8``,
+        the override ``inter_node_Gbps / 8``, the fallback share :data:`NIC_BUSBW_SHARE`.
+        """
+        acc = self.accelerator
+        over = self.inter_node_Gbps / 8.0 if self.inter_node_Gbps else None
+        return scaled_busbw_GBps(acc.efficiency.inter_busbw_GBps, acc.inter_node_Gbps / 8.0,
+                                 over, NIC_BUSBW_SHARE) * 1e9
+
+
+def scaled_busbw_GBps(measured: float | None, link_GBps: float, override_GBps: float | None,
+                      share: float) -> float:
+    """Achievable collective bus bandwidth (GB/s) of a link, honouring a user's link override.
+
+    * No override: the catalog's measured busbw, else ``share`` x the datasheet link rate.
+    * Override: the measured busbw scaled by override / datasheet (the measured efficiency of
+      the fabric is kept, the line rate is the user's), else ``share`` x the override.
+
+    Sources: nccl-tests doc/PERFORMANCE.md defines busbw so that it is comparable to the link's
+    hardware bandwidth, i.e. busbw = efficiency x line rate; the shares are the measured ring
+    fractions quoted at :data:`NCCL_RING_SHARE` and :data:`NIC_BUSBW_SHARE`. Scaling assumes the
+    efficiency does not depend on the line rate (a 200 Gb/s and a 400 Gb/s NIC of the same
+    family: 24 of 25 GB/s per HDR NIC, nccl-tests#119; 46-48 of 50 GB/s per NDR NIC, #290).
+    """
+    if override_GBps is None:
+        return measured if measured else share * link_GBps
+    return measured * override_GBps / link_GBps if measured else share * override_GBps
+
+
+def runnable_accelerators(accelerators: Sequence[Accelerator], precision: str
+                          ) -> tuple[list[Accelerator], dict[str, str]]:
+    """The accelerators with matmul units for ``precision``, and why each other one is skipped.
+
+    A GPU type that cannot run the precision (fp8 on A100, bf16 on V100: see
+    :meth:`Accelerator.check_precision`) is left out of a search over several types; when no
+    type can run it the InputError names each type and what it runs.
+    """
+    ok: list[Accelerator] = []
+    skipped: dict[str, str] = {}
+    errors: list[InputError] = []
+    for a in accelerators:
+        try:
+            a.check_precision(precision)
+            ok.append(a)
+        except InputError as e:
+            errors.append(e)
+            skipped[a.id] = e.valid
+    if not ok:
+        if len(errors) == 1:
+            raise errors[0]
+        raise InputError("precision", precision,
+                         "a precision one of the GPU types runs: " + "; ".join(
+                             f"{a.id} runs {', '.join(a.supported_precisions()) or 'none'}"
+                             for a in accelerators),
+                         hint="choose another precision or add a GPU type that has it")
+    return ok, skipped

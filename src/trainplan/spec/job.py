@@ -36,9 +36,13 @@ class Job(Spec):
         "torchtitan, fsdp, deepspeed, pytorch (DDP / HF Trainer), analytic; aliases accepted")
     compile: bool = Field(False, description="torch.compile on (fuses elementwise ops where the "
                           "framework profile says so)")
-    adamw_impl: Literal["foreach", "fused"] = Field(
-        "foreach", description="AdamW implementation: foreach allocates a moment-sized temporary "
-        "at the step, fused none (torch.optim.AdamW)")
+    main_grads_fp32: bool | None = Field(
+        None, description="accumulate and reduce gradients in fp32 (Megatron "
+        "--accumulate-allreduce-grads-in-fp32 / ddp.grad_reduce_in_fp32, FSDP reduce_dtype); "
+        "none: the framework's default")
+    adamw_impl: Literal["foreach", "fused"] | None = Field(
+        None, description="AdamW implementation: foreach allocates a moment-sized temporary "
+        "at the step, fused none (torch.optim.AdamW); none: the framework's default")
     # multimodal workload (used when the model has vision stacks)
     images_per_sample: float = Field(0.0, ge=0)
     image_size: int | None = Field(None, gt=0, description="image side in pixels (default: tower's)")

@@ -34,7 +34,8 @@ class Strategy(Spec):
     sequence_parallel: bool = Field(True, description="Megatron SP (only meaningful with tp > 1)")
     zero: Literal[0, 1, 2, 3] = 1
     micro_batch: PositiveInt = 1
-    recompute: Recompute = "selective"
+    recompute: Recompute | None = Field(None, description="activation recompute; none given: "
+                                        "selective where the framework offers it, else none")
     recompute_layers: int = Field(0, ge=0, description="layers per stage fully recomputed "
                                   "when recompute == 'layers'")
     offload_optimizer: bool = False
@@ -62,7 +63,7 @@ class Strategy(Spec):
             parts.append(f"EP{self.ep}")
         parts.append(f"Z{self.zero}")
         parts.append(f"mb{self.micro_batch}")
-        rc = {"none": "", "selective": "sel", "full": "full",
+        rc = {"none": "", "selective": "sel", "full": "full", None: "",
               "layers": f"rc{self.recompute_layers}"}[self.recompute]
         if rc:
             parts.append(rc)

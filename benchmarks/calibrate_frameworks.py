@@ -1,0 +1,123 @@
+"""Calibrate framework profiles, once, each on ONE named public set (never on validation sets).
+
+* llm-foundry / Composer (FSDP1, eager PyTorch) on the llm-foundry benchmark table
+  (``llm-foundry-mpt-benchmarks-8c8dd48``, A100 and H100 rows, BF16): the eager cuBLAS GEMM
+  share per architecture, the eager kernels' HBM share and the attention-kernel share. The GEMM
+  and HBM shares are properties of eager PyTorch, so the other eager frameworks (PyTorch FSDP,
+  torchtitan, DeepSpeed, DDP) take them too; the attention share is llm-foundry's own kernel.
+* Megatron-Core FP8 on NeMo's 24.07 performance summary (``nemo-perf-summary-24.07``, H100):
+  the FP8 GEMM share of the FP8 ceiling (recipe scaling overheads).
+
+The fit minimises a robust (soft-L1) loss of log(predicted / reported) throughput with
+scipy.optimize.least_squares. ``--write`` stores the fitted values in
+``src/trainplan/catalog/data/frameworks.json`` with a note naming the set; without it the
+script only prints them.
+
+    python benchmarks/calibrate_frameworks.py [--write]
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+warnings.filterwarnings("ignore")
+
+from trainplan.catalog.frameworks import get_framework, using  # noqa: E402
+from trainplan.validation.framework_runs import load, predict  # noqa: E402
+
+DATA = Path(__file__).resolve().parents[1] / "src/trainplan/catalog/data/frameworks.json"
+EAGER = ("fsdp", "torchtitan", "deepspeed", "pytorch", "llm-foundry")
+
+
+def _records(set_name: str, precision: str) -> list[dict]:
+    return [r for r in load() if r.get("set") == set_name and r["precision"] == precision]
+
+
+def _errors(recs, profile) -> np.ndarray:
+    with using(profile):
+        return np.array([np.log1p(predict(r)["error"]) for r in recs])
+
+
+def fit(recs, base, names, x0, bounds):
+    """Least-squares fit of profile fields ``names`` (``gemm_factor.<arch>`` for the dict)."""
+    from scipy.optimize import least_squares
+
+    def profile(x):
+        upd, gf = {}, dict(base.gemm_factor)
+        for n, v in zip(names, x):
+            if n.startswith("gemm_factor."):
+                gf[n.split(".", 1)[1]] = float(v)
+            else:
+                upd[n] = float(v)
+        return base.model_copy(update={**upd, "gemm_factor": gf})
+
+    res = least_squares(lambda x: _errors(recs, profile(x)), x0, bounds=bounds, loss="soft_l1",
+                        f_scale=0.05, diff_step=1e-3)
+    return profile(res.x), dict(zip(names, res.x))
+
+
+def report(label, recs, prof):
+    e = np.expm1(_errors(recs, prof))
+    print(f"  {label}: n={len(e)}  median |error| {statistics.median(abs(e)):.1%}  "
+          f"max |error| {max(abs(e)):.1%}")
+
+
+def main(write: bool) -> None:
+    out: dict[str, dict] = {}
+    # -- eager PyTorch on llm-foundry
+    lf = _records("llm-foundry-mpt-benchmarks-8c8dd48", "bf16")
+    base = get_framework("llm-foundry")
+    print(f"llm-foundry (calibration set llm-foundry-mpt-benchmarks-8c8dd48, {len(lf)} BF16 rows)")
+    report("before", lf, base)
+    names = ["gemm_factor.ampere", "gemm_factor.hopper", "hbm_factor", "attn_factor"]
+    prof, vals = fit(lf, base, names, [0.9, 0.7, 0.7, 0.6],
+                     ([0.3, 0.3, 0.2, 0.1], [1.2, 1.2, 1.5, 2.0]))
+    report("after ", lf, prof)
+    print("  fitted:", {k: round(v, 4) for k, v in vals.items()})
+    out["llm-foundry"] = {k: round(v, 4) for k, v in vals.items()}
+    # -- Megatron FP8 on NeMo 24.07
+    nemo = _records("nemo-perf-summary-24.07", "fp8")
+    base = get_framework("megatron")
+    print(f"megatron FP8 (calibration set nemo-perf-summary-24.07, {len(nemo)} rows)")
+    report("before", nemo, base)
+    prof, vals = fit(nemo, base, ["fp8_gemm_factor"], [1.0], ([0.3], [1.5]))
+    report("after ", nemo, prof)
+    print("  fitted:", {k: round(v, 4) for k, v in vals.items()})
+    out["megatron"] = {k: round(v, 4) for k, v in vals.items()}
+    if write:
+        _write(out)
+
+
+def _write(fitted: dict[str, dict]) -> None:
+    d = json.loads(DATA.read_text())
+    lf = fitted["llm-foundry"]
+    for f in d["frameworks"]:
+        note = []
+        if f["id"] in EAGER:
+            f["gemm_factor"] = {"default": 1.0, "ampere": lf["gemm_factor.ampere"],
+                                "hopper": lf["gemm_factor.hopper"]}
+            f["hbm_factor"] = lf["hbm_factor"]
+            note.append("gemm_factor (ampere, hopper) and hbm_factor: calibration, fitted once on "
+                        "llm-foundry-mpt-benchmarks-8c8dd48 (benchmarks/calibrate_frameworks.py)")
+        if f["id"] == "llm-foundry":
+            f["attn_factor"] = lf["attn_factor"]
+            note.append("attn_factor: calibration on the same set (MPT's triton/flash attention)")
+        if f["id"] == "megatron":
+            f["fp8_gemm_factor"] = fitted["megatron"]["fp8_gemm_factor"]
+            note.append("fp8_gemm_factor: calibration, fitted once on nemo-perf-summary-24.07 "
+                        "(benchmarks/calibrate_frameworks.py); BF16 uses the accelerator "
+                        "profile's Narayanan et al. 2021 calibration")
+        if note:
+            f["calibration"] = "; ".join(note)
+    DATA.write_text(json.dumps(d, indent=2) + "\n")
+    print(f"wrote {DATA}")
+
+
+if __name__ == "__main__":
+    main("--write" in sys.argv[1:])

@@ -1,0 +1,134 @@
+"""Activation memory of a pipeline stage and the step's memory peak on one GPU.
+
+Fused-kernel frameworks (profile ``activations = "korthikanti"``): each layer keeps what the op
+inventory says (:func:`trainplan.costmodel.memory.layer_activation_bytes`); the first stage
+holds the micro-batches in flight under 1F1B (``memory.pipeline_in_flight``), the last the
+logits. The peak is the larger of the backward (states + activations + the working set) and the
+optimizer step (states + the optimizer's temporaries). Plain PyTorch + transformers (``"hf"``)
+uses the measured accounting of :func:`trainplan.costmodel.overheads.hf_step_memory`.
+All functions broadcast over numpy arrays of layout knobs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from trainplan.costmodel import memory as mem
+
+
+@dataclass
+class StageActivations:
+    kept: Any            # bytes kept for backward (all micro-batches in flight)
+    transient: Any       # backward working set on top
+    logits: Any          # logits and loss buffers of one micro-batch (last stage)
+
+
+def stage_activations(dec, job, fw, L, vis, dropout, act_b, first: bool) -> StageActivations:
+    """Activations of the first (``first``) or last pipeline stage for one micro-batch size.
+
+    Recompute: 'layers' keeps k fully recomputed layers at their input only and the rest whole.
+    Working set during backward: the recomputed layer (full or k-layer recompute), or under
+    selective recompute with eager attention the re-created scores of one layer; plus the
+    largest intermediate of one layer (the MLP hidden) and its gradient.
+    """
+    s, cp, sp = job.seq_len, L.cp, L.sp_on
+    moe = bool(dec.moe) and dec.moe.dense_layers < dec.layers
+
+    fp8 = job.precision == "fp8_mixed" and fw.fp8_linear
+
+    def per_layer(rc):
+        return mem.layer_activation_bytes(dec, s, L.mb, L.tp, sp, rc, L.flash, dropout, act_b,
+                                          moe_layer=moe, cp=cp, fp8=fp8)
+
+    layers = L.layers_per_stage(dec.layers)
+    none, full = per_layer(0), per_layer(2)
+    k = np.minimum(L.rc_layers, layers)
+    stage = np.where(L.rc == 3, k * full + (layers - k) * none, layers * per_layer(L.rc))
+    logits = mem.logits_bytes(dec, s, L.mb, L.tp, cp=cp, logits_fp32_copy=fw.logits_fp32)
+    if first:
+        in_flight = mem.pipeline_in_flight(L.pp, L.vp, L.micro_batches(job.batch_sequences))
+        emb = mem.embedding_activation_bytes(dec, s, L.mb, L.tp, sp, dropout, act_b, cp=cp)
+        kept = (stage + emb + vis["act_bytes_per_mb"]) * in_flight \
+            + np.where(L.pp == 1, logits, 0.0)
+    else:
+        kept = stage + logits
+    f_loc = (dec.ffn_hidden if not moe else dec.moe.expert_ffn_hidden * dec.moe.top_k) / L.tp
+    scores = mem.attention_scores_bytes(dec, s, L.mb, L.tp, L.flash, dropout, act_b, cp=cp)
+    redo = np.where(L.rc >= 2, none, np.where(L.rc == 1, scores, 0.0))
+    transient = redo + 2.0 * (s / cp) * L.mb * f_loc * act_b
+    return StageActivations(kept=kept, transient=transient, logits=logits)
+
+
+@dataclass
+class HFProfile:
+    """What the measured plain-PyTorch accounting needs of a framework profile."""
+
+    param_bytes: float | None
+    weight_cast_bytes: float
+    optimizer_temp_bytes: float
+
+
+def hf_profile(fw, precision: str, adamw_impl: str) -> HFProfile:
+    """torch.amp keeps fp32 parameters as the master copy and casts matmul weights to bf16
+    (``hf_param_bytes_amp``, ``hf_weight_cast_bytes_amp``); AdamW's temporaries by
+    implementation (foreach vs fused)."""
+    amp = precision in ("bf16_mixed", "fp16_mixed")
+    return HFProfile(param_bytes=fw.hf_param_bytes_amp if amp else None,
+                     weight_cast_bytes=fw.hf_weight_cast_bytes_amp if amp else 0.0,
+                     optimizer_temp_bytes=fw.optimizer_temp_bytes.get(adamw_impl, 0.0))
+
+
+def optimizer_temp_bytes(fw, job, sb, optimizer_bytes):
+    """Optimizer-step temporaries: ``optimizer_temp_bytes`` moment-sized buffers for AdamW
+    (torch.optim ``foreach`` allocates one; ``fused`` none)."""
+    if job.optimizer != "adamw" or not sb.optim:
+        return 0.0 * optimizer_bytes
+    per_moment = sb.optim / 2.0 / (sb.master + sb.optim)
+    return fw.optimizer_temp_bytes.get(adamw_impl(fw, job), 0.0) * optimizer_bytes * per_moment
+
+
+def adamw_impl(fw, job) -> str:
+    """The AdamW implementation: the job's, else the framework's default."""
+    return job.adamw_impl or fw.adamw_impl
+
+
+@dataclass
+class StageMemory:
+    weights: Any
+    grads: Any
+    optimizer: Any
+    activations: Any
+    transient: Any
+    overhead: Any
+    total: Any
+
+
+def stage_memory(st, acts: StageActivations, temp, overhead, fw) -> StageMemory:
+    """Peak bytes of one stage: the larger of the backward (states, activations and the working
+    set, with the allocator's reserve on the activations) and the optimizer step (states and its
+    temporaries); plus fixed overheads (context, NCCL, buckets, ZeRO-3 gathers)."""
+    act = (acts.kept + acts.transient) * (1.0 + fw.fragmentation)
+    frag = (acts.kept + acts.transient) * fw.fragmentation
+    peak = np.maximum(st.total + act, st.total + temp)
+    return StageMemory(weights=st.weights, grads=st.grads, optimizer=st.optimizer,
+                       activations=acts.kept, transient=acts.transient,
+                       overhead=overhead + frag, total=peak + overhead)
+
+
+def hf_stage_memory(fw, dec, job, L, st, sb, layers, vis, overhead) -> StageMemory:
+    """Plain PyTorch + transformers: per-tensor activations and the step's peaks (start of
+    backward without gradients, layer backwards, optimizer step without activations), measured
+    with ``trainplan measure memory`` (:func:`trainplan.costmodel.overheads.hf_step_memory`)."""
+    from trainplan.costmodel.overheads import hf_step_memory
+    prof = hf_profile(fw, job.precision, adamw_impl(fw, job))
+    in_flight = mem.pipeline_in_flight(L.pp, L.vp, L.micro_batches(job.batch_sequences))
+    r = hf_step_memory(prof, dec, job.seq_len / L.cp, L.mb, job.precision, L.flash, L.rc,
+                       st.weights, st.grads, st.optimizer, sb, adamw=job.optimizer == "adamw",
+                       n_layers=layers, extra_activations=vis["act_bytes_per_mb"] * in_flight)
+    frag = r["total"] * fw.fragmentation
+    return StageMemory(weights=r["weights"], grads=r["grads"], optimizer=r["optimizer"],
+                       activations=r["activations"], transient=r["transient"],
+                       overhead=overhead + frag, total=r["total"] + frag + overhead)

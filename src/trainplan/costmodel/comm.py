@@ -1,0 +1,144 @@
+"""Communication time of a step: tensor-, context- and expert-parallel collectives per layer, and
+data-parallel gradient synchronisation and ZeRO/FSDP gathers, issued the way the framework
+issues them (one collective per bucket, per layer/FSDP unit, or for the whole stage).
+
+Each collective costs ring latency steps x alpha + bus-bandwidth time
+(:mod:`trainplan.costmodel.collectives`), so a framework that issues many small collectives at
+a large data-parallel degree pays ``count x (n-1) x alpha`` -- which dominates ZeRO-3 at
+hundreds of ranks with a small per-GPU batch. Overlap: a collective hides behind the compute it
+runs beside, up to the profile's ``dp_overlap`` share. All functions broadcast.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from trainplan.costmodel import collectives as coll
+from trainplan.costmodel.timing import FLASH_BACKWARD_RATIO
+
+
+class Net:
+    """Collective and point-to-point timer of one cluster (bus bandwidths with the user's link
+    overrides: ``Cluster.intra_busbw_Bps`` / ``inter_busbw_Bps``)."""
+
+    def __init__(self, cluster):
+        eff = cluster.accelerator.efficiency
+        self.node = cluster.node_size
+        self.intra_bw, self.inter_bw = cluster.intra_busbw_Bps, cluster.inter_busbw_Bps
+        self.a_intra, self.a_inter = eff.intra_latency_s, eff.inter_latency_s
+        self.link, self.nic = cluster.link_GBps, cluster.nic_GBps
+
+    def coll(self, kind, size, n, stride, count=1.0):
+        """``count`` collectives moving ``size`` bytes in all (each size/count)."""
+        return count * coll.collective_time(kind, np.asarray(size, dtype=float) / count, n,
+                                            stride, self.node, self.intra_bw, self.inter_bw,
+                                            self.a_intra, self.a_inter)
+
+    def p2p(self, size, cross_node):
+        return coll.p2p_time(size, cross_node, self.link, self.nic, self.a_intra)
+
+
+def exposed(comm, compute, overlap):
+    """Time a collective of ``comm`` seconds adds beside ``compute`` seconds of work: at least
+    the non-overlappable share, otherwise what sticks out of the overlapped compute."""
+    return np.maximum(comm - overlap * compute, (1.0 - overlap) * comm)
+
+
+# ---------------------------------------------------------------- model-parallel, per layer
+def tp_layer_time(net: Net, fw, stack, T, act_b, L, rc_frac):
+    """Exposed tensor-parallel all-reduces (or SP all-gather + reduce-scatter, the same bytes) of
+    one layer: 2 in forward, 2 in backward -- the input-gradient one partly hidden behind the
+    weight-gradient GEMM (``tp_bwd_overlap``; Narayanan et al. 2021 sec. 4.2) -- and 2 more
+    when the forward is recomputed."""
+    msg = T * stack.hidden * act_b
+    n = 2.0 + 2.0 * (1.0 - fw.tp_bwd_overlap) \
+        + np.where(L.rc == 2, 2.0, np.where(L.rc == 3, 2.0 * rc_frac, 0.0))
+    return n * net.coll(coll.AR, msg, L.tp, 1) * fw.tp_exposed
+
+
+def cp_layer_time(net: Net, stack, T, act_b, L, t_attn):
+    """Context-parallel ring exchange of K and V: cp-1 steps in forward and backward (x2 for
+    dK, dV), hidden behind the attention core (Liu et al. 2023, Ring Attention)."""
+    kv_bytes = T * 2.0 * stack.n_kv * stack.d_head / L.tp * act_b
+    t = 3.0 * (L.cp - 1) * net.p2p(kv_bytes, L.tp * L.cp > net.node)
+    return np.maximum(t - (1.0 + FLASH_BACKWARD_RATIO) * t_attn, 0.0)
+
+
+def ep_layer_time(net: Net, stack, T, act_b, L, moe_share):
+    """Expert-parallel dispatch and combine all-to-all, forward and backward (4 per MoE layer),
+    averaged over the layers (``moe_share`` of them are MoE)."""
+    if not stack.moe:
+        return 0.0
+    a2a = T * stack.moe.top_k * stack.hidden * act_b / L.tp
+    return 4.0 * net.coll(coll.A2A, a2a, L.ep, L.tp * L.cp) * moe_share
+
+
+# ---------------------------------------------------------------- data parallel / ZeRO
+@dataclass
+class DPTime:
+    exposed: Any       # seconds added to the step
+    hidden: Any        # seconds overlapped with compute (SM/HBM contention: overlap_slowdown)
+
+
+def dp_time(net: Net, fw, L, p_train, p_layer, layers, m, w_b, g_b, layer_fwd, layer_bwd):
+    """Data-parallel gradient synchronisation and ZeRO gathers of one step on one GPU.
+
+    * ZeRO 0-2, gradients in buckets (DDP ``bucket_cap_mb``, Megatron ``bucket_size``,
+      DeepSpeed ``reduce_bucket_size``) or one per layer (FSDP units): all-reduce (ZeRO 0) or
+      reduce-scatter plus the parameter all-gather after the step (ZeRO 1/2), overlapped with
+      the backward of the last micro-batch (earlier micro-batches accumulate locally).
+      'stage' issues the whole stage at once.
+    * ZeRO 3 per layer ('layer'/'bucket' frameworks): every micro-batch all-gathers each layer
+      in forward and again in backward (``zero3_collectives_per_layer`` collectives each: FSDP
+      one per unit, DeepSpeed one per submodule) and reduce-scatters its gradients, each
+      prefetched behind the neighbouring layer's compute; the first gather is exposed.
+      'stage' (textbook): the aggregate, overlapped with the whole compute.
+    """
+    over_cp = fw.optimizer_shard == "dp_cp"
+    n = L.shard_group(over_cp)
+    stride = L.tp if over_cp else L.tp * L.cp
+    zero = np.asarray(L.zero)
+    grads, params = p_train * g_b, p_train * w_b
+    if fw.dp_collective == "bucket" and fw.dp_bucket_params:
+        buckets = np.maximum(1.0, np.ceil(p_train / fw.dp_bucket_params))
+    elif fw.dp_collective == "layer":
+        buckets = np.maximum(1.0, layers)
+    else:
+        buckets = 1.0
+    ar = net.coll(coll.AR, grads, n, stride, buckets)
+    rs = net.coll(coll.RS, grads, n, stride, buckets)
+    ag = net.coll(coll.AG, params, n, stride, buckets)
+    # gradients reduce under the last micro-batch's backward; the parameter all-gather after the
+    # step hides under the next step's first forward where the framework overlaps it
+    # (Megatron --overlap-param-gather), else it is exposed
+    t_bwd_last, t_fwd_first = layers * layer_bwd, layers * layer_fwd
+    grad_sync = np.where(zero == 0, ar, rs)
+    grad_hidden = np.minimum(grad_sync, t_bwd_last) * fw.dp_overlap
+    ag_hidden = np.where(zero == 0, 0.0, np.minimum(ag, t_fwd_first) * fw.dp_overlap
+                         * (1.0 if fw.param_gather_overlap else 0.0))
+    sync_hidden = grad_hidden + ag_hidden
+    sync_exposed = grad_sync + np.where(zero == 0, 0.0, ag) - sync_hidden
+    # ZeRO-3
+    k = np.maximum(fw.zero3_collectives_per_layer, 1.0)
+    ag_l = net.coll(coll.AG, p_layer * w_b, n, stride, k)
+    rs_l = net.coll(coll.RS, p_layer * g_b, n, stride)
+    per_mb = layers * (exposed(ag_l, layer_fwd, fw.dp_overlap)
+                       + exposed(ag_l + rs_l, layer_bwd, fw.dp_overlap)) + ag_l
+    z3_layer = m * per_mb
+    z3_hidden_layer = m * layers * (2.0 * ag_l + rs_l) - z3_layer
+    # textbook aggregate
+    t_ag = net.coll(coll.AG, params, n, stride)
+    t_rs = net.coll(coll.RS, grads, n, stride)
+    z3_comm = m * (2.0 * t_ag + t_rs)
+    compute = m * layers * (layer_fwd + layer_bwd)
+    z3_stage = exposed(z3_comm, compute, fw.dp_overlap)
+    z3 = z3_stage if fw.dp_collective == "stage" else z3_layer
+    z3_hidden = (z3_comm - z3_stage) if fw.dp_collective == "stage" else z3_hidden_layer
+    on = (n > 1)
+    is3 = zero == 3
+    ex = np.where(on, np.where(is3, z3, sync_exposed), 0.0)
+    hid = np.where(on, np.where(is3, z3_hidden, sync_hidden), 0.0)
+    return DPTime(exposed=ex, hidden=hid)

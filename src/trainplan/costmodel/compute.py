@@ -1,0 +1,166 @@
+"""Compute time of one transformer layer on one GPU, from the op inventory and the framework.
+
+Each op of :func:`trainplan.costmodel.ops.layer_ops` is timed by its kernel class
+(:mod:`trainplan.costmodel.timing`): GEMMs on the saturation curve at the training ceiling
+(BF16, or FP8 for the linear layers when the framework runs them in FP8), the attention core at
+the attention kernel's efficiency (always BF16: Transformer Engine and torchao keep attention in
+BF16), elementwise ops as HBM traffic -- fused or eager bytes as the framework profile says --
+plus a GPU gap per kernel, and FP8 cast/transpose traffic. Backward: activation gradients and
+weight gradients each cost one forward of the matmuls; FlashAttention backward is 2.5x its
+forward; memory-bound ops 2x. A CPU-bound floor applies when the framework launches more
+kernels than the GPU can absorb (eager PyTorch: ``cpu_launch_s`` per kernel). Broadcasts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from trainplan.conventions import ACTIVATION_BYTES, MATMUL_DTYPE
+from trainplan.costmodel import flops as fl
+from trainplan.costmodel import ops as opinv
+from trainplan.costmodel.timing import (FLASH_BACKWARD_RATIO, flash_attention_time, gemm_time,
+                                        memory_time)
+
+
+@dataclass
+class LayerTime:
+    """Seconds of one layer and micro-batch on one GPU."""
+
+    forward: Any
+    backward: Any
+    recompute: Any
+    attention: Any         # forward attention-core time (context parallelism hides its ring)
+
+    @property
+    def total(self):
+        return self.forward + self.backward + self.recompute
+
+
+class KernelModel:
+    """The accelerator's kernel-time model for one precision and framework, shared by the
+    decoder and the vision tower so both stacks are timed by the same physics."""
+
+    def __init__(self, cluster, job, fw):
+        acc = cluster.accelerator
+        eff = acc.efficiency
+        self.eff, self.fw = eff, fw
+        self.act_b = ACTIVATION_BYTES[job.precision]
+        self.hbm = acc.hbm_bw_tbps * 1e12
+        fp8 = job.precision == "fp8_mixed"
+        self.fp8 = fp8 and fw.fp8_linear
+        # with FP8 the non-linear matmuls (attention, and linears a framework keeps in BF16) run
+        # at the BF16 peak
+        self.peak = acc.peak(MATMUL_DTYPE[job.precision] if not fp8 else "bf16")
+        self.peak_fp8 = acc.peak("fp8") if self.fp8 else self.peak
+        share = fw.gemm_share(acc.arch or "default")
+        self.eta = eff.gemm_eta * share
+        self.eta_fp8 = (eff.gemm_max_fp8 or eff.gemm_max) * eff.training_gemm_factor * share \
+            * fw.fp8_gemm_factor
+        self.eta_hbm = eff.hbm * fw.hbm_factor
+        self.attn_eta = eff.attn_max * fw.attn_factor
+        self.fused = frozenset(g for g in ("norm", "rope", "swiglu", "bias_dropout_add",
+                                           "cross_entropy") if fw.is_fused(g, job.compile))
+        self.kernels = fw.kernels(job.compile)
+        self.compiled = job.compile
+
+    def gemm(self, total_flops, count=1.0, fp8=False):
+        """``count`` equal GEMMs adding up to ``total_flops`` (FP8 ones at the FP8 ceiling)."""
+        peak, eta = (self.peak_fp8, self.eta_fp8) if fp8 and self.fp8 else (self.peak, self.eta)
+        return count * gemm_time(np.asarray(total_flops, dtype=float) / count, peak, eta,
+                                 self.eff.gemm_half_flops)
+
+    def linear_time(self, stack, T, tp, moe_layer=False, ep=1):
+        """Forward time of the layer's GEMMs for T tokens. Routed experts run as one GEMM per
+        local expert and matrix (tokens spread over E/ep local experts); the router is not split
+        by TP."""
+        t = 0.0
+        moe = stack.moe if moe_layer else None
+        for op in opinv.gemms(stack, moe_layer):
+            if op.name == "router":
+                t = t + self.gemm(T * op.flops)
+                continue
+            count = op.gemms
+            if moe and op.name.startswith("expert_"):
+                n = op.gemms / (moe.top_k + moe.shared_experts)
+                count = n * np.maximum(moe.num_experts / ep, 1.0)
+            t = t + self.gemm(T * op.flops / tp, count, fp8=op.fp8)
+        return t
+
+    def layer(self, stack, T, seqs, queries, keys, tp, sp_div, flash, rc, rc_frac, wgrad,
+              igrad, dropout, moe_layer=False, ep=1, causal=True) -> LayerTime:
+        """Forward, backward and recompute seconds of one layer: T tokens in ``seqs`` sequences
+        of ``queries`` tokens attending to ``keys`` keys. ``rc``: 0 none, 1 selective (the
+        attention core; nothing extra with flash), 2 full, 3 a fraction ``rc_frac`` of layers."""
+        t_lin = self.linear_time(stack, T, tp, moe_layer, ep)
+        a_f = T * fl.attention_core_flops_per_token(stack, keys, causal) / tp
+        t_flash = flash_attention_time(a_f, self.peak, self.attn_eta)
+        scores = seqs * (stack.heads / tp) * queries * keys * self.act_b * 4.0  # write, read x2, write
+        t_eager = self.gemm(a_f, 2.0 * seqs * stack.heads / tp) \
+            + memory_time(scores, self.hbm, self.eta_hbm)
+        t_attn = np.where(flash, t_flash, t_eager)
+        ew = opinv.elementwise_bytes_per_token(stack, self.fused, sp_div, tp, self.act_b, dropout,
+                                               bool(moe_layer and stack.moe))
+        n_fp8 = 0.0
+        cast_f = cast_b = 0.0
+        if self.fp8:
+            cf, cb = opinv.fp8_cast_bytes_per_token(stack, bool(moe_layer and stack.moe))
+            cast_f, cast_b = T * cf / tp, T * cb / tp
+            n_fp8 = sum(1.0 for op in opinv.gemms(stack, moe_layer) if op.fp8)
+        kernels = self.kernels + n_fp8
+        t_ew = memory_time(T * ew + cast_f, self.hbm, self.eta_hbm) \
+            + kernels * self.eff.kernel_overhead_s
+        fwd = t_lin + t_attn + t_ew
+        bwd = (wgrad + igrad) * t_lin + (FLASH_BACKWARD_RATIO * t_attn + 2.0 * t_ew
+                                         + memory_time(cast_b, self.hbm, self.eta_hbm)) * igrad
+        # eager frameworks cannot run faster than the CPU launches their kernels
+        floor = kernels * self.fw.cpu_launch_s
+        fwd = np.maximum(fwd, floor)
+        bwd = np.maximum(bwd, 2.0 * floor * igrad)
+        rc = np.asarray(rc)
+        redo = np.select([rc == 0, rc == 1, rc == 2],
+                         [0.0, np.where(flash, 0.0, t_attn), fwd], default=fwd * rc_frac) * igrad
+        return LayerTime(forward=fwd, backward=bwd, recompute=redo, attention=t_attn)
+
+
+def fp8_weight_cast_time(km: KernelModel, weights_on_gpu, micro_batches):
+    """FP8 weight casts per step: read the BF16 weight, write FP8 and its transpose (4 bytes per
+    parameter), once per step with weight caching (Transformer Engine ``is_first_microbatch``),
+    else once per micro-batch (torchao Float8Linear)."""
+    if not km.fp8:
+        return 0.0
+    times = 1.0 if km.fw.fp8_weight_cache else micro_batches
+    return times * memory_time(4.0 * weights_on_gpu, km.hbm, km.eta_hbm)
+
+
+def layer_time(km: KernelModel, dec, job, L, wgrad, rc_frac) -> LayerTime:
+    """One decoder layer and micro-batch on one GPU, averaged over dense and MoE layers."""
+    s = job.seq_len
+    T = L.mb * s / L.cp
+    sp_div = np.where(L.sp_on, L.tp, 1.0)
+
+    def one(moe_layer):
+        return km.layer(dec, T, L.mb, s / L.cp, s, L.tp, sp_div, L.flash, L.rc, rc_frac, wgrad,
+                        1.0, job.dropout, moe_layer=moe_layer, ep=L.ep)
+
+    d = one(False)
+    moe_layers = (dec.layers - dec.moe.dense_layers) if dec.moe else 0
+    if not moe_layers:
+        return d
+    m, share = one(True), moe_layers / dec.layers
+    mix = [(1 - share) * getattr(d, k) + share * getattr(m, k)
+           for k in ("forward", "backward", "recompute")]
+    return LayerTime(*mix, attention=d.attention)
+
+
+def head_time(km: KernelModel, dec, L, T, wgrad, logits_fp32):
+    """LM head GEMM (forward, input gradient, weight gradient) and the loss over the logits:
+    written, read for the softmax, gradient written -- in fp32 where the loss upcasts (4 bytes),
+    else in the activation dtype; unfused cross-entropy moves them twice more."""
+    flops = T * fl.lm_head_flops_per_token(dec) / L.tp
+    el = 4.0 if logits_fp32 else km.act_b
+    passes = 3.0 if "cross_entropy" in km.fused else 6.0
+    return km.gemm(flops) * (2.0 + wgrad) + memory_time(T * dec.vocab / L.tp * el * passes,
+                                                         km.hbm, km.eta_hbm)

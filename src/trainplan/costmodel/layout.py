@@ -1,0 +1,178 @@
+"""One Layout value object: the parallel degrees and the rules about them.
+
+A :class:`Layout` holds the strategy knobs as Python numbers (one layout) or numpy arrays of equal
+length (many candidates, the search). Its derived quantities (GPUs, gradient accumulation, layers
+per stage, the sharding group of the optimizer) and its :data:`RULES` are written once:
+``spec.validate.complete_strategy`` raises the first rule a single strategy breaks, and the
+search keeps the candidates for which every rule holds (as torchtitan's ``ParallelDims`` keeps
+the degrees, their validation and the derived groups in one object).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, NamedTuple
+
+import numpy as np
+
+RECOMPUTE_NAMES: tuple[str, ...] = ("none", "selective", "full", "layers")
+
+
+@dataclass
+class Layout:
+    """Strategy knobs as numbers or numpy arrays (recompute as a code: 0 none, 1 selective,
+    2 full, 3 first-k-layers)."""
+
+    tp: Any = 1
+    pp: Any = 1
+    vp: Any = 1
+    dp: Any = 1
+    cp: Any = 1
+    ep: Any = 1
+    sp: Any = True
+    zero: Any = 1
+    mb: Any = 1
+    rc: Any = 1
+    rc_layers: Any = 0
+    off_opt: Any = False
+    off_par: Any = False
+    flash: Any = True
+
+    @property
+    def n_gpus(self):
+        return self.tp * self.pp * self.dp * self.cp
+
+    @property
+    def sp_on(self):
+        """Sequence parallelism in effect (only with tp > 1)."""
+        return np.asarray(self.sp) & (np.asarray(self.tp) > 1)
+
+    def micro_batches(self, global_batch: int):
+        """Gradient-accumulation steps: global batch / (micro-batch x dp)."""
+        return global_batch / (self.mb * self.dp)
+
+    def layers_per_stage(self, layers: int):
+        """Layers on the busiest stage; uneven splits round up (Megatron
+        --decoder-first/last-pipeline-num-layers)."""
+        return np.ceil(layers / (self.pp * self.vp)) * self.vp
+
+    def shard_group(self, over_cp: bool):
+        """Ranks that share one ZeRO/FSDP shard: dp, or dp x cp where the framework shards over
+        the context-parallel ranks too (Megatron distributed optimizer, torchtitan dp_shard_cp)."""
+        return self.dp * (self.cp if over_cp else 1)
+
+
+class Context(NamedTuple):
+    """What the rules check a layout against."""
+
+    heads: int
+    kv_heads: int
+    layers: int
+    seq_len: int
+    global_batch: int
+    experts: int           # 0 for a dense model
+    gpus: Any              # a number or an array
+    uneven: bool           # uneven pipeline stages allowed
+    zero_stages: tuple[int, ...]
+    max_zero_with_pp: int
+    max_tp: int | None
+    recompute: tuple[int, ...]
+    framework: str
+
+
+class Rule(NamedTuple):
+    field: str
+    needs: tuple[str, ...]                       # Layout fields the rule reads
+    ok: Callable[[Layout, Context], Any]         # mask (or bool)
+    valid: Callable[[Layout, Context], str]      # what would be valid (for the message)
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def _mp(L):
+    return L.tp * L.pp * L.cp
+
+
+def _m(L, c):
+    return c.global_batch // np.maximum(L.mb * L.dp, 1)
+
+
+RULES: tuple[Rule, ...] = (
+    Rule("strategy.tp*pp*cp", ("tp", "pp", "cp"), lambda L, c: c.gpus % _mp(L) == 0,
+         lambda L, c: f"a divisor of the GPU count {c.gpus}"),
+    Rule("strategy.tp", ("tp",), lambda L, c: c.heads % L.tp == 0,
+         lambda L, c: f"a divisor of the attention heads {c.heads}: {_divisors(c.heads)}"),
+    Rule("strategy.tp", ("tp",), lambda L, c: (c.kv_heads % L.tp == 0) | (L.tp % c.kv_heads == 0),
+         lambda L, c: f"a divisor or multiple of the KV heads {c.kv_heads}"),
+    Rule("strategy.tp", ("tp",), lambda L, c: (L.tp <= c.max_tp) if c.max_tp else True,
+         lambda L, c: f"at most {c.max_tp}: the {c.framework} framework has no tensor "
+                      "parallelism (choose framework megatron or torchtitan for TP)"),
+    Rule("strategy.vp", ("pp", "vp"), lambda L, c: (L.vp == 1) | (L.pp > 1),
+         lambda L, c: "1 unless pp > 1 (virtual stages need a pipeline)"),
+    Rule("strategy.pp*vp", ("pp", "vp"), lambda L, c: L.pp * L.vp <= c.layers,
+         lambda L, c: f"at most the decoder layers {c.layers}"),
+    Rule("strategy.pp*vp", ("pp", "vp"), lambda L, c: (c.layers % (L.pp * L.vp) == 0) | c.uneven,
+         lambda L, c: f"pp x vp must divide the decoder layers {c.layers}: "
+                      f"{_divisors(c.layers)} (or set uneven_stages = true)"),
+    Rule("strategy.cp", ("cp",),
+         lambda L, c: (L.cp == 1) | (c.seq_len % (2 * L.cp) == 0),
+         lambda L, c: f"cp such that seq_len {c.seq_len} divides by 2*cp (load-balanced ring)"),
+    Rule("strategy.ep", ("ep",), lambda L, c: (L.ep == 1) | (c.experts > 0),
+         lambda L, c: "1 for a dense model (EP needs MoE layers)"),
+    Rule("strategy.ep", ("ep",), lambda L, c: (L.ep == 1) | (c.experts % L.ep == 0) if c.experts
+         else True, lambda L, c: f"a divisor of the experts {c.experts}"),
+    Rule("strategy.ep", ("ep", "dp"), lambda L, c: L.dp % L.ep == 0,
+         lambda L, c: f"a divisor of dp = {L.dp}"),
+    Rule("job.global_batch", ("mb", "dp"), lambda L, c: c.global_batch % (L.mb * L.dp) == 0,
+         lambda L, c: f"a multiple of micro_batch x dp = {L.mb} x {L.dp} = {L.mb * L.dp}"),
+    Rule("strategy.vp", ("vp", "pp", "mb", "dp"), lambda L, c: (L.vp == 1) | (_m(L, c) % L.pp == 0),
+         lambda L, c: "1, or use a micro-batch count that is a multiple of pp (Megatron's "
+                      "interleaved schedule requires it)"),
+    Rule("strategy.recompute_layers", ("rc", "rc_layers", "pp"),
+         lambda L, c: (L.rc != 3) | (L.rc_layers <= c.layers // L.pp),
+         lambda L, c: f"at most the layers per stage ({c.layers // L.pp})"),
+    Rule("strategy.recompute", ("rc",), lambda L, c: np.isin(L.rc, c.recompute),
+         lambda L, c: f"one of {', '.join(RECOMPUTE_NAMES[r] for r in c.recompute)} "
+                      f"(what the {c.framework} framework offers)"),
+    Rule("strategy.zero", ("zero",), lambda L, c: np.isin(L.zero, c.zero_stages),
+         lambda L, c: f"one of {list(c.zero_stages)} (the stages the {c.framework} framework "
+                      "offers)"),
+    Rule("strategy.zero", ("zero", "pp"), lambda L, c: (L.pp == 1) | (L.zero <= c.max_zero_with_pp),
+         lambda L, c: (f"at most {c.max_zero_with_pp} with pipeline parallelism in the "
+                       f"{c.framework} framework" if c.max_zero_with_pp else
+                       f"pp = 1: the {c.framework} framework has no pipeline parallelism")),
+    Rule("strategy.offload_optimizer", ("off_opt", "zero"), lambda L, c: ~np.asarray(L.off_opt)
+         | (L.zero >= 1), lambda L, c: "false unless zero >= 1 (ZeRO-Offload)"),
+    Rule("strategy.offload_params", ("off_par", "zero"), lambda L, c: ~np.asarray(L.off_par)
+         | (L.zero == 3), lambda L, c: "false unless zero = 3 (parameters must be sharded)"),
+)
+
+
+def context(model, job, gpus, fw) -> Context:
+    """The rule context of a model, job, GPU count and framework profile."""
+    dec = model.decoder
+    return Context(
+        heads=dec.heads, kv_heads=dec.n_kv, layers=dec.layers, seq_len=job.seq_len,
+        global_batch=job.batch_sequences, experts=dec.moe.num_experts if dec.moe else 0,
+        gpus=gpus, uneven=False, zero_stages=tuple(fw.zero_stages), max_zero_with_pp=fw.max_zero_with_pp,
+        max_tp=fw.max_tp, recompute=tuple(RECOMPUTE_NAMES.index(r) for r in fw.recompute),
+        framework=fw.id)
+
+
+def rules_mask(L: Layout, ctx: Context, have: set[str] | None = None):
+    """All rules whose fields are in ``have`` (default: all), combined into one mask."""
+    ok = True
+    for r in RULES:
+        if have is None or set(r.needs) <= have:
+            ok = ok & np.asarray(r.ok(L, ctx))
+    return ok
+
+
+def first_broken(L: Layout, ctx: Context) -> Rule | None:
+    """The first rule a single layout breaks (None when it is valid)."""
+    for r in RULES:
+        if not bool(np.all(r.ok(L, ctx))):
+            return r
+    return None

@@ -1,0 +1,101 @@
+"""Image tokens of a vision-language model: what the encoder attends over and what the decoder sees.
+
+The encoder sees the image's patches (+ a class token for CLIP); the decoder sees what the
+projector makes of them: all patches (LLaVA linear / 2-layer MLP, class token dropped),
+patches / merge^2 (Qwen2-VL), or a fixed number of learned queries (Qwen-VL resampler). The
+per-architecture formulas live in :mod:`trainplan.data.tokens`; the job's image sizes (a
+resolution distribution, or one side) are weighted by :func:`image_sizes`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from trainplan.data.tokens import fixed_resolution_tokens, qwen2vl_tokens, vit_patches
+from trainplan.spec.model import Model, Projector, Stack
+
+
+def encoder_patches(stack: Stack, height=None, width=None):
+    """Patches (no class token) one image gives the encoder ``stack``.
+
+    Towers with a spatial merge (Qwen2-VL) take any resolution: the image is resized to multiples of
+    patch*merge (``smart_resize``) and gives (H'/p)*(W'/p) patches. Fixed-resolution towers resize
+    every image to the side given (``height``, default the tower's ``image_size``): (side/p)^2.
+    """
+    if stack.spatial_merge > 1:
+        h = stack.image_size if height is None else height
+        w = h if width is None else width
+        return qwen2vl_tokens(h, w, stack.patch_size, stack.spatial_merge)[0]
+    side = stack.image_size if height is None else height
+    if width is not None:
+        return vit_patches(side, width, stack.patch_size)
+    return fixed_resolution_tokens(np.asarray(side), stack.patch_size)
+
+
+def encoder_tokens(stack: Stack, height=None, width=None):
+    """Tokens the encoder attends over per image: patches + 1 class token (CLIP) if present."""
+    return encoder_patches(stack, height, width) + (1 if stack.class_token else 0)
+
+
+def projector_tokens_out(p: Projector, n_in):
+    """Tokens a projector emits for ``n_in`` input patches: n (linear, mlp2), n/merge^2
+    (merge_mlp, Qwen2-VL ``PatchMerger``), ``queries`` (resampler, Qwen-VL / Q-former)."""
+    if p.kind == "merge_mlp":
+        return np.asarray(n_in) // (p.merge * p.merge)
+    if p.kind == "resampler":
+        return np.asarray(n_in) * 0 + p.queries
+    return np.asarray(n_in)
+
+
+def llm_tokens_per_image(model: Model, height=None, width=None):
+    """Tokens one image adds to the decoder's sequence (0 for a text-only model).
+
+    LLaVA-1.5-7B at 336 px: 576; Qwen2-VL at H x W: (H'/14)*(W'/14)/4; Qwen-VL: 256. The class token
+    is dropped before the projector (LLaVA ``vision_feature_select_strategy = "default"``); without a
+    projector the encoder's tokens go through as they are.
+    """
+    if not model.vision:
+        return 0
+    v = model.vision[0]
+    if not model.projectors:
+        return encoder_tokens(v, height, width)
+    n = encoder_patches(v, height, width)
+    for p in model.projectors:
+        n = projector_tokens_out(p, n)
+    return n
+
+
+def llm_tokens_for_images(model: Model, heights, widths, run_size: int | None = None):
+    """Decoder tokens for input images of the given sizes (an annotation file's).
+
+    Dynamic-resolution towers (Qwen2-VL) follow the image's size; fixed-resolution towers resize
+    every image to ``run_size`` (default the tower's ``image_size``), so the count is constant.
+    """
+    h = np.asarray(heights)
+    if model.vision and model.vision[0].spatial_merge > 1:
+        return llm_tokens_per_image(model, h, np.asarray(widths))
+    return np.zeros(h.shape, dtype=np.int64) + llm_tokens_per_image(model, run_size)
+
+
+def image_sizes(job, stack: Stack):
+    """(heights, widths, weights) of the job's images: a distribution, or one fixed side."""
+    dist = getattr(job, "image_resolutions", None)
+    if dist:
+        arr = np.asarray(dist, dtype=float).reshape(len(dist), -1)
+        w = arr[:, 2] if arr.shape[1] > 2 else np.ones(len(arr))
+        return arr[:, 0].astype(int), arr[:, 1].astype(int), w / w.sum()
+    side = job.image_size or stack.image_size
+    return np.array([side]), np.array([side]), np.array([1.0])
+
+
+def weighted_mean(values, weights) -> float:
+    """Mean of per-resolution ``values`` under the job's resolution ``weights`` (they sum to 1)."""
+    return float(np.sum(np.asarray(values, dtype=float) * weights))
+
+
+def mean_llm_tokens_per_image(model: Model, job) -> float:
+    """Decoder tokens per image averaged over the job's resolution distribution."""
+    if not model.vision:
+        return 0.0
+    h, w, p = image_sizes(job, model.vision[0])
+    return weighted_mean(llm_tokens_per_image(model, h, w), p)

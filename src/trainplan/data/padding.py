@@ -1,0 +1,155 @@
+"""The compute lost to padding under four batching policies, from per-sample token lengths.
+
+The share of processed token slots that carry data is the *efficiency*; the rest is padding, and
+costs compute in proportion, attention aside:
+
+* pad to max: every sample padded to the sequence length: sum(l) / (n x C);
+* pad to the longest in the batch, batches drawn at random: sum(l) / sum_b(B_b x max_b);
+* the same with length bucketing (samples grouped into quantile buckets before batching);
+* packing: samples packed into sequences of C tokens by best-fit decreasing
+  (:mod:`trainplan.data.packing`): sum(l) / (bins x C).
+
+Everything is vectorised with numpy: all four policies on 10 million lengths take about 2 s on
+2 CPU cores, the packing alone 0.05 s (``benchmarks/packing.py``; most of the time is the random
+permutation and the gathers of the two batched policies). The lengths come from
+:func:`trainplan.data.lengths.read_lengths`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from trainplan.data.packing import MAX_CAPACITY, pack_bfd_counts, packing_efficiency
+from trainplan.errors import InputError
+
+
+def pad_to_max_efficiency(lengths, capacity: int) -> float:
+    """Every sample padded (and truncated) to ``capacity``: sum(min(l, C)) / (n x C)."""
+    l = np.minimum(lengths, capacity)
+    return float(l.sum() / (l.size * capacity))
+
+
+def _batched_efficiency(l_ordered: np.ndarray, batch: int) -> tuple[float, float]:
+    """(useful, processed) tokens when consecutive groups of ``batch`` are padded to their max."""
+    n = l_ordered.size
+    full = n // batch * batch
+    proc = float(_row_max(l_ordered[:full].reshape(-1, batch)).sum() * batch) if full else 0.0
+    if full < n:
+        proc += float(l_ordered[full:].max() * (n - full))
+    return float(l_ordered.sum()), proc
+
+
+def _row_max(a: np.ndarray) -> np.ndarray:
+    """Max of each row by pairwise halving (log2(B) whole-array ops; faster than max(axis=1))."""
+    while a.shape[1] > 1:
+        half = a.shape[1] // 2
+        m = np.maximum(a[:, :half], a[:, half:2 * half])
+        if a.shape[1] % 2:
+            m[:, 0] = np.maximum(m[:, 0], a[:, -1])
+        a = m
+    return a[:, 0]
+
+
+def _quantiles(l: np.ndarray, qs) -> np.ndarray:
+    """Quantiles of integer lengths from their histogram (no sort of the whole array)."""
+    if l.max() > 50_000_000:
+        return np.quantile(l, qs)
+    cum = np.cumsum(np.bincount(l))
+    return np.searchsorted(cum, np.asarray(qs) * (l.size - 1) + 1).astype(float)
+
+
+def _truncated_in_order(lengths, capacity: int, seed: int, order: np.ndarray | None) -> np.ndarray:
+    """The lengths truncated to ``capacity``, in random batching order (``order``, else a seeded permutation)."""
+    l = np.minimum(lengths, capacity)
+    if order is None:
+        order = np.random.default_rng(seed).permutation(l.size)
+    return l[order]
+
+
+def pad_to_longest_efficiency(lengths, capacity: int, batch: int, seed: int = 0,
+                              order: np.ndarray | None = None) -> float:
+    """Random batches, each padded to its longest sample: sum(l) / sum_b(B x max_b)."""
+    useful, proc = _batched_efficiency(_truncated_in_order(lengths, capacity, seed, order), batch)
+    return useful / proc
+
+
+def bucketed_efficiency(lengths, capacity: int, batch: int, buckets: int = 8, seed: int = 0,
+                        order: np.ndarray | None = None) -> float:
+    """Length bucketing: samples grouped into ``buckets`` quantile buckets, random batches
+    within each bucket, each batch padded to its longest (e.g. HF ``group_by_length``-style)."""
+    lp = _truncated_in_order(lengths, capacity, seed, order)
+    edges = np.unique(_quantiles(lp, np.linspace(0, 1, buckets + 1)[1:-1]))
+    b = np.searchsorted(edges, lp, side="right").astype(np.int16)
+    grouped = np.argsort(b, kind="stable")          # random order kept within each bucket
+    lo = lp[grouped]
+    bo = b[grouped]
+    useful, proc = 0.0, 0.0
+    starts = np.flatnonzero(np.r_[True, bo[1:] != bo[:-1]])
+    ends = np.r_[starts[1:], bo.size]
+    for s_, e in zip(starts, ends):
+        u, p = _batched_efficiency(lo[s_:e], batch)
+        useful += u
+        proc += p
+    return useful / proc
+
+
+@dataclass
+class PaddingReport:
+    samples: int
+    tokens: int
+    mean: float
+    p50: float
+    p95: float
+    max: int
+    capacity: int
+    truncated: int
+    batch_size: int
+    buckets: int
+    efficiency: dict[str, float]
+    packed_sequences: int
+    skipped: dict[str, int]
+    recommendation: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def analyze(lengths, capacity: int | None = None, batch_size: int = 16, buckets: int = 8,
+            seed: int = 0, skipped: dict[str, int] | None = None) -> PaddingReport:
+    """Efficiency (useful / processed tokens) of each policy; 1 - efficiency is lost to padding."""
+    l = np.asarray(lengths, dtype=np.int64)
+    if l.size == 0:
+        raise InputError("lengths", "[]", "at least one sample")
+    if batch_size < 1:
+        raise InputError("--batch-size", batch_size, "a positive integer")
+    if buckets < 1:
+        raise InputError("--buckets", buckets, "a positive integer (1: no bucketing)")
+    if seed < 0:
+        raise InputError("--seed", seed, "an integer >= 0")
+    if capacity is not None and capacity < 1:
+        raise InputError("--max-len", capacity, "a positive integer")
+    cap = int(capacity or l.max())
+    if cap > MAX_CAPACITY:
+        raise InputError("--max-len", cap, f"at most {MAX_CAPACITY:,} tokens",
+                         hint="the longest sample sets it when --max-len is not given; pass "
+                              "--max-len to truncate" if capacity is None else None)
+    bins = pack_bfd_counts(l, cap)
+    order = np.random.default_rng(seed).permutation(l.size)
+    eff = {
+        "pad_to_max": pad_to_max_efficiency(l, cap),
+        "pad_to_longest": pad_to_longest_efficiency(l, cap, batch_size, seed, order),
+        "bucketed": bucketed_efficiency(l, cap, batch_size, buckets, seed, order),
+        "packed": packing_efficiency(l, cap, bins),
+    }
+    q = _quantiles(l, [0.5, 0.95])
+    rec = (f"packing_efficiency = {eff['packed']:.3f} with packing into sequences of {cap} tokens; "
+           "otherwise the efficiency of the batching policy you train with")
+    return PaddingReport(samples=int(l.size), tokens=int(np.minimum(l, cap).sum()),
+                         mean=float(l.mean()), p50=float(q[0]), p95=float(q[1]),
+                         max=int(l.max()), capacity=cap,
+                         truncated=int((l > cap).sum()), batch_size=batch_size, buckets=buckets,
+                         efficiency=eff, packed_sequences=int(bins), skipped=dict(skipped or {}),
+                         recommendation=rec)

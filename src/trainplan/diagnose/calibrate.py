@@ -1,0 +1,152 @@
+"""Calibrate the planner's step time on a team's own measured steps.
+
+Each run's plan (public ``trainplan.estimate``) is split into three times per step:
+
+* ``t_model``   = planned compute time x model FLOPs / hardware FLOPs (the forward and backward),
+* ``t_recomp``  = planned compute time x recomputed FLOPs / hardware FLOPs (activation recompute),
+* ``t_rest``    = planned step - planned compute (exposed communication, bubble, optimizer, data).
+
+The measured step is fitted as ``a t_model + b t_recomp + c t_rest``: each factor is the ratio of
+measured to planned time for that part (1 = the plan is right), so the planner's own efficiency
+curve (small GEMMs, attention, memory-bound kernels) is kept and only scaled. The fit uses a
+robust loss on relative residuals (``scipy.optimize.least_squares`` with ``loss="soft_l1"``,
+Triggs et al. 2000 "Bundle adjustment - a modern synthesis" section 6.8 on robust cost functions),
+intervals come from a bootstrap over runs (Efron & Tibshirani 1993, percentile interval), and the
+leave-one-out error refits without each run in turn. One calibration per GPU type and framework:
+applying it elsewhere prints a warning.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from trainplan.errors import InputError
+
+NAMES = ("a_model", "b_recompute", "c_rest")
+LOWER, UPPER = np.array([0.2, 0.2, 0.0]), np.array([5.0, 5.0, 20.0])
+
+
+@dataclass
+class Run:
+    """One measured run: the plan's three times and the measured step (seconds)."""
+
+    label: str
+    gpu: str
+    features: np.ndarray
+    measured_s: float
+    planned_s: float
+
+
+def features(est: Any) -> np.ndarray:
+    """(t_model, t_recomp, t_rest) of an Estimate, in seconds per step."""
+    hw, model = float(est.hardware_flops_per_step), float(est.model_flops_per_step)
+    share = min(1.0, model / hw) if hw > 0 else 1.0
+    comp = float(est.time.compute_s)
+    t_rest = max(0.0, float(est.time.step_s) - comp)
+    return np.array([comp * share, comp * (1.0 - share), t_rest])
+
+
+def _resid(theta: np.ndarray, X: np.ndarray, y: np.ndarray) -> np.ndarray:
+    return X @ theta / y - 1.0
+
+
+def fit(runs: list[Run]) -> np.ndarray:
+    """Robust fit of (a, b, c) on relative error."""
+    from scipy.optimize import least_squares
+    if not runs:
+        raise InputError("runs", 0, "at least one measured run")
+    X = np.stack([r.features for r in runs])
+    y = np.array([r.measured_s for r in runs])
+    x0 = np.array([float(np.median(y / np.maximum(X.sum(axis=1), 1e-12))), 1.0, 1.0])
+    x0 = np.clip(x0, LOWER + 1e-6, UPPER - 1e-6)
+    res = least_squares(_resid, x0, args=(X, y), bounds=(LOWER, UPPER), loss="soft_l1",
+                        f_scale=0.05)
+    return res.x
+
+
+def predict(theta: np.ndarray, run: Run) -> float:
+    return float(run.features @ theta)
+
+
+def leave_one_out(runs: list[Run]) -> list[float]:
+    """Relative error of each run predicted from a fit on all the others."""
+    out = []
+    for i, r in enumerate(runs):
+        theta = fit(runs[:i] + runs[i + 1:])
+        out.append(predict(theta, r) / r.measured_s - 1.0)
+    return out
+
+
+def bootstrap(runs: list[Run], n: int = 200, seed: int = 0) -> np.ndarray:
+    """Percentile 5-95% intervals of (a, b, c) over runs resampled with replacement."""
+    rng = np.random.default_rng(seed)
+    thetas = [fit([runs[j] for j in rng.integers(0, len(runs), len(runs))]) for _ in range(n)]
+    return np.percentile(np.stack(thetas), [5, 95], axis=0)
+
+
+def calibrate(runs: list[Run], framework: str, boot: int = 200) -> dict[str, Any]:
+    """The calibration record: factors, intervals, in-sample and leave-one-out errors."""
+    gpus = sorted({r.gpu for r in runs})
+    if len(gpus) != 1:
+        raise InputError("runs.gpu", gpus, "runs of one GPU type (calibrate each GPU separately)")
+    theta = fit(runs)
+    ins = [predict(theta, r) / r.measured_s - 1.0 for r in runs]
+    loo = leave_one_out(runs) if len(runs) >= 3 else []
+    lo, hi = bootstrap(runs, boot) if len(runs) >= 3 else (theta, theta)
+    import trainplan
+    return {"kind": "trainplan step-time calibration", "gpu": gpus[0], "framework": framework,
+            "trainplan_version": trainplan.__version__, "runs": len(runs),
+            "factors": dict(zip(NAMES, map(float, theta))),
+            "interval_5_95": {k: [float(a), float(b)] for k, a, b in zip(NAMES, lo, hi)},
+            "in_sample_abs_error_median": statistics.median(map(abs, ins)),
+            "loo_abs_error_median": statistics.median(map(abs, loo)) if loo else None,
+            "loo_errors": [float(e) for e in loo],
+            "planned_abs_error_median": statistics.median(
+                abs(r.planned_s / r.measured_s - 1.0) for r in runs)}
+
+
+def apply(cal: dict[str, Any], est: Any, framework: str | None = None) -> tuple[float, list[str]]:
+    """Calibrated step time for an Estimate, with warnings when GPU or framework differ."""
+    warn = []
+    if cal.get("gpu") and cal["gpu"] not in (est.gpu,) and cal["gpu"].lower() not in est.gpu.lower():
+        warn.append(f"calibration made on {cal['gpu']}, applied to {est.gpu}")
+    if framework and cal.get("framework") and framework != cal["framework"]:
+        warn.append(f"calibration made with {cal['framework']}, applied to {framework}")
+    theta = np.array([cal["factors"][k] for k in NAMES])
+    return float(features(est) @ theta), warn
+
+
+def read_runs_csv(path: Path) -> list[dict[str, str]]:
+    """Rows of a CSV: model, gpu, gpus, seq_len, global_batch, step_s, then any strategy or job
+    field (micro_batch, zero, tp, pp, recompute, implementation, precision, ...)."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputError("runs", str(p), "an existing CSV file")
+    with open(p, newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    need = {"model", "gpu", "gpus", "seq_len", "global_batch", "step_s"}
+    if not rows or not need <= set(rows[0]):
+        raise InputError("runs", str(p), f"a CSV with columns {', '.join(sorted(need))}")
+    return rows
+
+
+def read_calibration(path: Path) -> dict[str, Any]:
+    try:
+        cal = json.loads(Path(path).read_text())
+        [float(cal["factors"][k]) for k in NAMES]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise InputError("calibration", str(path),
+                         f"a JSON written by trainplan calibrate ({e})") from None
+    return cal
+
+
+def write(cal: dict[str, Any], path: Path) -> None:
+    from trainplan.export.write import atomic_write
+    atomic_write(Path(path), json.dumps(cal, indent=1) + "\n")

@@ -1,0 +1,287 @@
+"""Read what an out-of-memory run leaves behind, as measured GiB per GPU.
+
+Four inputs, each a public PyTorch format:
+
+* the ``torch.OutOfMemoryError`` message, in both forms of
+  ``c10/cuda/CUDACachingAllocator.cpp``: before PyTorch 2.1 "Tried to allocate X (GPU n; Y total
+  capacity; Z already allocated; F free; R reserved in total by PyTorch)", since then "Tried to
+  allocate X. GPU n has a total capacity of Y of which F is free. ... Of the allocated memory A is
+  allocated by PyTorch, and U is reserved by PyTorch but unallocated."
+* the text of ``torch.cuda.memory_summary()`` (``torch/cuda/memory.py``): rows "Allocated
+  memory", "GPU reserved memory", "Non-releasable memory", "CUDA OOMs";
+* a snapshot pickle from ``torch.cuda.memory._dump_snapshot()``: plain dicts and lists, read
+  with :class:`SafeUnpickler`, which refuses every class (``pickle.load`` is never used);
+* the profiler's ``export_memory_timeline`` raw events ``[t, action, bytes, category]``
+  (``torch/profiler/_memory_profiler.py``: categories parameter, optimizer state, input,
+  temporary, activation, gradient, autograd detail, unknown).
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import pickle
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trainplan.errors import InputError
+
+GiB = 1024 ** 3
+_UNITS = {"b": 1, "kb": 1024, "kib": 1024, "mb": 1024 ** 2, "mib": 1024 ** 2,
+          "gb": GiB, "gib": GiB, "tb": 1024 ** 4, "tib": 1024 ** 4}
+_SIZE = r"([\d.]+)\s*([KMGT]i?B|B|bytes)"
+
+
+def _gib(num: str, unit: str) -> float:
+    """A PyTorch size string as GiB (PyTorch's ``_format_size`` uses powers of 1024 throughout)."""
+    return float(num) * _UNITS.get(unit.lower().replace("bytes", "b"), 1) / GiB
+
+
+@dataclass
+class Measured:
+    """Measured memory of one GPU (GiB); None where the artifact does not say."""
+
+    source: str
+    capacity_gib: float | None = None
+    requested_gib: float | None = None
+    allocated_gib: float | None = None
+    reserved_gib: float | None = None
+    free_gib: float | None = None
+    process_gib: float | None = None
+    peak_allocated_gib: float | None = None
+    device: str | None = None
+    phase: str | None = None
+    oom: bool = True  # the artifact records an out-of-memory failure
+    components: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def fragmentation_gib(self) -> float | None:
+        """Reserved by the caching allocator but not allocated to a tensor."""
+        if self.reserved_gib is None or self.allocated_gib is None:
+            return None
+        return max(0.0, self.reserved_gib - self.allocated_gib)
+
+
+_OLD = re.compile(
+    rf"Tried to allocate {_SIZE}\s*\(GPU (\d+);\s*{_SIZE} total capac\w*;\s*{_SIZE} already "
+    rf"allocated;\s*{_SIZE} free;\s*(?:{_SIZE} allowed;\s*)?{_SIZE} reserved in total", re.S)
+_NEW_HEAD = re.compile(rf"Tried to allocate {_SIZE}\.?\s*GPU\s*(\d+) has a total capac\w* of "
+                       rf"{_SIZE}(?: of which {_SIZE} is free)?", re.S)
+_NEW_PROC = re.compile(rf"(?:this process|Process \d+) has {_SIZE} memory in use", re.S)
+_NEW_ALLOC = re.compile(rf"{_SIZE} is allocated by PyTorch", re.S)
+_NEW_UNALLOC = re.compile(rf"{_SIZE} is reserved by PyTorch but unallocated", re.S)
+_ALLOC_ONLY = re.compile(rf"Tried to allocate {_SIZE}", re.S)
+
+
+def parse_message(text: str) -> Measured:
+    """Either form of the CUDA out-of-memory message; a pasted traceback around it gives the phase."""
+    out = _parse_message(text)
+    out.phase = traceback_phase(text)
+    return out
+
+
+_TB_FRAME = re.compile(r'File "([^"]+)", line \d+, in (\S+)\s*\n\s*(.*)')
+
+
+def traceback_phase(text: str) -> str | None:
+    """Forward, backward or optimizer step from the Python frames of a pasted traceback."""
+    frames = [{"filename": f, "name": f"{n} {code}"} for f, n, code in _TB_FRAME.findall(text)]
+    return _phase(frames, innermost_first=False) if frames else None
+
+
+def _parse_message(text: str) -> Measured:
+    t = " ".join(text.split())
+    m = _OLD.search(t)
+    if m:
+        g = m.groups()
+        return Measured(source="oom message (PyTorch < 2.1 form)", requested_gib=_gib(g[0], g[1]),
+                        device=f"GPU {g[2]}", capacity_gib=_gib(g[3], g[4]),
+                        allocated_gib=_gib(g[5], g[6]), free_gib=_gib(g[7], g[8]),
+                        reserved_gib=_gib(g[-2], g[-1]))
+    m = _NEW_HEAD.search(t)
+    if m:
+        g = m.groups()
+        out = Measured(source="oom message (PyTorch >= 2.1 form)", requested_gib=_gib(g[0], g[1]),
+                       device=f"GPU {g[2]}", capacity_gib=_gib(g[3], g[4]),
+                       free_gib=_gib(g[5], g[6]) if g[5] else None)
+        if (p := _NEW_PROC.search(t)):
+            out.process_gib = _gib(*p.groups())
+        a, u = _NEW_ALLOC.search(t), _NEW_UNALLOC.search(t)
+        if a:
+            out.allocated_gib = _gib(*a.groups())
+        if a and u:
+            out.reserved_gib = out.allocated_gib + _gib(*u.groups())
+        return out
+    m = _ALLOC_ONLY.search(t)
+    if m:
+        return Measured(source="oom message (request size only)", requested_gib=_gib(*m.groups()),
+                        notes=["the message gives no capacity or totals"])
+    raise InputError("oom message", text[:120], "a CUDA out-of-memory message containing "
+                     "'Tried to allocate ...'")
+
+
+_ROW = re.compile(r"^\|\s*(Allocated memory|Active memory|GPU reserved memory|Non-releasable "
+                  r"memory|Requested memory)\s*\|\s*" + r"\s*\|\s*".join([_SIZE] * 2), re.M)
+_OOMS = re.compile(r"CUDA OOMs:\s*(\d+)")
+_DEVICE = re.compile(r"memory summary, device ID (\d+)")
+
+
+def parse_summary(text: str) -> Measured:
+    """The table of ``torch.cuda.memory_summary()``: current and peak of each total row."""
+    rows = {m.group(1): (_gib(m.group(2), m.group(3)), _gib(m.group(4), m.group(5)))
+            for m in _ROW.finditer(text)}
+    if "Allocated memory" not in rows:
+        raise InputError("memory summary", text[:80].strip(), "the text of "
+                         "torch.cuda.memory_summary() with at least its 'Allocated memory' row "
+                         "(Cur Usage and Peak Usage columns)")
+    out = Measured(source="torch.cuda.memory_summary()", allocated_gib=rows["Allocated memory"][0],
+                   peak_allocated_gib=rows["Allocated memory"][1])
+    if "GPU reserved memory" in rows:
+        out.reserved_gib = rows["GPU reserved memory"][0]
+        out.components["peak_reserved"] = rows["GPU reserved memory"][1]
+    else:
+        out.notes.append("no 'GPU reserved memory' row (text cut short?): fragmentation unknown")
+    if "Non-releasable memory" in rows:
+        out.components["non_releasable"] = rows["Non-releasable memory"][0]
+    m = _OOMS.search(text)
+    out.oom = bool(m and int(m.group(1)) > 0)
+    out.notes.append(f"CUDA OOMs so far: {m.group(1)}" if m else "no 'CUDA OOMs' count")
+    if (m := _DEVICE.search(text)):
+        out.device = f"GPU {m.group(1)}"
+    return out
+
+
+_MEG_MEM = re.compile(r"memory \(MB\)\s*\|\s*allocated:\s*([\d.]+)\s*\|\s*max allocated:\s*"
+                      r"([\d.]+)\s*\|\s*reserved:\s*([\d.]+)\s*\|\s*max reserved:\s*([\d.]+)")
+
+
+def parse_log_memory(text: str) -> Measured:
+    """Megatron-LM's memory report line (``megatron/training/utils.py::report_memory``):
+    "memory (MB) | allocated: A | max allocated: M | reserved: R | max reserved: X" (MB = MiB:
+    torch bytes / 2**20). The largest rank's line is used."""
+    rows = [tuple(float(x) / 1024 for x in m.groups()) for m in _MEG_MEM.finditer(text)]
+    if not rows:
+        raise InputError("memory log", text[:80].strip(), "a Megatron-LM 'memory (MB) | allocated:"
+                         " ... | max reserved: ...' line")
+    a, peak, r, peak_r = max(rows, key=lambda x: x[1])
+    out = Measured(source="Megatron-LM memory report", allocated_gib=a, peak_allocated_gib=peak,
+                   reserved_gib=r, oom=False)
+    out.components["peak_reserved"] = peak_r
+    return out
+
+
+class SafeUnpickler(pickle.Unpickler):
+    """Unpickle plain data only: every global (class or function) is refused."""
+
+    def find_class(self, module: str, name: str):
+        raise pickle.UnpicklingError(f"refused to load {module}.{name}: a memory snapshot holds "
+                                     "plain dicts, lists, strings and numbers only")
+
+    def persistent_load(self, pid):
+        raise pickle.UnpicklingError("refused a persistent id")
+
+
+def safe_load(data: bytes, name: str) -> Any:
+    """Plain data from a pickle, or InputError (never runs code from the file)."""
+    try:
+        return SafeUnpickler(io.BytesIO(data)).load()
+    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, IndexError,
+            AttributeError, KeyError, MemoryError) as e:
+        raise InputError("snapshot", name, f"a memory snapshot pickle of plain data ({e})") from None
+
+
+# frame patterns -> phase (torch/autograd, torch/optim are PyTorch's own source paths)
+_PHASES = (("optimizer step", re.compile(r"torch/optim/|optimizer|\bstep\b|adam", re.I)),
+           ("backward", re.compile(r"backward|torch/autograd/", re.I)),
+           ("forward", re.compile(r"forward", re.I)))
+
+
+def _phase(frames: Any, innermost_first: bool = True) -> str | None:
+    """The phase of the innermost frame that names one (a snapshot lists frames innermost
+    first; a Python traceback lists them innermost last)."""
+    fr = [f for f in frames or [] if isinstance(f, dict)]
+    for f in fr if innermost_first else reversed(fr):
+        text = f"{f.get('filename', '')}:{f.get('name', '')}"
+        for phase, pat in _PHASES:
+            if pat.search(text):
+                return phase
+    return None
+
+
+def parse_snapshot(snap: Any, name: str = "snapshot") -> Measured:
+    """Totals, phase of the OOM and allocations by phase from a ``_snapshot()`` dict."""
+    if not isinstance(snap, dict) or not isinstance(snap.get("segments"), list):
+        raise InputError("snapshot", name, "a torch.cuda.memory._snapshot() dict with 'segments'")
+    segs = [s for s in snap["segments"] if isinstance(s, dict)]
+    reserved = sum(float(s.get("total_size", 0)) for s in segs)
+    allocated = sum(float(s.get("allocated_size", 0)) for s in segs)
+    out = Measured(source="memory snapshot", reserved_gib=reserved / GiB,
+                   allocated_gib=allocated / GiB, oom=False)
+    by_phase: dict[str, float] = {}
+    for s in segs:
+        for b in s.get("blocks", []) or []:
+            if isinstance(b, dict) and str(b.get("state", "")).startswith("active"):
+                ph = _phase(b.get("frames")) or "unknown"
+                by_phase[ph] = by_phase.get(ph, 0.0) + float(b.get("size", 0)) / GiB
+    out.components = {f"live_from_{k.replace(' ', '_')}": v for k, v in by_phase.items()}
+    for trace in snap.get("device_traces", []) or []:
+        for ev in reversed(trace or []):
+            if isinstance(ev, dict) and ev.get("action") == "oom":
+                out.requested_gib = float(ev.get("size", 0)) / GiB
+                out.free_gib = float(ev.get("device_free", 0)) / GiB
+                out.phase = _phase(ev.get("frames"))
+                out.oom = True
+                break
+    return out
+
+
+_TIMELINE_CATS = ("parameter", "optimizer_state", "input", "temporary", "activation", "gradient",
+                  "autograd_detail", "unknown")
+
+
+def parse_timeline(events: Any, name: str = "timeline") -> Measured:
+    """Replay ``export_memory_timeline`` raw events; bytes by category at the peak."""
+    if not isinstance(events, list) or not events or not all(
+            isinstance(e, list) and len(e) == 4 for e in events[:100]):
+        raise InputError("memory timeline", name, "a JSON list of [time, action, bytes, category]")
+    live = [0.0] * len(_TIMELINE_CATS)
+    peak, at_peak = -1.0, list(live)
+    for t, _action, nbytes, cat in sorted(events, key=lambda e: e[0]):
+        if not isinstance(cat, int) or not 0 <= cat < len(live):
+            raise InputError("memory timeline", cat, f"a category index 0-{len(live) - 1}")
+        live[cat] += float(nbytes)
+        if sum(live) > peak:
+            peak, at_peak = sum(live), list(live)
+    comp = {c: v / GiB for c, v in zip(_TIMELINE_CATS, at_peak)}
+    return Measured(source="profiler memory timeline", allocated_gib=peak / GiB,
+                    peak_allocated_gib=peak / GiB, components=comp, oom=False)
+
+
+def read_artifact(path: Path) -> Measured:
+    """Any of the four inputs from a file (gzip accepted), chosen by content."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputError("oom input", str(p), "an existing file (message, summary, pickle, json)")
+    data = p.read_bytes()
+    if data[:2] == b"\x1f\x8b":
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError) as e:
+            raise InputError("oom input", str(p), f"a complete gzip file ({e})") from None
+    if data[:1] == b"\x80":  # pickle protocol 2+
+        return parse_snapshot(safe_load(data, str(p)), str(p))
+    text = data.decode("utf-8", errors="replace")
+    if text.lstrip().startswith("["):
+        try:
+            return parse_timeline(json.loads(text), str(p))
+        except json.JSONDecodeError as e:
+            raise InputError("memory timeline", str(p), f"complete JSON ({e})") from None
+    if "memory summary" in text or "Allocated memory" in text:
+        return parse_summary(text)
+    if "max allocated:" in text and "Tried to allocate" not in text:
+        return parse_log_memory(text)
+    return parse_message(text)

@@ -1,0 +1,256 @@
+"""Measured out-of-memory against trainplan's plan: which component, which phase, what to change.
+
+Uses only the public ``trainplan.estimate`` and the fields of its ``Estimate`` (``memory.*_gib``,
+``time.step_s``). Rules (labelled heuristics, documented in docs/diagnose.md):
+
+* measured need at the OOM = allocated + the failed request; fragmentation = reserved - allocated
+  (PyTorch caching allocator, ``c10/cuda/CUDACachingAllocator.cpp``). Fragmentation is named the
+  cause when the reserved-but-unallocated pool alone could have held the request and reserved is
+  at least 1.5x allocated (the allocator's own hint, "reserved memory is >> allocated memory");
+  ``PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`` (PyTorch "CUDA semantics", memory
+  management) is advised whenever that pool could have held the request.
+* with a per-category measurement (profiler memory timeline), the component is the one with the
+  largest measured excess over its prediction;
+* with totals only, weights, gradients and optimizer states are fixed by the parameter count and
+  the sharding, so the unexplained excess is added to the batch-dependent part (activations +
+  transients) and the largest component is named. The run went out of memory, so its real need
+  is at least max(measured need, capacity): excess = that minus the planned total, when positive.
+* candidate changes (ZeRO stage up, micro-batch down, recompute, optimizer offload, twice the
+  GPUs; TP and PP only with Megatron, which the other stacks cannot switch on by a flag) are
+  estimated one at a time, then in pairs when none fits alone; a change fits when its predicted
+  total plus the excess stays under 95% of the capacity (the planner's own "tight" line). They
+  are ranked by GPU-time per step (step time x GPUs) relative to the failing configuration, so
+  adding GPUs is charged for the GPUs it adds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from trainplan.diagnose.oom import Measured
+
+COMPONENTS = ("weights", "gradients", "optimizer", "activations", "transient", "overhead")
+# profiler memory-timeline categories -> trainplan components
+TIMELINE_MAP = {"parameter": "weights", "gradient": "gradients", "optimizer_state": "optimizer",
+                "activation": "activations", "input": "activations", "temporary": "transient",
+                "autograd_detail": "transient", "unknown": "overhead"}
+FIT_SHARE = 0.95
+
+
+@dataclass
+class Config:
+    """The job as trainplan.estimate takes it."""
+
+    model: Any
+    gpu: str
+    gpus: int
+    seq_len: int
+    global_batch: int
+    strategy: dict[str, Any]
+    implementation: str = "pytorch"
+    job: dict[str, Any] = field(default_factory=dict)  # precision, optimizer, trainable, ...
+    capacity_gib: float | None = None                  # measured capacity overrides the catalog
+
+
+def predict(cfg: Config, strategy: dict[str, Any] | None = None, gpus: int | None = None):
+    """``trainplan.estimate`` for the configuration (optionally another strategy / GPU count)."""
+    import trainplan
+    from trainplan.catalog import get_accelerator
+    st = dict(cfg.strategy if strategy is None else strategy)
+    n = gpus or cfg.gpus
+    kw = dict(seq_len=cfg.seq_len, global_batch=cfg.global_batch,
+              implementation=cfg.implementation, strategy=st, **cfg.job)
+    if cfg.capacity_gib:
+        acc = get_accelerator(cfg.gpu).model_copy(update={"hbm_gib": cfg.capacity_gib})
+        return trainplan.estimate(cfg.model, cluster=trainplan.Cluster(accelerator=acc, gpus=n), **kw)
+    return trainplan.estimate(cfg.model, gpu=cfg.gpu, gpus=n, **kw)
+
+
+def _mem(est) -> dict[str, float]:
+    m = est.memory
+    return {c: float(getattr(m, f"{c}_gib")) for c in COMPONENTS}
+
+
+def _need(meas: Measured) -> float | None:
+    if meas.allocated_gib is not None:
+        return meas.allocated_gib + (meas.requested_gib or 0.0)
+    if meas.capacity_gib is not None and meas.free_gib is not None and meas.requested_gib:
+        return meas.capacity_gib - meas.free_gib + meas.requested_gib
+    return None
+
+
+def excess_over_plan(meas: Measured, planned: float, capacity: float) -> float:
+    """Measured beyond the planned total; a run that went out of memory needed >= the capacity."""
+    need = _need(meas) or 0.0
+    if meas.oom:
+        need = max(need, capacity)
+    return max(0.0, need - planned)
+
+
+def fragmentation_cause(meas: Measured) -> tuple[bool, bool]:
+    """(fragmentation is the cause, expandable_segments would help)."""
+    frag = meas.fragmentation_gib
+    if frag is None:
+        return False, False
+    if meas.requested_gib is None:  # a memory summary: compare reserved with the peak allocated
+        peak = max(meas.allocated_gib or 0.0, meas.peak_allocated_gib or 0.0)
+        cause = meas.reserved_gib >= 1.5 * peak and meas.reserved_gib - peak >= 1.0
+        return cause, cause
+    if frag < meas.requested_gib:
+        return False, False
+    return meas.reserved_gib >= 1.5 * meas.allocated_gib, True
+
+
+def name_component(meas: Measured, pred: dict[str, float], capacity: float) -> tuple[str, str]:
+    """(component, reason) per the module rules."""
+    cause, _ = fragmentation_cause(meas)
+    if cause:
+        return "fragmentation", (f"{meas.fragmentation_gib:.2f} GiB reserved but unallocated "
+                                 f"(reserved {meas.reserved_gib:.2f} vs allocated "
+                                 f"{meas.allocated_gib:.2f} GiB, peak "
+                                 f"{meas.peak_allocated_gib or meas.allocated_gib:.2f} GiB)")
+    if meas.components and any(k in TIMELINE_MAP for k in meas.components):
+        got: dict[str, float] = {}
+        for k, v in meas.components.items():
+            if k in TIMELINE_MAP:
+                got[TIMELINE_MAP[k]] = got.get(TIMELINE_MAP[k], 0.0) + v
+        excess = {c: got.get(c, 0.0) - pred[c] for c in got if c != "overhead"}
+        c = max(excess, key=excess.get)
+        return c, f"measured {got[c]:.2f} GiB vs planned {pred[c]:.2f} GiB"
+    excess = excess_over_plan(meas, sum(pred.values()), capacity)
+    sizes = {"weights": pred["weights"], "gradients": pred["gradients"],
+             "optimizer": pred["optimizer"],
+             "activations": pred["activations"] + pred["transient"] + excess}
+    c = max(sizes, key=sizes.get)
+    why = f"{'largest at the OOM' if meas.oom else 'largest in the plan'}: {sizes[c]:.2f} GiB"
+    if excess > 0 and c == "activations":
+        why += f" (includes {excess:.2f} GiB measured beyond the plan)"
+    return c, why
+
+
+def candidates(st: dict[str, Any], gpus: int, megatron: bool = True
+               ) -> list[tuple[str, dict[str, Any], int]]:
+    """Single changes to try: (label, strategy, gpus)."""
+    out = []
+    if st.get("zero", 0) < 3:
+        out.append((f"zero {st.get('zero', 0)} -> 3", {**st, "zero": 3}, gpus))
+        if st.get("zero", 0) < 2:
+            out.append((f"zero {st.get('zero', 0)} -> 2", {**st, "zero": 2}, gpus))
+    mb = int(st.get("micro_batch", 1))
+    while mb > 1:
+        mb //= 2
+        out.append((f"micro-batch {st.get('micro_batch')} -> {mb}", {**st, "micro_batch": mb}, gpus))
+    for rc in ("selective", "full"):
+        cur = st.get("recompute", "none")
+        if cur != rc and not (rc == "selective" and cur == "full"):
+            out.append((f"recompute {rc}", {**st, "recompute": rc}, gpus))
+    if not st.get("offload_optimizer"):
+        out.append(("offload optimizer to CPU", {**st, "offload_optimizer": True}, gpus))
+    for k in ("tp", "pp") if megatron else ():
+        v = int(st.get(k, 1))
+        if v * 2 <= gpus and v < 8:
+            out.append((f"{k} {v} -> {v * 2}", {**st, k: v * 2, "dp": None}, gpus))
+    out.append((f"{gpus} -> {2 * gpus} GPUs", {**st, "dp": None}, 2 * gpus))
+    return out
+
+
+def _clean(st: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in st.items() if v is not None}
+
+
+def suggest(cfg: Config, excess: float, base_step: float, base_mem: dict[str, float],
+            limit: int = 5) -> list[dict[str, Any]]:
+    """Changes that fit (predicted total + measured excess <= capacity), ranked by slowdown."""
+    singles = candidates(cfg.strategy, cfg.gpus, cfg.implementation == "megatron")
+    rows = _evaluate(cfg, singles, excess, base_step)
+    if not any(r["fits"] for r in rows):
+        pairs = []
+        for i, (l1, s1, n1) in enumerate(singles):
+            for l2, s2, n2 in singles[i + 1:]:
+                if l1.split()[0] == l2.split()[0]:
+                    continue
+                merged = {**s1, **{k: v for k, v in s2.items() if s2[k] != cfg.strategy.get(k)}}
+                pairs.append((f"{l1} + {l2}", merged, max(n1, n2)))
+        rows += _evaluate(cfg, pairs, excess, base_step)
+    fit = []
+    for r in rows:
+        if r["fits"]:
+            mem = r.pop("mem")
+            r["gpu_time_factor"] = r["slowdown"] * r["gpus"] / cfg.gpus
+            r["saved_gib"] = {c: base_mem[c] - mem[c] for c in COMPONENTS if c != "overhead"}
+            fit.append(r)
+    fit.sort(key=lambda r: (r["gpu_time_factor"], r["memory_gib"]))
+    return fit[:limit]
+
+
+def _evaluate(cfg: Config, tries, excess: float, base_step: float) -> list[dict[str, Any]]:
+    from trainplan.errors import TrainplanError
+    rows = []
+    for label, st, n in tries:
+        try:
+            est = predict(cfg, _clean(st), n)
+        except (TrainplanError, ValueError):
+            continue
+        total = float(est.memory.total_gib)
+        cap = float(est.memory.capacity_gib)
+        rows.append({"change": label, "layout": est.layout, "memory_gib": total,
+                     "with_excess_gib": total + excess, "capacity_gib": cap,
+                     "fits": total + excess <= FIT_SHARE * cap, "step_s": float(est.time.step_s),
+                     "slowdown": float(est.time.step_s) / base_step if base_step else float("nan"),
+                     "gpus": n, "mem": _mem(est)})
+    return rows
+
+
+def measured_only(meas: Measured) -> dict[str, Any]:
+    """What the artifact alone says (no job given): totals, fragmentation, phase."""
+    cause, helps = fragmentation_cause(meas)
+    return {"measured": {k: v for k, v in vars(meas).items() if v not in (None, [], {})},
+            "measured_need_gib": _need(meas), "fragmentation_gib": meas.fragmentation_gib,
+            "component": "fragmentation" if cause else None, "phase": meas.phase,
+            "advice": [_frag_advice(meas, False)] if helps else []}
+
+
+FRAG_ADVICE = ("set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: {:.2f} GiB is reserved but "
+               "unallocated, {}{}")
+
+
+def _frag_advice(meas: Measured, secondary: bool) -> str:
+    what = ("enough for the failed request if it were one block" if meas.requested_gib
+            else "memory the caching allocator holds but cannot hand out")
+    return FRAG_ADVICE.format(meas.fragmentation_gib, what,
+                              " (a secondary help here: the plan itself is short)" if secondary
+                              else "")
+
+
+def diagnose(meas: Measured, cfg: Config) -> dict[str, Any]:
+    """The whole comparison as a plain dict (what the CLI prints and --json writes)."""
+    warnings = []
+    if cfg.capacity_gib is None and meas.capacity_gib:
+        from trainplan.catalog import get_accelerator
+        listed = float(get_accelerator(cfg.gpu).hbm_gib)
+        if abs(listed - meas.capacity_gib) > 0.1 * listed:
+            warnings.append(f"the artifact's GPU has {meas.capacity_gib:.2f} GiB but the job's "
+                            f"{cfg.gpu} lists {listed:.0f} GiB: is the job's GPU right? (the "
+                            "measured capacity is used)")
+        cfg.capacity_gib = meas.capacity_gib
+    est = predict(cfg)
+    pred = _mem(est)
+    cap = float(est.memory.capacity_gib)
+    need = _need(meas)
+    excess = excess_over_plan(meas, float(est.memory.total_gib), cap)
+    base = Config(**{**vars(cfg), "strategy": {**est.strategy, "dp": None}})
+    changes = suggest(base, excess, float(est.time.step_s), pred)
+    comp, why = name_component(meas, pred, cap)
+    cause, helps = fragmentation_cause(meas)
+    advice = [_frag_advice(meas, not cause)] if helps else []
+    peak = max(meas.allocated_gib or 0.0, meas.peak_allocated_gib or 0.0) or None
+    return {"measured": {k: v for k, v in vars(meas).items() if v not in (None, [], {})},
+            "measured_need_gib": need, "measured_peak_allocated_gib": peak, "fragmentation_gib": meas.fragmentation_gib,
+            "predicted": {**pred, "total": float(est.memory.total_gib)}, "capacity_gib": cap,
+            "layout": est.layout, "step_s": float(est.time.step_s),
+            "excess_over_plan_gib": excess, "component": comp, "reason": why,
+            "phase": meas.phase, "advice": advice, "warnings": warnings,
+            "changes": changes, "config": {"gpu": cfg.gpu, "gpus": cfg.gpus,
+                                           "seq_len": cfg.seq_len, "global_batch": cfg.global_batch,
+                                           "implementation": cfg.implementation}}

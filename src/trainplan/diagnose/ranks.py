@@ -1,0 +1,118 @@
+"""Several ranks of one job: find the trace files, compare ranks, name the straggler.
+
+A collective finishes only when its last rank arrives, so the n-th communication kernel of every
+rank ends at about the same time while its start shows when that rank got there. For each
+collective the ranks that started earlier wait ``latest start - own start``; the straggler is the
+rank that arrives last most (largest total lateness ``own start - earliest start``), the same
+notion as HolisticTraceAnalysis's straggler analysis (``hta/analyzers/straggler.py``: the
+rank whose collectives start last) computed here from the streamed kernels.
+"""
+
+from __future__ import annotations
+
+import re
+import tarfile
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from trainplan.diagnose.trace import _CODE, RankTrace, read_rank
+from trainplan.errors import InputError
+
+_TRACE = re.compile(r".*\.json(\.gz)?$")
+_RANK_IN_NAME = re.compile(r"(?:rank|worker)[_-]?(\d+)", re.I)
+
+
+def expand_inputs(paths: list[Path], tmp: tempfile.TemporaryDirectory | None = None) -> list[Path]:
+    """Trace files from files, directories and ``.tar``/``.tar.gz`` archives (regular files only)."""
+    out: list[Path] = []
+    for p in paths:
+        p = Path(p)
+        if p.is_dir():
+            out += sorted(q for q in p.iterdir() if q.is_file() and _TRACE.match(q.name))
+        elif p.is_file() and re.search(r"\.(tar|tar\.gz|tgz)$", p.name):
+            if tmp is None:
+                raise InputError("trace", str(p), "a .json/.json.gz file (archives need a work dir)")
+            out += _extract(p, Path(tmp.name))
+        elif p.is_file():
+            out.append(p)
+        else:
+            raise InputError("trace", str(p), "an existing trace file, directory or .tar.gz")
+    if not out:
+        raise InputError("trace", [str(p) for p in paths], "at least one .json or .json.gz trace")
+    return out
+
+
+def _extract(archive: Path, dest: Path) -> list[Path]:
+    """Copy the archive's regular ``*.json[.gz]`` members under ``dest`` by base name only."""
+    got = []
+    try:
+        with tarfile.open(archive) as tf:
+            for i, m in enumerate(tf.getmembers()):
+                base = Path(m.name).name
+                if not m.isfile() or not _TRACE.match(base):
+                    continue
+                target = dest / f"{i:04d}_{re.sub(r'[^A-Za-z0-9._-]', '_', base)}"
+                src = tf.extractfile(m)
+                if src is None:
+                    continue
+                with open(target, "wb") as fh:
+                    while chunk := src.read(1 << 20):
+                        fh.write(chunk)
+                got.append(target)
+    except (tarfile.TarError, EOFError, OSError) as e:
+        raise InputError("trace", str(archive), f"a readable tar archive of traces ({e})") from None
+    return sorted(got)
+
+
+def rank_of(rt: RankTrace, index: int) -> int:
+    """The rank from ``distributedInfo``, else from a ``rank<N>``/``worker<N>`` file name."""
+    if rt.rank is not None:
+        return rt.rank
+    m = _RANK_IN_NAME.search(Path(rt.path).name)
+    return int(m.group(1)) if m else index
+
+
+def load_ranks(paths: list[Path]) -> list[tuple[int, RankTrace]]:
+    tmp = tempfile.TemporaryDirectory(prefix="trainplan-trace-")
+    try:
+        files = expand_inputs(paths, tmp)
+        ranks = [read_rank(f) for f in files]
+    finally:
+        tmp.cleanup()
+    out = [(rank_of(rt, i), rt) for i, rt in enumerate(ranks)]
+    seen = [r for r, _ in out]
+    if len(set(seen)) != len(seen):  # duplicate ranks: fall back to file order
+        out = [(i, rt) for i, (_, rt) in enumerate(out)]
+    return sorted(out, key=lambda x: x[0])
+
+
+def comm_starts(rt: RankTrace) -> np.ndarray:
+    ts = np.frombuffer(rt.k_ts, dtype=float)
+    cls = np.frombuffer(rt.k_cls, dtype=np.int8)
+    return np.sort(ts[cls == _CODE["comm"]])
+
+
+def stragglers(ranks: list[tuple[int, RankTrace]]) -> dict[str, Any] | None:
+    """Lateness and wait per rank over the collectives all ranks share; None for one rank."""
+    if len(ranks) < 2:
+        return None
+    starts = [comm_starts(rt) for _, rt in ranks]
+    n = min(len(s) for s in starts)
+    if n == 0:
+        return None
+    m = np.stack([s[:n] for s in starts])          # ranks x collectives
+    late = m - m.min(axis=0)
+    wait = m.max(axis=0) - m
+    per = []
+    for i, (r, rt) in enumerate(ranks):
+        step = rt.steps[-1][2] - rt.steps[-1][1] if rt.steps else float("nan")
+        per.append({"rank": r, "lateness_us": float(late[i].sum()), "wait_us": float(wait[i].sum()),
+                    "last_arrivals": int((m[i] == m.max(axis=0)).sum()), "step_us": step})
+    worst = max(per, key=lambda p: p["lateness_us"])
+    return {"collectives_matched": n, "unequal_counts": len({len(s) for s in starts}) > 1,
+            "per_rank": per, "straggler": worst["rank"],
+            "straggler_lateness_us": worst["lateness_us"],
+            "others_wait_us": float(sum(p["wait_us"] for p in per if p["rank"] != worst["rank"]))}

@@ -1,0 +1,150 @@
+"""Elastic and pre-emptible launch files: torchrun with a node range, SLURM with requeue and a
+checkpointing signal handler, a Kubeflow PyTorchJob with an elastic policy.
+
+* torchrun (``torch.distributed.run``): ``--nnodes=MIN:MAX``, ``--rdzv_backend c10d``,
+  ``--max_restarts``; ``--signals_to_handle`` adds SIGUSR1 so the agent forwards it to the
+  workers, and ``--shutdown_timeout`` gives them time to save before SIGKILL (torch's default
+  is 30 s; ``torch/distributed/elastic/agent/server/api.py::_shutdown``).
+* SLURM (sbatch(1)): ``--requeue``, ``--signal=B:USR1@<s>`` (the batch shell gets SIGUSR1
+  ``s`` seconds before the time limit), ``--open-mode=append``. The trap forwards the signal to
+  srun (which passes it to the tasks; trainplan.guard saves on it) and requeues the job with
+  ``scontrol requeue`` once the step has exited.
+* Kubeflow Training Operator v1 PyTorchJob: ``elasticPolicy`` {rdzvBackend, minReplicas,
+  maxReplicas, maxRestarts, nProcPerNode} with Worker replicas only (formats.md, from
+  ``pkg/apis/kubeflow.org/v1/pytorch_types.go``).
+Shell text is quoted with ``shlex.quote`` (``export.shell_join``), YAML written by
+``yaml.safe_dump``.
+"""
+
+from __future__ import annotations
+
+import math
+
+from trainplan.errors import InputError
+from trainplan.export import LaunchSpec, shell_join
+from trainplan.export.launch import _env_defaults, _k8s_args, _k8s_env, _k8s_name, slurm_time
+
+REQUEUE_EXIT_CODE = 75   # EX_TEMPFAIL (sysexits.h): "try again later"; trainplan.guard exits with it
+
+
+def signal_seconds(write_s: float, margin_s: float = 60.0) -> int:
+    """Lead time for SLURM's ``--signal``: twice the checkpoint write plus a margin (a rule of
+    thumb: the save must finish before the time limit's SIGKILL)."""
+    return int(math.ceil(max(60.0, 2 * write_s + margin_s)))
+
+
+def _check(spec: LaunchSpec, min_nodes: int, max_nodes: int, max_restarts: int) -> None:
+    if not 1 <= min_nodes <= max_nodes:
+        raise InputError("--min-nodes", min_nodes, f"1 <= min nodes <= max nodes ({max_nodes})")
+    if max_restarts < 0:
+        raise InputError("--max-restarts", max_restarts, "an integer >= 0")
+
+
+def torchrun_args(spec: LaunchSpec, min_nodes: int, max_nodes: int, max_restarts: int,
+                  grace_s: int, endpoint: str = '"$RDZV_HOST:$RDZV_PORT"',
+                  rdzv_id: str = '"$JOB_ID"') -> list[str]:
+    """torchrun's elastic arguments followed by the program."""
+    return ["torchrun", f"--nnodes={min_nodes}:{max_nodes}",
+            f"--nproc_per_node={spec.procs_per_node}", "--rdzv_backend=c10d",
+            "--rdzv_endpoint", endpoint, "--rdzv_id", rdzv_id,
+            f"--max_restarts={max_restarts}",
+            "--signals_to_handle=SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1",
+            f"--shutdown_timeout={grace_s}", *spec.program()]
+
+
+def render_torchrun_elastic(spec: LaunchSpec, min_nodes: int, max_nodes: int,
+                            max_restarts: int = 3, grace_s: int = 60) -> str:
+    _check(spec, min_nodes, max_nodes, max_restarts)
+    return "\n".join([
+        "#!/bin/bash",
+        f"# elastic torchrun written by trainplan: {min_nodes} to {max_nodes} node(s) of "
+        f"{spec.procs_per_node}, c10d rendezvous, {max_restarts} restarts",
+        "# Run the same line on every node; nodes may join or leave between MIN and MAX.",
+        "set -euo pipefail",
+        ': "${RDZV_HOST:?set RDZV_HOST to a stable host}" "${RDZV_PORT:=29400}" "${JOB_ID:=trainplan}"',
+        *_env_defaults(spec),
+        "exec " + shell_join(torchrun_args(spec, min_nodes, max_nodes, max_restarts, grace_s)),
+        ""])
+
+
+def render_slurm_requeue(spec: LaunchSpec, signal_s: int, time_hours: float | None = None,
+                         max_restarts: int = 0) -> str:
+    """train_requeue.sbatch: fixed node count, requeued on pre-emption or time limit."""
+    if signal_s < 1:
+        raise InputError("signal seconds", signal_s, "an integer >= 1")
+    run = shell_join(torchrun_args(spec, spec.nodes, spec.nodes, max_restarts,
+                                   max(1, signal_s - 10), '"$MASTER_ADDR:$MASTER_PORT"',
+                                   '"$SLURM_JOB_ID"'))
+    return "\n".join([
+        "#!/bin/bash",
+        f"#SBATCH --job-name={_slurm_name(spec.job_name)}",
+        f"#SBATCH --nodes={spec.nodes}",
+        "#SBATCH --ntasks-per-node=1",
+        f"#SBATCH --gpus-per-node={spec.procs_per_node}",
+        f"#SBATCH --time={slurm_time(time_hours)}",
+        "#SBATCH --requeue",
+        f"#SBATCH --signal=B:USR1@{signal_s}",
+        "#SBATCH --open-mode=append",
+        "# written by trainplan: on USR1 (time limit near, or scontrol/scancel --signal=USR1 on",
+        "# pre-emption) the tasks checkpoint (trainplan.guard) and the job is requeued.",
+        "set -uo pipefail",
+        *_env_defaults(spec),
+        'export MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
+        f"export MASTER_PORT={spec.master_port}",
+        "requeue=0",
+        "on_usr1() {",
+        '  echo "trainplan: USR1 at $(date -u +%FT%TZ): checkpointing, then requeue" >&2',
+        "  requeue=1",
+        '  kill -USR1 "${step_pid:-0}" 2>/dev/null || true',
+        "}",
+        "trap on_usr1 USR1",
+        f"srun --kill-on-bad-exit=1 {run} &",
+        "step_pid=$!",
+        "# wait returns early when a trapped signal arrives: wait again for the step to finish",
+        'while wait "$step_pid"; rc=$?; [ "$rc" -gt 128 ] && kill -0 "$step_pid" 2>/dev/null; do :; done',
+        f'if [ "$requeue" = 1 ] || [ "$rc" = {REQUEUE_EXIT_CODE} ]; then',
+        '  scontrol requeue "$SLURM_JOB_ID"',
+        "  exit 0",
+        "fi",
+        'exit "$rc"',
+        ""])
+
+
+def _slurm_name(name: str) -> str:
+    import re
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", name)[:64] or "trainplan"
+
+
+def pytorchjob_elastic_manifest(spec: LaunchSpec, min_nodes: int, max_nodes: int,
+                                max_restarts: int = 3) -> dict:
+    """Kubeflow PyTorchJob (kubeflow.org/v1) with an elasticPolicy; Worker replicas only."""
+    _check(spec, min_nodes, max_nodes, max_restarts)
+    container = {"name": "pytorch", "image": spec.image,
+                 "command": _k8s_args(["torchrun", *spec.program()]), "env": _k8s_env(spec),
+                 "resources": {"limits": {"nvidia.com/gpu": spec.procs_per_node}},
+                 "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}]}
+    return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+            "metadata": {"name": _k8s_name(spec.job_name)},
+            "spec": {"elasticPolicy": {"rdzvBackend": "c10d", "minReplicas": min_nodes,
+                                       "maxReplicas": max_nodes, "maxRestarts": max_restarts,
+                                       "nProcPerNode": spec.procs_per_node},
+                     "pytorchReplicaSpecs": {"Worker": {
+                         "replicas": max_nodes, "restartPolicy": "OnFailure",
+                         "template": {"spec": {
+                             "terminationGracePeriodSeconds": 120,
+                             "containers": [container],
+                             "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]}}}}}}
+
+
+def render_elastic(spec: LaunchSpec, min_nodes: int, max_nodes: int, max_restarts: int,
+                   write_s: float, time_hours: float | None = None) -> dict[str, str]:
+    """The three files as {name: text}."""
+    import yaml
+    sig = signal_seconds(write_s)
+    return {
+        "torchrun_elastic.sh": render_torchrun_elastic(spec, min_nodes, max_nodes, max_restarts,
+                                                       grace_s=sig),
+        "train_requeue.sbatch": render_slurm_requeue(spec, sig, time_hours),
+        "pytorchjob_elastic.yaml": "# elastic PyTorchJob written by trainplan\n" + yaml.safe_dump(
+            pytorchjob_elastic_manifest(spec, min_nodes, max_nodes, max_restarts), sort_keys=False),
+    }

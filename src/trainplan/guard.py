@@ -1,0 +1,381 @@
+"""trainplan.guard: keep a training loop alive through notices, failures and requeues.
+
+Needs the torch extra (imported lazily). Three lines in a training loop::
+
+    guard = Guard("ckpt/", every_steps=500)            # or "s3://bucket/run" (fsspec + s3fs)
+    start = guard.resume(TrainState(model, optimizer))  # newest complete checkpoint, else 0
+    for step in range(start, total):
+        train_one_step(step)
+        guard.step(step + 1)    # saves at the interval; on a notice saves, commits, exits 75
+
+What it does:
+
+* watches for a termination notice: SIGTERM and SIGUSR1 (torchrun forwards them to the workers;
+  SLURM's ``--signal=B:USR1@s`` reaches the batch shell, see ``export.elastic``), and a cloud
+  metadata URL polled in a thread (AWS ``spot/instance-action``: 404 until a notice; GCP
+  ``instance/preempted``: ``TRUE``); any rank's notice is every rank's (an all-reduce per step);
+* saves with ``torch.distributed.checkpoint`` (``async_save`` at the interval, a blocking save
+  on a notice) to a local folder or an fsspec URL, plus one small file per rank with the step,
+  the RNG states and the ``per_rank`` objects (data-loader position);
+* commits atomically: the shards and per-rank files first, then ``MANIFEST.json`` (file names
+  and sizes) written last by rank 0 in one atomic write (local: temp file + rename; object
+  stores: one PUT). A checkpoint without a valid manifest is ignored on resume;
+* exits with ``REQUEUE_EXIT_CODE`` (75, EX_TEMPFAIL) after a notice's save, the code the
+  generated SLURM script requeues on.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import random
+import signal
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from typing import Any
+
+REQUEUE_EXIT_CODE = 75
+MANIFEST = "MANIFEST.json"
+_PREFIX = "step_"
+
+
+class TrainState:
+    """Model (and optimizer) as one ``Stateful`` for torch.distributed.checkpoint, through
+    ``torch.distributed.checkpoint.state_dict.get_state_dict``/``set_state_dict`` (which handle
+    DDP/FSDP wrappers and the optimizer's parameter ids)."""
+
+    def __init__(self, model, optimizer=None):
+        self.model, self.optimizer = model, optimizer
+
+    def state_dict(self) -> dict[str, Any]:
+        from torch.distributed.checkpoint import state_dict as sd
+        if self.optimizer is None:
+            return {"model": sd.get_model_state_dict(self.model)}
+        m, o = sd.get_state_dict(self.model, self.optimizer)
+        return {"model": m, "optim": o}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        from torch.distributed.checkpoint import state_dict as sd
+        if self.optimizer is None:
+            sd.set_model_state_dict(self.model, state["model"])
+        else:
+            sd.set_state_dict(self.model, self.optimizer, model_state_dict=state["model"],
+                              optim_state_dict=state["optim"])
+
+
+class _Store:
+    """A checkpoint root: local folder or fsspec URL."""
+
+    def __init__(self, root: str, storage_options: dict[str, Any] | None):
+        import fsspec
+        self.root = str(root).rstrip("/")
+        self.remote = "://" in self.root and not self.root.startswith("file://")
+        self.opts = storage_options or {}
+        self.fs, self.base = fsspec.core.url_to_fs(self.root, **self.opts)
+        self.fs.makedirs(self.base, exist_ok=True)
+
+    def url(self, *parts: str) -> str:
+        return "/".join([self.root, *parts])
+
+    def path(self, *parts: str) -> str:
+        return "/".join([self.base, *parts])
+
+    def write(self, rel: str, data: bytes) -> None:
+        """One atomic write: temp file + os.replace locally, a single PUT on object stores."""
+        if self.remote:
+            self.fs.pipe_file(self.path(rel), data)
+        else:
+            from pathlib import Path
+
+            from trainplan.export.write import atomic_write
+            p = Path(self.path(rel))
+            p.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(p, data)
+
+    def read(self, rel: str) -> bytes:
+        return self.fs.cat_file(self.path(rel))
+
+    def sizes(self, rel: str) -> dict[str, int]:
+        """{file name relative to the checkpoint folder: size} of every file under ``rel``."""
+        base = self.path(rel)
+        self.fs.invalidate_cache()
+        out = {}
+        for p, info in self.fs.find(base, detail=True).items():
+            out[p[len(base):].lstrip("/")] = int(info.get("size") or 0)
+        return out
+
+    def steps(self) -> list[int]:
+        self.fs.invalidate_cache()
+        try:
+            names = [p.rstrip("/").rsplit("/", 1)[-1] for p in self.fs.ls(self.base, detail=False)]
+        except FileNotFoundError:         # an object-store prefix with nothing under it yet
+            return []
+        return sorted((int(n[len(_PREFIX):]) for n in names
+                       if n.startswith(_PREFIX) and n[len(_PREFIX):].isdigit()), reverse=True)
+
+    def complete(self, step: int) -> bool:
+        """The manifest exists, parses and every file it names is there with its size."""
+        rel = f"{_PREFIX}{step:09d}"
+        try:
+            man = json.loads(self.read(f"{rel}/{MANIFEST}"))
+            have = self.sizes(rel)
+        except (FileNotFoundError, OSError, ValueError):
+            return False
+        return man.get("step") == step and all(have.get(f) == n for f, n in man["files"].items())
+
+    def remove(self, step: int) -> None:
+        try:
+            self.fs.rm(self.path(f"{_PREFIX}{step:09d}"), recursive=True)
+        except (FileNotFoundError, OSError):
+            pass
+
+
+class Guard:
+    """See the module docstring. ``every_steps`` and/or ``interval_s`` set the periodic saves
+    (e.g. the Daly interval from ``trainplan resilience``)."""
+
+    def __init__(self, root: str | os.PathLike, *, every_steps: int | None = None,
+                 interval_s: float | None = None, metadata_url: str | None = None,
+                 metadata_headers: dict[str, str] | None = None, poll_s: float = 5.0,
+                 signals: tuple[str, ...] = ("SIGTERM", "SIGUSR1"),
+                 exit_code: int = REQUEUE_EXIT_CODE, keep: int = 2, async_save: bool = True,
+                 per_rank: dict[str, Any] | None = None,
+                 storage_options: dict[str, Any] | None = None, log=None):
+        try:
+            import torch.distributed as dist
+        except ImportError:
+            from trainplan.errors import MissingExtraError
+            raise MissingExtraError("torch", "guard", "trainplan.guard") from None
+        self.dist = dist
+        self.store = _Store(str(root), storage_options)
+        self.every_steps, self.interval_s = every_steps, interval_s
+        self.url, self.headers, self.poll_s = metadata_url, dict(metadata_headers or {}), poll_s
+        self.exit_code, self.keep, self.async_save = exit_code, max(1, keep), async_save
+        self.per_rank = dict(per_rank or {})
+        self.log = log or (lambda msg: print(f"[trainplan.guard] {msg}", file=sys.stderr, flush=True))
+        self.rank = dist.get_rank() if dist.is_initialized() else 0
+        self.world = dist.get_world_size() if dist.is_initialized() else 1
+        self._ckpt_pg = dist.new_group(backend="gloo") if dist.is_initialized() and async_save else None
+        self.notice = threading.Event()
+        self.notice_reason = ""
+        self.notice_time: float | None = None
+        self.notice_to_commit_s: float | None = None
+        self.state = None
+        self.last_saved_step = 0
+        self._last_save_t = time.monotonic()
+        self._pending = None
+        self._stop = threading.Event()
+        self._old: dict[int, Any] = {}
+        for name in signals:
+            sig = getattr(signal, name)
+            self._old[sig] = signal.signal(sig, self._on_signal)
+        self._thread = None
+        if metadata_url:
+            self._thread = threading.Thread(target=self._watch, name="trainplan-guard", daemon=True)
+            self._thread.start()
+
+    # -- notices -------------------------------------------------------------------------
+    def _set_notice(self, reason: str) -> None:
+        if not self.notice.is_set():
+            self.notice_time = time.time()
+            self.notice_reason = reason
+            self.notice.set()
+
+    def _on_signal(self, signum, frame) -> None:
+        self._set_notice(f"signal {signal.Signals(signum).name}")
+
+    def _watch(self) -> None:
+        while not self._stop.is_set():
+            try:
+                req = urllib.request.Request(self.url, headers=self.headers)
+                with urllib.request.urlopen(req, timeout=2) as r:
+                    body = r.read(4096).decode("utf-8", "replace").strip()
+                if body and body.upper() != "FALSE":
+                    self._set_notice(f"metadata {self.url}: {body[:120]}")
+            except (urllib.error.URLError, OSError, ValueError):
+                pass                       # 404 (no notice yet), unreachable: keep polling
+            self._stop.wait(self.poll_s)
+
+    # -- agreement across ranks ----------------------------------------------------------
+    def _agree(self, *flags: bool) -> list[bool]:
+        """Element-wise logical OR of the flags over all ranks (one small all-reduce)."""
+        if not self.dist.is_initialized():
+            return list(flags)
+        import torch
+        dev = "cuda" if self.dist.get_backend() == "nccl" else "cpu"
+        t = torch.tensor([float(f) for f in flags], device=dev)
+        self.dist.all_reduce(t, op=self.dist.ReduceOp.MAX)
+        return [bool(v) for v in t.tolist()]
+
+    def _barrier(self) -> None:
+        if self.dist.is_initialized():
+            self.dist.barrier()
+
+    # -- the loop's call -----------------------------------------------------------------
+    def step(self, step: int) -> bool:
+        """Call after each optimizer step with the number of steps done. Returns True when a
+        checkpoint was started; exits the process after a notice's checkpoint."""
+        due = (self.every_steps and step % self.every_steps == 0) or (
+            self.interval_s is not None and time.monotonic() - self._last_save_t >= self.interval_s)
+        busy = self._pending is not None and not self._pending[0].done()
+        notice, due, busy = self._agree(self.notice.is_set(), bool(due), busy)
+        if self._pending is not None and not busy:
+            self._commit_pending()
+        if notice:
+            self._wait_pending()
+            if self.last_saved_step != step:
+                self.save(step, blocking=True)
+            self.notice_to_commit_s = time.time() - (self.notice_time or time.time())
+            self.log(f"notice ({self.notice_reason or 'another rank'}): step {step} committed "
+                     f"{self.notice_to_commit_s:.2f} s after it; exiting {self.exit_code}")
+            self.close()
+            raise SystemExit(self.exit_code)
+        if due and step != self.last_saved_step:
+            self._wait_pending()
+            self.save(step, blocking=not self.async_save)
+            return True
+        return False
+
+    # -- save and commit -----------------------------------------------------------------
+    def _writer(self, rel: str):
+        import torch.distributed.checkpoint as dcp
+        if self.store.remote:
+            from torch.distributed.checkpoint._fsspec_filesystem import FsspecWriter
+            return FsspecWriter(self.store.url(rel), **self.store.opts)
+        return dcp.FileSystemWriter(self.store.path(rel))
+
+    def _reader(self, rel: str):
+        import torch.distributed.checkpoint as dcp
+        if self.store.remote:
+            from torch.distributed.checkpoint._fsspec_filesystem import FsspecReader
+            return FsspecReader(self.store.url(rel), **self.store.opts)
+        return dcp.FileSystemReader(self.store.path(rel))
+
+    def save(self, step: int, blocking: bool = True) -> None:
+        """Write checkpoint ``step`` (all ranks call it); committed when it completes."""
+        import torch
+        import torch.distributed.checkpoint as dcp
+        if self.state is None:
+            raise RuntimeError("call Guard.resume(state) before saving")
+        rel = f"{_PREFIX}{step:09d}"
+        buf = io.BytesIO()
+        torch.save(self._extras(step), buf)
+        self.store.write(f"{rel}/extra_rank{self.rank:05d}.pt", buf.getvalue())
+        sd = {"app": self.state}
+        if blocking:
+            dcp.save(sd, storage_writer=self._writer(rel))
+            self._commit(step)
+        else:
+            fut = dcp.async_save(sd, storage_writer=self._writer(rel), process_group=self._ckpt_pg)
+            self._pending = (fut, step)
+        self.last_saved_step = step
+        self._last_save_t = time.monotonic()
+
+    def _commit_pending(self) -> None:
+        fut, step = self._pending
+        self._pending = None
+        fut.result()
+        self._commit(step)
+
+    def _wait_pending(self) -> None:
+        if self._pending is not None:
+            self._pending[0].result()
+            self._commit_pending()
+
+    def _commit(self, step: int) -> None:
+        """Every rank's files are written (barrier); rank 0 writes the manifest last."""
+        self._barrier()
+        if self.rank == 0:
+            rel = f"{_PREFIX}{step:09d}"
+            files = {f: n for f, n in self.store.sizes(rel).items() if f != MANIFEST}
+            man = dict(step=step, world_size=self.world, time=time.time(), files=files)
+            self.store.write(f"{rel}/{MANIFEST}", json.dumps(man, indent=1).encode())
+            for old in self.store.steps():
+                if old < step and (old not in self._recent(step)):
+                    self.store.remove(old)
+        self._barrier()
+
+    def _recent(self, step: int) -> set[int]:
+        done = [s for s in self.store.steps() if s <= step and self.store.complete(s)]
+        return set(done[:self.keep])
+
+    def _extras(self, step: int) -> dict[str, Any]:
+        import torch
+        out = {"step": step, "torch_rng": torch.get_rng_state(), "python_rng": random.getstate(),
+               "per_rank": {k: v.state_dict() for k, v in self.per_rank.items()}}
+        if torch.cuda.is_available():
+            out["cuda_rng"] = torch.cuda.get_rng_state_all()
+        try:
+            import numpy as np
+            kind, keys, pos, has_gauss, cached = np.random.get_state()
+            out["numpy_rng"] = [kind, keys.tolist(), pos, has_gauss, cached]
+        except ImportError:
+            pass
+        return out
+
+    # -- resume --------------------------------------------------------------------------
+    def resume(self, state) -> int:
+        """Load the newest complete checkpoint into ``state`` (and the per-rank objects, the
+        RNGs); return its step, or 0 when there is none."""
+        import torch
+        import torch.distributed.checkpoint as dcp
+        self.state = state
+        step = next((s for s in self.store.steps() if self.store.complete(s)), 0) \
+            if self.rank == 0 else 0
+        if self.dist.is_initialized():
+            box = [step]
+            self.dist.broadcast_object_list(box, src=0)
+            step = box[0]
+        if not step:
+            return 0
+        rel = f"{_PREFIX}{step:09d}"
+        dcp.load({"app": state}, storage_reader=self._reader(rel))
+        name = f"{rel}/extra_rank{self.rank:05d}.pt"
+        try:
+            raw = self.store.read(name)
+        except FileNotFoundError:          # fewer ranks wrote it: start from rank 0's
+            raw = self.store.read(f"{rel}/extra_rank00000.pt")
+        ex = torch.load(io.BytesIO(raw), weights_only=True)
+        torch.set_rng_state(ex["torch_rng"])
+        if "cuda_rng" in ex and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(ex["cuda_rng"])
+        random.setstate(_tuples(ex["python_rng"]))
+        if "numpy_rng" in ex:
+            import numpy as np
+            kind, keys, pos, has_gauss, cached = ex["numpy_rng"]
+            np.random.set_state((kind, np.array(keys, dtype=np.uint32), pos, has_gauss, cached))
+        for k, v in self.per_rank.items():
+            if k in ex["per_rank"]:
+                v.load_state_dict(ex["per_rank"][k])
+        self.last_saved_step = step
+        self._last_save_t = time.monotonic()
+        self.log(f"resumed from {self.store.url(rel)}")
+        return step
+
+    # -- lifetime ------------------------------------------------------------------------
+    def close(self) -> None:
+        """Finish a pending save, stop the watcher and restore the signal handlers."""
+        if self._pending is not None:
+            self._wait_pending()
+        self._stop.set()
+        for sig, old in self._old.items():
+            try:
+                signal.signal(sig, old)
+            except (ValueError, TypeError):
+                pass
+        self._old = {}
+
+    def __enter__(self) -> "Guard":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _tuples(x):
+    """random.setstate wants tuples where torch.load may give lists."""
+    return tuple(_tuples(v) for v in x) if isinstance(x, (list, tuple)) else x

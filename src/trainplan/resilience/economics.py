@@ -1,0 +1,210 @@
+"""On-demand, reserved or spot: goodput, expected wall-clock and cost side by side.
+
+Physics lives in ``trainplan.costmodel.reliability`` (Young/Daly interval, the complete
+expected-time model with notices); this module gathers its inputs from a plan's Estimate and
+from data: provider notice windows and interruption bands (``data/providers.json``, each with
+its source) and dated prices (trainplan's price catalog, ``catalog/data/prices.json``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+import numpy as np
+
+from trainplan.conventions import GiB
+from trainplan.costmodel import reliability as rel
+from trainplan.errors import InputError
+
+HOURS_PER_MONTH = 730.0   # 8760 / 12
+
+
+@lru_cache(maxsize=1)
+def provider_data() -> dict[str, Any]:
+    """The bundled provider table (notices, bands, failure rates, sources)."""
+    text = resources.files("trainplan.resilience").joinpath("data/providers.json").read_text()
+    return json.loads(text)
+
+
+def provider(name: str) -> dict[str, Any]:
+    provs = provider_data()["providers"]
+    if name not in provs:
+        raise InputError("provider", name, " | ".join(provs))
+    return provs[name]
+
+
+def failure_rate(name: str) -> float:
+    """Published hardware failure rate per GPU-hour by key (see providers.json)."""
+    rates = provider_data()["hardware_failure_rates"]
+    if name not in rates:
+        raise InputError("failure rate", name, " | ".join(rates))
+    return float(rates[name]["per_gpu_hour"])
+
+
+def preempt_rate_per_hour(fraction_per_month, instances):
+    """Job pre-emption rate from a monthly interruption fraction (AWS Spot Advisor style).
+
+    A fraction f of instances interrupted within a month gives, for exponential lifetimes, a
+    per-instance hazard -ln(1 - f) / 730 h; a job that stops when any of its ``instances``
+    is reclaimed sees ``instances`` times that (independence: an assumption; reclaims are
+    often correlated, which makes the job rate lower)."""
+    f = np.asarray(fraction_per_month, dtype=float)
+    if np.any((f < 0) | (f >= 1)):
+        raise InputError("interruption fraction per month", float(np.max(f)), "0 <= f < 1")
+    return np.asarray(instances, dtype=float) * -np.log1p(-f) / HOURS_PER_MONTH
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """Size and timing of one checkpoint of the plan's model states."""
+
+    bytes_total: float       # unique bytes written (every shard once)
+    bytes_read: float        # bytes all ranks read on restart (replicas read their own copy)
+    write_s: float
+    load_s: float
+    writers: int             # nodes writing in parallel
+
+    @property
+    def gib(self) -> float:
+        return self.bytes_total / GiB
+
+
+def checkpoint_of(est, nodes: int, storage_GBps_per_node: float, storage_GBps_max: float
+                  ) -> Checkpoint:
+    """Checkpoint size from the Estimate's per-GPU model states and how they are sharded.
+
+    Per GPU the Estimate holds ``memory.weights_gib`` and ``memory.optimizer_gib`` (fp32
+    master + moments, trainable parameters only) on its most loaded stage. Across the
+    ``gpus`` ranks the weights are replicated dp x cp times unless ZeRO-3/FSDP shards them,
+    and the optimizer states unless ZeRO >= 1 does (ZeRO paper, Rajbhandari et al. 2020,
+    sec. 5). Unique bytes = per-GPU bytes x gpus / replicas (most-loaded stage: an
+    over-estimate with pipeline stages of unequal size). A sharded save
+    (torch.distributed.checkpoint) spreads the writes over all nodes; an unsharded model
+    (DDP) is written by one node. Read: every rank loads its own copy. Bandwidth: nodes x
+    ``storage_GBps_per_node`` capped by ``storage_GBps_max`` (as ``costmodel.totals`` does).
+    """
+    st = est.strategy
+    replicas = st["dp"] * st.get("cp", 1)
+    z = st["zero"]
+    w_rep = 1 if z >= 3 else replicas
+    o_rep = 1 if z >= 1 else replicas
+    per_gpu = (est.memory.weights_gib, est.memory.optimizer_gib)
+    total = (per_gpu[0] * est.gpus / w_rep + per_gpu[1] * est.gpus / o_rep) * GiB
+    read = (per_gpu[0] + per_gpu[1]) * est.gpus * GiB
+    sharded = z >= 1 or st["tp"] * st["pp"] > 1
+    writers = nodes if sharded else 1
+    bw_w = min(writers * storage_GBps_per_node, storage_GBps_max) * 1e9
+    bw_r = min(nodes * storage_GBps_per_node, storage_GBps_max) * 1e9
+    return Checkpoint(bytes_total=total, bytes_read=read, write_s=total / bw_w,
+                      load_s=read / bw_r, writers=writers)
+
+
+@dataclass(frozen=True)
+class Option:
+    """One way to buy the GPUs."""
+
+    name: str                        # on-demand, reserved, spot
+    usd_per_gpu_hour: float | None
+    price_source: str
+    preempt_per_hour: float = 0.0    # job pre-emption rate
+    notice_s: float = 0.0
+    extra_restart_h: float = 0.0     # waiting for capacity after a pre-emption
+    notes: tuple[str, ...] = field(default=())
+
+
+@dataclass(frozen=True)
+class OptionResult:
+    option: Option
+    interval_h: float        # checkpoint interval used (best for this option)
+    daly_interval_h: float   # Daly 2006 for the option's unsaved interruptions
+    goodput: float
+    goodput_first_order: float
+    wall_h: float
+    cost_usd: float | None
+    saves_on_notice: bool
+
+
+def best_interval(write_h, restart_h, lam_f, lam_p, restart_p_h):
+    """Checkpoint interval maximising ``goodput_exact`` (a log grid around Daly's optimum;
+    with notices only failures lose work, so the optimum moves beyond Daly's)."""
+    m = 1.0 / max(lam_f + lam_p, 1e-12)
+    mf = 1.0 / max(lam_f, 1e-12)
+    daly = float(rel.daly_interval_hours(write_h, min(mf, 1e6)))
+    lo, hi = max(write_h, 1e-4) * 0.1, max(daly, m) * 10
+    grid = np.geomspace(lo, hi, 400)
+    g = rel.goodput_exact(write_h, grid, restart_h, lam_f, lam_p, restart_p_h)
+    return float(grid[int(np.argmax(g))]), daly
+
+
+def evaluate_option(opt: Option, work_h: float, gpus: int, failure_per_gpu_hour: float,
+                    ck: Checkpoint, restart_h: float, step_s: float = 0.0) -> OptionResult:
+    """Goodput, wall hours and cost of ``work_h`` useful hours bought as ``opt``.
+
+    A notice saves the work only if it covers the step in flight (the guard saves at a step
+    boundary) and the write: ``notice_s >= step_s + write_s``; otherwise a pre-emption counts
+    as a failure (the lost partial step is neglected)."""
+    write_h = ck.write_s / 3600.0
+    saves = opt.notice_s >= ck.write_s + step_s
+    lam_f = gpus * failure_per_gpu_hour + (0.0 if saves else opt.preempt_per_hour)
+    lam_p = opt.preempt_per_hour if saves else 0.0
+    rp = restart_h + opt.extra_restart_h
+    tau, daly = best_interval(write_h, restart_h, lam_f, lam_p, rp)
+    g = float(rel.goodput_exact(write_h, tau, restart_h, lam_f, lam_p, rp))
+    m_all = 1.0 / (lam_f + lam_p) if lam_f + lam_p > 0 else math.inf
+    g1, _ = rel.goodput(write_h, m_all, restart_h, daly)
+    wall = work_h / g
+    cost = wall * gpus * opt.usd_per_gpu_hour if opt.usd_per_gpu_hour is not None else None
+    return OptionResult(opt, tau, daly, g, float(g1), wall, cost, saves)
+
+
+def break_even_discount(spot: OptionResult, on_demand: OptionResult) -> float:
+    """Spot discount off the on-demand price at which both cost the same: the same work
+    takes 1/g of the wall time, so spot pays off when price_spot / price_od < g_spot / g_od,
+    i.e. discount > 1 - g_spot / g_od (cost = wall x price; nodes paid while restarting)."""
+    return 1.0 - spot.goodput / on_demand.goodput
+
+
+def catalog_options(gpu_id: str, provider_name: str, gpus_per_node: int, nodes: int,
+                    band: float | None, spot_wait_h: float,
+                    overrides: dict[str, float | None]) -> list[Option]:
+    """On-demand, reserved and spot options for a GPU from the price catalog (the provider's
+    rows; user prices in ``overrides`` win) and the provider's notice and pre-emption band."""
+    from trainplan.catalog.accelerators import prices_for
+
+    prov = provider(provider_name)
+    rows = [r for r in prices_for(gpu_id) if r.get("provider", "").lower() == provider_name]
+
+    def pick(kind: str, key: str = "usd_per_gpu_hour"):
+        for r in rows:
+            if (r.get("kind") == kind or kind == "spot") and r.get(key) is not None:
+                return float(r[key]), f"{r['provider']} {r.get('sku', '')} as of {r['as_of']}: {r['source']}"
+        return None, "not in the price catalog: pass a price"
+
+    out = []
+    for name, kind, key in (("on-demand", "on_demand", "usd_per_gpu_hour"),
+                            ("reserved", "reservation", "usd_per_gpu_hour"),
+                            ("spot", "spot", "usd_per_gpu_hour_spot")):
+        price, src = pick(kind, key)
+        if overrides.get(name) is not None:
+            price, src = overrides[name], "user price"
+        if name != "spot":
+            out.append(Option(name, price, src))
+            continue
+        frac = band if band is not None else _band_default(prov)
+        rate = float(preempt_rate_per_hour(frac, nodes)) if frac is not None else 0.0
+        note = (f"{frac:.0%} of instances interrupted per month x {nodes} nodes"
+                if frac is not None else "no pre-emption rate: pass --interruptions")
+        out.append(Option("spot", price, src, rate, float(prov["notice_s"]), spot_wait_h,
+                          (note, f"notice {prov['notice_s']} s: {prov['notice_source']}")))
+    return out
+
+
+def _band_default(prov: dict[str, Any]) -> float | None:
+    """Upper edge of the lowest published band (AWS: <5% per month), or None."""
+    bands = prov.get("bands_fraction_per_month")
+    return bands[0][1] if bands else None

@@ -1,0 +1,130 @@
+"""``trainplan scale`` (no subcommand): budget -> compute-optimal (N, D) under each law, with
+the isoFLOP curves, and optionally repeated data and inference-aware sizing for the same budget."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from trainplan.errors import InputError, require_positive
+from trainplan.scaling.cli.budget_options import BudgetOptions, with_budget
+from trainplan.scaling.cli.common import JSON_OPTION, chosen_laws, console, handled, print_budget, print_json, si
+from trainplan.scaling.cli.repeat_and_inference import print_inference, print_repeated
+
+
+@with_budget
+def scale(
+    ctx: typer.Context,
+    law: Optional[List[str]] = typer.Option(None, "--law", help="only these laws (repeatable); default: all named laws"),
+    law_file: Optional[Path] = typer.Option(None, "--law-file", help="a law fitted with `trainplan scale fit --out`"),
+    unique_tokens: Optional[float] = typer.Option(None, "--unique-tokens", help="unique tokens available (repeated-data analysis)"),
+    epochs: Optional[float] = typer.Option(None, "--epochs", help="planned epochs over --unique-tokens"),
+    inference_tokens: Optional[float] = typer.Option(None, "--inference-tokens", help="tokens the model will serve (inference-aware sizing)"),
+    plot: Optional[Path] = typer.Option(None, "--plot", help="write the isoFLOP plot (needs the plots extra)"),
+    budget_opts: BudgetOptions = BudgetOptions(),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Compute-optimal parameters N and tokens D for a budget under each named law."""
+    if ctx.invoked_subcommand is not None:
+        return
+    with handled():
+        budget = budget_opts.resolve()
+        from trainplan.scaling.allocate import isoflop_curve, optimal_allocation
+        from trainplan.scaling.inference_sizing import inference_aware
+        from trainplan.scaling.repeated_data import data_constrained_optimum, effective_data
+
+        laws = chosen_laws(law, law_file)
+        rows = [optimal_allocation(budget.flops, lw) for lw in laws]
+        grid = _common_isoflop_grid(rows)
+        table_curves = {}
+        for lw in laws:
+            cur = isoflop_curve(budget.flops, lw, n_params=grid)
+            if cur is not None:
+                table_curves[lw.name] = cur
+        repeated = None
+        if epochs is not None:
+            require_positive("epochs", epochs)
+        if unique_tokens is not None:
+            repeated = data_constrained_optimum(budget.flops, unique_tokens).to_dict()
+            if epochs is not None:
+                repeated["planned_epochs"] = epochs
+                repeated["planned_effective_tokens"] = float(effective_data(unique_tokens, epochs))
+        elif epochs is not None:
+            raise InputError("epochs", epochs, "used together with --unique-tokens")
+        inference = None
+        if inference_tokens is not None:
+            inference = inference_aware(inference_tokens, flops=budget.flops).to_dict()
+        plot_path = None
+        if plot is not None:
+            from trainplan.scaling.plots import plot_isoflop
+
+            curves = [c for c in (isoflop_curve(budget.flops, lw) for lw in laws) if c is not None]
+            plot_path = plot_isoflop(curves, rows, plot)
+
+        if as_json:
+            print_json({
+                "budget": budget.to_dict(),
+                "allocations": [r.to_dict() for r in rows],
+                "isoflop": {k: v.to_dict() for k, v in table_curves.items()},
+                "repeated_data": repeated,
+                "inference_aware": inference,
+                "plot": str(plot_path) if plot_path else None,
+            })
+            return
+        _print_allocation_tables(budget, rows, table_curves, grid, repeated, inference, plot_path)
+
+
+def _common_isoflop_grid(rows) -> list[float]:
+    import numpy as np
+
+    ns = [r.n_params for r in rows]
+    return list(np.geomspace(min(ns) / 4, max(ns) * 4, 11))
+
+
+def _print_allocation_tables(budget, rows, curves, grid, repeated, inference, plot_path) -> None:
+    from rich.table import Table
+
+    c = console()
+    print_budget(c, budget)
+    t = Table(title=f"Compute-optimal allocation for C = {budget.flops:.3g} FLOPs")
+    for col in ("law", "name", "N (params)", "D (tokens)", "tokens/param", "loss"):
+        t.add_column(col, overflow="fold")
+    for r in rows:
+        t.add_row(r.label, r.law, si(r.n_params), si(r.tokens), f"{r.tokens_per_param:.1f}",
+                  "-" if r.loss is None else f"{r.loss:.4f}")
+    c.print(t)
+    conventions: dict[str, list[str]] = {}
+    for r in rows:
+        conventions.setdefault(r.convention, []).append(r.law)
+    for conv, names in conventions.items():
+        c.print(f"{', '.join(names)}: {conv}", style="dim", highlight=False)
+    if any(r.law == "kaplan2020" for r in rows):
+        from trainplan.scaling.laws import PF_DAY_FLOPS
+
+        c.print(f"In Kaplan's units this budget is C = {budget.flops / PF_DAY_FLOPS:.4g} PF-days.", style="dim")
+    c.print("Losses are in each law's own units (Kaplan: WebText2; Hoffmann/Epoch: MassiveText) and are "
+            "comparable only within a law. Kaplan's N excludes embeddings.", style="dim")
+    if curves:
+        it = Table(title="IsoFLOP curve: loss against N at fixed C (D = C/6N)")
+        it.add_column("N")
+        it.add_column("D")
+        for name in curves:
+            it.add_column(name)
+        import numpy as np
+
+        from trainplan.scaling.laws import tokens_for_compute
+
+        best = {name: int(np.argmin(cur.loss)) for name, cur in curves.items()}
+        for i, n in enumerate(grid):
+            losses = [f"{cur.loss[i]:.4f}{' *' if i == best[name] else ''}" for name, cur in curves.items()]
+            it.add_row(si(n), si(float(tokens_for_compute(budget.flops, n))), *losses)
+        c.print(it)
+        c.print("* = lowest loss on this grid", style="dim")
+    if repeated:
+        print_repeated(c, repeated)
+    if inference:
+        print_inference(c, inference)
+    if plot_path:
+        c.print(f"plot written to {plot_path}")

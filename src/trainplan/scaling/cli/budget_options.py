@@ -1,0 +1,86 @@
+"""The Budget options every ``trainplan scale`` command takes (--flops, --gpu-hours, --dollars,
+--deadline-days and what converts them: --gpu, --gpus, --usd-per-gpu-hour, --mfu), added to a
+command by :func:`with_budget` and listed by ``--help`` in a panel of their own."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from dataclasses import asdict, dataclass
+from typing import Any, Optional
+
+import typer
+
+from trainplan.errors import InputError
+
+
+def _budget_option(flag: str, help: str) -> Any:
+    return typer.Option(None, flag, help=help, rich_help_panel="Budget")
+
+
+#: The budget options every ``trainplan scale`` command takes: parameter name -> (type, typer option).
+BUDGET_OPTIONS: dict[str, tuple[Any, Any]] = {
+    "flops": (Optional[float], _budget_option("--flops", "training compute in FLOPs, e.g. 1e23")),
+    "gpu_hours": (Optional[float], _budget_option("--gpu-hours", "GPU-hours on --gpu")),
+    "dollars": (Optional[float], _budget_option(
+        "--dollars", "US dollars on --gpu (catalog price or --usd-per-gpu-hour)")),
+    "deadline_days": (Optional[float], _budget_option("--deadline-days", "wall-clock days on --gpus x --gpu")),
+    "gpu": (Optional[str], _budget_option("--gpu", "accelerator id or alias, e.g. h100_sxm (see `trainplan gpus`)")),
+    "gpus": (Optional[int], _budget_option("--gpus", "GPUs in the cluster (needed with --deadline-days)")),
+    "usd_per_gpu_hour": (Optional[float], _budget_option("--usd-per-gpu-hour", "price override for --dollars")),
+    "mfu": (Optional[float], _budget_option(
+        "--mfu", "model FLOPs utilisation override (default: cost model, else 0.40)")),
+}
+_BUDGET_KINDS = "--flops, --gpu-hours, --dollars, --deadline-days"
+
+
+@dataclass(frozen=True)
+class BudgetOptions:
+    """The values of the budget options, as a command decorated with :func:`with_budget` receives them."""
+
+    flops: Optional[float] = None
+    gpu_hours: Optional[float] = None
+    dollars: Optional[float] = None
+    deadline_days: Optional[float] = None
+    gpu: Optional[str] = None
+    gpus: Optional[int] = None
+    usd_per_gpu_hour: Optional[float] = None
+    mfu: Optional[float] = None
+
+    @property
+    def given(self) -> bool:
+        """Whether a budget was given (any of --flops, --gpu-hours, --dollars, --deadline-days)."""
+        return any(v is not None for v in (self.flops, self.gpu_hours, self.dollars, self.deadline_days))
+
+    def resolve(self, alternative: str | None = None):
+        """The :class:`~trainplan.scaling.budget.BudgetResult`; InputError when no budget was given.
+
+        ``alternative`` names what the command accepts instead of a budget (for the message).
+        """
+        if not self.given:
+            expected = f"{alternative}, or a budget ({_BUDGET_KINDS})" if alternative else f"one of {_BUDGET_KINDS}"
+            raise InputError("budget", "none", expected, hint="e.g. --flops 1e23; see --help")
+        from trainplan.scaling.budget import flops_from_budget
+
+        return flops_from_budget(**asdict(self))
+
+
+def with_budget(command):
+    """Add the budget options to ``command``, which receives them as one ``budget_opts: BudgetOptions``.
+
+    ``--help`` lists them in a panel of their own, "Budget".
+    """
+    sig = inspect.signature(command, eval_str=True)
+    own = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in sig.parameters.values() if p.name != "budget_opts"]
+    added = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=annotation)
+             for name, (annotation, option) in BUDGET_OPTIONS.items()]
+    params = own + added
+
+    @functools.wraps(command)
+    def wrapper(**kwargs: Any) -> Any:
+        budget = BudgetOptions(**{name: kwargs.pop(name) for name in BUDGET_OPTIONS})
+        return command(budget_opts=budget, **kwargs)
+
+    wrapper.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {p.name: p.annotation for p in params}
+    return wrapper

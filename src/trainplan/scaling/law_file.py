@@ -1,0 +1,82 @@
+"""Law files: a parametric law (fitted, or written by hand) saved as JSON and read back.
+
+Written by ``trainplan scale fit --out`` (:func:`save_law`); read by ``trainplan scale --law-file``
+and the planner (:func:`load_law`). Format ``trainplan-scaling-law`` version 1: ``params``
+(E, A, B, alpha, beta), optional ``ci``/``ci_level``, ``name``, ``label``, ``source``,
+``convention`` and the fit's diagnostics under ``fit``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+from trainplan.errors import InputError
+from trainplan.scaling._io import write_atomic as write_text_atomic
+from trainplan.scaling.fit import FitResult
+from trainplan.scaling.laws import ParametricLaw
+from trainplan.scaling.objective import PARAM_NAMES
+
+LAW_FILE_FORMAT = "trainplan-scaling-law"
+LAW_FILE_VERSION = 1
+
+
+def law_to_dict(law: ParametricLaw, fit: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Plain-dict form of a parametric law (what :func:`save_law` writes)."""
+    return {
+        "format": LAW_FILE_FORMAT,
+        "version": LAW_FILE_VERSION,
+        "name": law.name,
+        "label": law.label,
+        "form": "L(N, D) = E + A / N^alpha + B / D^beta",
+        "params": law.params(),
+        "ci": {k: list(v) for k, v in (law.ci or {}).items()},
+        "ci_level": law.ci_level,
+        "convention": law.convention,
+        "source": law.source,
+        "fit": fit or {},
+    }
+
+
+def save_law(result: FitResult | ParametricLaw, path: str | os.PathLike[str]) -> Path:
+    """Write a fitted law as JSON, atomically (temp file in the same folder, then os.replace)."""
+    if isinstance(result, FitResult):
+        payload = law_to_dict(result.law, result.to_dict())
+    else:
+        payload = law_to_dict(result)
+    return write_text_atomic(path, json.dumps(payload, indent=2) + "\n")
+
+
+def load_law(path: str | os.PathLike[str]) -> ParametricLaw:
+    """Read a law file written by :func:`save_law` (or by hand with the same keys)."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputError("law file", str(path), "an existing JSON file written by 'trainplan scale fit --out'")
+    try:
+        data = json.loads(p.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InputError("law file", str(path), "valid JSON", hint=str(exc)) from None
+    if not isinstance(data, dict) or not isinstance(data.get("params"), dict):
+        raise InputError("law file", str(path), "a JSON object with a 'params' object (E, A, B, alpha, beta)")
+    if data.get("format", LAW_FILE_FORMAT) != LAW_FILE_FORMAT:
+        raise InputError("law file format", data.get("format"), LAW_FILE_FORMAT)
+    params = {}
+    for key in PARAM_NAMES:
+        v = data["params"].get(key)
+        if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v) or v <= 0:
+            raise InputError(f"law file params.{key}", v, "a finite number > 0")
+        params[key] = float(v)
+    ci = {k: (float(v[0]), float(v[1])) for k, v in (data.get("ci") or {}).items()} or None
+    name = str(data.get("name") or p.stem)
+    return ParametricLaw(
+        name=name,
+        label=str(data.get("label") or f"user law from {p.name}"),
+        source=str(data.get("source") or f"user file {p}"),
+        convention=str(data.get("convention") or ParametricLaw.convention),
+        ci=ci,
+        ci_level=data.get("ci_level"),
+        **params,
+    )

@@ -1,0 +1,101 @@
+"""Repeated data: what epochs over limited unique data are worth, and the best allocation of a
+budget when unique data is the limit (Muennighoff et al. 2023, arXiv:2305.16264, and the
+constants of its ``datablations`` README "Parametric Fit")."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from trainplan.errors import require_positive
+from trainplan.scaling.allocate import minimise_over_log_n
+from trainplan.scaling.laws import MUENNIGHOFF_2023, ParametricLaw, tokens_for_compute
+
+#: Repetition half-life constants of Muennighoff et al. 2023 (datablations README "Parametric Fit").
+R_D_STAR = 15.387756
+R_N_STAR = 5.309743
+
+
+def effective_tokens(total_tokens: Any, unique_tokens: Any, r_star: float = R_D_STAR) -> Any:
+    """Effective data D' = U + U R*(1 - exp(-R/R*)), R = D/U - 1 repetitions (Muennighoff et al. 2023, arXiv:2305.16264).
+
+    With D <= U (no repetition) D' = D.
+    """
+    d = np.asarray(total_tokens, dtype=float)
+    u = np.asarray(unique_tokens, dtype=float)
+    reps = np.maximum(d / u - 1.0, 0.0)
+    return np.where(d <= u, d, u + u * r_star * (1.0 - np.exp(-reps / r_star)))
+
+
+def effective_data(unique_tokens: Any, epochs: Any) -> Any:
+    """Effective data of ``epochs`` passes over ``unique_tokens`` (Muennighoff et al. 2023, arXiv:2305.16264)."""
+    return effective_tokens(np.asarray(unique_tokens, dtype=float) * np.asarray(epochs, dtype=float), unique_tokens)
+
+
+def effective_params(n_params: Any, unique_params: Any, r_star: float = R_N_STAR) -> Any:
+    """Effective parameters N' = U_N + U_N R_N*(1 - exp(-R_N/R_N*)), R_N = N/U_N - 1 (Muennighoff et al. 2023)."""
+    return effective_tokens(n_params, unique_params, r_star)
+
+
+def optimal_params_for_tokens(tokens: Any, law: ParametricLaw = MUENNIGHOFF_2023) -> Any:
+    """The N that is compute-optimal for training on ``tokens`` once (inverts D_opt(C), Hoffmann eq. 4)."""
+    d = np.asarray(tokens, dtype=float)
+    c6 = (law.G * d) ** (1.0 / law.b)
+    return law.G * c6**law.a
+
+
+def data_constrained_loss(n_params: Any, tokens: Any, unique_tokens: Any, law: ParametricLaw = MUENNIGHOFF_2023) -> Any:
+    """L(N', D') with repeated data and excess parameters (Muennighoff et al. 2023).
+
+    U_N = min(N, N_opt(U_D)) is the compute-optimal size for one epoch of the unique data.
+    """
+    n = np.asarray(n_params, dtype=float)
+    u_n = np.minimum(n, optimal_params_for_tokens(unique_tokens, law))
+    return law.loss(effective_params(n, u_n), effective_tokens(tokens, unique_tokens))
+
+
+@dataclass(frozen=True)
+class DataConstrainedResult:
+    """Best allocation of a budget when unique data is limited (Muennighoff et al. 2023)."""
+
+    flops: float
+    unique_tokens: float
+    n_params: float
+    tokens: float
+    epochs: float
+    effective_tokens: float
+    loss: float
+    unconstrained_n_params: float
+    unconstrained_tokens: float
+    unconstrained_loss: float
+    data_limited: bool
+    law: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def data_constrained_optimum(
+    flops: float, unique_tokens: float, law: ParametricLaw = MUENNIGHOFF_2023
+) -> DataConstrainedResult:
+    """Minimise the data-constrained loss over N at fixed C = 6ND (Muennighoff et al. 2023)."""
+    c = require_positive("flops", flops)
+    u = require_positive("unique_tokens", unique_tokens)
+    n0, d0 = law.optimal(c)
+
+    def objective(log_n: float) -> float:
+        n = math.exp(log_n)
+        return float(data_constrained_loss(n, tokens_for_compute(c, n), u, law))
+
+    res = minimise_over_log_n(objective, math.log(n0) - math.log(1e3), math.log(n0) + math.log(1e2), 400, 1e-7)
+    n = math.exp(res.x)
+    d = float(tokens_for_compute(c, n))
+    return DataConstrainedResult(
+        flops=c, unique_tokens=u, n_params=n, tokens=d, epochs=d / u,
+        effective_tokens=float(effective_tokens(d, u)), loss=float(res.fun),
+        unconstrained_n_params=float(n0), unconstrained_tokens=float(d0),
+        unconstrained_loss=float(law.loss(n0, d0)), data_limited=bool(d0 > u), law=law.name,
+    )

@@ -1,0 +1,164 @@
+"""Pilot runs to fit a scaling law to: N, D and final loss per run, read from a CSV or drawn
+from a known law.
+
+A runs CSV has a header and one row per run, with columns N (parameters), loss and either D
+(training tokens) or C (training FLOPs, then D = C/(6N)); the aliases in :data:`COLUMN_ALIASES`
+are accepted and ``#`` lines are comments. :func:`synthetic_runs` draws runs from a law with
+log-normal noise (for the tests, the coverage benchmark and ``examples/pilot_runs.csv``).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from trainplan.errors import InputError
+from trainplan.scaling.laws import ParametricLaw, tokens_for_compute
+
+#: Fewest runs accepted: 5 free parameters plus 3 degrees of freedom for the residuals.
+MIN_RUNS = 8
+
+#: Column-name aliases accepted in a runs CSV (compared case-insensitively, spaces/underscores ignored).
+COLUMN_ALIASES = {
+    "N": ("n", "params", "parameters", "modelsize", "nparams"),
+    "D": ("d", "tokens", "trainingtokens", "ntokens"),
+    "C": ("c", "flops", "compute", "trainingflop", "trainingflops"),
+    "loss": ("loss", "l", "finalloss"),
+}
+
+
+@dataclass(frozen=True)
+class Runs:
+    """Pilot runs: parameters N, training tokens D and final loss, one entry per run."""
+
+    n_params: np.ndarray
+    tokens: np.ndarray
+    loss: np.ndarray
+    source: str | None = None
+
+    def __len__(self) -> int:
+        return int(self.loss.size)
+
+    @classmethod
+    def from_arrays(
+        cls,
+        n_params: Any,
+        loss: Any,
+        *,
+        tokens: Any | None = None,
+        flops: Any | None = None,
+        source: str | None = None,
+    ) -> "Runs":
+        """Validate and build runs; give ``tokens`` D, or ``flops`` C (then D = C/(6N))."""
+        n = _positive_array("N", n_params)
+        l = _positive_array("loss", loss)
+        if (tokens is None) == (flops is None):
+            raise InputError("columns", "N, loss", "give exactly one of tokens D or compute C")
+        if tokens is not None:
+            d = _positive_array("D", tokens)
+        else:
+            d = tokens_for_compute(_positive_array("C", flops), n) if n.size else n
+        if not (n.size == d.size == l.size):
+            raise InputError("runs", f"{n.size}, {d.size}, {l.size} values", "N, D (or C) and loss of equal length")
+        if n.size < MIN_RUNS:
+            raise InputError(
+                "runs", n.size, f"at least {MIN_RUNS} runs (the law has 5 parameters)",
+                hint="add pilot runs at more model sizes and token counts",
+            )
+        if np.unique(n).size < 2 or np.unique(d).size < 2:
+            raise InputError(
+                "runs", f"{np.unique(n).size} distinct N, {np.unique(d).size} distinct D",
+                "runs at two or more model sizes and two or more token counts",
+            )
+        return cls(n_params=n, tokens=d, loss=l, source=source)
+
+    def without_highest_loss(self, k: int) -> "Runs":
+        """Drop the ``k`` runs with the highest loss (Besiroglu et al. 2024 drop 5 outliers)."""
+        keep = np.argsort(self.loss, kind="stable")[: len(self) - k]
+        keep.sort()
+        return replace(self, n_params=self.n_params[keep], tokens=self.tokens[keep], loss=self.loss[keep])
+
+
+def _positive_array(name: str, values: Any) -> np.ndarray:
+    try:
+        arr = np.asarray(values, dtype=float).ravel()
+    except (TypeError, ValueError):
+        raise InputError(name, values, "numbers") from None
+    bad = ~np.isfinite(arr) | (arr <= 0)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise InputError(f"{name}[{i}]", float(arr[i]), "a finite number > 0")
+    return arr
+
+
+def _norm(col: str) -> str:
+    return col.strip().lower().replace(" ", "").replace("_", "")
+
+
+def load_runs(path: str | os.PathLike[str]) -> Runs:
+    """Read runs from a CSV with columns N, D or C, and loss (aliases accepted; ``#`` comments)."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputError("runs file", str(path), "an existing CSV file")
+    try:
+        with p.open(newline="", encoding="utf-8") as fh:
+            rows = [r for r in csv.reader(line for line in fh
+                                          if line.strip() and not line.lstrip().startswith("#"))]
+    except UnicodeDecodeError:
+        raise InputError("runs file", str(path), "a UTF-8 CSV file", hint="it looks binary") from None
+    if not rows:
+        raise InputError("runs file", str(path), "a CSV with a header row and one row per run")
+    header = [_norm(h) for h in rows[0]]
+    cols: dict[str, int] = {}
+    for key, aliases in COLUMN_ALIASES.items():
+        for i, h in enumerate(header):
+            if h in aliases:
+                cols[key] = i
+                break
+    if "N" not in cols or "loss" not in cols or ("D" not in cols and "C" not in cols):
+        raise InputError(
+            "runs file columns", rows[0], "columns N, loss and one of D (tokens) or C (FLOPs)"
+        )
+    body = rows[1:]
+
+    def column(key: str) -> list[float]:
+        out = []
+        for lineno, r in enumerate(body, start=2):
+            try:
+                out.append(float(r[cols[key]]))
+            except (ValueError, IndexError):
+                raise InputError(f"{key} (row {lineno})", r[cols[key]] if cols[key] < len(r) else "", "a number") from None
+        return out
+
+    n, loss = column("N"), column("loss")
+    if "D" in cols:
+        return Runs.from_arrays(n, loss, tokens=column("D"), source=str(path))
+    return Runs.from_arrays(n, loss, flops=column("C"), source=str(path))
+
+
+def synthetic_runs(
+    law: ParametricLaw,
+    n_runs: int,
+    *,
+    noise: float = 0.01,
+    n_range: tuple[float, float] = (5e7, 5e9),
+    tokens_per_param_range: tuple[float, float] = (5.0, 200.0),
+    seed: int | None = 0,
+) -> Runs:
+    """Draw runs from ``law`` with log-normal noise of relative size ``noise`` on the loss.
+
+    N is log-uniform over ``n_range`` and D/N log-uniform over ``tokens_per_param_range``. Used by
+    the tests, the coverage benchmark and the shipped example ``pilot_runs.csv``.
+    """
+    rng = np.random.default_rng(seed)
+    n = np.exp(rng.uniform(math.log(n_range[0]), math.log(n_range[1]), n_runs))
+    tpp = np.exp(rng.uniform(math.log(tokens_per_param_range[0]), math.log(tokens_per_param_range[1]), n_runs))
+    d = n * tpp
+    loss = law.loss(n, d) * np.exp(noise * rng.standard_normal(n_runs))
+    return Runs.from_arrays(n, loss, tokens=d, source=f"synthetic from {law.name} (noise {noise}, seed {seed})")

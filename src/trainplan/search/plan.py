@@ -1,0 +1,181 @@
+"""The search's public API: :func:`plan` (from names and dicts), :func:`plan_specs` (from
+validated specs) and :func:`gpu_counts` (the GPU counts a ``--gpus`` value means)."""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from trainplan.conventions import GiB
+from trainplan.errors import InputError
+from trainplan.search.infeasible import _nothing_feasible
+from trainplan.search.rank import PlanResult, _distinct, _explain, _pareto, _rank_order
+from trainplan.search.space import OBJECTIVES, SearchSpace
+from trainplan.search.sweep import Sweep, run_sweep
+from trainplan.spec.cluster import Accelerator, Cluster, runnable_accelerators
+from trainplan.spec.job import Job
+from trainplan.spec.model import Model
+
+
+def _is_number(v: Any) -> bool:
+    """A real number that is not a bool and not nan (inf is allowed: no limit)."""
+    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) \
+        and not math.isnan(v)
+
+
+def plan_specs(model: Model, job: Job, template: Cluster, accelerators: Sequence[Accelerator],
+               counts: Sequence[int], *, objective: str = "fastest",
+               deadline_days: float | None = None, budget_usd: float | None = None,
+               headroom_gib: float = 0.0, top: int = 5, space: SearchSpace | None = None,
+               progress: Callable[[int, int], None] | None = None,
+               ) -> tuple[PlanResult, Sweep]:
+    """Search on validated specs; returns the PlanResult and the Sweep (all candidates)."""
+    t0 = time.perf_counter()
+    if objective not in OBJECTIVES:
+        raise InputError("objective", objective, " | ".join(OBJECTIVES))
+    if not _is_number(headroom_gib) or not headroom_gib >= 0:
+        raise InputError("headroom_gib", headroom_gib, "a memory margin >= 0 GiB")
+    if isinstance(top, bool) or not isinstance(top, (int, np.integer)) or top < 1:
+        raise InputError("top", top, "a whole number of layouts, at least 1")
+    for name, v in (("deadline_days", deadline_days), ("budget_usd", budget_usd)):
+        if v is not None and (not _is_number(v) or not v > 0):
+            raise InputError(name, v, "a positive number" + (" of days" if name == "deadline_days"
+                                                              else " of US dollars"))
+    accelerators, skipped = runnable_accelerators(accelerators, job.precision)
+    tokens = job.total_tokens()
+    if (deadline_days is not None or budget_usd is not None) and not tokens:
+        raise InputError("job.tokens", None, "a total token count (or samples x epochs)",
+                         hint="a deadline or budget needs the amount of training data")
+    if objective == "cheapest" or budget_usd is not None:
+        no_price = [a.id for a in accelerators if (template.usd_per_gpu_hour is None
+                                                   and a.usd_per_gpu_hour is None)]
+        if no_price:
+            raise InputError("usd_per_gpu_hour", None, f"a price for {', '.join(no_price)}",
+                             hint="the catalog has none; give --price")
+    counts = sorted(set(int(g) for g in counts))
+    sw = run_sweep(model, job, template, accelerators, counts, space, progress)
+    col, cand = sw.cols, sw.cand
+    fits = col["mem_total"] <= col["capacity"]
+    feasible = col["mem_total"] <= col["capacity"] - headroom_gib * GiB
+    meets = np.ones(sw.size, dtype=bool)
+    if deadline_days is not None:
+        meets &= col["wall_days"] <= deadline_days
+    if budget_usd is not None:
+        meets &= col["cost"] <= budget_usd
+    ok = feasible & meets
+    if not ok.any():
+        raise _nothing_feasible(sw, fits, feasible, meets, deadline_days, budget_usd, headroom_gib,
+                                objective)
+    order = _rank_order(objective, sw, np.flatnonzero(ok))
+    chosen = _distinct(sw, order, top)
+    rs = sw.evaluate_rows(chosen)
+    ests = [sw.estimate(i, r) for i, r in zip(chosen, rs)]
+    binding, lines, runner = _explain(sw, order, feasible, ests, objective, headroom_gib)
+    lines = [f"GPU type skipped for {job.precision}: {why}" for why in skipped.values()] + lines
+    secs = time.perf_counter() - t0
+    result = PlanResult(
+        model=model.name, objective=objective, gpu_ids=[a.id for a in accelerators],
+        gpu_counts=counts,
+        constraints=dict(deadline_days=deadline_days, budget_usd=budget_usd,
+                         headroom_gib=headroom_gib),
+        top=ests, top_gpu_ids=[sw.accelerators[int(cand["acc"][i])].id for i in chosen],
+        binding=binding, explanation=lines, runner_up=runner,
+        pareto=_pareto(sw, feasible, meets), candidates_evaluated=sw.size,
+        candidates_fit=int(fits.sum()), candidates_feasible=int(ok.sum()), seconds=secs,
+        candidates_per_s=sw.size / max(sw.seconds, 1e-9),
+        space=(space or SearchSpace()).model_dump(), skipped_gpus=skipped)
+    return result, sw
+
+
+
+def gpu_counts(spec: int | str | Sequence[int], node_size: int = 8) -> list[int]:
+    """GPU counts from 64, "64", "8..4096" or a list.
+
+    A range gives the powers of two in it and the multiples of the node size that are a power
+    of two times the node size (so 8..4096 on 8-GPU nodes: 8, 16, ..., 4096; on 6-GPU nodes
+    also 6, 12, 24, ...); counts above one node must be whole nodes.
+    """
+    if isinstance(spec, (list, tuple)):
+        if not all(isinstance(x, (int, np.integer)) and not isinstance(x, bool) for x in spec):
+            raise InputError("gpus", list(spec), "a list of whole GPU counts, e.g. [64, 128]")
+        out = [int(x) for x in spec]
+    elif isinstance(spec, bool):
+        raise InputError("gpus", spec, "a count (64), a list (64,128) or a range (8..4096)")
+    elif isinstance(spec, int):
+        out = [spec]
+    else:
+        s = str(spec).strip()
+        if ".." in s:
+            lo_s, hi_s = s.split("..", 1)
+            try:
+                lo, hi = int(lo_s), int(hi_s)
+            except ValueError:
+                raise InputError("gpus", spec, "a count (64) or a range (8..4096)") from None
+            if lo < 1 or hi < lo:
+                raise InputError("gpus", spec, "a range lo..hi with 1 <= lo <= hi")
+            out = [1 << k for k in range(0, hi.bit_length() + 1) if lo <= (1 << k) <= hi]
+            out += [node_size << k for k in range(0, hi.bit_length() + 1)
+                    if lo <= (node_size << k) <= hi]
+            out += [x for x in (lo, hi) if x <= node_size or x % node_size == 0]
+        else:
+            try:
+                out = [int(x) for x in s.split(",")]
+            except ValueError:
+                raise InputError("gpus", spec, "a count (64), a list (64,128) or a range (8..4096)") \
+                    from None
+    out = sorted(set(g for g in out if g <= node_size or g % node_size == 0))
+    if not out or any(g < 1 for g in out):
+        raise InputError("gpus", spec, f"counts >= 1, whole nodes of {node_size} above one node")
+    return out
+
+
+def plan(model: str | Model = "llama-3-8b", job: Job | dict[str, Any] | None = None, *,
+         gpu: str | Sequence[str] = "h100_sxm", gpus: int | str | Sequence[int] = 8,
+         objective: str = "fastest", deadline_days: float | None = None,
+         budget_usd: float | None = None, headroom_gib: float = 0.0, top: int = 5,
+         space: SearchSpace | dict[str, Any] | None = None,
+         cluster: dict[str, Any] | None = None,
+         progress: Callable[[int, int], None] | None = None, **job_kw: Any) -> PlanResult:
+    """Search every layout of ``model`` on the GPU types and counts; rank by ``objective``.
+
+    >>> r = plan("llama-2-7b", gpu="h100", gpus=8, seq_len=4096, global_batch=256)
+    >>> r.winner.layout  # doctest: +SKIP
+    """
+    from pydantic import ValidationError
+
+    from trainplan.catalog import get_model
+    from trainplan.catalog.accelerators import get_accelerator
+    from trainplan.errors import expect_mapping, from_validation_error
+
+    m = get_model(model) if not isinstance(model, Model) else model
+    try:
+        j = job if isinstance(job, Job) else Job(**{**expect_mapping("job", job), **job_kw})
+    except ValidationError as e:
+        raise from_validation_error(e, "job.") from None
+    gpu_list = [gpu] if isinstance(gpu, str) else list(gpu) if isinstance(gpu, (list, tuple)) else []
+    if not gpu_list:
+        raise InputError("gpu", gpu, "an accelerator id or a list of them (see `trainplan gpus`)")
+    accs = [get_accelerator(g) for g in gpu_list]
+    try:
+        sp = space if isinstance(space, SearchSpace) else \
+            SearchSpace(**expect_mapping("space", space))
+    except ValidationError as e:
+        raise from_validation_error(e, "space.") from None
+    cd = expect_mapping("cluster", cluster)
+    for k in ("gpus", "gpu", "accelerator"):
+        if k in cd:
+            raise InputError(f"cluster.{k}", cd[k], f"not a cluster key in plan(): pass "
+                             f"{'gpus' if k == 'gpus' else 'gpu'}= to plan() itself")
+    try:
+        template = Cluster(accelerator=accs[0], gpus=1, **cd)
+    except ValidationError as e:
+        raise from_validation_error(e, "cluster.") from None
+    node = template.gpus_per_node or accs[0].gpus_per_node
+    counts = gpu_counts(gpus, node)
+    result, _ = plan_specs(m, j, template, accs, counts, objective=objective,
+                           deadline_days=deadline_days, budget_usd=budget_usd,
+                           headroom_gib=headroom_gib, top=top, space=sp, progress=progress)
+    return result

@@ -1,0 +1,188 @@
+"""Rank the feasible layouts, explain the winner, and compute the time-cost Pareto front."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from pydantic import Field
+
+from trainplan.conventions import GiB
+from trainplan.estimate import Estimate
+from trainplan.search.space import _Out
+from trainplan.search.sweep import Sweep
+
+
+class ParetoPoint(_Out):
+    """The fastest layout on one GPU type and count, on the time-cost Pareto front."""
+
+    gpu: str
+    gpu_id: str
+    gpus: int
+    layout: str
+    step_s: float
+    tokens_per_s: float
+    mfu: float
+    mem_gib: float
+    wall_clock_days: float | None
+    gpu_hours: float | None
+    cost_usd: float | None
+    meets_constraints: bool
+
+
+class PlanResult(_Out):
+    """What ``plan`` found: the ranked layouts, why the winner wins, and the Pareto front."""
+
+    model: str
+    objective: str
+    gpu_ids: list[str] = Field(description="GPU types searched (catalog ids)")
+    gpu_counts: list[int]
+    constraints: dict[str, Any]
+    top: list[Estimate]
+    top_gpu_ids: list[str] = Field(description="catalog id of each top layout's GPU")
+    binding: str = Field(description="what limits the winner: memory, compute, a communication...")
+    explanation: list[str]
+    runner_up: str | None
+    pareto: list[ParetoPoint]
+    candidates_evaluated: int
+    candidates_fit: int
+    candidates_feasible: int
+    seconds: float
+    candidates_per_s: float
+    space: dict[str, Any]
+    skipped_gpus: dict[str, str] = Field(
+        default_factory=dict, description="GPU types left out (no math for the precision): why")
+
+    @property
+    def winner(self) -> Estimate:
+        return self.top[0]
+
+
+def _rank_order(objective: str, sw: Sweep, rows: np.ndarray) -> np.ndarray:
+    """``rows`` sorted by the objective (ties: fewer GPUs, faster, less memory)."""
+    col, cand = sw.cols, sw.cand
+    t = col["t_step"][rows]
+    g = cand["gpus"][rows]
+    mem = col["mem_total"][rows]
+    if objective == "fastest":
+        keys = (mem, g, t)
+    elif objective == "cheapest":
+        cost = col["cost_step"][rows]
+        keys = (mem, g, t, cost)
+    else:
+        keys = (mem, t, g)
+    return rows[np.lexsort(keys)]
+
+
+_TIME_PARTS = (("tp_comm_s", "TP communication"), ("pp_bubble_s", "pipeline bubble"),
+               ("dp_comm_s", "DP all-reduce / ZeRO communication"),
+               ("cp_comm_s", "CP ring exchange"), ("ep_comm_s", "EP all-to-all"),
+               ("pp_p2p_s", "pipeline send/receive"), ("optimizer_s", "optimizer step"),
+               ("data_s", "data loading"))
+
+
+def _explain(sw: Sweep, order: np.ndarray, feasible: np.ndarray, top: list[Estimate],
+             objective: str, headroom_gib: float) -> tuple[str, list[str], str | None]:
+    """What binds the winner, and what the runner-up gives up."""
+    w = top[0]
+    i0 = int(order[0])
+    cand, col = sw.cand, sw.cols
+    lines: list[str] = []
+    t = w.time
+    parts = sorted(((getattr(t, k), name) for k, name in _TIME_PARTS), reverse=True)
+    comp_share = t.compute_s / t.step_s
+    binding = "compute"
+    # memory binds when a faster layout on the same GPUs exists but does not fit
+    same = (cand["acc"] == cand["acc"][i0]) & (cand["gpus"] == cand["gpus"][i0])
+    fastest_any = np.flatnonzero(same)[np.argmin(col["t_step"][same])]
+    if col["t_step"][fastest_any] < t.step_s * (1 - 0.005) and not feasible[fastest_any]:
+        st = sw.strategy(int(fastest_any))
+        need = col["mem_total"][fastest_any] / GiB
+        binding = "memory"
+        lines.append(
+            f"memory binds: {st.layout()} would be "
+            f"{1 - col['t_step'][fastest_any] / t.step_s:.1%} faster per step but needs "
+            f"{need:.1f} GiB per GPU (capacity {w.memory.capacity_gib:.0f} GiB"
+            + (f", headroom {headroom_gib:g} GiB" if headroom_gib else "") + ")")
+    if parts[0][0] > 0.05 * t.step_s:
+        if binding == "compute":
+            binding = parts[0][1]
+        lines.append(f"largest overhead: {parts[0][1]} {parts[0][0]:.3g} s "
+                     f"({parts[0][0] / t.step_s:.0%} of the step)")
+    lines.append(f"compute is {comp_share:.0%} of the {t.step_s:.3g} s step; MFU {w.mfu:.1%}; "
+                 f"memory {w.memory.total_gib:.1f} of {w.memory.capacity_gib:.0f} GiB "
+                 f"({w.memory.headroom_gib:.1f} GiB headroom)")
+    if objective == "fewest":
+        smaller = [g for g in sw.counts if g < w.gpus]
+        if smaller:
+            lines.append(f"no feasible layout on {max(smaller)} GPUs (memory, deadline or budget)")
+    runner = None
+    if len(top) > 1:
+        r = top[1]
+        dt = r.time.step_s / t.step_s - 1
+        diffs = sorted(((getattr(r.time, k) - getattr(t, k), name) for k, name in
+                        (("compute_s", "compute (recompute, smaller GEMMs)"),) + _TIME_PARTS),
+                       reverse=True)
+        gives = f"; it gives up {diffs[0][1]} (+{diffs[0][0]:.3g} s)" if diffs[0][0] > 0 else ""
+        cost = ""
+        if r.totals.cost_usd is not None and w.totals.cost_usd is not None:
+            cost = f", cost ${r.totals.cost_usd:,.0f} vs ${w.totals.cost_usd:,.0f}"
+        runner = (f"runner-up {r.layout} on {r.gpus}x {r.gpu}: step {r.time.step_s:.3g} s "
+                  f"({dt:+.1%}), memory {r.memory.total_gib:.1f} GiB vs {w.memory.total_gib:.1f}"
+                  f"{cost}{gives}")
+    return binding, lines, runner
+
+
+def _pareto(sw: Sweep, feasible: np.ndarray, meets: np.ndarray) -> list[ParetoPoint]:
+    """Fastest layout per (GPU type, count); keep those no other point beats on time and cost."""
+    cand, col = sw.cand, sw.cols
+    rows = np.flatnonzero(feasible)
+    if not len(rows):
+        return []
+    key = cand["acc"][rows] * (max(sw.counts) + 1) + cand["gpus"][rows]
+    o = np.lexsort((col["mem_total"][rows], col["t_step"][rows], key))
+    rows, key = rows[o], key[o]
+    first = np.r_[True, key[1:] != key[:-1]]
+    best = rows[first]
+    has_tokens = "cost" in col
+    cost_col = col["cost"] if has_tokens else col["cost_step"]
+    if np.all(np.isnan(cost_col[best])):
+        cost_col = col["gpu_hours"] if has_tokens else col["gpu_hours_step"]
+    o = np.lexsort((cost_col[best], col["t_step"][best]))
+    pts, best_cost = [], math.inf
+    for i in best[o]:
+        cst = float(cost_col[i])
+        if cst < best_cost * (1 - 1e-12):
+            best_cost = cst
+            acc = sw.accelerators[int(cand["acc"][i])]
+            pts.append(ParetoPoint(
+                gpu=acc.name, gpu_id=acc.id, gpus=int(cand["gpus"][i]), layout=sw.strategy(int(i)).layout(),
+                step_s=float(col["t_step"][i]), tokens_per_s=float(col["tokens_per_s"][i]),
+                mfu=float(col["mfu"][i]), mem_gib=float(col["mem_total"][i] / GiB),
+                wall_clock_days=float(col["wall_days"][i]) if has_tokens else None,
+                gpu_hours=float(col["gpu_hours"][i]) if has_tokens else None,
+                cost_usd=(float(col["cost"][i]) if has_tokens and not np.isnan(col["cost"][i])
+                          else None),
+                meets_constraints=bool(meets[i])))
+    return pts
+
+
+def _distinct(sw: Sweep, order: np.ndarray, top: int) -> list[int]:
+    """The first ``top`` rows of ``order`` with distinct (GPU type, count, step time).
+
+    Layouts that differ only where the physics sees no time difference (ZeRO-1 against ZeRO-2,
+    no recompute against selective recompute with FlashAttention) collapse to the first, which
+    the ranking's tie-break made the one with the least memory.
+    """
+    seen: set[tuple[int, int, float]] = set()
+    out: list[int] = []
+    for i in order:
+        key = (int(sw.cand["acc"][i]), int(sw.cand["gpus"][i]), float(sw.cols["t_step"][i]))
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append(int(i))
+        if len(out) == top:
+            break
+    return out

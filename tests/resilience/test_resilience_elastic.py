@@ -1,0 +1,123 @@
+"""Elastic launch files: torchrun's own parser, bash -n, YAML, and the SLURM trap run for real
+(with stand-ins for srun and scontrol that record what they are asked)."""
+
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from trainplan.cli import app
+from trainplan.errors import InputError
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    out = tmp_path_factory.mktemp("elastic")
+    res = CliRunner().invoke(app, ["resilience", "--emit", str(out), "--min-nodes", "2",
+                                   "--max-restarts", "5"])
+    assert res.exit_code == 0, res.output
+    return out
+
+
+def _torchrun_argv(line: str) -> list[str]:
+    argv = shlex.split(line)
+    return argv[argv.index("torchrun") + 1:]
+
+
+def test_torchrun_elastic_passes_torchrun_parser(files):
+    from torch.distributed.run import get_args_parser, parse_min_max_nnodes
+    text = (files / "torchrun_elastic.sh").read_text()
+    subprocess.run(["bash", "-n", str(files / "torchrun_elastic.sh")], check=True)
+    line = next(ln for ln in text.splitlines() if ln.startswith("exec torchrun"))
+    args = get_args_parser().parse_args(_torchrun_argv(line))
+    assert parse_min_max_nnodes(args.nnodes) == (2, 8)
+    assert args.rdzv_backend == "c10d" and args.max_restarts == 5
+    assert "SIGUSR1" in args.signals_to_handle and int(args.shutdown_timeout) >= 60
+    assert args.training_script == "train.py"
+    assert os.access(files / "torchrun_elastic.sh", os.X_OK)
+
+
+def test_sbatch_has_requeue_signal_and_parses(files):
+    from torch.distributed.run import get_args_parser
+    p = files / "train_requeue.sbatch"
+    subprocess.run(["bash", "-n", str(p)], check=True)
+    text = p.read_text()
+    assert "#SBATCH --requeue" in text
+    sig = next(ln for ln in text.splitlines() if ln.startswith("#SBATCH --signal="))
+    assert sig.startswith("#SBATCH --signal=B:USR1@") and int(sig.split("@")[1]) >= 60
+    line = next(ln for ln in text.splitlines() if ln.startswith("srun "))
+    args = get_args_parser().parse_args(_torchrun_argv(line.rstrip(" &")))
+    assert args.nnodes == "8:8" and args.rdzv_backend == "c10d"
+
+
+def test_pytorchjob_elastic_policy(files):
+    doc = yaml.safe_load((files / "pytorchjob_elastic.yaml").read_text())
+    pol = doc["spec"]["elasticPolicy"]
+    assert (pol["minReplicas"], pol["maxReplicas"], pol["maxRestarts"]) == (2, 8, 5)
+    assert pol["rdzvBackend"] == "c10d"
+    workers = doc["spec"]["pytorchReplicaSpecs"]
+    assert set(workers) == {"Worker"} and workers["Worker"]["replicas"] == 8
+    assert workers["Worker"]["template"]["spec"]["containers"][0]["name"] == "pytorch"
+
+
+def test_refuses_overwrite_and_bad_range(files):
+    again = CliRunner().invoke(app, ["resilience", "--emit", str(files)])
+    assert again.exit_code == 2 and "--force" in again.output
+    bad = CliRunner().invoke(app, ["resilience", "--emit", str(files), "--force", "--min-nodes", "9"])
+    assert bad.exit_code == 2 and "min" in bad.output
+
+
+FAKE_SRUN = """#!/bin/bash
+# stand-in for srun: a task that checkpoints on USR1 and exits with the requeue code
+exec {py} -c '
+import signal, sys, time, pathlib
+def on(sig, frame):
+    pathlib.Path(sys.argv[1]).write_text("saved")
+    sys.exit(75)
+signal.signal(signal.SIGUSR1, on)
+pathlib.Path(sys.argv[2]).write_text("up")
+time.sleep(60)
+' {saved} {up}
+"""
+FAKE_SCONTROL = """#!/bin/bash
+if [ "$1" = show ]; then echo localhost; else echo "$@" >> {log}; fi
+"""
+
+
+def test_sbatch_trap_checkpoints_and_requeues(files, tmp_path):
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    saved, up, log = tmp_path / "saved", tmp_path / "up", tmp_path / "scontrol.log"
+    (bindir / "srun").write_text(FAKE_SRUN.format(py=sys.executable, saved=saved, up=up))
+    (bindir / "scontrol").write_text(FAKE_SCONTROL.format(log=log))
+    for f in bindir.iterdir():
+        f.chmod(0o755)
+    env = dict(os.environ, PATH=f"{bindir}:{os.environ['PATH']}", SLURM_JOB_ID="4242",
+               SLURM_JOB_NODELIST="node1")
+    proc = subprocess.Popen(["bash", str(files / "train_requeue.sbatch")], env=env)
+    try:
+        for _ in range(200):
+            if up.exists():
+                break
+            time.sleep(0.05)
+        assert up.exists()
+        proc.send_signal(signal.SIGUSR1)
+        assert proc.wait(timeout=20) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert saved.read_text() == "saved"
+    assert log.read_text().split() == ["requeue", "4242"]
+
+
+def test_render_checks_inputs():
+    from trainplan.export.elastic import render_slurm_requeue, signal_seconds
+    assert signal_seconds(1.0) == 62 and signal_seconds(100.0) == 260
+    with pytest.raises(InputError):
+        render_slurm_requeue(None, 0)
