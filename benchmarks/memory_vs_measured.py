@@ -28,6 +28,7 @@ warnings.filterwarnings("ignore")
 
 from trainplan.catalog import get_model  # noqa: E402
 from trainplan.conventions import GiB  # noqa: E402
+from trainplan.errors import InputError  # noqa: E402
 from trainplan.measure.compare import COMPONENTS, analytic_peak, measured_components  # noqa: E402
 from trainplan.measure.compare import estimate_components  # noqa: E402
 from trainplan.measure.step import StepConfig, measure_step_memory  # noqa: E402
@@ -136,7 +137,7 @@ def _row(tag: str, comp: dict) -> str:
 
 
 def main() -> int:
-    errs, cross = [], []
+    errs, cross, rejected = [], [], []
     print("peak memory of one training step (2nd step), GiB: measured (FakeTensorMode trace) vs "
           "predicted by trainplan.estimate (framework 'pytorch'); cross-check: "
           "measure.compare.analytic_peak (costmodel.hf_memory directly)")
@@ -149,7 +150,13 @@ def main() -> int:
         ana = analytic_peak(model, cfg)
         x = ana["total"] / got["total"] - 1.0
         cross.append(abs(x))
-        est = estimate_components(model, cfg) if cfg.part != "vision" else None
+        est, why = None, "no estimate path for a tower alone"
+        if cfg.part != "vision":
+            try:
+                est = estimate_components(model, cfg)
+            except InputError as exc:          # the framework profile refuses the layout
+                why = f"estimate refused: {exc}"
+                rejected.append(why)
         line = f"{model.name[:42]:42s} {_short(cfg)}  measured {got['total'] / GiB:8.3f}  "
         if est is not None:
             err = est["total"] / got["total"] - 1.0
@@ -161,6 +168,8 @@ def main() -> int:
         print(_row("meas ", got) + f"   at {meas.peak['phase']}/aten.{meas.peak['op']}")
         if est is not None:
             print(_row("est  ", est))
+        else:
+            print(" " * 44 + why)
         print(_row("xchk ", ana) + f"   at {ana['phase']}")
     med, mx = statistics.median(errs), max(errs)
     print(f"\n{len(CASES)} configurations in {time.time() - t0:.0f} s")
@@ -168,7 +177,10 @@ def main() -> int:
           "(targets: median <= 1%, max <= 3%)")
     print(f"cross-check, hf_memory directly ({len(cross)}): |error| median "
           f"{statistics.median(cross):.2%}, max {max(cross):.2%}")
-    return 0 if (med <= 0.01 and mx <= 0.03) else 1
+    if rejected:
+        print(f"{len(rejected)} configurations the estimate path refused (counted as failures): "
+              + "; ".join(sorted(set(rejected))))
+    return 0 if (med <= 0.01 and mx <= 0.03 and not rejected) else 1
 
 
 if __name__ == "__main__":
