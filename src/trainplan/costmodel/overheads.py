@@ -14,7 +14,8 @@ activations of Megatron-LM's fused kernels; real frameworks differ:
 
 Plain PyTorch + transformers (profile ``pytorch``) was *measured* tensor by tensor with
 ``trainplan measure memory``; that accounting lives in :mod:`trainplan.costmodel.hf_memory`
-(re-exported here for callers of the v0.1 names).
+(per-tensor activations) and :mod:`trainplan.costmodel.hf_step` (the step's peak), re-exported
+here for callers of the v0.1 names.
 
 Megatron-LM, DeepSpeed and FSDP keep the Korthikanti accounting (fused kernels, bf16 residual
 stream) and persistent gradient buffers; they were not measured here (no GPU), and are
@@ -25,13 +26,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from trainplan.conventions import GiB
-from trainplan.costmodel.hf_memory import (  # noqa: F401  (v0.1 names, used by evaluate.py)
-    PEAK_PHASES, _elem, _is_gpt2, eager_attention_backward_bytes, hf_head_activation_bytes,
-    hf_layer_activation_bytes, hf_layer_activation_parts, hf_loss_backward_bytes,
-    hf_step_memory, hf_vision_head_bytes, matmul_weight_params, mlp_backward_bytes)
+from trainplan.costmodel.hf_memory import (_elem, _is_gpt2, hf_head_activation_bytes,
+                                           hf_layer_activation_bytes, hf_layer_activation_parts,
+                                           hf_vision_head_bytes)
+from trainplan.costmodel.hf_step import (PEAK_PHASES, eager_attention_backward_bytes,
+                                         hf_loss_backward_bytes, hf_step_memory,
+                                         matmul_weight_params, mlp_backward_bytes)
+
+# the v0.1 names of the measured 'pytorch' accounting (callers import them from here)
+__all__ = ["ImplementationProfile", "implementation_profile", "PEAK_PHASES", "_elem", "_is_gpt2",
+           "eager_attention_backward_bytes", "hf_head_activation_bytes",
+           "hf_layer_activation_bytes", "hf_layer_activation_parts", "hf_loss_backward_bytes",
+           "hf_step_memory", "hf_vision_head_bytes", "matmul_weight_params",
+           "mlp_backward_bytes"]
 
 
 @dataclass(frozen=True)

@@ -42,8 +42,9 @@ def _decoder_config(dec: Stack, seq_len: int, attn: str, dropout: bool = False,
         return tf.GPT2Config(
             vocab_size=dec.vocab, n_embd=dec.hidden, n_layer=dec.layers, n_head=dec.heads,
             n_inner=dec.ffn_hidden, n_positions=max(dec.max_positions, seq_len),
-            resid_pdrop=p, embd_pdrop=p, attn_pdrop=pa, tie_word_embeddings=dec.tied_embeddings,
-            activation_function="gelu_new", use_cache=False, attn_implementation=attn)
+            resid_pdrop=p, embd_pdrop=p, attn_pdrop=pa,
+            tie_word_embeddings=dec.tied_embeddings, activation_function="gelu_new",
+            use_cache=False, attn_implementation=attn)
     if dec.mlp != "swiglu" or dec.norm != "rmsnorm" or dec.position != "rope":
         raise InputError("model.decoder", f"mlp={dec.mlp}, norm={dec.norm}, position={dec.position}",
                          "a Llama-style (swiglu, rmsnorm, rope) or GPT-2-style (gelu, layernorm, "
