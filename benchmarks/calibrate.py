@@ -1,11 +1,12 @@
 """trainplan calibrate on a public multi-layout set: MosaicML llm-foundry's FSDP table.
 
-The runs (model size, sequence, GPU, micro-batch, gradient accumulation, activation
-checkpointing, reported MFU) are the MOSAIC list of benchmarks/published_runs.py (imported, not
-copied): 8 GPUs, FSDP FULL_SHARD, bf16, flash attention. Each reported MFU (PaLM convention,
-6N + 12 L d s per token) is turned into a measured step time. Per GPU type, every run is
-predicted from a calibration fitted on the other runs (leave-one-out), and the median absolute
-error is printed beside trainplan's uncalibrated error. Target: LOO median <= 5%.
+The runs are the llm-foundry records of ``trainplan.validation`` (runs_fsdp.json: model,
+sequence, GPU, micro-batch, activation checkpointing, measured tokens/s), on 8 A100-80GB or 8
+H100 in BF16. Each measured rate becomes a step time. Per GPU type, every run is predicted from a
+calibration fitted on the other runs (leave-one-out), and the median absolute error is printed
+beside trainplan's uncalibrated error. The llm-foundry profile's shared factors were themselves
+fitted on this table (benchmarks/calibrate_frameworks.py), so this measures what a user's own
+calibration adds on top of a profile. Target: LOO median <= 5%.
 
 Run: PYTHONPATH=src:benchmarks python benchmarks/calibrate.py
 """
@@ -13,29 +14,28 @@ Run: PYTHONPATH=src:benchmarks python benchmarks/calibrate.py
 from __future__ import annotations
 
 import statistics
+import warnings
 
-from published_runs import MOSAIC, MPT_SHAPES
-from trainplan.costmodel import flops as fl
-from trainplan.costmodel.params import model_params
 from trainplan.diagnose.calibrate import Run, calibrate, features
-from trainplan.estimate import estimate
-from trainplan.spec.model import Model, Stack
+from trainplan.validation.framework_runs import load, predict
+
+warnings.filterwarnings("ignore")
 
 
 def runs_by_gpu() -> dict[str, list[Run]]:
     out: dict[str, list[Run]] = {}
-    for size, s, gpu, mb, ga, ac, mfu in MOSAIC:
-        L, d, a = MPT_SHAPES[size]
-        m = Model(name=f"mpt-{size}", stacks=(Stack(
-            layers=L, hidden=d, heads=a, ffn_hidden=4 * d, mlp="gelu", norm="layernorm",
-            vocab=50368, tied_embeddings=True, position="learned", max_positions=s),))
-        e = estimate(m, gpu=gpu, gpus=8, seq_len=s, global_batch=mb * ga * 8,
-                     implementation="fsdp", strategy={"zero": 3, "micro_batch": mb,
-                                                      "recompute": "full" if ac else "none"})
-        palm = e.global_batch * s * fl.palm_flops_per_token(model_params(m).total, L, a, d // a, s)
-        measured = palm / (mfu / 100 * e.peak_tflops * 1e12 * 8)
-        out.setdefault(gpu, []).append(Run(f"mpt-{size} s{s} mb{mb} {'AC' if ac else 'noAC'}",
-                                           gpu, features(e), measured, e.time.step_s))
+    for rec in load():
+        if not (rec.get("set", "").startswith("llm-foundry") and rec["gpus"] == 8
+                and rec["precision"] == "bf16" and rec["gpu"] in ("a100_sxm_80gb", "h100_sxm")):
+            continue
+        p = predict(rec)
+        e = p["estimate"]
+        measured = e.tokens_per_step / (p["reported"] * rec["gpus"])
+        lay = rec["layout"]
+        label = (f"{rec['model']['stack']['name'][:12]} s{rec['seq_len']} mb{rec['micro_batch']} "
+                 f"{'AC' if lay.get('recompute') == 'full' else 'noAC'}")
+        out.setdefault(rec["gpu"], []).append(Run(label, rec["gpu"], features(e), measured,
+                                                  e.time.step_s))
     return out
 
 

@@ -38,13 +38,14 @@ def job_config(job_file: Optional[Path], model: Optional[str], gpu: Optional[str
     merge(data, "job", seq_len=seq_len, global_batch=global_batch)
     for kv in sets or []:
         k, sep, v = kv.partition("=")
+        k = "framework" if k == "implementation" else k         # the v0.1 name
         sec = "strategy" if k in Strategy.model_fields else "job" if k in Job.model_fields else None
         if not sep or sec is None:
             raise InputError("--set", kv, "key=value with a strategy or job field as key")
         data.setdefault(sec, {})[k] = _value(v)
     inp = build_inputs(data)
     job = inp.job.model_dump(exclude_none=True)
-    seq, gb, impl = job.pop("seq_len"), job.pop("global_batch", None), job.pop("implementation")
+    seq, gb, impl = job.pop("seq_len"), job.pop("global_batch", None), job.pop("framework")
     st = {k: v for k, v in inp.strategy.model_dump().items() if v is not None}
     return Config(inp.model, inp.cluster.accelerator.id, inp.cluster.gpus, seq,
                   gb or inp.job.batch_sequences, st, impl,
