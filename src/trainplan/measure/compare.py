@@ -4,7 +4,8 @@ The prediction uses only the planner's physics: parameter counts (``costmodel.pa
 bytes-per-parameter table (``conventions.model_state_bytes``) and the ``pytorch`` implementation
 profile (``costmodel.overheads.hf_step_memory`` and the per-tensor activation functions beside
 it). ``estimate(..., framework="pytorch")`` (:func:`estimate_for`) computes the same total for
-a text model once ``costmodel/evaluate.py`` passes ``hf_step_memory`` every keyword used here
+a text model once ``costmodel/activations.py`` (``hf_stage_memory``) passes ``hf_step_memory``
+the keywords used here
 (``dropout``, ``rc_layers``, ``optimizer_temp_bytes``); for a VLM, ``evaluate`` adds the
 tower's activations from ``costmodel/vision.py`` (the textbook per-layer count), while here
 they come from the measured per-tensor functions of ``hf_memory``
