@@ -167,7 +167,7 @@ def test_autocast_cache_holds_every_layer_copy_until_the_forward_ends():
     """With some layers checkpointed and fused AdamW, the peak is the end of the forward: the
     autocast weight cache still holds the bf16 copies of *every* layer (it is cleared when
     ``torch.autocast`` exits), checkpointed ones included."""
-    from trainplan.costmodel.hf_memory import matmul_weight_params
+    from trainplan.costmodel.hf_step import matmul_weight_params
     m = llama(layers=8, hidden=1024, heads=8, kv=8, ffn=2752, vocab=256)
     cfg = StepConfig(seq_len=2048, precision="bf16_mixed", attn="sdpa", recompute="layers",
                      recompute_layers=4, adamw="fused")

@@ -5,8 +5,8 @@ bytes-per-parameter table (``conventions.model_state_bytes``) and the ``pytorch`
 profile (``costmodel.overheads.hf_step_memory`` and the per-tensor activation functions beside
 it). ``estimate(..., framework="pytorch")`` (:func:`estimate_for`) computes the same total for
 a text model once ``costmodel/activations.py`` (``hf_stage_memory``) passes ``hf_step_memory``
-the keywords used here
-(``dropout``, ``rc_layers``, ``optimizer_temp_bytes``); for a VLM, ``evaluate`` adds the
+the keywords used here (``dropout``, ``rc_layers``; AdamW's temporaries come with the
+profile); for a VLM, ``evaluate`` adds the
 tower's activations from ``costmodel/vision.py`` (the textbook per-layer count), while here
 they come from the measured per-tensor functions of ``hf_memory``
 (:func:`_vision_activations`).
