@@ -37,6 +37,24 @@ def test_memory_prints_measured_beside_analytic(tiny_job):
         assert word in r.output
 
 
+def test_memory_reads_recompute_layers_and_dropout_from_the_job(tiny_job):
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    import json
+    job = tiny_job(replace=('recompute = "none"',
+                            'recompute = "layers"\nrecompute_layers = 1\n[job2]'))
+    text = job.read_text().replace("[job2]\n", "").replace(
+        'implementation = "pytorch"', 'implementation = "pytorch"\ndropout = true')
+    job.write_text(text)
+    r = CliRunner().invoke(_app(), ["measure", "memory", str(job), "--eager", "--json"])
+    assert r.exit_code == 0, r.output
+    # transformers may log after the document (the runner mixes stderr in)
+    out, _ = json.JSONDecoder().raw_decode(r.output[r.output.index("{"):])
+    assert out["config"]["recompute"] == "layers" and out["config"]["recompute_layers"] == 1
+    assert out["config"]["dropout"] is True
+    assert out["analytic"]["total"] == pytest.approx(out["measured"]["total"], rel=0.01)
+
+
 def test_unbuildable_model_is_an_input_error(tiny_job):
     pytest.importorskip("torch")
     pytest.importorskip("transformers")

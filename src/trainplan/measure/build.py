@@ -33,15 +33,18 @@ def require_torch() -> Any:
     return torch
 
 
-def _decoder_config(dec: Stack, seq_len: int, attn: str, dropout: bool = False) -> Any:
+def _decoder_config(dec: Stack, seq_len: int, attn: str, dropout: bool = False,
+                    attn_dropout: float | None = None) -> Any:
     import transformers as tf
+    p = 0.1 if dropout else 0.0
+    pa = p if attn_dropout is None else attn_dropout
     if dec.mlp == "gelu" and dec.position == "learned":
-        p = 0.1 if dropout else 0.0
         return tf.GPT2Config(
             vocab_size=dec.vocab, n_embd=dec.hidden, n_layer=dec.layers, n_head=dec.heads,
             n_inner=dec.ffn_hidden, n_positions=max(dec.max_positions, seq_len),
-            resid_pdrop=p, embd_pdrop=p, attn_pdrop=p, tie_word_embeddings=dec.tied_embeddings,
-            activation_function="gelu_new", use_cache=False, attn_implementation=attn)
+            resid_pdrop=p, embd_pdrop=p, attn_pdrop=pa,
+            tie_word_embeddings=dec.tied_embeddings, activation_function="gelu_new",
+            use_cache=False, attn_implementation=attn)
     if dec.mlp != "swiglu" or dec.norm != "rmsnorm" or dec.position != "rope":
         raise InputError("model.decoder", f"mlp={dec.mlp}, norm={dec.norm}, position={dec.position}",
                          "a Llama-style (swiglu, rmsnorm, rope) or GPT-2-style (gelu, layernorm, "
@@ -63,8 +66,9 @@ def _decoder_config(dec: Stack, seq_len: int, attn: str, dropout: bool = False) 
         return tf.MixtralConfig(num_local_experts=m.num_experts, num_experts_per_tok=m.top_k,
                                 **{**common, "intermediate_size": m.expert_ffn_hidden})
     if dec.attn_bias:
-        return tf.Qwen2Config(**common)
-    return tf.LlamaConfig(attention_bias=False, mlp_bias=dec.mlp_bias, **common)
+        return tf.Qwen2Config(attention_dropout=pa, **common)
+    return tf.LlamaConfig(attention_bias=False, mlp_bias=dec.mlp_bias,
+                          attention_dropout=pa, **common)
 
 
 def _vision_config(v: Stack, attn: str) -> Any:
@@ -79,14 +83,17 @@ def _vision_config(v: Stack, attn: str) -> Any:
 
 
 def hf_config(model: Model, seq_len: int, attn: str = "sdpa", part: str = "all",
-              dropout: bool = False) -> Any:
-    """The transformers config of ``model`` (``part``: all, decoder or vision)."""
+              dropout: bool = False, attn_dropout: float | None = None) -> Any:
+    """The transformers config of ``model`` (``part``: all, decoder or vision). ``dropout``:
+    p = 0.1 in every dropout of the decoder family (GPT-2: embedding, attention probabilities,
+    residuals; Llama/Qwen2: attention probabilities); ``attn_dropout`` overrides the
+    attention-probability p."""
     require_torch()
     if part == "vision":
         if not model.vision:
             raise InputError("model", model.name, "a model with a vision stack")
         return _vision_config(model.vision[0], attn)
-    dec_cfg = _decoder_config(model.decoder, seq_len, attn, dropout)
+    dec_cfg = _decoder_config(model.decoder, seq_len, attn, dropout, attn_dropout)
     if part == "decoder" or not model.vision:
         return dec_cfg
     import transformers as tf
@@ -106,7 +113,7 @@ def hf_config(model: Model, seq_len: int, attn: str = "sdpa", part: str = "all",
 
 def build_model(model: Model, seq_len: int, attn: str = "sdpa", part: str = "all",
                 dtype: Any = None, fake_mode: Any = None, dropout: bool = False,
-                device: str = "cpu") -> Any:
+                device: str = "cpu", attn_dropout: float | None = None) -> Any:
     """A randomly initialised transformers model for ``model`` (train mode).
 
     ``part="vision"`` builds only the vision tower (``CLIPVisionModel``). With ``fake_mode``
@@ -115,7 +122,7 @@ def build_model(model: Model, seq_len: int, attn: str = "sdpa", part: str = "all
     """
     torch = require_torch()
     import transformers as tf
-    cfg = hf_config(model, seq_len, attn, part, dropout)
+    cfg = hf_config(model, seq_len, attn, part, dropout, attn_dropout)
     if isinstance(cfg, tf.CLIPVisionConfig):
         cls = tf.CLIPVisionModel
     elif isinstance(cfg, tf.LlavaConfig):

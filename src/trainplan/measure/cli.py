@@ -54,7 +54,7 @@ def memory(
     seq_len: Optional[int] = typer.Option(None, "--seq-len"),
     micro_batch: Optional[int] = typer.Option(None, "--micro-batch"),
     precision: Optional[str] = typer.Option(None, help="fp32|bf16_mixed|bf16_pure"),
-    recompute: Optional[str] = typer.Option(None, help="none|full (selective is measured as none)"),
+    recompute: Optional[str] = typer.Option(None, help="none|full|layers (selective is measured as none)"),
     flash: Optional[bool] = typer.Option(None, "--flash/--eager", help="SDPA or eager attention"),
     adamw: str = typer.Option("foreach", help="foreach|fused|forloop"),
     part: str = typer.Option("all", help="all, or vision: the vision tower alone"),
@@ -69,10 +69,11 @@ def memory(
         from trainplan.measure.compare import analytic_peak, measured_components
         from trainplan.measure.step import StepConfig, measure_step_memory
         inp = _inputs(job_file, model, seq_len, micro_batch, precision, recompute, flash)
-        rc = "full" if inp.strategy.recompute in ("full", "layers") else "none"
+        rc = inp.strategy.recompute if inp.strategy.recompute in ("full", "layers") else "none"
         ips = int(round(inp.job.images_per_sample)) or 1
         cfg = StepConfig(seq_len=inp.job.seq_len, micro_batch=inp.strategy.micro_batch,
                          precision=inp.job.precision, recompute=rc,
+                         recompute_layers=inp.strategy.recompute_layers, dropout=inp.job.dropout,
                          attn="sdpa" if inp.strategy.flash_attention else "eager", adamw=adamw,
                          part=part, images_per_sample=ips)
         cfg.check()

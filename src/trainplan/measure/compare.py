@@ -3,15 +3,17 @@
 The prediction uses only the planner's physics: parameter counts (``costmodel.params``), the
 bytes-per-parameter table (``conventions.model_state_bytes``) and the ``pytorch`` implementation
 profile (``costmodel.overheads.hf_step_memory`` and the per-tensor activation functions beside
-it). ``estimate(..., implementation="pytorch")`` computes the same total for a text model
-(``costmodel/evaluate.py`` calls ``hf_step_memory``); for a VLM, ``evaluate`` adds the tower's
-activations from ``costmodel/vision.py`` (the textbook per-layer count), while here they come
-from the measured per-tensor functions of ``overheads`` (:func:`_vision_activations`).
+it). ``estimate(..., framework="pytorch")`` (:func:`estimate_for`) computes the same total for
+a text model once ``costmodel/activations.py`` (``hf_stage_memory``) passes ``hf_step_memory``
+the keywords used here (``dropout``, ``rc_layers``; AdamW's temporaries come with the
+profile); for a VLM, ``evaluate`` adds the
+tower's activations from ``costmodel/vision.py`` (the textbook per-layer count), while here
+they come from the measured per-tensor functions of ``hf_memory``
+(:func:`_vision_activations`).
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from trainplan.conventions import model_state_bytes
@@ -40,11 +42,12 @@ def analytic_peak(model: Model, cfg: StepConfig, implementation: str = "pytorch"
     backward buffers, an attention backward's working set, or AdamW temporaries).
     """
     prof = ov.implementation_profile(implementation, cfg.precision)
-    if cfg.adamw == "fused":          # one kernel, no temporaries (overheads.py item 5)
-        prof = replace(prof, optimizer_temp_bytes=0.0)
+    # fused AdamW: one kernel, no temporaries (hf_memory.py item 5)
+    temp = 0.0 if cfg.adamw == "fused" else None
     sb = model_state_bytes(cfg.precision, "adamw")
     sb_g = grad_bytes_per_param(cfg.precision, implementation)
-    rc = 2 if cfg.recompute == "full" else 0
+    rc = {"full": 2, "layers": 3}.get(cfg.recompute, 0)
+    kw = dict(dropout=cfg.dropout, rc_layers=cfg.recompute_layers, optimizer_temp_bytes=temp)
     flash = cfg.attn == "sdpa"
     if cfg.part == "vision":
         v = model.vision[0]
@@ -53,7 +56,7 @@ def analytic_peak(model: Model, cfg: StepConfig, implementation: str = "pytorch"
         head = ov.hf_vision_head_bytes(v, tok, cfg.micro_batch, cfg.precision)
         r = ov.hf_step_memory(prof, v, tok, cfg.micro_batch, cfg.precision, flash, rc,
                               n * sb.weights, n * sb_g, n * (sb.master + sb.optim), sb,
-                              head_bytes=head)
+                              head_bytes=head, **kw)
     else:
         n = float(model_params(model).total)
         extra = 0.0
@@ -61,7 +64,7 @@ def analytic_peak(model: Model, cfg: StepConfig, implementation: str = "pytorch"
             extra = _vision_activations(model, cfg, flash, rc)
         r = ov.hf_step_memory(prof, model.decoder, cfg.seq_len, cfg.micro_batch, cfg.precision,
                               flash, rc, n * sb.weights, n * sb_g, n * (sb.master + sb.optim), sb,
-                              extra_activations=extra)
+                              extra_activations=extra, **kw)
     out = {"parameters": float(r["weights"]), "gradients": float(r["grads"]),
            "optimizer_states": float(r["optimizer"]), "activations": float(r["activations"]),
            "transient": float(r["transient"])}
@@ -88,19 +91,36 @@ def _vision_activations(model: Model, cfg: StepConfig, flash: bool, rc: int) -> 
     return float(layers + pre + pix + proj)
 
 
-def estimate_for(model: Model, cfg: StepConfig, implementation: str = "pytorch"):
-    """``trainplan.estimate`` of the same single-process configuration (the planner's own
-    Estimate; equal to :func:`analytic_peak` once the evaluate patch is applied)."""
+def estimate_for(model: Model, cfg: StepConfig, implementation: str = "pytorch",
+                 gpu: str = "h200_sxm"):
+    """``trainplan.estimate`` of the same single-process configuration: the planner's own
+    Estimate (framework ``implementation``, one GPU of a type with room for the largest
+    measured case). ``fused`` and ``forloop`` AdamW both map to ``adamw_impl="fused"``: neither
+    allocates the moment-sized ``foreach`` temporary."""
     from trainplan.estimate import estimate
-    return estimate(model, gpu="h100_sxm", gpus=1,
+    rc = {"full": "full", "layers": "layers"}.get(cfg.recompute, "none")
+    return estimate(model, gpu=gpu, gpus=1,
                     job={"seq_len": cfg.seq_len, "global_batch": cfg.micro_batch,
                          "precision": cfg.precision, "optimizer": "adamw",
-                         "implementation": implementation,
+                         "framework": implementation, "dropout": cfg.dropout,
+                         "adamw_impl": "foreach" if cfg.adamw == "foreach" else "fused",
                          "images_per_sample": cfg.images_per_sample if model.vision else 0},
                     strategy={"tp": 1, "pp": 1, "dp": 1, "zero": 0,
-                              "micro_batch": cfg.micro_batch,
-                              "recompute": "full" if cfg.recompute == "full" else "none",
+                              "micro_batch": cfg.micro_batch, "recompute": rc,
+                              "recompute_layers": cfg.recompute_layers,
                               "flash_attention": cfg.attn == "sdpa"})
+
+
+def estimate_components(model: Model, cfg: StepConfig, implementation: str = "pytorch",
+                        gpu: str = "h200_sxm") -> dict[str, float]:
+    """:func:`estimate_for`'s memory, in bytes, under the names of :data:`COMPONENTS`
+    (``overhead``: CUDA context, buckets, allocator reserve, 0 for ``pytorch`` on one GPU)."""
+    from trainplan.conventions import GiB
+    m = estimate_for(model, cfg, implementation, gpu).memory
+    return {"parameters": m.weights_gib * GiB, "gradients": m.gradients_gib * GiB,
+            "optimizer_states": m.optimizer_gib * GiB, "activations": m.activations_gib * GiB,
+            "transient": m.transient_gib * GiB, "overhead": m.overhead_gib * GiB,
+            "total": m.total_gib * GiB}
 
 
 def measured_components(peak: dict[str, Any]) -> dict[str, float]:

@@ -17,7 +17,12 @@ Precisions (what the job's ``precision`` means here):
 ``bf16_pure``   parameters, gradients and moments in bf16 (``model.to(torch.bfloat16)``).
 
 Recompute ``full`` is transformers' ``gradient_checkpointing_enable`` (non-reentrant
-``torch.utils.checkpoint`` around each decoder layer); ``none`` keeps everything. Attention is
+``torch.utils.checkpoint`` around each decoder layer); ``layers`` checkpoints only the first
+``recompute_layers`` decoder layers (the same transformers switch, then each
+``GradientCheckpointingLayer``'s ``gradient_checkpointing`` flag turned off above the k-th, as
+Megatron's ``--recompute-method block`` picks the first k layers); ``none`` keeps everything.
+``dropout=True`` trains with p = 0.1 wherever the family has dropout (GPT-2: ``attn_pdrop``,
+``resid_pdrop``, ``embd_pdrop``; Llama: ``attention_dropout``), in train mode. Attention is
 ``eager`` (the explicit softmax(QK^T)V of ``modeling_llama.eager_attention_forward``) or ``sdpa``
 (``torch.nn.functional.scaled_dot_product_attention``, whose kernel PyTorch chooses: on CPU the
 flash-attention CPU kernel, ``_scaled_dot_product_flash_attention_for_cpu``, when there is no
@@ -43,7 +48,7 @@ from trainplan.measure.memtrace import MemTrace
 from trainplan.spec.model import Model
 
 PRECISIONS = ("fp32", "bf16_mixed", "bf16_pure")
-RECOMPUTE = ("none", "full")
+RECOMPUTE = ("none", "full", "layers")
 ATTENTION = ("eager", "sdpa")
 OPTIMIZERS = ("foreach", "fused", "forloop")
 
@@ -59,6 +64,8 @@ class StepConfig:
     steps: int = 2
     part: str = "all"                  # all | vision (the vision tower alone)
     images_per_sample: int = 1
+    dropout: bool = False              # p = 0.1 where the family has dropout (build.py)
+    recompute_layers: int = 0          # recompute="layers": the first k layers checkpointed
 
     def check(self) -> None:
         for name, val, ok in [("job.precision", self.precision, PRECISIONS),
@@ -70,6 +77,9 @@ class StepConfig:
                 raise InputError(name, val, "one of " + ", ".join(ok) + " for `measure`")
         if self.steps < 1:
             raise InputError("steps", self.steps, "at least 1")
+        if self.recompute == "layers" and self.recompute_layers < 1:
+            raise InputError("strategy.recompute_layers", self.recompute_layers,
+                             "at least 1 with recompute='layers'")
 
 
 @dataclass
@@ -142,6 +152,45 @@ def _no_packing_check(fake: bool):
             os.environ["TRANSFORMERS_DISABLE_TORCH_CHECK"] = prev
 
 
+@contextlib.contextmanager
+def _dropout_as_on_cuda(torch):
+    """Run ``F.dropout`` as ATen does on CUDA, on any device.
+
+    ``at::dropout`` (``aten/src/ATen/native/Dropout.cpp``) calls the fused ``native_dropout``
+    only when ``is_fused_kernel_acceptable`` (a CUDA/XPU tensor, 0 < p < 1); elsewhere it
+    multiplies by a noise tensor in the input's dtype, which backward keeps. ``native_dropout``
+    returns the output and a **bool** mask, and its backward keeps only the mask
+    (``derivatives.yaml``: ``native_dropout_backward(grad, result1, scale)``). The planner
+    predicts GPUs, so the step calls the same ATen operator the CUDA path calls (it has a CPU
+    kernel); outside training or at p = 0 the call is unchanged."""
+    import torch.nn.functional as F
+    orig = F.dropout
+
+    def dropout(input, p=0.5, training=True, inplace=False):
+        if training and 0.0 < p < 1.0:
+            return torch.native_dropout(input, p, True)[0]
+        return orig(input, p, training, inplace)
+
+    F.dropout = dropout
+    try:
+        yield
+    finally:
+        F.dropout = orig
+
+
+def _checkpoint_first_layers(hf: Any, k: int) -> None:
+    """Keep transformers' checkpointing on the first ``k`` decoder layers only (each
+    ``GradientCheckpointingLayer`` reads its own ``gradient_checkpointing`` flag,
+    ``transformers/modeling_layers.py``)."""
+    from transformers.modeling_layers import GradientCheckpointingLayer
+    layers = [m for name, m in hf.named_modules()
+              if isinstance(m, GradientCheckpointingLayer) and "vision" not in name]
+    if k > len(layers):
+        raise InputError("strategy.recompute_layers", k, f"at most the {len(layers)} layers")
+    for m in layers[k:]:
+        m.gradient_checkpointing = False
+
+
 def measure_step_memory(model: Model, cfg: StepConfig, fake: bool = True,
                         device: str = "cpu") -> Measurement:
     """Build ``model``, run ``cfg.steps`` training steps under :class:`MemTrace`, report the
@@ -153,12 +202,22 @@ def measure_step_memory(model: Model, cfg: StepConfig, fake: bool = True,
         from torch._subclasses.fake_tensor import FakeTensorMode
         fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
     torch.manual_seed(0)
+    # SDPA on CUDA (FlashAttention-2 / memory-efficient kernels) applies attention dropout
+    # inside the kernel and regenerates the mask from the Philox seed and offset in backward
+    # (``_scaled_dot_product_flash_attention`` returns them); on CPU no fused kernel takes
+    # dropout and the math fallback would materialise s x s tensors a GPU never holds. So with
+    # SDPA off CUDA the attention-probability dropout is left out; the residual and embedding
+    # dropouts are measured as they run.
+    attn_p = None if (cfg.attn == "eager" or device.startswith("cuda")) else 0.0
     hf = build_model(model, cfg.seq_len, cfg.attn, cfg.part, _dtype(torch, cfg.precision),
-                     fake_mode=fake_mode, device=device)
+                     fake_mode=fake_mode, dropout=cfg.dropout, device=device,
+                     attn_dropout=attn_p)
     outer = fake_mode if fake_mode is not None else contextlib.nullcontext()
-    with outer, _no_packing_check(fake):
-        if cfg.recompute == "full":
+    with outer, _no_packing_check(fake), _dropout_as_on_cuda(torch):
+        if cfg.recompute in ("full", "layers"):
             hf.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        if cfg.recompute == "layers":
+            _checkpoint_first_layers(hf, cfg.recompute_layers)
         batch = make_batch(model, hf, cfg.seq_len, cfg.micro_batch, cfg.part,
                            cfg.images_per_sample)
         batch = {k: v.to(device) for k, v in batch.items()}

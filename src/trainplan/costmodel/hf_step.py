@@ -1,0 +1,213 @@
+"""The peak of one plain-PyTorch training step of a transformers model (profile ``pytorch``):
+the candidate moments of the step (loss backward, layer backwards, end of the forward,
+optimizer step) built from the per-tensor activations of :mod:`trainplan.costmodel.hf_memory`
+(see its docstring for what was measured, and how)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from trainplan.costmodel.hf_memory import (_elem, _is_gpt2, _probs_bytes,
+                                           hf_head_activation_bytes, hf_layer_activation_parts)
+from trainplan.costmodel.params import attention_params, mlp_params, norm_params, stack_params
+
+
+def _head_kept_to_bottom(stack, precision: str, dropout=False):
+    """Per token, what of :func:`hf_head_activation_bytes` the bottom layer's backward still
+    finds alive: the labels (8 B), the RoPE tables, GPT-2's position ids and embedding-dropout
+    mask (both needed after the first layer's backward)."""
+    e, _ = _elem(precision)
+    rope = 2.0 * stack.d_head * e if stack.position == "rope" else 0.0
+    if not _is_gpt2(stack):
+        return 8.0 + rope
+    return 8.0 + 8.0 + np.where(np.asarray(dropout, dtype=bool), 1.0 * stack.hidden, 0.0)
+
+
+def hf_loss_backward_bytes(stack, s, b):
+    """Extra bytes at the start of backward: ``cross_entropy``'s backward holds the fp32 NLL
+    gradient and the log-softmax gradient (2 x 4V per token) beside the saved log-softmax;
+    the measured step peak of small-hidden models falls on ``_log_softmax_backward_data``."""
+    return np.asarray(s, dtype=float) * b * 8.0 * stack.vocab
+
+
+def matmul_weight_params(stack) -> float:
+    """Parameters autocast casts: every Linear of the layers (attention and dense MLP, biases
+    included: ``F.linear`` casts its bias too) and the LM head; not the embedding table or the
+    norms. Counts from :mod:`trainplan.costmodel.params`."""
+    per_layer = attention_params(stack) + mlp_params(stack)
+    return float(stack.layers * per_layer + stack.vocab * stack.hidden)
+
+
+def _out_proj_params(stack) -> int:
+    """The attention output projection (a*d x h, plus its bias)."""
+    return stack.heads * stack.d_head * stack.hidden + (stack.hidden if stack.attn_out_bias else 0)
+
+
+def _layer_param_split(stack) -> tuple[float, float]:
+    """(first norm + q, k, v; o_proj + second norm + MLP) parameters of one dense layer, from
+    :mod:`trainplan.costmodel.params`."""
+    qkv = norm_params(stack) + attention_params(stack) - _out_proj_params(stack)
+    return float(qkv), float(stack_params(stack).per_dense_layer - qkv)
+
+
+def eager_attention_backward_bytes(stack, s, b, precision: str = "fp32"):
+    """Working set of an eager attention backward at ``_softmax_backward_data``: the
+    gradient of the probabilities and the softmax gradient in the softmax's dtype
+    (:func:`_probs_bytes`: fp32, or bf16 for GPT-2 in pure bf16), 2 x that x heads x s per
+    token (the copy of the probabilities is freed by then; the softmax output is still held).
+    Measured peak operator of eager runs with gradient checkpointing."""
+    soft, _ = _probs_bytes(stack, precision)
+    return 2.0 * soft * stack.heads * np.asarray(s, dtype=float) ** 2 * b
+
+
+def mlp_backward_bytes(stack, s, b, precision: str):
+    """Working set of an MLP backward at its elementwise product: SwiGLU (gate, SiLU, up,
+    product kept) holds the gradients of the product, the SiLU output and the up projection
+    while gate, SiLU and up are still saved: 2f extra per token; GELU (CLIP quick_gelu keeps
+    x, sigmoid(1.702x), product) 3f. In the compute dtype (bf16 under autocast). Measured peaks at
+    ``mul`` in the backward of CLIP towers."""
+    e, amp = _elem(precision)
+    c = 2.0 if amp else e
+    k = 2.0 if stack.mlp == "swiglu" else 3.0
+    return k * stack.ffn_hidden * c * np.asarray(s, dtype=float) * b
+
+
+def hf_step_memory(prof, stack, s, b, precision: str, flash, rc,
+                   weights, grads, optimizer, state_bytes, adamw: bool = True,
+                   n_layers=None, head_bytes=None, extra_activations=0.0, dropout=False,
+                   rc_layers=0, optimizer_temp_bytes=None):
+    """Peak bytes of one plain-PyTorch training step of a transformers model, by phase.
+
+    ``prof`` is the framework profile (``overheads.ImplementationProfile``: ``param_bytes``,
+    ``weight_cast_bytes``, ``optimizer_temp_bytes``). ``weights``, ``grads``, ``optimizer``
+    are the model states on this GPU as the planner counts them (ZeRO paper accounting) with
+    ``state_bytes`` (``conventions.StateBytes``) per parameter.
+    With ``prof.param_bytes`` (torch.amp) the master copy *is* the parameter,
+    so it moves to the weights and autocast's bf16 copies (``weight_cast_bytes``) appear only
+    while the forward/backward keeps them. Gradients do not exist before backward
+    (``grads_persistent=False``). The step's peak is the largest of (measured, module
+    docstring; the tracker names the operator at the peak):
+
+    * loss backward (``_log_softmax_backward_data``): states without grads + all activations +
+      casts + 8V bytes per token (:func:`hf_loss_backward_bytes`);
+    * attention backward of the top layer and of the bottom layer: the gradients produced so
+      far (LM head, the layers above, this layer's MLP and output projection), the activations
+      still held, and the attention working set (:func:`eager_attention_backward_bytes` for
+      eager attention; for SDPA the q, k, v gradients, 2x the attention half);
+    * optimizer step (``_foreach_sqrt`` for foreach AdamW): weights + grads + moments +
+      ``optimizer_temp_bytes`` moment-sized buffers.
+
+    Keywords (all broadcast): ``rc`` 0 none, 2 every layer checkpointed, 3 the first
+    ``rc_layers`` layers checkpointed (transformers' checkpointing on k layers, Megatron's
+    ``--recompute-method block``): they keep their input only, their autocast weight copies
+    are dropped until the recomputation; the top layer is checkpointed only when k covers all
+    layers. ``dropout``: the job trains with dropout (:func:`hf_layer_activation_parts`).
+    ``optimizer_temp_bytes`` overrides the profile's (moment-sized buffers at the step; the
+    ``pytorch`` profile: 1 for foreach AdamW, 0 for fused).
+
+    Returns a dict: weights, grads, optimizer, activations (kept at the end of the forward,
+    including autocast casts), transient (the largest working set on top), total, phase (0 loss
+    backward, 1 top layer, 2 bottom layer, 3 optimizer, 4 top-layer MLP, 5 bottom-layer MLP,
+    6 end of forward; ``PEAK_PHASES``).
+    ``head_bytes`` replaces the causal-LM
+    head (:func:`hf_head_activation_bytes`), e.g. by ``hf_memory.hf_vision_head_bytes`` for a vision
+    tower; ``extra_activations`` adds activations held through the whole backward (a vision
+    tower below the decoder).
+    """
+    L = stack.layers if n_layers is None else n_layers
+    e, amp = _elem(precision)
+    rc = np.asarray(rc)
+    n_ck = np.where(rc == 2, L, np.where(rc == 3, np.minimum(rc_layers, L), 0))
+    top_ck = n_ck >= L                                   # the top layer is checkpointed
+    any_ck = n_ck > 0
+    ck_below = np.minimum(n_ck, L - 1)                   # checkpointed layers under the top one
+    V, h = stack.vocab, stack.hidden
+    T = np.asarray(s, dtype=float) * b
+    if prof.param_bytes and state_bytes.master:
+        w = weights * prof.param_bytes / state_bytes.weights
+        o = optimizer * state_bytes.optim / (state_bytes.master + state_bytes.optim)
+    else:
+        w, o = weights, optimizer
+    g = grads
+    total_params = float(stack_params(stack).total)
+    g_per_param = g / total_params
+    qkv_p, rest_p = _layer_param_split(stack)
+    head_p = float(V * h + norm_params(stack))          # LM head (or tied table) + final norm
+    # measured: in a recomputed SwiGLU layer the output projection's weight gradient exists at
+    # the peak (``mul`` of the gate product's backward); in GPT-2's gelu_new and in the top,
+    # not recomputed, layer the peak comes before it
+    down_p = float(stack.ffn_hidden * h) if stack.mlp == "swiglu" else 0.0
+    cast_b = prof.weight_cast_bytes
+    c_layer = cast_b * (matmul_weight_params(stack) - V * h) / stack.layers
+    c_head = cast_b * V * h
+    c_qkv = cast_b * (attention_params(stack) - _out_proj_params(stack))
+
+    a_attn, a_mlp = hf_layer_activation_parts(stack, s, b, precision, flash, dropout)
+    a_full = a_attn + a_mlp
+    a_ck = T * e * h
+    a_below = ck_below * a_ck + (L - 1 - ck_below) * a_full   # the layers under the top one
+    a_top = np.where(top_ck, a_ck, 0.0)                        # the top layer's own input
+    if head_bytes is None:
+        a_head = hf_head_activation_bytes(stack, s, b, precision, flash, rc, dropout,
+                                          checkpointed=any_ck)
+    else:
+        a_head = head_bytes
+    a_head = a_head + extra_activations
+    lsm = 4.0 * V * T
+    casts_kept = c_head + (L - n_ck) * c_layer
+    activations = a_below + np.where(top_ck, a_ck, a_full) + a_head + casts_kept
+    t_attn = np.where(flash, 2.0 * a_attn, eager_attention_backward_bytes(stack, s, b, precision))
+    # by the softmax backward the copy of the probabilities in the compute dtype is freed, or
+    # with dropout the mask and the dropped probabilities (measured)
+    _, cast = _probs_bytes(stack, precision)
+    freed = np.where(np.asarray(dropout, dtype=bool), 1.0 + (2.0 if amp else e), cast)
+    a_attn_bwd = a_attn - np.where(flash, 0.0, freed * stack.heads
+                                   * np.asarray(s, dtype=float) ** 2 * b)
+
+    states = w + o
+    zero = 0.0 * T
+    # (gradients, activations held, working set) at each candidate point
+    loss_pt = (zero, activations + zero, hf_loss_backward_bytes(stack, s, b))
+    # attention backward of the top layer: its MLP half is done and freed
+    top = (g_per_param * (head_p + rest_p) + zero,
+           a_below + a_top + a_attn_bwd + a_head - lsm
+           + casts_kept - c_head - np.where(top_ck, 0.0, c_layer) + c_qkv, t_attn)
+    # what the bottom layer's backward still finds of the head (labels, RoPE tables, ...) and
+    # of the checkpoints (position ids, eager causal mask)
+    if head_bytes is None:
+        ck_extra = a_head - extra_activations - hf_head_activation_bytes(
+            stack, s, b, precision, flash, rc, dropout, checkpointed=False)
+    else:
+        ck_extra = 0.0
+    below = T * _head_kept_to_bottom(stack, precision, dropout) + ck_extra
+    # attention backward of the bottom layer: all other gradients exist
+    bottom = (g_per_param * (head_p + (L - 1) * (qkv_p + rest_p) + rest_p) + zero,
+              a_attn_bwd + c_qkv + below, t_attn)
+    # MLP backward of the bottom layer (the peak of recomputed stacks: every layer above has
+    # its gradients while the bottom layer is whole again)
+    mlp_bottom = (g_per_param * (head_p + (L - 1) * (qkv_p + rest_p) + down_p) + zero,
+                  a_attn + a_mlp + c_layer + below, mlp_backward_bytes(stack, s, b, precision))
+    # MLP backward of the top layer: the gradients of its intermediates on top of everything
+    mlp_top = (g_per_param * head_p + zero,
+               a_below + a_top + a_attn + a_mlp + a_head - lsm
+               + casts_kept - c_head + np.where(top_ck, c_layer, 0.0),
+               mlp_backward_bytes(stack, s, b, precision))
+    # end of the forward, inside autocast: its weight cache still holds the copies of every
+    # layer (checkpointed ones too; ``torch.autocast`` clears the cache on exit), and the loss
+    # holds the bf16 logits and their fp32 upcast beside the log-softmax (nll_loss_forward)
+    fwd_end = (zero, activations - casts_kept + c_head + L * c_layer + zero, 6.0 * V * T)
+    k_temp = prof.optimizer_temp_bytes if optimizer_temp_bytes is None else optimizer_temp_bytes
+    opt_temp = k_temp * o / 2.0 if adamw else 0.0 * o
+    opt_pt = (g + zero, zero, opt_temp + zero)
+    pts = [loss_pt, top, bottom, opt_pt, mlp_top, mlp_bottom, fwd_end]
+    totals = np.stack(np.broadcast_arrays(*[states + sum(p) for p in pts]))
+    phase = totals.argmax(axis=0)
+    pick = [np.choose(phase, np.broadcast_arrays(*[p[k] for p in pts])) for k in range(3)]
+    return dict(weights=w + zero, optimizer=o + zero, grads=pick[0], activations=pick[1],
+                transient=pick[2], total=totals.max(axis=0), phase=phase,
+                activations_end_forward=activations, casts=casts_kept)
+
+
+PEAK_PHASES = ("loss backward", "top-layer attention backward", "bottom-layer attention backward",
+               "optimizer step", "top-layer MLP backward", "bottom-layer MLP backward",
+               "end of forward")
