@@ -111,8 +111,12 @@ RULES: tuple[Rule, ...] = (
                       "parallelism (choose framework megatron or torchtitan for TP)"),
     Rule("strategy.vp", ("pp", "vp"), lambda L, c: (L.vp == 1) | (L.pp > 1),
          lambda L, c: "1 unless pp > 1 (virtual stages need a pipeline)"),
-    Rule("strategy.pp*vp", ("pp", "vp"), lambda L, c: L.pp * L.vp <= c.layers,
-         lambda L, c: f"at most the decoder layers {c.layers}"),
+    # with uneven stages the embedding and the loss may take a virtual stage each (Megatron
+    # --pipeline-model-parallel-layout), so pp x vp may reach layers + 2
+    Rule("strategy.pp*vp", ("pp", "vp"),
+         lambda L, c: L.pp * L.vp <= c.layers + (2 if c.uneven else 0),
+         lambda L, c: f"at most the decoder layers {c.layers}"
+                      + (" + 2 (embedding and loss stages)" if c.uneven else "")),
     Rule("strategy.pp*vp", ("pp", "vp"), lambda L, c: (c.layers % (L.pp * L.vp) == 0) | c.uneven,
          lambda L, c: f"pp x vp must divide the decoder layers {c.layers}: "
                       f"{_divisors(c.layers)} (or set uneven_stages = true)"),

@@ -86,7 +86,7 @@ def build(rec: dict[str, Any]):
               compile=bool(lay.get("compile", False)),
               main_grads_fp32=False if rec.get("set", "").startswith(BF16_GRADS_SETS) else None)
     cluster = Cluster(accelerator=get_accelerator(rec["gpu"]), gpus=rec["gpus"],
-                      gpus_per_node=rec.get("gpus_per_node"))
+                      gpus_per_node=nvlink_domain(rec))
     rc = RECOMPUTE.get(lay.get("recompute", "none"), lay.get("recompute", "none"))
     strat = Strategy(tp=lay.get("tp", 1), pp=lay.get("pp", 1), vp=lay.get("vp", 1) or 1,
                      cp=lay.get("cp", 1), ep=lay.get("ep", 1), dp=lay.get("dp"),
@@ -99,6 +99,15 @@ def build(rec: dict[str, Any]):
                      # FlashAttention-2 needs Ampere or newer (Dao 2023, README); V100 runs eager
                      flash_attention=lay.get("flash_attention", rec["gpu"] != "v100_sxm2_32gb"))
     return model, job, cluster, complete_strategy(model, job, cluster, strat)
+
+
+def nvlink_domain(rec: dict[str, Any]) -> int | None:
+    """GPUs that share NVLink (trainplan's 'node'). On GB200 NVL72 the records count compute trays
+    (4 GPUs), but NVLink spans the rack: jobs use 64 of its 72 GPUs (16 of 18 trays), so the
+    domain is min(gpus, 64) -- an assumption stated here."""
+    if rec["gpu"] == "gb200_per_gpu":
+        return min(rec["gpus"], 64)
+    return rec.get("gpus_per_node")
 
 
 def unmodelled(rec: dict[str, Any]) -> str | None:
