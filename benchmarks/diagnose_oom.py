@@ -59,8 +59,9 @@ RESOLUTION = {
         "seq 512, mb 16 (DeepSpeed-Chat defaults)"),
     "oom_nvidia-nemo_automodel_pr2673": (
         Config("llama-3-70b", "h100_sxm", 32, 1024, 128,
-               dict(pp=8, zero=3, micro_batch=4, recompute="none"), "fsdp",
-               dict(precision="bf16_pure")), {"activations"}, "global batch 128"),
+               dict(pp=8, zero=3, micro_batch=4, recompute="none"), "torchtitan",
+               dict(precision="bf16_pure")), {"activations"},
+        "global batch 128; FSDP2 + pipeline parallel = the torchtitan profile"),
     "oom_modelscope_ms-swift_2753": (
         Config("qwen2-vl-7b", "l40s", 4, 2048, 4, dict(zero=2, micro_batch=1, **HF24), "deepspeed",
                dict(trainable="lora")), {"activations", "weights"}, "seq 2048, mb 1"),
