@@ -62,7 +62,8 @@ class KernelModel:
         self.eta_hbm = eff.hbm * fw.hbm_factor
         self.attn_eta = eff.attn_max * fw.attn_factor
         self.fused = frozenset(g for g in ("norm", "rope", "swiglu", "bias_dropout_add",
-                                           "cross_entropy") if fw.is_fused(g, job.compile))
+                                           "cross_entropy")
+                               if fw.is_fused(g, job.compile) or g in (job.fused_ops or ()))
         self.kernels = fw.kernels(job.compile)
         self.compiled = job.compile
 

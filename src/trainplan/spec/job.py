@@ -34,6 +34,9 @@ class Job(Spec):
     framework: str = Field(
         "megatron", description="training framework profile (`trainplan frameworks`): megatron, "
         "torchtitan, fsdp, deepspeed, pytorch (DDP / HF Trainer), analytic; aliases accepted")
+    fused_ops: tuple[Literal["norm", "rope", "swiglu", "bias_dropout_add", "cross_entropy"], ...] | None = Field(
+        None, description="elementwise op groups your model code runs as fused kernels (e.g. "
+        "flash-attn's fused RMSNorm, rotary, SwiGLU and cross-entropy); none: the framework's")
     compile: bool = Field(False, description="torch.compile on (fuses elementwise ops where the "
                           "framework profile says so)")
     main_grads_fp32: bool | None = Field(

@@ -83,7 +83,7 @@ def build(rec: dict[str, Any]):
     job = Job(seq_len=rec["seq_len"], global_batch=rec["global_batch"], precision=prec,
               optimizer=rec.get("optimizer", "adamw"),
               framework=rec["framework"] if rec["framework"] != "ddp" else "pytorch",
-              compile=bool(lay.get("compile", False)),
+              compile=bool(lay.get("compile", False)), fused_ops=rec.get("fused_ops"),
               main_grads_fp32=False if rec.get("set", "").startswith(BF16_GRADS_SETS) else None)
     cluster = Cluster(accelerator=get_accelerator(rec["gpu"]), gpus=rec["gpus"],
                       gpus_per_node=nvlink_domain(rec))
