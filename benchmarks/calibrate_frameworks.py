@@ -5,8 +5,9 @@
   share per architecture, the eager kernels' HBM share and the attention-kernel share. The GEMM
   and HBM shares are properties of eager PyTorch, so the other eager frameworks (PyTorch FSDP,
   torchtitan, DeepSpeed, DDP) take them too; the attention share is llm-foundry's own kernel.
-* Megatron-Core FP8 on NeMo's 24.07 performance summary (``nemo-perf-summary-24.07``, H100):
-  the FP8 GEMM share of the FP8 ceiling (recipe scaling overheads).
+* Megatron-Core FP8 on Megatron-Bridge's 25.09 performance summary
+  (``megatron-bridge-perf-25.09``: H100, B200 and GB200 rows of one release): the FP8 GEMM share
+  of the FP8 ceiling per architecture (recipe scaling overheads).
 
 The fit minimises a robust (soft-L1) loss of log(predicted / reported) throughput with
 scipy.optimize.least_squares. ``--write`` stores the fitted values in
@@ -32,6 +33,7 @@ from trainplan.catalog.frameworks import get_framework, using  # noqa: E402
 from trainplan.validation.framework_runs import load, predict  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1] / "src/trainplan/catalog/data/frameworks.json"
+FP8_SET = "megatron-bridge-perf-25.09"
 EAGER = ("fsdp", "torchtitan", "deepspeed", "pytorch", "llm-foundry")
 
 
@@ -49,13 +51,14 @@ def fit(recs, base, names, x0, bounds):
     from scipy.optimize import least_squares
 
     def profile(x):
-        upd, gf = {}, dict(base.gemm_factor)
+        upd = {"gemm_factor": dict(base.gemm_factor), "fp8_gemm_factor": dict(base.fp8_gemm_factor)}
         for n, v in zip(names, x):
-            if n.startswith("gemm_factor."):
-                gf[n.split(".", 1)[1]] = float(v)
+            if "." in n:
+                field, arch = n.split(".", 1)
+                upd[field][arch] = float(v)
             else:
                 upd[n] = float(v)
-        return base.model_copy(update={**upd, "gemm_factor": gf})
+        return base.model_copy(update=upd)
 
     res = least_squares(lambda x: _errors(recs, profile(x)), x0, bounds=bounds, loss="soft_l1",
                         f_scale=0.05, diff_step=1e-3)
@@ -81,12 +84,13 @@ def main(write: bool) -> None:
     report("after ", lf, prof)
     print("  fitted:", {k: round(v, 4) for k, v in vals.items()})
     out["llm-foundry"] = {k: round(v, 4) for k, v in vals.items()}
-    # -- Megatron FP8 on NeMo 24.07
-    nemo = _records("nemo-perf-summary-24.07", "fp8")
+    # -- Megatron FP8 on Megatron-Bridge 25.09 (H100, B200, GB200)
+    nemo = _records(FP8_SET, "fp8")
     base = get_framework("megatron")
-    print(f"megatron FP8 (calibration set nemo-perf-summary-24.07, {len(nemo)} rows)")
+    print(f"megatron FP8 (calibration set {FP8_SET}, {len(nemo)} rows)")
     report("before", nemo, base)
-    prof, vals = fit(nemo, base, ["fp8_gemm_factor"], [1.0], ([0.3], [1.5]))
+    prof, vals = fit(nemo, base, ["fp8_gemm_factor.hopper", "fp8_gemm_factor.blackwell"],
+                     [1.0, 1.0], ([0.3, 0.3], [1.5, 1.5]))
     report("after ", nemo, prof)
     print("  fitted:", {k: round(v, 4) for k, v in vals.items()})
     out["megatron"] = {k: round(v, 4) for k, v in vals.items()}
@@ -109,8 +113,10 @@ def _write(fitted: dict[str, dict]) -> None:
             f["attn_factor"] = lf["attn_factor"]
             note.append("attn_factor: calibration on the same set (MPT's triton/flash attention)")
         if f["id"] == "megatron":
-            f["fp8_gemm_factor"] = fitted["megatron"]["fp8_gemm_factor"]
-            note.append("fp8_gemm_factor: calibration, fitted once on nemo-perf-summary-24.07 "
+            mg = fitted["megatron"]
+            f["fp8_gemm_factor"] = {"default": 1.0, "hopper": mg["fp8_gemm_factor.hopper"],
+                                    "blackwell": mg["fp8_gemm_factor.blackwell"]}
+            note.append(f"fp8_gemm_factor (hopper, blackwell): calibration, fitted once on {FP8_SET} "
                         "(benchmarks/calibrate_frameworks.py); BF16 uses the accelerator "
                         "profile's Narayanan et al. 2021 calibration")
         if note:

@@ -47,14 +47,18 @@ class FrameworkProfile(Spec):
                                "attention-kernel efficiency reached")
     hbm_factor: float = Field(1.0, gt=0, le=1.5, description="share of the accelerator's "
                               "achievable HBM rate its memory-bound kernels reach")
-    fp8_gemm_factor: float = Field(1.0, gt=0, le=1.5, description="share of the FP8 GEMM ceiling "
-                                   "reached (scaling and recipe overheads)")
+    fp8_gemm_factor: dict[str, float] = Field(
+        default_factory=lambda: {"default": 1.0}, description="share of the FP8 GEMM ceiling "
+        "reached (scaling and recipe overheads), by architecture; calibration where not 1")
     fp8_linear: bool = Field(False, description="runs linear-layer GEMMs in FP8 (attention BF16)")
     fp8_weight_cache: bool = Field(False, description="casts weights to FP8 once per step, not "
                                    "per micro-batch")
     cpu_launch_s: float = Field(5e-6, ge=0, description="host time to launch one kernel (eager "
                                 "PyTorch dispatch); a layer cannot run faster than its launches")
     tp_exposed: float = Field(1.0, ge=0, le=1)
+    tp_comm_overlap: bool = Field(False, description="TP communication overlap on by default")
+    tp_overlap_exposed: float = Field(1.0, ge=0, le=1, description="share of TP communication "
+                                      "still exposed with the overlap on")
     tp_bwd_overlap: float = Field(0.0, ge=0, le=1)
     dp_overlap: float = Field(0.9, ge=0, le=1)
     overlap_slowdown: float = Field(0.0, ge=0, le=1, description="share of the overlapped "
@@ -113,6 +117,9 @@ class FrameworkProfile(Spec):
 
     def gemm_share(self, arch: str) -> float:
         return self.gemm_factor.get(arch, self.gemm_factor.get("default", 1.0))
+
+    def fp8_share(self, arch: str) -> float:
+        return self.fp8_gemm_factor.get(arch, self.fp8_gemm_factor.get("default", 1.0))
 
     def grad_bytes_for(self, precision: str, default: float, fp32: bool | None = None) -> float:
         """Bytes per gradient element: the job's choice (fp32 main grads or the precision's

@@ -48,15 +48,19 @@ def exposed(comm, compute, overlap):
 
 
 # ---------------------------------------------------------------- model-parallel, per layer
-def tp_layer_time(net: Net, fw, stack, T, act_b, L, rc_frac):
+def tp_layer_time(net: Net, fw, stack, T, act_b, L, rc_frac, overlap=None):
     """Exposed tensor-parallel all-reduces (or SP all-gather + reduce-scatter, the same bytes) of
     one layer: 2 in forward, 2 in backward -- the input-gradient one partly hidden behind the
     weight-gradient GEMM (``tp_bwd_overlap``; Narayanan et al. 2021 sec. 4.2) -- and 2 more
-    when the forward is recomputed."""
+    when the forward is recomputed. With TP communication overlap (``overlap``, default the
+    framework's; Megatron --tp-comm-overlap pipelines each all-gather/reduce-scatter with the
+    GEMM chunks that consume or produce it, Wang et al. 2023, ASPLOS, 'Overlap communication
+    with dependent computation via decomposition') only ``tp_overlap_exposed`` of it shows."""
     msg = T * stack.hidden * act_b
     n = 2.0 + 2.0 * (1.0 - fw.tp_bwd_overlap) \
         + np.where(L.rc == 2, 2.0, np.where(L.rc == 3, 2.0 * rc_frac, 0.0))
-    return n * net.coll(coll.AR, msg, L.tp, 1) * fw.tp_exposed
+    on = fw.tp_comm_overlap if overlap is None else overlap
+    return n * net.coll(coll.AR, msg, L.tp, 1) * (fw.tp_overlap_exposed if on else fw.tp_exposed)
 
 
 def cp_layer_time(net: Net, stack, T, act_b, L, t_attn):

@@ -58,7 +58,7 @@ class KernelModel:
         share = fw.gemm_share(acc.arch or "default")
         self.eta = eff.gemm_eta * share
         self.eta_fp8 = (eff.gemm_max_fp8 or eff.gemm_max) * eff.training_gemm_factor * share \
-            * fw.fp8_gemm_factor
+            * fw.fp8_share(acc.arch or "default")
         self.eta_hbm = eff.hbm * fw.hbm_factor
         self.attn_eta = eff.attn_max * fw.attn_factor
         self.fused = frozenset(g for g in ("norm", "rope", "swiglu", "bias_dropout_add",

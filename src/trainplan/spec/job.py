@@ -37,6 +37,10 @@ class Job(Spec):
     fused_ops: tuple[Literal["norm", "rope", "swiglu", "bias_dropout_add", "cross_entropy"], ...] | None = Field(
         None, description="elementwise op groups your model code runs as fused kernels (e.g. "
         "flash-attn's fused RMSNorm, rotary, SwiGLU and cross-entropy); none: the framework's")
+    tp_comm_overlap: bool | None = Field(
+        None, description="tensor-parallel communication overlapped with the GEMMs it feeds "
+        "(Megatron --tp-comm-overlap, Transformer Engine userbuffers); none: the framework's "
+        "default")
     compile: bool = Field(False, description="torch.compile on (fuses elementwise ops where the "
                           "framework profile says so)")
     main_grads_fp32: bool | None = Field(

@@ -24,7 +24,7 @@ FILES = ("runs_megatron.json", "runs_fsdp.json", "runs_deepspeed.json")
 # (Narayanan et al. 2021 Table 1, validation/published_runs.json).
 CALIBRATION: dict[tuple[str, str], str] = {
     ("megatron", "bf16"): "narayanan2021-table1 (accelerator profile)",
-    ("megatron", "fp8"): "nemo-perf-summary-24.07",
+    ("megatron", "fp8"): "megatron-bridge-perf-25.09",
     ("llm-foundry", "bf16"): "llm-foundry-mpt-benchmarks-8c8dd48",
     ("llm-foundry", "fp8"): "llm-foundry-mpt-benchmarks-8c8dd48",
     # the eager-PyTorch GEMM shares fitted there serve every PyTorch-eager framework:
@@ -33,7 +33,7 @@ CALIBRATION: dict[tuple[str, str], str] = {
     ("deepspeed", "*"): "llm-foundry-mpt-benchmarks-8c8dd48 (shared eager GEMM shares)",
     ("pytorch", "*"): "llm-foundry-mpt-benchmarks-8c8dd48 (shared eager GEMM shares)",
 }
-CALIBRATION_SETS = {"nemo-perf-summary-24.07", "llm-foundry-mpt-benchmarks-8c8dd48"}
+CALIBRATION_SETS = {"megatron-bridge-perf-25.09", "llm-foundry-mpt-benchmarks-8c8dd48"}
 
 # Sources' FLOPs conventions -> trainplan.costmodel.flops (None: not comparable)
 CONVENTIONS = {
@@ -45,6 +45,10 @@ CONVENTIONS = {
 # set_basic_perf_overrides sets ddp.grad_reduce_in_fp32 = False (Megatron-Bridge
 # scripts/performance/utils/helpers.py; NeMo scripts/performance/helpers.py)
 BF16_GRADS_SETS = ("nemo-perf-summary", "megatron-bridge-perf", "nemo-long-sequence")
+# TP communication overlap: stated for Megatron-LM's H100 scaling table (README: --tp-comm-overlap);
+# NeMo's and Megatron-Bridge's performance recipes turn it on for TP > 1 (userbuffers configs,
+# nemo/collections/llm/recipes/tp_overlap_configs/userbuffers.py; Bridge comm_overlap.py)
+TP_OVERLAP_SETS = ("megatron-lm-readme-weak-scaling",) + BF16_GRADS_SETS
 PRECISION = {"bf16": "bf16_mixed", "fp8": "fp8_mixed", "fp16": "fp16_mixed", "fp32": "fp32"}
 RECOMPUTE = {"op_selective": "selective"}   # torchtitan per-op SAC: nearest trainplan policy
 
@@ -84,7 +88,8 @@ def build(rec: dict[str, Any]):
               optimizer=rec.get("optimizer", "adamw"),
               framework=rec["framework"] if rec["framework"] != "ddp" else "pytorch",
               compile=bool(lay.get("compile", False)), fused_ops=rec.get("fused_ops"),
-              main_grads_fp32=False if rec.get("set", "").startswith(BF16_GRADS_SETS) else None)
+              main_grads_fp32=False if rec.get("set", "").startswith(BF16_GRADS_SETS) else None,
+              tp_comm_overlap=True if rec.get("set", "").startswith(TP_OVERLAP_SETS) else None)
     cluster = Cluster(accelerator=get_accelerator(rec["gpu"]), gpus=rec["gpus"],
                       gpus_per_node=nvlink_domain(rec))
     rc = RECOMPUTE.get(lay.get("recompute", "none"), lay.get("recompute", "none"))
