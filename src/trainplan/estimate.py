@@ -228,7 +228,12 @@ def _warnings(model, job, cluster, st, r, mem, time) -> list[str]:
     if st.tp * st.cp > cluster.node_size:
         w.append(f"tp*cp = {st.tp * st.cp} spans nodes ({cluster.node_size} GPUs per node)")
     from trainplan.catalog.frameworks import get_framework
-    caveat = get_framework(job.framework).validation_caveat
+    fw = get_framework(job.framework)
+    made_on = fw.calibrated_on.get("gpu")
+    if made_on and made_on != cluster.accelerator.id:
+        w.append(f"calibrated profile {fw.id} was fitted on {made_on}, applied to "
+                 f"{cluster.accelerator.id}: recalibrate on this GPU")
+    caveat = fw.validation_caveat
     if caveat:
         w.append(f"validation ({job.framework}): {caveat}")
     if job.precision == "fp16_mixed":

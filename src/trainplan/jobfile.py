@@ -120,11 +120,16 @@ def build_inputs(data: dict[str, Any]) -> Inputs:
     """Validated specs from a dict of sections (file contents merged with flags)."""
     from trainplan.catalog.accelerators import get_accelerator
     model = _model(data.get("model", {}))
+    job_data = dict(data.get("job", {}))
+    cd = dict(data.get("cluster", {}))
+    fw = framework_profile(cd.get("profile")) if cd.get("profile") is not None else None
+    if fw is not None:                 # a calibrated framework profile (trainplan calibrate)
+        cd.pop("profile")
+        job_data["framework"] = fw.id
     try:
-        job = Job(**data.get("job", {}))
+        job = Job(**job_data)
     except ValidationError as e:
         raise from_validation_error(e, "job.") from None
-    cd = dict(data.get("cluster", {}))
     if "accelerator" in cd:
         raise InputError("cluster.accelerator", cd["accelerator"],
                          "not a key here: give the catalog id as cluster.gpu (see `trainplan gpus`)")
@@ -158,6 +163,28 @@ def merge(data: dict[str, Any], section: str, **flags: Any) -> None:
     for k, v in flags.items():
         if v is not None:
             sec[k] = v
+
+
+def framework_profile(path: Any):
+    """The framework profile in a ``--profile`` file written by ``trainplan calibrate`` (a JSON
+    with a ``frameworks`` list), registered for this process; None for an accelerator
+    efficiency profile (``trainplan measure bench``)."""
+    from trainplan.catalog.frameworks import FrameworkProfile, register
+    if not isinstance(path, (str, Path)):
+        return None
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None                        # apply_profile reports the problem
+    if not isinstance(data, dict) or not isinstance(data.get("frameworks"), list) \
+            or not data["frameworks"]:
+        return None
+    try:
+        return register(FrameworkProfile(**data["frameworks"][0]))
+    except (ValidationError, TypeError) as e:
+        if isinstance(e, ValidationError):
+            raise from_validation_error(e, "profile.frameworks[0].") from None
+        raise InputError("cluster.profile", str(path), "a framework profile record") from None
 
 
 def apply_profile(acc, path: str | Path):

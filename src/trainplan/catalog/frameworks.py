@@ -99,6 +99,12 @@ class FrameworkProfile(Spec):
     max_tp: int | None = Field(None, ge=1)
     recompute: tuple[str, ...] = ("none", "selective", "full", "layers")
     calibration: str = ""
+    step_factors: dict[str, float] = Field(
+        default_factory=dict, description="a team's own calibration (trainplan calibrate): "
+        "measured / planned time of the model compute (a_model), the recompute (b_recompute) "
+        "and everything else (c_rest)")
+    calibrated_on: dict[str, str] = Field(default_factory=dict, description="GPU, framework "
+                                          "label and software versions the factors came from")
     validation_caveat: str = Field("", description="what the validation sets say about this "
                                    "profile's step time where it misses the targets; printed "
                                    "with every estimate")
@@ -174,6 +180,13 @@ def using(profile: FrameworkProfile) -> Iterator[FrameworkProfile]:
             _OVERRIDES.pop(profile.id, None)
         else:
             _OVERRIDES[profile.id] = old
+
+
+def register(profile: FrameworkProfile) -> FrameworkProfile:
+    """Make ``profile`` resolvable by id for the rest of the process (a user's calibrated
+    profile given with ``--profile``)."""
+    _OVERRIDES[profile.id] = profile
+    return profile
 
 
 def list_frameworks() -> list[FrameworkProfile]:

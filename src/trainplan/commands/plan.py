@@ -48,6 +48,9 @@ def plan_command(
     precision: Optional[str] = typer.Option(None, "--precision",
                                             help="fp32|bf16_mixed|fp16_mixed|bf16_pure|fp8_mixed"),
     optimizer: Optional[str] = typer.Option(None, "--optimizer", help="adamw|adamw_8bit|sgd|..."),
+    profile: Optional[Path] = typer.Option(
+        None, "--profile", help="calibrated framework profile (trainplan calibrate --out) or "
+                                "accelerator efficiency profile (trainplan measure bench)"),
     framework: Optional[str] = typer.Option(
         None, "--framework", help="training framework (megatron, torchtitan, fsdp, llm-foundry, "
                                   "deepspeed, pytorch): only layouts it can run are searched"),
@@ -74,7 +77,7 @@ def plan_command(
 
 def _run(job_file, model, gpu, gpus, gpus_per_node, price, objective, deadline_days, budget_usd,
          headroom_gib, top, uneven_stages, as_json, emit, out, force, seq_len, global_batch,
-         tokens, precision, optimizer, framework):
+         tokens, precision, optimizer, profile, framework):
     from trainplan.catalog.accelerators import get_accelerator
     from trainplan.errors import InputError
     from trainplan.jobfile import build_inputs, merge, start
@@ -96,7 +99,8 @@ def _run(job_file, model, gpu, gpus, gpus_per_node, price, objective, deadline_d
     cl.pop("gpus", None)
     cl["gpu"] = gpu_types[0]
     cl["gpus"] = 1
-    merge(data, "cluster", gpus_per_node=gpus_per_node, usd_per_gpu_hour=price)
+    merge(data, "cluster", gpus_per_node=gpus_per_node, usd_per_gpu_hour=price,
+          profile=str(profile) if profile else None)
     merge(data, "job", seq_len=seq_len, global_batch=global_batch, tokens=tokens,
           precision=precision, optimizer=optimizer, framework=framework)
     data.pop("strategy", None)             # the search chooses the strategy

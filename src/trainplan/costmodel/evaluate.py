@@ -20,6 +20,7 @@ from trainplan.costmodel import flops as fl
 from trainplan.costmodel import memory as mem
 from trainplan.costmodel import optimizer as opt
 from trainplan.costmodel import states as stt
+from trainplan.costmodel.calibration import calibrated_step
 from trainplan.costmodel.layout import Layout
 from trainplan.costmodel.params import model_params
 from trainplan.costmodel.result import Evaluation
@@ -82,6 +83,8 @@ def evaluate(model, job, cluster, L: Layout) -> Evaluation:
         + compute.fp8_weight_cast_time(km, layers * p1.layer, m)
     t_data = exposed_data_time(vis["data_time_step"], t_compute + bubble)
     step = t_compute + bubble + t_p2p + t_dp + t_opt + t_data
+    pure = m * (t_stage - layers * (t_tp + t_cp + t_ep))
+    pure, c, step = calibrated_step(pure, model_f / hw_f, step, fw.step_factors)  # a team's own
     n_gpus, peak = L.n_gpus, acc.peak(MATMUL_DTYPE[job.precision])
     return Evaluation(
         n_gpus=n_gpus, grad_accum=m, params_total=P.total, params_active=P.active,
@@ -92,8 +95,8 @@ def evaluate(model, job, cluster, L: Layout) -> Evaluation:
         mem_overhead=worst("overhead"), mem_total=np.maximum(m1.total, m2.total),
         mem_first=m1.total, mem_last=m2.total, worst_first=worst_first, mem_capacity=capacity,
         fits=np.maximum(m1.total, m2.total) <= capacity, logits_bytes=a2.logits,
-        t_compute=m * (t_stage - layers * (t_tp + t_cp + t_ep)), t_tp=m * layers * t_tp,
-        t_cp=m * layers * t_cp, t_ep=m * layers * t_ep, t_bubble=bubble, t_p2p=t_p2p,
-        t_dp=t_dp, t_optimizer=t_opt, t_data=t_data, t_step=step, t_stage_mb=t_stage,
+        t_compute=pure, t_tp=c * m * layers * t_tp, t_cp=c * m * layers * t_cp,
+        t_ep=c * m * layers * t_ep, t_bubble=c * bubble, t_p2p=c * t_p2p, t_dp=c * t_dp,
+        t_optimizer=c * t_opt, t_data=c * t_data, t_step=step, t_stage_mb=t_stage,
         mfu=model_f / (step * n_gpus * peak), hfu=hw_f / (step * n_gpus * peak),
         tokens_per_s=job.batch_tokens * job.packing_efficiency / step, peak_flops=peak)

@@ -91,7 +91,8 @@ def bootstrap(runs: list[Run], n: int = 200, seed: int = 0) -> np.ndarray:
     return np.percentile(np.stack(thetas), [5, 95], axis=0)
 
 
-def calibrate(runs: list[Run], framework: str, boot: int = 200) -> dict[str, Any]:
+def calibrate(runs: list[Run], framework: str, boot: int = 200,
+              base_framework: str | None = None, gpu_id: str | None = None) -> dict[str, Any]:
     """The calibration record: factors, intervals, in-sample and leave-one-out errors."""
     gpus = sorted({r.gpu for r in runs})
     if len(gpus) != 1:
@@ -101,7 +102,7 @@ def calibrate(runs: list[Run], framework: str, boot: int = 200) -> dict[str, Any
     loo = leave_one_out(runs) if len(runs) >= 3 else []
     lo, hi = bootstrap(runs, boot) if len(runs) >= 3 else (theta, theta)
     import trainplan
-    return {"kind": "trainplan step-time calibration", "gpu": gpus[0], "framework": framework,
+    out = {"kind": "trainplan step-time calibration", "gpu": gpus[0], "framework": framework,
             "trainplan_version": trainplan.__version__, "runs": len(runs),
             "factors": dict(zip(NAMES, map(float, theta))),
             "interval_5_95": {k: [float(a), float(b)] for k, a, b in zip(NAMES, lo, hi)},
@@ -110,6 +111,29 @@ def calibrate(runs: list[Run], framework: str, boot: int = 200) -> dict[str, Any
             "loo_errors": [float(e) for e in loo],
             "planned_abs_error_median": statistics.median(
                 abs(r.planned_s / r.measured_s - 1.0) for r in runs)}
+    if base_framework:
+        out["frameworks"] = [framework_profile(out, base_framework, gpu_id or gpus[0])]
+    return out
+
+
+def framework_profile(cal: dict[str, Any], base: str, gpu_id: str) -> dict[str, Any]:
+    """The base framework profile with the fitted ``step_factors`` and where they came from: what
+    ``trainplan estimate/plan --profile FILE`` takes."""
+    import re
+
+    import trainplan
+    from trainplan.catalog.frameworks import get_framework
+    fw = get_framework(base)
+    new_id = re.sub(r"[^a-z0-9_.-]+", "-", f"{fw.id}-{gpu_id}-calibrated".lower())
+    return fw.model_copy(update={
+        "id": new_id, "aliases": (), "name": f"{fw.name}, calibrated on {cal['runs']} runs",
+        "step_factors": dict(cal["factors"]),
+        "calibrated_on": {"gpu": gpu_id, "framework": str(cal["framework"]), "base": fw.id,
+                          "trainplan": trainplan.__version__},
+        "calibration": f"step_factors fitted by trainplan calibrate on {cal['runs']} measured "
+                       f"runs on {gpu_id} ({cal['framework']}); leave-one-out median |error| "
+                       + (f"{cal['loo_abs_error_median']:.1%}" if cal.get("loo_abs_error_median")
+                          is not None else "n/a")}).model_dump(mode="json")
 
 
 def apply(cal: dict[str, Any], est: Any, framework: str | None = None) -> tuple[float, list[str]]:

@@ -24,7 +24,7 @@ def calibrate_command(
         from trainplan.diagnose.cli import job_config
         from trainplan.diagnose.oomplan import predict
         from trainplan.errors import InputError
-        runs = []
+        runs, bases, gpu_ids = [], set(), set()
         for i, row in enumerate(read_runs_csv(runs_csv), start=2):
             try:
                 step = float(row["step_s"])
@@ -36,8 +36,14 @@ def calibrate_command(
             cfg = job_config(None, row["model"], row["gpu"], int(row["gpus"]), int(row["seq_len"]),
                              int(row["global_batch"]), extra)
             est = predict(cfg)
+            bases.add(est.framework)
+            from trainplan.catalog.accelerators import get_accelerator
+            gpu_ids.add(get_accelerator(cfg.gpu).id)
             runs.append(Run(f"line {i}", est.gpu, features(est), step, float(est.time.step_s)))
-        cal = calibrate(runs, framework, boot)
+        if len(bases) > 1:
+            raise InputError("runs.framework", sorted(bases), "runs of one framework")
+        cal = calibrate(runs, framework, boot, base_framework=next(iter(bases), None),
+                        gpu_id=next(iter(gpu_ids), None))
         if out:
             write(cal, out)
     except (TrainplanError, ValueError, KeyError) as e:
@@ -53,4 +59,4 @@ def calibrate_command(
                + (f"{cal['loo_abs_error_median']:.1%}" if cal["loo_abs_error_median"] is not None
                   else "n/a (fewer than 3 runs)"))
     if out:
-        typer.echo(f"wrote {out}")
+        typer.echo(f"wrote {out}: use it with trainplan estimate/plan --profile {out}")
