@@ -245,22 +245,32 @@ def _render(result, paths: list[Path]) -> None:
         c.print(f"  - {result.runner_up}", highlight=False)
     for wtext in w.warnings:
         c.print(f"  [yellow]! {wtext}[/yellow]", highlight=False)
-    if result.pareto:
-        p = Table(title="Pareto front, time against cost (fastest layout per GPU type and count)",
-                  title_justify="left", pad_edge=False, box=box.SIMPLE_HEAD)
-        for col in ("GPU", "n", "layout", "step s", "MFU", "days", "GPU-h", "cost $", "meets"):
-            p.add_column(col, no_wrap=col in ("layout", "GPU"),
-                         justify="left" if col in ("GPU", "layout", "meets") else "right")
-        for q in result.pareto:
-            p.add_row(q.gpu_id, str(q.gpus), q.layout, f"{q.step_s:.3g}", f"{q.mfu:.1%}",
-                      _fmt(q.wall_clock_days, ".1f"), fmt_num(q.gpu_hours), fmt_num(q.cost_usd),
-                      "yes" if q.meets_constraints else "no")
-        c.print(p)
+    tables = [("Pareto front, wall-clock against cost (dominated points removed)", result.pareto)]
+    if len(result.per_type) > 1:
+        tables.append(("Best per GPU type (each type's fastest count and layout)", result.per_type))
+    for title, rows in tables:
+        if rows:
+            c.print(_points_table(title, rows))
     c.print(f"[dim]{result.candidates_evaluated:,} layouts evaluated "
             f"({result.candidates_fit:,} fit, {result.candidates_feasible:,} feasible) in "
             f"{result.seconds:.2f} s, {result.candidates_per_s:,.0f} layouts/s[/dim]", highlight=False)
     for path in paths:
         c.print(f"wrote {path}", highlight=False)
+
+
+def _points_table(title, rows):
+    from rich import box
+    from rich.table import Table
+    from trainplan.report.console import fmt_num
+    p = Table(title=title, title_justify="left", pad_edge=False, box=box.SIMPLE_HEAD)
+    for col in ("GPU", "n", "layout", "step s", "MFU", "days", "GPU-h", "cost $", "meets"):
+        p.add_column(col, no_wrap=col in ("layout", "GPU"),
+                     justify="left" if col in ("GPU", "layout", "meets") else "right")
+    for q in rows:
+        p.add_row(q.gpu_id, str(q.gpus), q.layout, f"{q.step_s:.3g}", f"{q.mfu:.1%}",
+                  _fmt(q.wall_clock_days, ".1f"), fmt_num(q.gpu_hours), fmt_num(q.cost_usd),
+                  "yes" if q.meets_constraints else "no")
+    return p
 
 
 def _counts(counts: list[int]) -> str:

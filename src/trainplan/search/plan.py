@@ -12,7 +12,8 @@ import numpy as np
 from trainplan.conventions import GiB
 from trainplan.errors import InputError
 from trainplan.search.infeasible import _nothing_feasible
-from trainplan.search.rank import PlanResult, _distinct, _explain, _pareto, _rank_order
+from trainplan.search.rank import (PlanResult, _distinct, _explain, _pareto, _per_type,
+                                   _rank_order)
 from trainplan.search.space import OBJECTIVES, SearchSpace
 from trainplan.search.sweep import Sweep, run_sweep
 from trainplan.spec.cluster import Accelerator, Cluster, runnable_accelerators
@@ -83,7 +84,8 @@ def plan_specs(model: Model, job: Job, template: Cluster, accelerators: Sequence
                          headroom_gib=headroom_gib),
         top=ests, top_gpu_ids=[sw.accelerators[int(cand["acc"][i])].id for i in chosen],
         binding=binding, explanation=lines, runner_up=runner,
-        pareto=_pareto(sw, feasible, meets), candidates_evaluated=sw.size,
+        pareto=_pareto(sw, feasible, meets), per_type=_per_type(sw, feasible, meets),
+        candidates_evaluated=sw.size,
         candidates_fit=int(fits.sum()), candidates_feasible=int(ok.sum()), seconds=secs,
         candidates_per_s=sw.size / max(sw.seconds, 1e-9),
         space=(space or SearchSpace()).model_dump(), skipped_gpus=skipped)

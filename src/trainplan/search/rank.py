@@ -45,6 +45,8 @@ class PlanResult(_Out):
     explanation: list[str]
     runner_up: str | None
     pareto: list[ParetoPoint]
+    per_type: list[ParetoPoint] = Field(default_factory=list, description="each GPU type's "
+                                        "fastest layout, dominated or not")
     candidates_evaluated: int
     candidates_fit: int
     candidates_feasible: int
@@ -60,19 +62,35 @@ class PlanResult(_Out):
 
 
 def _rank_order(objective: str, sw: Sweep, rows: np.ndarray) -> np.ndarray:
-    """``rows`` sorted by the objective (ties: fewer GPUs, faster, less memory)."""
+    """``rows`` sorted by the objective. "fastest": wall-clock including the time lost to
+    failures and checkpoints when the job gives its tokens (else step time), ties by cost;
+    "cheapest": cost, ties by wall-clock; "fewest": GPUs, then time. Last ties: less memory."""
     col, cand = sw.cols, sw.cand
-    t = col["t_step"][rows]
+    wall = _time_col(sw)[rows]
     g = cand["gpus"][rows]
     mem = col["mem_total"][rows]
+    cost = np.nan_to_num(_cost_col(sw)[rows], nan=np.inf)
     if objective == "fastest":
-        keys = (mem, g, t)
+        keys = (mem, g, cost, wall)
     elif objective == "cheapest":
-        cost = col["cost_step"][rows]
-        keys = (mem, g, t, cost)
+        keys = (mem, g, wall, cost)
     else:
-        keys = (mem, t, g)
+        keys = (mem, cost, wall, g)
     return rows[np.lexsort(keys)]
+
+
+def _time_col(sw: Sweep) -> np.ndarray:
+    """Wall-clock days with failures and checkpoints when the job has a token count, else the
+    step time: what "fastest" and the Pareto front compare."""
+    return sw.cols["wall_days"] if "wall_days" in sw.cols else sw.cols["t_step"]
+
+
+def _cost_col(sw: Sweep) -> np.ndarray:
+    col = sw.cols
+    c = col["cost"] if "cost" in col else col["cost_step"]
+    if np.all(np.isnan(c)):
+        c = col["gpu_hours"] if "gpu_hours" in col else col["gpu_hours_step"]
+    return c
 
 
 _TIME_PARTS = (("tp_comm_s", "TP communication"), ("pp_bubble_s", "pipeline bubble"),
@@ -134,38 +152,56 @@ def _explain(sw: Sweep, order: np.ndarray, feasible: np.ndarray, top: list[Estim
     return binding, lines, runner
 
 
-def _pareto(sw: Sweep, feasible: np.ndarray, meets: np.ndarray) -> list[ParetoPoint]:
-    """Fastest layout per (GPU type, count); keep those no other point beats on time and cost."""
+def _point(sw: Sweep, i: int, meets) -> ParetoPoint:
     cand, col = sw.cand, sw.cols
+    has_tokens = "cost" in col
+    acc = sw.accelerators[int(cand["acc"][i])]
+    return ParetoPoint(
+        gpu=acc.name, gpu_id=acc.id, gpus=int(cand["gpus"][i]), layout=sw.strategy(int(i)).layout(),
+        step_s=float(col["t_step"][i]), tokens_per_s=float(col["tokens_per_s"][i]),
+        mfu=float(col["mfu"][i]), mem_gib=float(col["mem_total"][i] / GiB),
+        wall_clock_days=float(col["wall_days"][i]) if has_tokens else None,
+        gpu_hours=float(col["gpu_hours"][i]) if has_tokens else None,
+        cost_usd=(float(col["cost"][i]) if has_tokens and not np.isnan(col["cost"][i])
+                  else None),
+        meets_constraints=bool(meets[i]))
+
+
+def _best_per(sw: Sweep, feasible: np.ndarray, key_of) -> np.ndarray:
+    """The fastest (wall-clock, then cost, then memory) feasible row per key."""
     rows = np.flatnonzero(feasible)
     if not len(rows):
-        return []
-    key = cand["acc"][rows] * (max(sw.counts) + 1) + cand["gpus"][rows]
-    o = np.lexsort((col["mem_total"][rows], col["t_step"][rows], key))
+        return rows
+    key = key_of(rows)
+    o = np.lexsort((sw.cols["mem_total"][rows], _cost_col(sw)[rows], _time_col(sw)[rows], key))
     rows, key = rows[o], key[o]
-    first = np.r_[True, key[1:] != key[:-1]]
-    best = rows[first]
-    has_tokens = "cost" in col
-    cost_col = col["cost"] if has_tokens else col["cost_step"]
-    if np.all(np.isnan(cost_col[best])):
-        cost_col = col["gpu_hours"] if has_tokens else col["gpu_hours_step"]
-    o = np.lexsort((cost_col[best], col["t_step"][best]))
+    return rows[np.r_[True, key[1:] != key[:-1]]]
+
+
+def _pareto(sw: Sweep, feasible: np.ndarray, meets: np.ndarray) -> list[ParetoPoint]:
+    """Fastest layout per (GPU type, count); keep those no other point beats on wall-clock and
+    cost (time is wall-clock with failures when the job gives its tokens)."""
+    cand = sw.cand
+    best = _best_per(sw, feasible, lambda r: cand["acc"][r] * (max(sw.counts) + 1)
+                     + cand["gpus"][r])
+    if not len(best):
+        return []
+    t, cost = _time_col(sw)[best], _cost_col(sw)[best]
+    o = np.lexsort((cost, t))
     pts, best_cost = [], math.inf
     for i in best[o]:
-        cst = float(cost_col[i])
+        cst = float(_cost_col(sw)[i])
         if cst < best_cost * (1 - 1e-12):
             best_cost = cst
-            acc = sw.accelerators[int(cand["acc"][i])]
-            pts.append(ParetoPoint(
-                gpu=acc.name, gpu_id=acc.id, gpus=int(cand["gpus"][i]), layout=sw.strategy(int(i)).layout(),
-                step_s=float(col["t_step"][i]), tokens_per_s=float(col["tokens_per_s"][i]),
-                mfu=float(col["mfu"][i]), mem_gib=float(col["mem_total"][i] / GiB),
-                wall_clock_days=float(col["wall_days"][i]) if has_tokens else None,
-                gpu_hours=float(col["gpu_hours"][i]) if has_tokens else None,
-                cost_usd=(float(col["cost"][i]) if has_tokens and not np.isnan(col["cost"][i])
-                          else None),
-                meets_constraints=bool(meets[i])))
+            pts.append(_point(sw, int(i), meets))
     return pts
+
+
+def _per_type(sw: Sweep, feasible: np.ndarray, meets: np.ndarray) -> list[ParetoPoint]:
+    """Each GPU type's fastest layout and count, dominated or not (a comparison across types
+    always shows every type)."""
+    best = _best_per(sw, feasible, lambda r: sw.cand["acc"][r])
+    return [_point(sw, int(i), meets) for i in best]
 
 
 def _distinct(sw: Sweep, order: np.ndarray, top: int) -> list[int]:
