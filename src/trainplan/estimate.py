@@ -108,6 +108,10 @@ class Estimate(Out):
     hfu: float
     peak_tflops: float
     totals: Totals
+    assumptions: list[str] = Field(default_factory=list, description="the inputs the numbers "
+                                   "rest on, in words")
+    inputs: dict[str, Any] = Field(default_factory=dict, description="model, job, cluster and "
+                                   "strategy specs: the JSON alone reproduces the estimate")
     warnings: list[str]
 
     @property
@@ -148,10 +152,10 @@ def build_estimate(model: Model, job: Job, cluster: Cluster, st: Strategy,
         pp_p2p_s=_f(r.t_p2p), dp_comm_s=_f(r.t_dp), optimizer_s=_f(r.t_optimizer),
         data_s=_f(r.t_data), step_s=_f(r.t_step))
     step = time.step_s
-    total_tokens = job.total_tokens()
+    total_tokens = run_tokens(model, job)
     price = cluster.price
     energy = dict(tdp_w=acc.tdp_w, power_share=cluster.utilisation_power, pue=cluster.pue)
-    tot = run_totals(total_tokens, job.batch_tokens, step, cluster.gpus, price, energy,
+    tot = run_totals(total_tokens, job.useful_batch_tokens, step, cluster.gpus, price, energy,
                      reliability_inputs(model, job, cluster)) if total_tokens else None
     t = tot or {}
     totals = Totals(
@@ -184,7 +188,43 @@ def build_estimate(model: Model, job: Job, cluster: Cluster, st: Strategy,
         tokens_per_s_per_gpu=_f(r.tokens_per_s) / n,
         tflops_per_gpu=_f(r.model_flops_step) / step / n / 1e12,
         mfu=_f(r.mfu), hfu=_f(r.hfu), peak_tflops=_f(r.peak_flops) / 1e12,
-        totals=totals, warnings=warnings)
+        totals=totals, warnings=warnings, assumptions=assumptions(model, job, cluster),
+        inputs=dict(model=model.model_dump(mode="json"), job=job.model_dump(mode="json"),
+                    cluster={**cluster.model_dump(mode="json", exclude={"accelerator"}),
+                             "gpu": acc.id},
+                    strategy=st.model_dump(mode="json")))
+
+
+def run_tokens(model: Model, job: Job) -> float | None:
+    """The job's useful tokens, images counted with the model's decoder tokens per image."""
+    if model.vision and job.text_tokens is not None and job.tokens is None:
+        from trainplan.costmodel.vision_tokens import mean_llm_tokens_per_image
+        return job.total_tokens(mean_llm_tokens_per_image(model, job))
+    return job.total_tokens()
+
+
+def assumptions(model: Model, job: Job, cluster: Cluster) -> list[str]:
+    """The inputs an estimate rests on, in words (printed and in the JSON)."""
+    acc = cluster.accelerator
+    tok = run_tokens(model, job)
+    out = [f"sequence {job.seq_len} tokens, global batch {job.batch_sequences} sequences "
+           f"({job.batch_tokens:,} tokens), "
+           + (f"{tok:.3g} training tokens" if tok else "no token count (per-step figures only)"),
+           f"precision {job.precision}, optimizer {job.optimizer}"
+           + (f" ({job.adamw_impl})" if job.adamw_impl else "") + f", framework {job.framework}"
+           + (" with torch.compile" if job.compile else ""),
+           f"packing efficiency {job.packing_efficiency:.0%} (useful tokens / processed)"]
+    if model.vision:
+        out.append(f"{job.images_for(model):g} image(s) per sample"
+                   + (f", {job.text_tokens:g} text tokens per sample" if job.text_tokens else ""))
+    if job.frozen or job.trainable == "lora":
+        out.append("trainable: " + (f"LoRA rank {job.lora_rank}" if job.trainable == "lora"
+                                    else "all but " + ", ".join(job.frozen)))
+    price = cluster.price
+    src = "user override" if cluster.usd_per_gpu_hour is not None else (acc.price_source or "none")
+    out.append(f"{cluster.gpus} x {acc.id}, {cluster.node_size} per node; "
+               + (f"${price:g}/GPU-hour ({src})" if price is not None else "no price"))
+    return out
 
 
 def reliability_inputs(model: Model, job: Job, cluster: Cluster) -> dict[str, Any]:

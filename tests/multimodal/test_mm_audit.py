@@ -105,6 +105,8 @@ def test_source_case_job_file_estimates():
     st = complete_strategy(inp.model, inp.job, inp.cluster, inp.strategy)
     est = build_estimate(inp.model, inp.job, inp.cluster, st)
     assert est.grad_accum == 8 and est.memory.fits
-    # 60M samples / 1024 = 58,594 steps; the physics puts the run well above the claimed 11.25 days
-    assert est.totals.steps == pytest.approx(58593.75)
+    # 60M samples of 657 text + 256 image tokens, packed at 89% into 1024 x 1024-token steps:
+    # 60e6 x 913 / (1024 x 1024 x 0.89) = 58,700 steps; the physics puts the run well above the
+    # claimed 11.25 days
+    assert est.totals.steps == pytest.approx(60e6 * 913 / (1024 * 1024 * 0.89), rel=1e-6)
     assert est.totals.wall_clock_days > 15

@@ -112,7 +112,8 @@ def vision_costs(model: Model, job, L, cluster=None) -> dict[str, Any]:
     out["params"] = sum(params.values())
     lora = getattr(job, "trainable", "full") == "lora"
     out["trainable_params"] = 0.0 if lora else sum(n for k, n in params.items() if parts[k])
-    if job.images_per_sample <= 0:
+    ips = job.images_for(model)
+    if ips <= 0:
         return out
 
     act_b = ACTIVATION_BYTES[job.precision]
@@ -120,8 +121,8 @@ def vision_costs(model: Model, job, L, cluster=None) -> dict[str, Any]:
     cp = np.asarray(L.cp, dtype=float)
     sp = np.asarray(L.sp) & (tp > 1)
     rc = np.where(np.asarray(L.rc) == 3, 0, np.asarray(L.rc))     # 'k layers' applies to the decoder
-    imgs_mb = np.asarray(L.mb, dtype=float) * job.images_per_sample / cp   # per GPU per micro-batch
-    images_step = job.batch_sequences * job.images_per_sample
+    imgs_mb = np.asarray(L.mb, dtype=float) * ips / cp   # per GPU per micro-batch
+    images_step = job.batch_sequences * ips
 
     timer = _Timer(job, cluster) if cluster is not None else None
     flops_step, act, t_mb = 0.0, 0.0, 0.0

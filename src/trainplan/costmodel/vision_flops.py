@@ -199,10 +199,10 @@ def tower_equivalent_decoder_layers(model: Model, job) -> float:
     stage. Give stage 1 about this many fewer decoder layers (Megatron-LM
     ``--decoder-first-pipeline-num-layers``) to balance it.
     """
-    if not model.vision or job.images_per_sample <= 0:
+    if not model.vision or job.images_for(model) <= 0:
         return 0.0
     dec = model.decoder
-    per_sample_vis = sum(part.train_flops_per_image() for part in vision_parts(model, job)) * job.images_per_sample
+    per_sample_vis = sum(part.train_flops_per_image() for part in vision_parts(model, job)) * job.images_for(model)
     layer = stack_forward_flops_per_token(
         dec.model_copy(update={"vocab": 0, "layers": 1}), job.seq_len, causal=True)
     wgrad = 0.0 if dec.name in job.frozen else 1.0

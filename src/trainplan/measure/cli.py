@@ -70,7 +70,7 @@ def memory(
         from trainplan.measure.step import StepConfig, measure_step_memory
         inp = _inputs(job_file, model, seq_len, micro_batch, precision, recompute, flash)
         rc = inp.strategy.recompute if inp.strategy.recompute in ("full", "layers") else "none"
-        ips = int(round(inp.job.images_per_sample)) or 1
+        ips = int(round(inp.job.images_for(inp.model))) or 1
         cfg = StepConfig(seq_len=inp.job.seq_len, micro_batch=inp.strategy.micro_batch,
                          precision=inp.job.precision, recompute=rc,
                          recompute_layers=inp.strategy.recompute_layers, dropout=inp.job.dropout,

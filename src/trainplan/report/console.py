@@ -24,6 +24,9 @@ def render_estimate(e: Estimate, console: Console | None = None) -> None:
     c.print(f"params {fmt_num(e.params_total)} (active {fmt_num(e.params_active)}), "
             f"global batch {e.global_batch} seq = {fmt_num(e.tokens_per_step)} tokens, "
             f"micro-batch {e.micro_batch}, grad. accumulation {e.grad_accum}, {e.zero_name}")
+    from rich.markup import escape
+    for a in e.assumptions:
+        c.print(f"[dim]assumes: {escape(a)}[/dim]", highlight=False)
 
     mt = Table(title=f"Memory per GPU (GiB), most loaded rank: {e.memory.stage} stage",
                title_justify="left")

@@ -46,7 +46,8 @@ def plan_specs(model: Model, job: Job, template: Cluster, accelerators: Sequence
             raise InputError(name, v, "a positive number" + (" of days" if name == "deadline_days"
                                                               else " of US dollars"))
     accelerators, skipped = runnable_accelerators(accelerators, job.precision)
-    tokens = job.total_tokens()
+    from trainplan.estimate import run_tokens
+    tokens = run_tokens(model, job)
     if (deadline_days is not None or budget_usd is not None) and not tokens:
         raise InputError("job.tokens", None, "a total token count (or samples x epochs)",
                          hint="a deadline or budget needs the amount of training data")

@@ -145,9 +145,10 @@ def _totals(model: Model, job: Job, cluster: Cluster, cand: dict[str, np.ndarray
     gpus = cand["gpus"].astype(np.float64)
     rel = reliability_inputs(model, job, cluster)
     rel["nodes"] = np.maximum(1.0, np.ceil(gpus / col["node_size"]))
-    tokens = job.total_tokens()
+    from trainplan.estimate import run_tokens
+    tokens = run_tokens(model, job)
     if tokens:
-        t = run_totals(tokens, job.batch_tokens, step, gpus, col["price"], failures=rel)
+        t = run_totals(tokens, job.useful_batch_tokens, step, gpus, col["price"], failures=rel)
         col["wall_days"], col["gpu_hours"], col["cost"] = t["wall_days"], t["gpu_hours"], t["cost"]
     # per optimizer step (no failures): the quantity ranked when the job gives no token count
     t1 = run_totals(job.batch_tokens, job.batch_tokens, step, gpus, col["price"])

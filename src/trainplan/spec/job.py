@@ -51,7 +51,9 @@ class Job(Spec):
         None, description="AdamW implementation: foreach allocates a moment-sized temporary "
         "at the step, fused none (torch.optim.AdamW); none: the framework's default")
     # multimodal workload (used when the model has vision stacks)
-    images_per_sample: float = Field(0.0, ge=0)
+    images_per_sample: float | None = Field(
+        None, ge=0, description="images per sample; none: 1 for a model with a vision tower, "
+        "else 0")
     image_size: int | None = Field(None, gt=0, description="image side in pixels (default: tower's)")
     text_tokens: float | None = Field(None, gt=0, description="text tokens per sample")
     image_resolutions: tuple[tuple[float, float, float], ...] = Field(
@@ -100,6 +102,17 @@ class Job(Spec):
             object.__setattr__(self, "global_batch", self.global_batch_tokens // self.seq_len)
         return self
 
+    def images_for(self, model) -> float:
+        """Images per sample for ``model``: the job's, else one per sample for a VLM."""
+        if self.images_per_sample is not None:
+            return float(self.images_per_sample)
+        return 1.0 if model.vision else 0.0
+
+    @property
+    def useful_batch_tokens(self) -> float:
+        """Tokens per step that are data, not padding: batch tokens x packing efficiency."""
+        return self.batch_tokens * self.packing_efficiency
+
     @property
     def batch_sequences(self) -> int:
         return int(self.global_batch)  # type: ignore[arg-type]
@@ -108,10 +121,17 @@ class Job(Spec):
     def batch_tokens(self) -> int:
         return self.batch_sequences * self.seq_len
 
-    def total_tokens(self) -> float | None:
-        """Total processed tokens: ``tokens`` if given, else samples x epochs x seq_len."""
+    def total_tokens(self, image_tokens: float = 0.0) -> float | None:
+        """Useful training tokens: ``tokens`` if given; else samples x epochs x tokens per sample
+        -- ``text_tokens`` + images x ``image_tokens`` (the decoder tokens of one image) when the
+        text length is given, else a sequence filled to the packing efficiency. Steps are these
+        over the useful tokens of a step (``useful_batch_tokens``)."""
         if self.tokens is not None:
             return float(self.tokens)
         if self.samples is not None:
-            return self.samples * self.epochs * self.seq_len
+            if self.text_tokens is not None:
+                per = self.text_tokens + (self.images_per_sample or 0.0) * image_tokens
+            else:
+                per = self.seq_len * self.packing_efficiency
+            return self.samples * self.epochs * per
         return None
