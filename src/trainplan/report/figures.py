@@ -152,16 +152,34 @@ def pareto_figure(result: Any) -> str:
                    edgecolors=color.get(gid, "black"), s=110 if i == 0 else 60,
                    marker="*" if i == 0 else "o", zorder=3, linewidths=1.3,
                    label="recommended" if i == 0 else ("runners-up" if i == 1 else None))
-    vals = [_pareto_value(p, k) for p in pts for k in (xk, yk)]
-    if vals and all(v > 0 for v in vals if not math.isnan(v)):
-        ax.set_xscale("log")
-        ax.set_yscale("log")
+    _scale(ax, "x", [_pareto_value(p, xk) for p in pts])
+    _scale(ax, "y", [_pareto_value(p, yk) for p in pts] + [
+        _pareto_value(_TopPoint(e, g), yk) for e, g in zip(result.top, result.top_gpu_ids)])
     ax.set_xlabel(xl)
     ax.set_ylabel(yl)
     ax.set_title("Time against cost across GPU types and counts (numbers: GPUs)")
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax.grid(True, which="both", alpha=0.3)
     return to_svg(fig, "pareto")
+
+
+def _short(v: float) -> str:
+    for div, suf in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")):
+        if abs(v) >= div:
+            return f"{v / div:.3g}{suf}"
+    return f"{v:.3g}"
+
+
+def _scale(ax: Any, which: str, vals: Sequence[float]) -> None:
+    """Log axis when the values span more than 10x, linear otherwise; ticks as 1.2k, 3.4M."""
+    from matplotlib.ticker import FuncFormatter
+
+    vs = [v for v in vals if not math.isnan(v)]
+    axis = ax.xaxis if which == "x" else ax.yaxis
+    if vs and min(vs) > 0 and max(vs) / min(vs) > 10:
+        (ax.set_xscale if which == "x" else ax.set_yscale)("log")
+        axis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
+    axis.set_major_formatter(FuncFormatter(lambda v, _: _short(v)))
 
 
 class _TopPoint:
