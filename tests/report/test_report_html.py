@@ -191,6 +191,7 @@ def test_markdown_escapes_user_text():
 
     s = md_escape("[click](javascript:alert(1)) <b>x</b> | y")
     assert "<b>" not in s and "](" not in s and " | " not in s
+    assert md_escape("each law's units") == "each law's units"   # no entity left half-escaped
 
 
 @pytest.mark.parametrize("name", ["r.pdf", "r"])

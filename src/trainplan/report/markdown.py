@@ -21,7 +21,7 @@ _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|~>])")
 def md_escape(s: object) -> str:
     """Plain text -> Markdown text that renders as the same characters, on one line."""
     text = " ".join(str(s).split())
-    return _MD_SPECIAL.sub(r"\\\1", html.escape(text, quote=True))
+    return _MD_SPECIAL.sub(r"\\\1", html.escape(text, quote=False))
 
 
 def _table(t: Table) -> list[str]:
