@@ -134,6 +134,7 @@ def test_plan_report_renders_in_chromium(tmp_path, console_detector_works):
     assert "recommendation" in d.ids and "why" in d.ids
     text = out.read_text()
     assert "a100_sxm_80gb" in text and "h100_sxm" in text   # both GPU types on the page
+    assert "Best per GPU type" in text
 
 
 def test_estimate_report_renders_and_escapes_user_text(tmp_path, console_detector_works):

@@ -167,14 +167,20 @@ def plan_report(result: Any, job: Any = None, cluster: Any = None) -> Report:
                 [[q.gpu_id, str(q.gpus), q.layout, f"{q.step_s:.3g}", f"{q.mfu:.1%}",
                   _n(q.wall_clock_days, ".2f"), _si(q.gpu_hours), _n(q.cost_usd),
                   "yes" if q.meets_constraints else "no"] for q in result.pareto])
-    r.tables = [top, par] + _number_tables(result.top, result.top_gpu_ids)
+    per = getattr(result, "per_type", [])
+    typ = Table("Best per GPU type (each type's fastest count and layout)", par.columns,
+                [[q.gpu_id, str(q.gpus), q.layout, f"{q.step_s:.3g}", f"{q.mfu:.1%}",
+                  _n(q.wall_clock_days, ".2f"), _si(q.gpu_hours), _n(q.cost_usd),
+                  "yes" if q.meets_constraints else "no"] for q in per])
+    r.tables = [top, par] + ([typ] if per else []) + _number_tables(result.top, result.top_gpu_ids)
     r.figures = [Figure("fig-memory", "Memory per GPU by component", F.memory_figure(
                      result.top, result.top_gpu_ids), "recommended layout first, then runners-up"),
                  Figure("fig-time", "Step time by component",
                         F.time_figure(result.top, result.top_gpu_ids))]
     if result.pareto:
         r.figures.append(Figure("fig-pareto", "Time against cost", F.pareto_figure(result),
-                                "filled: Pareto front; star: recommended; rings: runners-up"))
+                                "dots: Pareto front; squares: a GPU type's best when dominated; "
+                                "star: recommended; rings: runners-up"))
     seen: set[str] = set()
     for e in result.top:
         for wtext in e.warnings:

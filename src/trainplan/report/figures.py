@@ -133,7 +133,8 @@ def pareto_figure(result: Any) -> str:
     pts = list(result.pareto)
     xk, xl, yk, yl = pareto_axes(pts)
     fig, ax = plt.subplots(figsize=(8.0, 4.8))
-    types = sorted({p.gpu_id for p in pts} | set(result.top_gpu_ids))
+    types = sorted({p.gpu_id for p in pts} | set(result.top_gpu_ids)
+                   | {p.gpu_id for p in getattr(result, "per_type", [])})
     color = {t: _COLORS[i % len(_COLORS)] for i, t in enumerate(types)}
     front = sorted(pts, key=lambda p: _pareto_value(p, xk))
     ax.plot([_pareto_value(p, xk) for p in front], [_pareto_value(p, yk) for p in front],
@@ -146,18 +147,29 @@ def pareto_figure(result: Any) -> str:
             for p in mine:
                 ax.annotate(str(p.gpus), (_pareto_value(p, xk), _pareto_value(p, yk)),
                             textcoords="offset points", xytext=(4, 4), fontsize=7)
+    on_front = {(p.gpu_id, p.gpus, p.layout) for p in pts}
+    off = [p for p in getattr(result, "per_type", []) if (p.gpu_id, p.gpus, p.layout) not in on_front]
+    if off:
+        ax.scatter([_pareto_value(p, xk) for p in off], [_pareto_value(p, yk) for p in off],
+                   marker="s", facecolors="none", edgecolors=[color.get(p.gpu_id, "black")
+                                                              for p in off],
+                   s=40, zorder=2, label="best of its type (dominated)")
+        for p in off:
+            ax.annotate(f"{p.gpus} {p.gpu_id}", (_pareto_value(p, xk), _pareto_value(p, yk)),
+                        textcoords="offset points", xytext=(4, -10), fontsize=7)
     for i, (e, gid) in enumerate(zip(result.top, result.top_gpu_ids)):
         pe = _TopPoint(e, gid)
         ax.scatter([_pareto_value(pe, xk)], [_pareto_value(pe, yk)], facecolors="none",
                    edgecolors=color.get(gid, "black"), s=110 if i == 0 else 60,
                    marker="*" if i == 0 else "o", zorder=3, linewidths=1.3,
                    label="recommended" if i == 0 else ("runners-up" if i == 1 else None))
-    _scale(ax, "x", [_pareto_value(p, xk) for p in pts])
-    _scale(ax, "y", [_pareto_value(p, yk) for p in pts] + [
+    every = pts + list(getattr(result, "per_type", []))
+    _scale(ax, "x", [_pareto_value(p, xk) for p in every])
+    _scale(ax, "y", [_pareto_value(p, yk) for p in every] + [
         _pareto_value(_TopPoint(e, g), yk) for e, g in zip(result.top, result.top_gpu_ids)])
     ax.set_xlabel(xl)
     ax.set_ylabel(yl)
-    ax.set_title("Time against cost across GPU types and counts (numbers: GPUs)")
+    ax.set_title("Time against cost across GPU types and counts (numbers: GPUs)", fontsize=10)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax.grid(True, which="both", alpha=0.3)
     return to_svg(fig, "pareto")
@@ -166,8 +178,8 @@ def pareto_figure(result: Any) -> str:
 def _short(v: float) -> str:
     for div, suf in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")):
         if abs(v) >= div:
-            return f"{v / div:.3g}{suf}"
-    return f"{v:.3g}"
+            return f"{v / div:.4g}{suf}"
+    return f"{v:.4g}"
 
 
 def _scale(ax: Any, which: str, vals: Sequence[float]) -> None:
