@@ -63,6 +63,8 @@ def estimate(
                                             help="torch.compile on (fuses elementwise ops)"),
     adamw_impl: Optional[str] = typer.Option(None, "--adamw", help="foreach|fused AdamW"),
     as_json: bool = typer.Option(False, "--json", help="print the whole Estimate as JSON"),
+    report: Optional[Path] = typer.Option(None, "--report", help="write a report: FILE.html or FILE.md"),
+    force: bool = typer.Option(False, "--force", help="overwrite an existing --report file"),
 ) -> None:
     """Estimate one configuration: memory per GPU, step time by component, MFU, run totals."""
     try:
@@ -83,6 +85,11 @@ def estimate(
         inp = build_inputs(data)
         st = complete_strategy(inp.model, inp.job, inp.cluster, inp.strategy)
         est = build_estimate(inp.model, inp.job, inp.cluster, st)
+        if report is not None:
+            from trainplan.report.content import estimate_report
+            from trainplan.report.output import write_report
+            done = write_report(report, lambda: estimate_report(est, inp.job, inp.cluster), force)
+            typer.echo(f"report written to {done}", err=True)
     except TrainplanError as e:
         fail(e)
         return

@@ -54,16 +54,26 @@ def plan_command(
     framework: Optional[str] = typer.Option(
         None, "--framework", help="training framework (megatron, torchtitan, fsdp, llm-foundry, "
                                   "deepspeed, pytorch): only layouts it can run are searched"),
+    report: Optional[Path] = typer.Option(None, "--report", help="write a report: FILE.html or FILE.md"),
 ) -> None:
     """Plan the layout: search TP/PP/VP/CP/EP/DP, ZeRO, micro-batch, recompute and offload on
     one or more GPU types and counts; rank by the objective; show the Pareto front of time
     against cost; optionally write launch files for the winner."""
     args = dict(locals())
+    args.pop("report")
     from trainplan.cli import fail
     from trainplan.errors import TrainplanError
 
     try:
+        if report is not None:              # a bad --report path fails before the search
+            from trainplan.report.output import check_report_path
+            check_report_path(report, force)
         result, sweep, paths = _run(**args)
+        if report is not None:
+            from trainplan.report.content import plan_report
+            from trainplan.report.output import write_report
+            paths = [*paths, write_report(report, lambda: plan_report(result, sweep.job,
+                                                                      sweep.template), force)]
     except TrainplanError as e:
         fail(e)
         return

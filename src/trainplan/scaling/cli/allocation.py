@@ -23,6 +23,8 @@ def scale(
     epochs: Optional[float] = typer.Option(None, "--epochs", help="planned epochs over --unique-tokens"),
     inference_tokens: Optional[float] = typer.Option(None, "--inference-tokens", help="tokens the model will serve (inference-aware sizing)"),
     plot: Optional[Path] = typer.Option(None, "--plot", help="write the isoFLOP plot (needs the plots extra)"),
+    report: Optional[Path] = typer.Option(None, "--report", help="write a report: FILE.html or FILE.md"),
+    force: bool = typer.Option(False, "--force", help="overwrite an existing --report file"),
     budget_opts: BudgetOptions = BudgetOptions(),
     as_json: bool = JSON_OPTION,
 ) -> None:
@@ -62,6 +64,14 @@ def scale(
 
             curves = [c for c in (isoflop_curve(budget.flops, lw) for lw in laws) if c is not None]
             plot_path = plot_isoflop(curves, rows, plot)
+        if report is not None:
+            from trainplan.report.content import scale_report
+            from trainplan.report.output import write_report
+
+            full = [c for c in (isoflop_curve(budget.flops, lw) for lw in laws) if c is not None]
+            extra = {"repeated data": repeated, "inference-aware": inference}
+            done = write_report(report, lambda: scale_report(budget, rows, full, extra=extra), force)
+            typer.echo(f"report written to {done}", err=True)
 
         if as_json:
             print_json({
