@@ -64,7 +64,11 @@ def estimate(
     adamw_impl: Optional[str] = typer.Option(None, "--adamw", help="foreach|fused AdamW"),
     as_json: bool = typer.Option(False, "--json", help="print the whole Estimate as JSON"),
     report: Optional[Path] = typer.Option(None, "--report", help="write a report: FILE.html or FILE.md"),
-    force: bool = typer.Option(False, "--force", help="overwrite an existing --report file"),
+    force: bool = typer.Option(False, "--force", help="overwrite existing --report/--emit files"),
+    emit: Optional[list[str]] = typer.Option(
+        None, "--emit", help="launch files for this layout: deepspeed, megatron, torchtitan, "
+                             "torchrun, slurm, k8s (repeat or comma list)"),
+    out: Optional[Path] = typer.Option(None, "--out", help="folder for --emit files (default .)"),
 ) -> None:
     """Estimate one configuration: memory per GPU, step time by component, MFU, run totals."""
     try:
@@ -90,6 +94,14 @@ def estimate(
             from trainplan.report.output import write_report
             done = write_report(report, lambda: estimate_report(est, inp.job, inp.cluster), force)
             typer.echo(f"report written to {done}", err=True)
+        if emit:
+            from trainplan.export import LaunchSpec, emit_files
+            formats = [f.strip() for x in emit for f in x.split(",") if f.strip()]
+            wall = est.totals.wall_clock_days
+            for p in emit_files(formats, Path(out or "."), LaunchSpec(
+                    model=inp.model, job=inp.job, cluster=inp.cluster, strategy=st,
+                    wall_clock_hours=wall * 24.0 if wall else None), force=force):
+                typer.echo(f"wrote {p}", err=True)
     except TrainplanError as e:
         fail(e)
         return

@@ -140,8 +140,10 @@ def _run(job_file, model, gpu, gpus, gpus_per_node, price, objective, deadline_d
         w = result.winner
         cluster = sweep.cluster(sweep.accelerators.index(get_accelerator(result.top_gpu_ids[0])), w.gpus)
         from trainplan.spec.strategy import Strategy
+        wall = w.totals.wall_clock_days
         spec = LaunchSpec(model=inp.model, job=inp.job, cluster=cluster,
-                          strategy=Strategy(**w.strategy))
+                          strategy=Strategy(**w.strategy),
+                          wall_clock_hours=wall * 24.0 if wall else None)
         paths = emit_files(formats, Path(out or search.get("out") or "."), spec, force=force)
     return result, sweep, paths
 

@@ -43,6 +43,7 @@ class LaunchSpec:
     image: str = "nvcr.io/nvidia/pytorch:25.01-py3"
     master_port: int = 29500
     notes: tuple[str, ...] = field(default=())
+    wall_clock_hours: float | None = None   # predicted, with failures and checkpoints
 
     def __post_init__(self) -> None:
         # the files describe a complete layout: dp derived and the framework's rules checked
@@ -117,6 +118,9 @@ def with_program(spec: LaunchSpec, formats: list[str]) -> LaunchSpec:
     if "torchtitan" in formats:
         return replace(spec, script="torchtitan.train", python_module=True,
                        script_args=("--job.config_file", "torchtitan.toml"))
+    if "deepspeed" in formats:            # the script reads the emitted DeepSpeed config
+        return replace(spec, script_args=(*spec.script_args, "--deepspeed",
+                                          "--deepspeed_config", "ds_config.json"))
     return spec
 
 

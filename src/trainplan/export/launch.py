@@ -41,9 +41,14 @@ def render_torchrun(spec: LaunchSpec) -> dict[str, str]:
     return {"torchrun_launch.sh": "\n".join(lines)}
 
 
+# --time = predicted wall-clock (failures and checkpoints included) x this margin, plus an hour
+# for scheduling, start-up and loading: an assumption; a run that outlives it is requeued.
+TIME_MARGIN = 1.25
+
+
 def slurm_time(hours: float | None) -> str:
-    """SLURM --time as D-HH:MM:SS (48 h when unknown)."""
-    h = 48.0 if hours is None else max(1.0, hours)
+    """SLURM --time as D-HH:MM:SS: the predicted hours x TIME_MARGIN + 1 h (48 h when unknown)."""
+    h = 48.0 if hours is None else max(1.0, hours * TIME_MARGIN + 1.0)
     total_min = int(math.ceil(h * 60))
     d, rem = divmod(total_min, 24 * 60)
     return f"{d}-{rem // 60:02d}:{rem % 60:02d}:00"
@@ -57,7 +62,8 @@ def render_slurm(spec: LaunchSpec, time_hours: float | None = None) -> dict[str,
              "#SBATCH --ntasks-per-node=1",
              f"#SBATCH --gpus-per-node={spec.procs_per_node}",
              "#SBATCH --exclusive",
-             f"#SBATCH --time={slurm_time(time_hours)}",
+             f"#SBATCH --time={slurm_time(time_hours if time_hours is not None else spec.wall_clock_hours)}",
+             "#SBATCH --requeue",
              *_header(spec, "SLURM batch script"),
              "set -euo pipefail",
              *_env_defaults(spec),
