@@ -253,7 +253,7 @@ def flops_from_budget(
             kind = "flops"
     total = min(constraints.values())
     _check_floor(total, kind)
-    used_hours = total / (SECONDS_PER_HOUR * peak * m)
+    used_hours = hours if kind != "flops" else total / (SECONDS_PER_HOUR * peak * m)
     return BudgetResult(
         flops=total, kind=kind, gpu=acc.id, gpu_name=acc.name, peak_flops_per_s=peak, peak_dtype=peak_dtype,
         peak_source=peak_src, mfu=m, mfu_source=m_src, gpus=gpus, mfu_gpus=mfu_gpus, gpu_hours=used_hours,

@@ -68,6 +68,8 @@ def scale(
             repeated = data_constrained_optimum(budget.flops, unique_tokens).to_dict()
             if epochs is not None:
                 repeated["planned"] = planned_epochs(budget.flops, unique_tokens, epochs).to_dict()
+                repeated["planned_epochs"] = epochs
+                repeated["planned_effective_tokens"] = repeated["planned"]["effective_tokens"]
         elif epochs is not None:
             raise InputError("epochs", epochs, "used together with --unique-tokens")
         inference = None

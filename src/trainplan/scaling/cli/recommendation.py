@@ -26,7 +26,7 @@ def print_budget_block(c, budget) -> None:
         c.print(f"[bold]MFU:[/bold] {budget.mfu:.3g} from {budget.mfu_source}", highlight=False)
     if len(budget.constraints) > 1:
         allowed = ", ".join(f"{k} {v:.3g}" for k, v in budget.constraints.items())
-        c.print(f"[bold]Bound:[/bold] {budget.bound}; FLOPs allowed: {allowed}", highlight=False)
+        c.print(f"[bold]FLOPs each budget allows:[/bold] {allowed}", highlight=False)
     extra = []
     if budget.days is not None:
         extra.append(f"{budget.days:.3g} days on {budget.gpus} GPUs")

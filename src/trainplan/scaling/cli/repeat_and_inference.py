@@ -48,9 +48,7 @@ def repeat_command(
                     f"effective tokens, worth {out['value_vs_fresh']:.1%} of {si(out['tokens_seen'])} fresh tokens "
                     f"(D' = U + U R*(1 - exp(-R/R*)), R* = {R_D_STAR:.4g}; Muennighoff et al. 2023).")
         if budget is not None:
-            from trainplan.scaling.cli.recommendation import print_budget_block
-
-            print_budget_block(c, budget)
+            print_budget(c, budget)
             print_repeated(c, out["allocation"])
 
 
