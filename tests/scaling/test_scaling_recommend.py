@@ -141,3 +141,13 @@ def test_output_fits_80_columns_and_ids_are_not_cut(args):
         assert "hoffmann2022-a3-unrounded" in r.output.replace("\n", " ")   # the legend, whole
         table = [ln for ln in r.output.splitlines() if ln.startswith("│ H22-3u")]
         assert len(table) == 1                                            # one line per law
+
+
+def test_assumed_cluster_grows_until_a_layout_fits(monkeypatch):
+    search = pytest.importorskip("trainplan.search")
+    monkeypatch.setattr(search, "best_mfu", lambda gpu, gpus, n: (0.5, "ok") if gpus >= 64 else (0.0, "no fit"))
+    b = flops_from_budget(gpu_hours=100, gpu="h100_sxm")
+    assert b.mfu == 0.5 and b.mfu_gpus == 64
+    monkeypatch.setattr(search, "best_mfu", lambda gpu, gpus, n: (0.0, "no fit"))
+    b = flops_from_budget(gpu_hours=100, gpu="h100_sxm")
+    assert b.mfu == 0.40 and "no layout fits" in b.mfu_source

@@ -150,6 +150,21 @@ def default_gpus(gpu_hours: float) -> int:
     return int(min(16384, max(8, 2 ** round(math.log2(max(want, 1.0))))))
 
 
+def _mfu_for(gpu: str, gpus: int | None, mfu_gpus: int, n_params: float) -> tuple[float, str, int]:
+    """:func:`achievable_mfu` on the given cluster; on an assumed one (no ``gpus``), twice as many
+    GPUs while no layout fits (up to 16,384), then :data:`DEFAULT_MFU`, labelled."""
+    while True:
+        try:
+            m, src = achievable_mfu(gpu, mfu_gpus if gpus is None else gpus, n_params)
+            return m, src, mfu_gpus
+        except InputError:
+            if gpus is not None:
+                raise
+            if mfu_gpus >= 16384:
+                return DEFAULT_MFU, f"{DEFAULT_MFU_SOURCE}; no layout fits up to 16384 GPUs", mfu_gpus
+            mfu_gpus *= 2
+
+
 def _hour_caps(gpu_hours, dollars, deadline_days, gpus, price) -> dict[str, float]:
     """GPU-hours allowed by each given constraint."""
     caps: dict[str, float] = {}
@@ -239,7 +254,7 @@ def flops_from_budget(
         m, m_src = DEFAULT_MFU, DEFAULT_MFU_SOURCE
         for _ in range(8):
             n, _d = DEFAULT_LAW.optimal(min(to_flops(m), flops or math.inf))
-            new_m, m_src = achievable_mfu(acc.id, mfu_gpus, float(n))
+            new_m, m_src, mfu_gpus = _mfu_for(acc.id, gpus, mfu_gpus, float(n))
             if abs(new_m - m) <= 1e-4 * m:
                 m = new_m
                 break
