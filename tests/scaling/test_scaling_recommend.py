@@ -151,3 +151,13 @@ def test_assumed_cluster_grows_until_a_layout_fits(monkeypatch):
     monkeypatch.setattr(search, "best_mfu", lambda gpu, gpus, n: (0.0, "no fit"))
     b = flops_from_budget(gpu_hours=100, gpu="h100_sxm")
     assert b.mfu == 0.40 and "no layout fits" in b.mfu_source
+
+
+def test_job_file_text_escapes_a_law_name():
+    import tomllib
+
+    from trainplan.scaling.architecture import job_file_text
+
+    text = job_file_text(propose_architecture(1e9), 2e10, law='x"\n[cluster]\ngpus = 1\n#')
+    d = tomllib.loads(text)
+    assert "cluster" not in d and d["model"]["source"].startswith("trainplan scale (x\"\n[cluster]")

@@ -151,7 +151,7 @@ def job_file_text(arch: Architecture, tokens: float, *, gpu: str | None = None, 
     stack = ", ".join(f"{k} = {_toml_value(v)}" for k, v in arch.stack().items())
     name = f"scale-proposal-{arch.n_params / 1e9:.3g}B"
     lines = [
-        f"# Proposed by `trainplan scale`{' under ' + law if law else ''}: "
+        f"# Proposed by `trainplan scale`{' under ' + _toml_value(law) if law else ''}: "
         f"{arch.n_params:.4g} parameters for a target of {arch.target_params:.4g}.",
         "# Shapes: " + SOURCES.replace("\n", " "),
         "[model]",

@@ -47,13 +47,13 @@ def scale(
         arch = propose_architecture(rec.recommended.n_params)
         emitted = None
         if emit_model is not None:
-            from trainplan.export.write import atomic_write
+            from trainplan.scaling._io import write_atomic
 
             emit_model = Path(emit_model)
             if emit_model.is_symlink() or (emit_model.exists() and not emit_model.is_file()):
-                raise InputError("emit-model", str(emit_model), "a regular file path (not a link or device)")
-            atomic_write(emit_model, job_file_text(arch, rec.recommended.tokens, gpu=budget.gpu,
-                                                   gpus=budget.gpus, law=rec.recommended.law))
+                raise InputError("emit-model", str(emit_model), "a regular file path (not a link, folder or device)")
+            write_atomic(emit_model, job_file_text(arch, rec.recommended.tokens, gpu=budget.gpu,
+                                                   gpus=budget.gpus, law=rec.recommended.law), "emit-model")
             emitted = str(emit_model)
         grid = _common_isoflop_grid(rows)
         table_curves = {}
