@@ -60,9 +60,14 @@ def test_budget_dollars_uses_catalog_price():
     assert "GPU-hours" in b.explanation
 
 
-def test_budget_without_cluster_uses_labelled_default_mfu():
+def test_budget_without_cluster_asks_the_planner_for_an_assumed_cluster():
+    from trainplan.scaling.budget import default_gpus
+
     b = flops_from_budget(gpu_hours=1000, gpu="a100_sxm_80gb")
-    assert b.mfu == 0.40 and "assumed MFU 0.40" in b.mfu_source
+    assert b.mfu_gpus == default_gpus(1000) and b.gpus is None
+    assert b.mfu_source.startswith("cost model") and f"assumed {b.mfu_gpus} GPUs" in b.mfu_source
+    same = flops_from_budget(gpu_hours=1000, gpu="a100_sxm_80gb", gpus=b.mfu_gpus)
+    assert same.mfu == pytest.approx(b.mfu) and same.flops == pytest.approx(b.flops)
 
 
 def test_no_layout_fits_is_input_error(monkeypatch):
@@ -82,7 +87,8 @@ def test_no_layout_fits_is_input_error(monkeypatch):
         (["--gpu-hours", "100", "--gpu", "nope"], "gpu"),
         (["--gpu-hours", "100"], "gpu"),
         (["--deadline-days", "3", "--gpu", "h100_sxm"], "gpus"),
-        (["--flops", "1e22", "--gpu-hours", "5"], "exactly one"),
+        (["--flops", "1e22", "--gpu-hours", "5"], "gpu"),
+        (["--flops", "1e22", "--emit-model", "."], "emit-model"),
         (["--dollars", "1e6", "--gpu", "mi300x"], "usd_per_gpu_hour"),
         (["batch"], "budget"),
         (["multimodal", "--flops", "1e22", "--padding", "1.5"], "padding"),

@@ -47,6 +47,14 @@ _EXPORTS: dict[str, str] = {
     "effective_data": "repeated_data",
     "effective_params": "repeated_data",
     "effective_tokens": "repeated_data",
+    "PlannedEpochs": "repeated_data",
+    "planned_epochs": "repeated_data",
+    # recommend / architecture
+    "Recommendation": "recommend",
+    "recommend": "recommend",
+    "Architecture": "architecture",
+    "propose_architecture": "architecture",
+    "job_file_text": "architecture",
     # inference_sizing
     "InferenceAwareResult": "inference_sizing",
     "inference_aware": "inference_sizing",
@@ -67,6 +75,7 @@ _EXPORTS: dict[str, str] = {
     # budget
     "BudgetResult": "budget",
     "achievable_mfu": "budget",
+    "default_gpus": "budget",
     "flops_from_budget": "budget",
     # runs
     "Runs": "runs",

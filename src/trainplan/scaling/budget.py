@@ -7,7 +7,8 @@ the accelerator catalog (:mod:`trainplan.catalog`), each with its source.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import math
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from trainplan.errors import InputError, require_positive
@@ -22,6 +23,11 @@ DEFAULT_MFU_SOURCE = "assumed MFU 0.40 (typical large-run MFU; pass --mfu to ove
 #: Smallest budget accepted: a 1M-parameter model on 20 tokens per parameter (1.2e14 FLOPs).
 MIN_FLOPS = float(training_flops(1e6, 20 * 1e6))
 
+#: Run length assumed to pick a GPU count for the MFU estimate when ``--gpus`` is not given: an
+#: assumption of the order of real pre-training runs (LLaMA 65B: "approximately 21 days" on 2,048
+#: A100s, Touvron et al. 2023, arXiv:2302.13971 §2.4).
+REFERENCE_RUN_DAYS = 30.0
+
 SECONDS_PER_HOUR = 3600.0
 HOURS_PER_DAY = 24.0
 
@@ -31,7 +37,7 @@ class BudgetResult:
     """Training FLOPs for a budget, with how they were obtained."""
 
     flops: float
-    kind: str  # "flops", "gpu_hours", "dollars" or "deadline"
+    kind: str  # the binding constraint: "flops", "gpu_hours", "dollars" or "deadline"
     gpu: str | None = None
     gpu_name: str | None = None
     peak_flops_per_s: float | None = None
@@ -45,12 +51,32 @@ class BudgetResult:
     price_source: str | None = None
     dollars: float | None = None
     deadline_days: float | None = None
+    mfu_gpus: int | None = None  # GPU count the MFU was estimated for
+    constraints: dict[str, float] = field(default_factory=dict)  # FLOPs each constraint allows
+
+    @property
+    def bound(self) -> str:
+        """Which constraint binds, in words."""
+        names = {"flops": "--flops", "gpu_hours": "--gpu-hours", "dollars": "--dollars",
+                 "deadline": "--deadline-days x --gpus"}
+        others = [names[k] for k in self.constraints if k != self.kind]
+        return names[self.kind] + (f" (tighter than {', '.join(others)})" if others else "")
+
+    @property
+    def days(self) -> float | None:
+        """Wall-clock days of the budget on ``gpus`` GPUs (None without --gpus)."""
+        return None if not self.gpus or self.gpu_hours is None else self.gpu_hours / HOURS_PER_DAY / self.gpus
+
+    @property
+    def cost_usd(self) -> float | None:
+        return None if self.usd_per_gpu_hour is None or self.gpu_hours is None else self.gpu_hours * self.usd_per_gpu_hour
 
     @property
     def explanation(self) -> str:
         """One line saying how the FLOPs were obtained."""
         if self.kind == "flops":
-            return f"{self.flops:.3g} FLOPs given directly"
+            extra = f" (binds: {self.bound})" if len(self.constraints) > 1 else ""
+            return f"{self.flops:.3g} FLOPs given directly{extra}"
         parts = []
         if self.kind == "dollars":
             parts.append(f"${self.dollars:,.0f} / ${self.usd_per_gpu_hour:.4g} per GPU-hour ({self.price_source})")
@@ -61,13 +87,15 @@ class BudgetResult:
         )
         parts[-1] += (
             f" GPU-hours x {self.peak_flops_per_s / 1e12:.4g} TFLOP/s dense {self.peak_dtype} peak "
-            f"({self.gpu}) x MFU {self.mfu:.3g} [{self.mfu_source}] = {self.flops:.3g} FLOPs"
+            f"({self.gpu}) x MFU {self.mfu:.3g} = {self.flops:.3g} FLOPs"
         )
+        if len(self.constraints) > 1:
+            parts.append(f"binds: {self.bound}")
         return "; ".join(parts)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        d["explanation"] = self.explanation
+        d.update(explanation=self.explanation, bound=self.bound, days=self.days, cost_usd=self.cost_usd)
         return d
 
 
@@ -115,6 +143,40 @@ def _check_floor(flops: float, what: str) -> None:
         )
 
 
+def default_gpus(gpu_hours: float) -> int:
+    """GPU count assumed for the MFU estimate when none is given: the power of two that spends
+    ``gpu_hours`` in about :data:`REFERENCE_RUN_DAYS` days, between 8 and 16,384."""
+    want = gpu_hours / (REFERENCE_RUN_DAYS * HOURS_PER_DAY)
+    return int(min(16384, max(8, 2 ** round(math.log2(max(want, 1.0))))))
+
+
+def _mfu_for(gpu: str, gpus: int | None, mfu_gpus: int, n_params: float) -> tuple[float, str, int]:
+    """:func:`achievable_mfu` on the given cluster; on an assumed one (no ``gpus``), twice as many
+    GPUs while no layout fits (up to 16,384), then :data:`DEFAULT_MFU`, labelled."""
+    while True:
+        try:
+            m, src = achievable_mfu(gpu, mfu_gpus if gpus is None else gpus, n_params)
+            return m, src, mfu_gpus
+        except InputError:
+            if gpus is not None:
+                raise
+            if mfu_gpus >= 16384:
+                return DEFAULT_MFU, f"{DEFAULT_MFU_SOURCE}; no layout fits up to 16384 GPUs", mfu_gpus
+            mfu_gpus *= 2
+
+
+def _hour_caps(gpu_hours, dollars, deadline_days, gpus, price) -> dict[str, float]:
+    """GPU-hours allowed by each given constraint."""
+    caps: dict[str, float] = {}
+    if gpu_hours is not None:
+        caps["gpu_hours"] = gpu_hours
+    if dollars is not None:
+        caps["dollars"] = dollars / price
+    if deadline_days is not None:
+        caps["deadline"] = deadline_days * HOURS_PER_DAY * gpus
+    return caps
+
+
 def flops_from_budget(
     *,
     flops: float | None = None,
@@ -126,33 +188,33 @@ def flops_from_budget(
     usd_per_gpu_hour: float | None = None,
     mfu: float | None = None,
 ) -> BudgetResult:
-    """Training FLOPs for exactly one of ``flops``, ``gpu_hours``, ``dollars`` or ``deadline_days``.
+    """Training FLOPs for any combination of ``flops``, ``gpu_hours``, ``dollars`` and
+    ``deadline_days``: each becomes GPU-hours (then FLOPs) and the tightest one binds
+    (``BudgetResult.kind``; the others are in ``constraints``).
 
     GPU-hours, dollars and deadlines need ``gpu`` (a catalog id or alias); a deadline also needs
     ``gpus``; dollars use ``usd_per_gpu_hour`` or the catalog's default price. ``mfu`` overrides the
-    cost model's prediction.
+    cost model's prediction, which is made on ``gpus`` GPUs or, when not given, on
+    :func:`default_gpus`.
     """
     given = {k: v for k, v in
              {"flops": flops, "gpu_hours": gpu_hours, "dollars": dollars, "deadline_days": deadline_days}.items()
              if v is not None}
-    if len(given) != 1:
-        raise InputError(
-            "budget", ", ".join(given) or "none",
-            "exactly one of --flops, --gpu-hours, --dollars, --deadline-days",
-        )
-    field_name, value = next(iter(given.items()))
-    value = require_positive(field_name, value)
-    kind = "deadline" if field_name == "deadline_days" else field_name
+    if not given:
+        raise InputError("budget", "none", "at least one of --flops, --gpu-hours, --dollars, --deadline-days")
+    for k, v in given.items():
+        require_positive(k, v)
     if mfu is not None:                        # checked even where a FLOPs budget ignores it
         mfu = require_positive("mfu", mfu)
         if mfu > 1:
             raise InputError("mfu", mfu, "a fraction in (0, 1]")
-    if kind == "flops":
-        _check_floor(value, "flops")
-        return BudgetResult(flops=value, kind="flops")
+    if set(given) == {"flops"}:
+        _check_floor(flops, "flops")
+        return BudgetResult(flops=flops, kind="flops", constraints={"flops": flops})
 
+    kind0 = next(k for k in given if k != "flops")
     if gpu is None:
-        raise InputError("gpu", None, f"an accelerator id (e.g. h100_sxm) to convert {kind} into FLOPs")
+        raise InputError("gpu", None, f"an accelerator id (e.g. h100_sxm) to convert {kind0} into FLOPs")
     acc = _accelerator(gpu)
     if gpus is not None:
         if isinstance(gpus, bool) or int(gpus) != gpus or gpus < 1:
@@ -166,23 +228,21 @@ def flops_from_budget(
     peak_src = acc.sources.get(f"peak_tflops.{peak_dtype}") or "trainplan catalog"
 
     price = price_src = None
-    if kind == "dollars":
-        if usd_per_gpu_hour is not None:
-            price, price_src = require_positive("usd_per_gpu_hour", usd_per_gpu_hour), "given"
-        elif acc.usd_per_gpu_hour:
-            price, price_src = float(acc.usd_per_gpu_hour), acc.price_source or "catalog default price"
-        else:
-            raise InputError(
-                "usd_per_gpu_hour", None, f"a price per GPU-hour for {acc.id} (the catalog has none)",
-                hint="pass --usd-per-gpu-hour",
-            )
-        hours = value / price
-    elif kind == "gpu_hours":
-        hours = value
-    else:  # deadline
-        if gpus is None:
-            raise InputError("gpus", None, "the number of GPUs in the cluster (needed with --deadline-days)")
-        hours = value * HOURS_PER_DAY * gpus
+    if usd_per_gpu_hour is not None:
+        price, price_src = require_positive("usd_per_gpu_hour", usd_per_gpu_hour), "given"
+    elif acc.usd_per_gpu_hour:
+        price, price_src = float(acc.usd_per_gpu_hour), acc.price_source or "catalog default price"
+    elif dollars is not None:
+        raise InputError(
+            "usd_per_gpu_hour", None, f"a price per GPU-hour for {acc.id} (the catalog has none)",
+            hint="pass --usd-per-gpu-hour",
+        )
+    if deadline_days is not None and gpus is None:
+        raise InputError("gpus", None, "the number of GPUs in the cluster (needed with --deadline-days)")
+    caps = _hour_caps(gpu_hours, dollars, deadline_days, gpus, price)
+    kind = min(caps, key=caps.get)
+    hours = caps[kind]
+    mfu_gpus = gpus if gpus is not None else default_gpus(hours)
 
     def to_flops(m: float) -> float:
         return hours * SECONDS_PER_HOUR * peak * m
@@ -193,17 +253,25 @@ def flops_from_budget(
         # The best layout's MFU depends on the model size, which depends on the budget: iterate.
         m, m_src = DEFAULT_MFU, DEFAULT_MFU_SOURCE
         for _ in range(8):
-            n, _d = DEFAULT_LAW.optimal(to_flops(m))
-            new_m, m_src = achievable_mfu(acc.id, gpus, float(n))
+            n, _d = DEFAULT_LAW.optimal(min(to_flops(m), flops or math.inf))
+            new_m, m_src, mfu_gpus = _mfu_for(acc.id, gpus, mfu_gpus, float(n))
             if abs(new_m - m) <= 1e-4 * m:
                 m = new_m
                 break
             m = new_m
-    total = to_flops(m)
+        if gpus is None and m_src.startswith("cost model"):
+            m_src += f" (assumed {mfu_gpus} GPUs: no --gpus given; about {REFERENCE_RUN_DAYS:g} days)"
+    constraints = {k: to_flops(m) * v / hours for k, v in caps.items()}
+    if flops is not None:
+        constraints["flops"] = flops
+        if flops < to_flops(m):
+            kind = "flops"
+    total = min(constraints.values())
     _check_floor(total, kind)
+    used_hours = hours if kind != "flops" else total / (SECONDS_PER_HOUR * peak * m)
     return BudgetResult(
         flops=total, kind=kind, gpu=acc.id, gpu_name=acc.name, peak_flops_per_s=peak, peak_dtype=peak_dtype,
-        peak_source=peak_src,
-        mfu=m, mfu_source=m_src, gpus=gpus, gpu_hours=hours, usd_per_gpu_hour=price, price_source=price_src,
-        dollars=value if kind == "dollars" else None, deadline_days=value if kind == "deadline" else None,
+        peak_source=peak_src, mfu=m, mfu_source=m_src, gpus=gpus, mfu_gpus=mfu_gpus, gpu_hours=used_hours,
+        usd_per_gpu_hour=price, price_source=price_src, dollars=dollars, deadline_days=deadline_days,
+        constraints=constraints,
     )

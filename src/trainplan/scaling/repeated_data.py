@@ -99,3 +99,40 @@ def data_constrained_optimum(
         unconstrained_n_params=float(n0), unconstrained_tokens=float(d0),
         unconstrained_loss=float(law.loss(n0, d0)), data_limited=bool(d0 > u), law=law.name,
     )
+
+
+@dataclass(frozen=True)
+class PlannedEpochs:
+    """A budget spent on a chosen number of epochs over the unique data: D = E x U, N = C / (6D)."""
+
+    flops: float
+    unique_tokens: float
+    epochs: float
+    n_params: float
+    tokens: float
+    effective_tokens: float
+    value_vs_fresh: float
+    loss: float
+    loss_vs_best: float
+    law: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def planned_epochs(
+    flops: float, unique_tokens: float, epochs: float, law: ParametricLaw = MUENNIGHOFF_2023
+) -> PlannedEpochs:
+    """The model size that spends ``flops`` in exactly ``epochs`` passes over ``unique_tokens``
+    (C = 6ND, Kaplan et al. 2020 §2.1), its effective data and its data-constrained loss
+    (Muennighoff et al. 2023, arXiv:2305.16264), with the loss gap to the best allocation."""
+    c = require_positive("flops", flops)
+    u = require_positive("unique_tokens", unique_tokens)
+    e = require_positive("epochs", epochs)
+    d = u * e
+    n = c / (6.0 * d)
+    loss = float(data_constrained_loss(n, d, u, law))
+    best = data_constrained_optimum(c, u, law)
+    eff = float(effective_tokens(d, u))
+    return PlannedEpochs(flops=c, unique_tokens=u, epochs=e, n_params=n, tokens=d, effective_tokens=eff,
+                         value_vs_fresh=eff / d, loss=loss, loss_vs_best=loss - best.loss, law=law.name)

@@ -7,7 +7,8 @@ optimises (repeated data, inference-aware sizing, fitting) and matplotlib only f
 Modules: :mod:`.common` (errors, number formatting, JSON), :mod:`.budget_options` (the Budget
 options every command takes), and one module per group of commands: :mod:`.allocation` (the bare
 ``trainplan scale``), :mod:`.fitting` (``fit``), :mod:`.repeat_and_inference` (``repeat``,
-``inference``), :mod:`.advice` (``batch``, ``multimodal``).
+``inference``), :mod:`.advice` (``batch``, ``multimodal``), :mod:`.recommendation` (the
+80-column output of the recommendation, range and architecture).
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ scale_app = typer.Typer(
     no_args_is_help=False,
     add_completion=False,
     rich_markup_mode="rich",
-    help="Scaling laws: compute-optimal parameters and tokens for a budget, under each named law "
-         "(Kaplan 2020, Hoffmann 2022 approaches 1-3, Epoch 2024, your own fit).",
+    help="Scaling laws: compute-optimal parameters and tokens for a budget (days x GPUs x price "
+         "combined), recommended under Epoch 2024 (or your own fit) with the other laws as a range, "
+         "and an architecture for it (--emit-model FILE for `trainplan plan`).",
 )
 
 from trainplan.scaling.cli import advice, allocation, fitting, repeat_and_inference  # noqa: E402

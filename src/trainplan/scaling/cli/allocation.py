@@ -10,7 +10,7 @@ import typer
 
 from trainplan.errors import InputError, require_positive
 from trainplan.scaling.cli.budget_options import BudgetOptions, with_budget
-from trainplan.scaling.cli.common import JSON_OPTION, chosen_laws, console, handled, print_budget, print_json, si
+from trainplan.scaling.cli.common import JSON_OPTION, chosen_laws, console, handled, print_json, si
 from trainplan.scaling.cli.repeat_and_inference import print_inference, print_repeated
 
 
@@ -25,20 +25,38 @@ def scale(
     plot: Optional[Path] = typer.Option(None, "--plot", help="write the isoFLOP plot (needs the plots extra)"),
     report: Optional[Path] = typer.Option(None, "--report", help="write a report: FILE.html or FILE.md"),
     force: bool = typer.Option(False, "--force", help="overwrite an existing --report file"),
+    emit_model: Optional[Path] = typer.Option(
+        None, "--emit-model", help="write a job file (TOML) with the proposed architecture; `trainplan plan FILE` takes it"),
     budget_opts: BudgetOptions = BudgetOptions(),
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Compute-optimal parameters N and tokens D for a budget under each named law."""
+    """Compute-optimal parameters N and tokens D for a budget: one recommended answer (Epoch 2024's
+    refit of Chinchilla, or your --law-file), the other laws as a range, and an architecture."""
     if ctx.invoked_subcommand is not None:
         return
     with handled():
         budget = budget_opts.resolve()
         from trainplan.scaling.allocate import isoflop_curve, optimal_allocation
         from trainplan.scaling.inference_sizing import inference_aware
-        from trainplan.scaling.repeated_data import data_constrained_optimum, effective_data
+        from trainplan.scaling.repeated_data import data_constrained_optimum, planned_epochs
 
         laws = chosen_laws(law, law_file)
         rows = [optimal_allocation(budget.flops, lw) for lw in laws]
+        from trainplan.scaling.architecture import job_file_text, propose_architecture
+        from trainplan.scaling.recommend import recommend
+
+        rec = recommend(rows, fitted=laws[-1].name if law_file is not None else None)
+        arch = propose_architecture(rec.recommended.n_params)
+        emitted = None
+        if emit_model is not None:
+            from trainplan.scaling._io import write_atomic
+
+            emit_model = Path(emit_model)
+            if emit_model.is_symlink() or (emit_model.exists() and not emit_model.is_file()):
+                raise InputError("emit-model", str(emit_model), "a regular file path (not a link, folder or device)")
+            write_atomic(emit_model, job_file_text(arch, rec.recommended.tokens, gpu=budget.gpu,
+                                                   gpus=budget.gpus, law=rec.recommended.law), "emit-model")
+            emitted = str(emit_model)
         grid = _common_isoflop_grid(rows)
         table_curves = {}
         for lw in laws:
@@ -51,8 +69,9 @@ def scale(
         if unique_tokens is not None:
             repeated = data_constrained_optimum(budget.flops, unique_tokens).to_dict()
             if epochs is not None:
+                repeated["planned"] = planned_epochs(budget.flops, unique_tokens, epochs).to_dict()
                 repeated["planned_epochs"] = epochs
-                repeated["planned_effective_tokens"] = float(effective_data(unique_tokens, epochs))
+                repeated["planned_effective_tokens"] = repeated["planned"]["effective_tokens"]
         elif epochs is not None:
             raise InputError("epochs", epochs, "used together with --unique-tokens")
         inference = None
@@ -76,6 +95,9 @@ def scale(
         if as_json:
             print_json({
                 "budget": budget.to_dict(),
+                **rec.to_dict(),
+                "architecture": arch.to_dict(),
+                "emitted_model": emitted,
                 "allocations": [r.to_dict() for r in rows],
                 "isoflop": {k: v.to_dict() for k, v in table_curves.items()},
                 "repeated_data": repeated,
@@ -83,7 +105,10 @@ def scale(
                 "plot": str(plot_path) if plot_path else None,
             })
             return
-        _print_allocation_tables(budget, rows, table_curves, grid, repeated, inference, plot_path)
+        _print_allocation_tables(budget, rec, arch, rows, table_curves, grid, repeated, inference, plot_path)
+        if emitted:
+            console().print(f"job file with the proposed model written to {emitted} "
+                            f"(run: trainplan plan {emitted})", highlight=False)
 
 
 def _common_isoflop_grid(rows) -> list[float]:
@@ -93,35 +118,32 @@ def _common_isoflop_grid(rows) -> list[float]:
     return list(np.geomspace(min(ns) / 4, max(ns) * 4, 11))
 
 
-def _print_allocation_tables(budget, rows, curves, grid, repeated, inference, plot_path) -> None:
+def _print_allocation_tables(budget, rec, arch, rows, curves, grid, repeated, inference, plot_path) -> None:
     from rich.table import Table
 
+    from trainplan.scaling.cli.recommendation import print_budget_block, print_recommendation
+    from trainplan.scaling.recommend import short_id
+
     c = console()
-    print_budget(c, budget)
-    t = Table(title=f"Compute-optimal allocation for C = {budget.flops:.3g} FLOPs")
-    for col in ("law", "name", "N (params)", "D (tokens)", "tokens/param", "loss"):
-        t.add_column(col, overflow="fold")
-    for r in rows:
-        t.add_row(r.label, r.law, si(r.n_params), si(r.tokens), f"{r.tokens_per_param:.1f}",
-                  "-" if r.loss is None else f"{r.loss:.4f}")
-    c.print(t)
+    print_budget_block(c, budget)
+    c.print(f"[bold]Compute-optimal allocation for C = {budget.flops:.3g} FLOPs[/bold] (C = 6ND)")
+    print_recommendation(c, rec, arch)
     conventions: dict[str, list[str]] = {}
     for r in rows:
-        conventions.setdefault(r.convention, []).append(r.law)
+        conventions.setdefault(r.convention, []).append(short_id(r.law))
     for conv, names in conventions.items():
         c.print(f"{', '.join(names)}: {conv}", style="dim", highlight=False)
     if any(r.law == "kaplan2020" for r in rows):
         from trainplan.scaling.laws import PF_DAY_FLOPS
 
         c.print(f"In Kaplan's units this budget is C = {budget.flops / PF_DAY_FLOPS:.4g} PF-days.", style="dim")
-    c.print("Losses are in each law's own units (Kaplan: WebText2; Hoffmann/Epoch: MassiveText) and are "
-            "comparable only within a law. Kaplan's N excludes embeddings.", style="dim")
+    c.print("Losses are in each law's own units and comparable only within a law.", style="dim")
     if curves:
         it = Table(title="IsoFLOP curve: loss against N at fixed C (D = C/6N)")
         it.add_column("N")
         it.add_column("D")
         for name in curves:
-            it.add_column(name)
+            it.add_column(short_id(name), no_wrap=True)
         import numpy as np
 
         from trainplan.scaling.laws import tokens_for_compute

@@ -14,8 +14,8 @@ import typer
 from trainplan.errors import InputError
 
 
-def _budget_option(flag: str, help: str) -> Any:
-    return typer.Option(None, flag, help=help, rich_help_panel="Budget")
+def _budget_option(flag: str, help: str, *aliases: str) -> Any:
+    return typer.Option(None, flag, *aliases, help=help, rich_help_panel="Budget")
 
 
 #: The budget options every ``trainplan scale`` command takes: parameter name -> (type, typer option).
@@ -23,13 +23,14 @@ BUDGET_OPTIONS: dict[str, tuple[Any, Any]] = {
     "flops": (Optional[float], _budget_option("--flops", "training compute in FLOPs, e.g. 1e23")),
     "gpu_hours": (Optional[float], _budget_option("--gpu-hours", "GPU-hours on --gpu")),
     "dollars": (Optional[float], _budget_option(
-        "--dollars", "US dollars on --gpu (catalog price or --usd-per-gpu-hour)")),
-    "deadline_days": (Optional[float], _budget_option("--deadline-days", "wall-clock days on --gpus x --gpu")),
+        "--dollars", "US dollars on --gpu (catalog price or --usd-per-gpu-hour)", "--usd")),
+    "deadline_days": (Optional[float], _budget_option(
+        "--deadline-days", "wall-clock days on --gpus x --gpu; combinable: the tightest budget binds", "--days")),
     "gpu": (Optional[str], _budget_option("--gpu", "accelerator id or alias, e.g. h100_sxm (see `trainplan gpus`)")),
     "gpus": (Optional[int], _budget_option("--gpus", "GPUs in the cluster (needed with --deadline-days)")),
     "usd_per_gpu_hour": (Optional[float], _budget_option("--usd-per-gpu-hour", "price override for --dollars")),
     "mfu": (Optional[float], _budget_option(
-        "--mfu", "model FLOPs utilisation override (default: cost model, else 0.40)")),
+        "--mfu", "model FLOPs utilisation override (default: the cost model's best layout)")),
 }
 _BUDGET_KINDS = "--flops, --gpu-hours, --dollars, --deadline-days"
 

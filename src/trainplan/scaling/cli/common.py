@@ -82,7 +82,10 @@ def chosen_laws(names: Optional[List[str]], law_file: Optional[Path]) -> list:
 
 
 def print_budget(c, budget) -> None:
-    c.print(f"[bold]Budget:[/bold] {budget.explanation}", highlight=False)
+    """The budget line, the MFU behind it and the binding constraint (:mod:`.recommendation`)."""
+    from trainplan.scaling.cli.recommendation import print_budget_block
+
+    print_budget_block(c, budget)
 
 
 def print_advice(budget, title: str, rows: list[tuple[str, str, str]], notes, warning: str | None) -> None:

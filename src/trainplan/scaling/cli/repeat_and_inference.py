@@ -23,7 +23,7 @@ def repeat_command(
 ) -> None:
     """Repeated data (Muennighoff et al. 2023): effective data of E epochs, best allocation when data is the limit."""
     with handled():
-        from trainplan.scaling.repeated_data import R_D_STAR, data_constrained_optimum, effective_data
+        from trainplan.scaling.repeated_data import R_D_STAR, data_constrained_optimum, effective_data, planned_epochs
 
         require_positive("unique-tokens", unique_tokens)
         out: dict[str, Any] = {"unique_tokens": unique_tokens}
@@ -36,6 +36,9 @@ def repeat_command(
         if budget is not None:
             out["budget"] = budget.to_dict()
             out["allocation"] = data_constrained_optimum(budget.flops, unique_tokens).to_dict()
+            if epochs is not None:
+                out["planned"] = planned_epochs(budget.flops, unique_tokens, epochs).to_dict()
+                out["allocation"]["planned"] = out["planned"]
         if as_json:
             print_json(out)
             return
@@ -84,18 +87,21 @@ def print_repeated(c, r: dict) -> None:
     from rich.table import Table
 
     t = Table(title=f"Repeated data (Muennighoff et al. 2023): {si(r['unique_tokens'])} unique tokens")
-    for col in ("", "N", "D (seen)", "epochs", "effective D'", "loss"):
-        t.add_column(col)
+    for col in ("", "N", "D (seen)", "epochs", "eff. D'", "loss"):
+        t.add_column(col, no_wrap=True)
     t.add_row("unconstrained optimum", si(r["unconstrained_n_params"]), si(r["unconstrained_tokens"]),
               f"{r['unconstrained_tokens'] / r['unique_tokens']:.2f}", "-", f"{r['unconstrained_loss']:.4f}")
     t.add_row("best with this data", si(r["n_params"]), si(r["tokens"]), f"{r['epochs']:.2f}",
               si(r["effective_tokens"]), f"{r['loss']:.4f}")
+    p = r.get("planned")
+    if p:
+        t.add_row(f"your plan: {p['epochs']:g} epochs", si(p["n_params"]), si(p["tokens"]), f"{p['epochs']:.2f}",
+                  si(p["effective_tokens"]), f"{p['loss']:.4f}")
     c.print(t)
-    if "planned_epochs" in r:
-        e = r["planned_epochs"]
-        c.print(f"{e:g} epochs over {si(r['unique_tokens'])} unique tokens = "
-                f"{si(r['planned_effective_tokens'])} effective tokens "
-                f"({r['planned_effective_tokens'] / (e * r['unique_tokens']):.1%} of {si(e * r['unique_tokens'])} fresh).")
+    if p:
+        c.print(f"{p['epochs']:g} epochs over {si(p['unique_tokens'])} unique tokens: a {si(p['n_params'])} model "
+                f"on {si(p['tokens'])} tokens ({si(p['effective_tokens'])} effective, {p['value_vs_fresh']:.1%} "
+                f"of fresh); loss {p['loss_vs_best']:+.4f} against the best with this data.", highlight=False)
     c.print("data is the limit" if r["data_limited"] else "data is not the limit at this budget", style="dim")
 
 
