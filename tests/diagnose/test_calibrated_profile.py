@@ -13,7 +13,7 @@ from trainplan.cli import app
 from trainplan.validation.framework_runs import load
 
 runner = CliRunner()
-RC = {"op_selective": "selective"}
+RC: dict[str, str] = {}
 
 
 def _csv(path):

@@ -121,8 +121,10 @@ class KernelModel:
         fwd = np.maximum(fwd, floor)
         bwd = np.maximum(bwd, 2.0 * floor * igrad)
         rc = np.asarray(rc)
-        redo = np.select([rc == 0, rc == 1, rc == 2],
-                         [0.0, np.where(flash, 0.0, t_attn), fwd], default=fwd * rc_frac) * igrad
+        op_sac = fl.OP_SAC_RECOMPUTED_SHARE * t_lin + t_ew   # per-op policy (flops.py)
+        redo = np.select([rc == 0, rc == 1, rc == 2, rc == 4],
+                         [0.0, np.where(flash, 0.0, t_attn), fwd, op_sac],
+                         default=fwd * rc_frac) * igrad
         return LayerTime(forward=fwd, backward=bwd, recompute=redo, attention=t_attn)
 
 

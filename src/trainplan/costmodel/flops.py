@@ -88,11 +88,20 @@ def recompute_extra_forward_fraction(recompute_code, layers_recomputed_frac=0.0,
 
     0 none; 1 selective (only the attention core, Korthikanti et al. 2022 sec. 5:
     ``attn_core_share`` of the layer forward); 2 full (whole layer forward, Narayanan et al. 2021
-    eq. 3 includes it); 3 'layers' (a fraction of the layers fully).
+    eq. 3 includes it); 3 'layers' (a fraction of the layers fully); 4 per-op selective
+    (torchtitan's op-level policy saves every other matmul output and the attention outputs, so
+    half of the other matmuls are re-run: OP_SAC_RECOMPUTED_SHARE of the non-attention forward).
     """
     rc = np.asarray(recompute_code)
-    return np.select([rc == 0, rc == 1, rc == 2], [0.0, attn_core_share, 1.0],
+    return np.select([rc == 0, rc == 1, rc == 2, rc == 4],
+                     [0.0, attn_core_share, 1.0, OP_SAC_RECOMPUTED_SHARE * (1.0 - attn_core_share)],
                      default=layers_recomputed_frac)
+
+
+# torchtitan's op-level selective checkpointing (torchtitan/components/activation_checkpoint.py,
+# _op_sac_save_list and the "save every other mm" rule): half of the matmul outputs are saved, so
+# half are recomputed, together with the elementwise ops between them.
+OP_SAC_RECOMPUTED_SHARE = 0.5
 
 
 def six_nd(n_params, tokens):

@@ -15,7 +15,7 @@ from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
-RECOMPUTE_NAMES: tuple[str, ...] = ("none", "selective", "full", "layers")
+RECOMPUTE_NAMES: tuple[str, ...] = ("none", "selective", "full", "layers", "op_selective")
 
 
 @dataclass

@@ -56,7 +56,13 @@ def layer_activation_bytes(stack: Stack, s, b, t, sp, rc, flash, dropout, act_by
     full_layer = tokens * ((rep * sc + drop * mrep) / sp_div + (split * sc + drop * msplit
                                                                 + scores) / t)
     only_input = tokens * 2.0 * stack.hidden * sc / sp_div
-    return np.where(np.asarray(rc) == 2, only_input, full_layer)
+    # per-op selective (code 4): the attention outputs are saved, and half of the rest (every
+    # other matmul output; trainplan.costmodel.flops.OP_SAC_RECOMPUTED_SHARE)
+    from trainplan.costmodel.flops import OP_SAC_RECOMPUTED_SHARE
+    attn = tokens * (scores + 0.0) / t
+    op_sac = attn + (1.0 - OP_SAC_RECOMPUTED_SHARE) * (full_layer - attn)
+    rc = np.asarray(rc)
+    return np.where(rc == 2, only_input, np.where(rc == 4, op_sac, full_layer))
 
 
 def attention_scores_bytes(stack: Stack, s, b, t, flash, dropout, act_bytes=2.0, cp=1):

@@ -61,8 +61,8 @@ def torchtitan_config(spec: LaunchSpec) -> dict[str, dict]:
         # local batch = one micro-batch; gradient accumulation = global / (local x dp)
         training["local_batch_size"] = st.micro_batch
     ac: dict = {"mode": {"none": "none", "selective": "selective", "full": "full",
-                         "layers": "selective"}[st.recompute]}
-    if st.recompute == "selective":
+                         "layers": "selective", "op_selective": "selective"}[st.recompute]}
+    if st.recompute in ("selective", "op_selective"):
         ac["selective_ac_option"] = "op"
     elif st.recompute == "layers":
         per_stage = max(1, dec.layers // st.pp)

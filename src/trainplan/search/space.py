@@ -19,7 +19,7 @@ from trainplan.spec.model import Model
 
 Objective = Literal["fastest", "cheapest", "fewest"]
 OBJECTIVES: tuple[str, ...] = ("fastest", "cheapest", "fewest")
-RECOMPUTE_NAMES: tuple[str, ...] = ("none", "selective", "full", "layers")
+RECOMPUTE_NAMES: tuple[str, ...] = ("none", "selective", "full", "layers", "op_selective")
 _RC_CODE = {name: i for i, name in enumerate(RECOMPUTE_NAMES)}
 
 
@@ -50,7 +50,8 @@ class SearchSpace(_Out):
     ep: tuple[PositiveInt, ...] | None = None
     zero: tuple[Literal[0, 1, 2, 3], ...] = (0, 1, 2, 3)
     max_micro_batch: int = Field(16, ge=1)
-    recompute: tuple[Literal["none", "selective", "full", "layers"], ...] = RECOMPUTE_NAMES
+    recompute: tuple[Literal["none", "selective", "full", "layers", "op_selective"], ...] = \
+        RECOMPUTE_NAMES
     recompute_fractions: tuple[Annotated[float, Field(gt=0, le=1)], ...] = (0.25, 0.5, 0.75)
     offload: bool = True
     uneven_stages: bool = Field(False, description="allow pp x vp not dividing the layers")

@@ -8,8 +8,9 @@ from pydantic import Field, PositiveInt, model_validator
 
 from trainplan.spec.base import Spec
 
-Recompute = Literal["none", "selective", "full", "layers"]
-RECOMPUTE_CODES: dict[str, int] = {"none": 0, "selective": 1, "full": 2, "layers": 3}
+Recompute = Literal["none", "selective", "full", "layers", "op_selective"]
+RECOMPUTE_CODES: dict[str, int] = {"none": 0, "selective": 1, "full": 2, "layers": 3,
+                                   "op_selective": 4}
 ZERO_FSDP_NAMES = {
     0: "DDP (no sharding)",
     1: "ZeRO-1 (optimizer states sharded; Megatron distributed optimizer)",
@@ -63,7 +64,7 @@ class Strategy(Spec):
             parts.append(f"EP{self.ep}")
         parts.append(f"Z{self.zero}")
         parts.append(f"mb{self.micro_batch}")
-        rc = {"none": "", "selective": "sel", "full": "full", None: "",
+        rc = {"none": "", "selective": "sel", "full": "full", None: "", "op_selective": "opsac",
               "layers": f"rc{self.recompute_layers}"}[self.recompute]
         if rc:
             parts.append(rc)

@@ -50,7 +50,7 @@ BF16_GRADS_SETS = ("nemo-perf-summary", "megatron-bridge-perf", "nemo-long-seque
 # nemo/collections/llm/recipes/tp_overlap_configs/userbuffers.py; Bridge comm_overlap.py)
 TP_OVERLAP_SETS = ("megatron-lm-readme-weak-scaling",) + BF16_GRADS_SETS
 PRECISION = {"bf16": "bf16_mixed", "fp8": "fp8_mixed", "fp16": "fp16_mixed", "fp32": "fp32"}
-RECOMPUTE = {"op_selective": "selective"}   # torchtitan per-op SAC: nearest trainplan policy
+RECOMPUTE: dict[str, str] = {}              # record names that differ from trainplan's
 
 
 def load(kind: str = "runs") -> list[dict[str, Any]]:
@@ -127,8 +127,6 @@ def unmodelled(rec: dict[str, Any]) -> str | None:
                                            "Recompute, activation offloading" in a):
         return ("recompute and activation-offload settings are not published for this row "
                 "(the layout is not fully given)")
-    if lay.get("recompute") == "op_selective":
-        return "torchtitan per-op selective checkpointing is approximated by selective"
     return None
 
 
