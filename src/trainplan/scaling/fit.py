@@ -16,7 +16,7 @@ The runs come from :mod:`trainplan.scaling.runs`; a fitted law is saved and read
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 
@@ -124,12 +124,14 @@ def fit_law(
     name: str = "fitted",
     label: str | None = None,
     max_starts: int | None = DEFAULT_MAX_STARTS,
+    on_progress: Callable[[int], None] | None = None,
 ) -> FitResult:
     """Fit L = E + A/N^alpha + B/D^beta to ``runs`` (Huber on log-loss, L-BFGS from a grid).
 
     With ``n_bootstrap`` > 0 also draw that many bootstrap refits for confidence intervals.
     ``max_starts`` limits the L-BFGS runs to the grid points with the lowest starting objective
     (``None``: run from every one of the 4,500 grid points, as Besiroglu et al. 2024 do).
+    ``on_progress(k)`` is told as k more bootstrap refits finish.
     """
     if not isinstance(runs, Runs):
         raise InputError("runs", type(runs).__name__, "a trainplan.scaling.runs.Runs (see load_runs)")
@@ -141,7 +143,8 @@ def fit_law(
         raise InputError("bootstrap", n_bootstrap, "an integer >= 0")
     data = (np.log(runs.n_params), np.log(runs.tokens), np.log(runs.loss))
     theta, fun, n_starts = _best_fit(data, delta, grid, max_starts)
-    samples = bootstrap_fits(runs, theta, n_bootstrap, delta=delta, seed=seed) if n_bootstrap else None
+    samples = bootstrap_fits(runs, theta, n_bootstrap, delta=delta, seed=seed,
+                                                    on_progress=on_progress) if n_bootstrap else None
     law = _law_from_theta(theta, name, label or f"fitted to {len(runs)} runs", runs.source, samples, ci_level)
     return FitResult(
         law=law, theta=theta, objective=fun, runs=runs, delta=delta,
