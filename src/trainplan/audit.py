@@ -47,26 +47,26 @@ class Claims(Spec):
     """What a run claims. Only ``gpu`` and ``gpus`` are required; checks run where their inputs exist."""
 
     gpu: str = Field(description="accelerator id or alias (see `trainplan gpus`)")
-    gpus: PositiveInt
+    gpus: PositiveInt = Field(description="GPUs the run used")
     model: str | None = Field(None, description="model preset (enables the memory model)")
     params: PositiveFloat | None = Field(None, description="N used for 6ND (default: the preset's)")
     samples: PositiveFloat | None = Field(None, description="unique samples per epoch")
-    epochs: PositiveFloat = 1.0
-    samples_per_s_per_gpu: PositiveFloat | None = None
-    total_flops: PositiveFloat | None = None
-    days: PositiveFloat | None = None
+    epochs: PositiveFloat = Field(1.0, description="passes over `samples`")
+    samples_per_s_per_gpu: PositiveFloat | None = Field(None, description="claimed throughput per GPU")
+    total_flops: PositiveFloat | None = Field(None, description="claimed training FLOPs")
+    days: PositiveFloat | None = Field(None, description="claimed wall-clock days")
     peak_memory_gb: PositiveFloat | None = Field(None, description="claimed peak per GPU (GB as printed)")
-    global_batch: PositiveInt | None = None
-    grad_accum: PositiveInt | None = None
-    micro_batch: PositiveInt | None = None
-    tokens_per_sample: PositiveFloat | None = None
-    images_per_sample: float = Field(1.0, ge=0)
-    image_size: PositiveInt | None = None
-    precision: Literal["fp32", "bf16_mixed", "fp16_mixed", "bf16_pure", "fp8_mixed"] = "bf16_mixed"
-    optimizer: Literal["adamw", "adamw_8bit", "sgd_momentum", "sgd", "adafactor"] = "adamw"
+    global_batch: PositiveInt | None = Field(None, description="claimed samples per optimizer step")
+    grad_accum: PositiveInt | None = Field(None, description="claimed gradient-accumulation steps")
+    micro_batch: PositiveInt | None = Field(None, description="claimed samples per GPU per forward/backward")
+    tokens_per_sample: PositiveFloat | None = Field(None, description="text tokens per sample (for 6ND)")
+    images_per_sample: float = Field(1.0, ge=0, description="images per sample (VLM runs)")
+    image_size: PositiveInt | None = Field(None, description="image side in pixels")
+    precision: Literal["fp32", "bf16_mixed", "fp16_mixed", "bf16_pure", "fp8_mixed"] = Field("bf16_mixed", description="numeric format the run trained in")
+    optimizer: Literal["adamw", "adamw_8bit", "sgd_momentum", "sgd", "adafactor"] = Field("adamw", description="optimizer the run used")
     zero: Literal[0, 1, 2, 3] | None = Field(None, description="ZeRO stage, if the run states it")
-    recompute: Literal["none", "selective", "full"] | None = None
-    frozen: tuple[str, ...] = ()
+    recompute: Literal["none", "selective", "full"] | None = Field(None, description="activation recompute, if stated")
+    frozen: tuple[str, ...] = Field((), description="stack names kept frozen, e.g. [\"vision\"]")
     gas_rule: str | None = Field(None, description="a rule the run says it used to pick the "
                                  "accumulation, e.g. 'ceil(sqrt(batch/4))' (the source's)")
 

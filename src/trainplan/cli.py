@@ -121,16 +121,13 @@ def frameworks(as_json: bool = typer.Option(False, "--json")) -> None:
         typer.echo(json.dumps([f.model_dump() for f in fws], indent=2))
         return
     from rich.console import Console
-    from rich.table import Table
-    t = Table(title="Framework profiles (layouts each can run)", show_lines=False)
-    for col in ("id", "ZeRO", "ZeRO w/ PP", "TP", "recompute", "FP8", "fused ops"):
-        t.add_column(col, no_wrap=col == "id")
-    for f in fws:
-        t.add_row(f.id, ",".join(map(str, f.zero_stages)), f"<={f.max_zero_with_pp}",
-                  "no" if f.max_tp == 1 else "yes", ",".join(r[:4] for r in f.recompute),
-                  "yes" if f.fp8_linear else "no", str(len(f.fused)))
+    from trainplan.tables import print_rows
     c = Console()
-    c.print(t, markup=False)
+    print_rows("Framework profiles (layouts each can run)",
+               ("id", "ZeRO", "ZeRO w/ PP", "TP", "recompute", "FP8", "fused ops"),
+               [(f.id, ",".join(map(str, f.zero_stages)), f"<={f.max_zero_with_pp}",
+                 "no" if f.max_tp == 1 else "yes", ",".join(f.recompute),
+                 "yes" if f.fp8_linear else "no", str(len(f.fused))) for f in fws], console=c)
     for f in fws:
         c.print(f"{f.id}: {f.name}", markup=False, highlight=False)
 
@@ -150,14 +147,10 @@ def models(as_json: bool = typer.Option(False, "--json")) -> None:
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
         return
-    from rich.console import Console
-    from rich.table import Table
-    t = Table(title="Model presets")
-    for col in ("id", "name", "params", "active", "source"):
-        t.add_column(col, overflow="fold")
-    for r in rows:
-        t.add_row(r["id"], r["name"], f"{r['params']:,}", f"{r['active']:,}", (r["source"] or "")[:70])
-    Console().print(t)
+    from trainplan.tables import cut as _cut, print_rows
+    print_rows("Model presets", ("id", "name", "params", "active", "source"),
+               [(r["id"], r["name"], f"{r['params']:,}", f"{r['active']:,}", _cut(r["source"] or "", 70))
+                for r in rows])
 
 
 @app.command()
@@ -171,33 +164,26 @@ def gpus(as_json: bool = typer.Option(False, "--json")) -> None:
     if as_json:
         typer.echo(json.dumps([a.model_dump() for a in accs], indent=2))
         return
-    from rich.console import Console
-    from rich.table import Table
-    t = Table(title="Accelerators (dense peak TFLOP/s)")
-    for col in ("id", "name", "bf16", "fp8", "HBM GiB", "HBM TB/s", "link GB/s", "NIC Gb/s", "TDP W", "$/GPU-h"):
-        t.add_column(col)
-    for a in accs:
-        t.add_row(a.id, a.name, f"{a.peak_tflops.get('bf16', a.peak_tflops.get('fp16', 0)):g}",
-                  f"{a.peak_tflops.get('fp8', 0) or '-'}", f"{a.hbm_gib:g}", f"{a.hbm_bw_tbps:g}",
-                  f"{a.intra_node_GBps:g}", f"{a.inter_node_Gbps:g}", f"{a.tdp_w:g}",
-                  f"{a.usd_per_gpu_hour:g}" if a.usd_per_gpu_hour else "-")
-    Console().print(t)
+    from trainplan.tables import print_rows
+    print_rows("Accelerators (dense peak TFLOP/s)",
+               ("id", "name", "bf16", "fp8", "HBM GiB", "HBM TB/s", "link GB/s", "NIC Gb/s", "TDP W", "$/GPU-h"),
+               [(a.id, a.name, f"{a.peak_tflops.get('bf16', a.peak_tflops.get('fp16', 0)):g}",
+                 f"{a.peak_tflops.get('fp8', 0) or '-'}", f"{a.hbm_gib:g}", f"{a.hbm_bw_tbps:g}",
+                 f"{a.intra_node_GBps:g}", f"{a.inter_node_Gbps:g}", f"{a.tdp_w:g}",
+                 f"{a.usd_per_gpu_hour:g}" if a.usd_per_gpu_hour else "-") for a in accs])
 
 
 @app.command()
 def conventions() -> None:
     """Show the bytes-per-parameter table and the FLOPs/MFU conventions."""
     from rich.console import Console
-    from rich.table import Table
     from trainplan.conventions import bytes_per_param_table
-    t = Table(title="Model-state bytes per parameter (before ZeRO sharding)")
-    for col in ("precision", "optimizer", "weights", "grads", "master", "optimizer", "total"):
-        t.add_column(col)
-    for p, row in bytes_per_param_table().items():
-        for o, b in row.items():
-            t.add_row(p, o, f"{b.weights:g}", f"{b.grads:g}", f"{b.master:g}", f"{b.optim:g}", f"{b.total:g}")
+    from trainplan.tables import print_rows
     c = Console()
-    c.print(t)
+    print_rows("Model-state bytes per parameter (before ZeRO sharding)",
+               ("precision", "optimizer", "weights", "grads", "master", "optimizer", "total"),
+               [(p, o, f"{b.weights:g}", f"{b.grads:g}", f"{b.master:g}", f"{b.optim:g}", f"{b.total:g}")
+                for p, row in bytes_per_param_table().items() for o, b in row.items()], console=c, key_columns=2)
     c.print("MFU = model FLOPs (no recompute, causal attention, LM head) / (step time x GPUs x dense peak).\n"
             "HFU adds recompute FLOPs. 6ND is shown beside them. Memory in GiB (2^30 B), bandwidth in GB/s.")
 

@@ -10,6 +10,7 @@ from typing import Optional
 import typer
 
 from trainplan.errors import InputError, TrainplanError, require_positive
+from trainplan.progress import progress
 
 data_app = typer.Typer(no_args_is_help=True, add_completion=False,
                        help="Measure the data side: padding/packing from lengths, loader throughput.")
@@ -122,7 +123,8 @@ def loader_bench_command(
                 if not folder.is_dir():
                     raise InputError("DIR", str(folder), "an existing folder of images")
                 paths = sorted(folder.iterdir())
-            bench = bench_images(paths, size, repeat)
+            with progress("decoding images", total=len(paths) * repeat) as advance:
+                bench = bench_images(paths, size, repeat, on_progress=advance)
             if not any(r.images for r in bench.rates.values()):
                 raise InputError("DIR", str(folder), "a folder with at least one readable image",
                                  hint=f"none of {len(bench.failed_files)} image files decoded")

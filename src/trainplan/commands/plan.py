@@ -82,7 +82,8 @@ def plan_command(
         d["emitted"] = [str(p) for p in paths]
         typer.echo(json.dumps(d, indent=2))
     else:
-        _render(result, paths)
+        from trainplan.commands.plan_render import render
+        render(result, paths)
 
 
 def _run(job_file, model, gpu, gpus, gpus_per_node, price, objective, deadline_days, budget_usd,
@@ -209,81 +210,3 @@ class _Progress:
     def close(self) -> None:
         if self.bar is not None:
             self.bar.stop()
-
-
-def _fmt(x: float | None, spec: str = ",.0f", none: str = "-") -> str:
-    return none if x is None else format(x, spec)
-
-
-def _render(result, paths: list[Path]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    from trainplan.report.console import fmt_num
-
-    import os
-    c = Console()
-    if not c.is_terminal and "COLUMNS" not in os.environ:
-        c = Console(width=160)           # piped output: do not squeeze the tables to 80 columns
-    w = result.winner
-    cons = {k: v for k, v in result.constraints.items() if v}
-    c.print(f"[bold]{result.model}[/bold]: plan by [cyan]{result.objective}[/cyan] on "
-            f"{', '.join(result.gpu_ids)} x {_counts(result.gpu_counts)} GPUs"
-            + (f"  constraints {cons}" if cons else ""), highlight=False)
-    from rich import box
-    many_gpus = len(result.gpu_ids) > 1
-    many_counts = len(result.gpu_counts) > 1
-    t = Table(title=f"Top {len(result.top)} layouts", title_justify="left", pad_edge=False,
-              box=box.SIMPLE_HEAD)
-    cols = [("#", "right")] + ([("GPU", "left")] if many_gpus else []) \
-        + ([("n", "right")] if many_counts else []) \
-        + [("layout", "left"), ("GiB (free)", "right"), ("step s", "right"), ("tok/s", "right"),
-           ("MFU", "right"), ("days", "right"), ("GPU-h", "right"), ("cost $", "right")]
-    for col, j in cols:
-        t.add_column(col, justify=j, no_wrap=True)
-    for i, (e, gid) in enumerate(zip(result.top, result.top_gpu_ids), 1):
-        row = [str(i)] + ([gid] if many_gpus else []) + ([str(e.gpus)] if many_counts else [])
-        t.add_row(*row, e.layout,
-                  f"{e.memory.total_gib:.1f} ({e.memory.headroom_gib:.1f})",
-                  f"{e.time.step_s:.3g}", fmt_num(e.tokens_per_s),
-                  f"{e.mfu:.1%}", _fmt(e.totals.wall_clock_days, ".1f"),
-                  fmt_num(e.totals.gpu_hours), fmt_num(e.totals.cost_usd))
-    c.print(t)
-    c.print(f"[bold]Winner[/bold] [cyan]{w.layout}[/cyan] on {w.gpus}x {w.gpu} ({w.zero_name}); "
-            f"[bold]binds:[/bold] {result.binding}", highlight=False)
-    for line in result.explanation:
-        c.print(f"  - {line}", highlight=False)
-    if result.runner_up:
-        c.print(f"  - {result.runner_up}", highlight=False)
-    for wtext in w.warnings:
-        c.print(f"  [yellow]! {wtext}[/yellow]", highlight=False)
-    tables = [("Pareto front, wall-clock against cost (dominated points removed)", result.pareto)]
-    if len(result.per_type) > 1:
-        tables.append(("Best per GPU type (each type's fastest count and layout)", result.per_type))
-    for title, rows in tables:
-        if rows:
-            c.print(_points_table(title, rows))
-    c.print(f"[dim]{result.candidates_evaluated:,} layouts evaluated "
-            f"({result.candidates_fit:,} fit, {result.candidates_feasible:,} feasible) in "
-            f"{result.seconds:.2f} s, {result.candidates_per_s:,.0f} layouts/s[/dim]", highlight=False)
-    for path in paths:
-        c.print(f"wrote {path}", highlight=False)
-
-
-def _points_table(title, rows):
-    from rich import box
-    from rich.table import Table
-    from trainplan.report.console import fmt_num
-    p = Table(title=title, title_justify="left", pad_edge=False, box=box.SIMPLE_HEAD)
-    for col in ("GPU", "n", "layout", "step s", "MFU", "days", "GPU-h", "cost $", "meets"):
-        p.add_column(col, no_wrap=col in ("layout", "GPU"),
-                     justify="left" if col in ("GPU", "layout", "meets") else "right")
-    for q in rows:
-        p.add_row(q.gpu_id, str(q.gpus), q.layout, f"{q.step_s:.3g}", f"{q.mfu:.1%}",
-                  _fmt(q.wall_clock_days, ".1f"), fmt_num(q.gpu_hours), fmt_num(q.cost_usd),
-                  "yes" if q.meets_constraints else "no")
-    return p
-
-
-def _counts(counts: list[int]) -> str:
-    return str(counts[0]) if len(counts) == 1 else f"{counts[0]}..{counts[-1]} ({len(counts)} counts)"

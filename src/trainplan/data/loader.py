@@ -92,9 +92,10 @@ def _decode_one(Image, p: Path, size: int):
 MAX_SIDE = 8192
 
 
-def bench_images(paths, size: int = 336, repeat: int = 1) -> LoaderBench:
+def bench_images(paths, size: int = 336, repeat: int = 1, on_progress=None) -> LoaderBench:
     """Decode (+ convert to RGB + bicubic resize to size x size) each file, one process; time each
-    format. Unreadable or corrupt files are skipped and counted, never raised."""
+    format. Unreadable or corrupt files are skipped and counted, never raised. ``on_progress(1)``
+    is called after each decode (for a progress bar)."""
     Image = _pil()
     if size <= 0 or size > MAX_SIDE:
         raise InputError("--size", size, f"a positive image side of at most {MAX_SIDE} pixels")
@@ -110,6 +111,8 @@ def bench_images(paths, size: int = 336, repeat: int = 1) -> LoaderBench:
         ok, bad, t = 0, 0, 0.0
         for _ in range(repeat):
             for p in ps:
+                if on_progress is not None:
+                    on_progress(1)
                 t0 = time.perf_counter()
                 try:
                     _decode_one(Image, p, size)

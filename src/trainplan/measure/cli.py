@@ -14,6 +14,7 @@ import typer
 
 from trainplan.conventions import GiB
 from trainplan.errors import TrainplanError
+from trainplan.progress import progress
 
 # what a command reports in one line with exit status 2 (anything else is a bug: traceback)
 USER_ERRORS = (TrainplanError, ValueError, ImportError)
@@ -77,7 +78,8 @@ def memory(
                          attn="sdpa" if inp.strategy.flash_attention else "eager", adamw=adamw,
                          part=part, images_per_sample=ips)
         cfg.check()
-        meas = measure_step_memory(inp.model, cfg, fake=not real)
+        with progress(f"tracing a step of {inp.model.name}"):
+            meas = measure_step_memory(inp.model, cfg, fake=not real)
         pred = analytic_peak(inp.model, cfg)
     except USER_ERRORS as e:    # InputError, MissingExtraError, pydantic's ValueError -> exit 2
         _fail(e)
@@ -124,7 +126,8 @@ def bench(
         from trainplan.measure.build import require_torch
         require_torch()
         from trainplan.measure.bench import run_bench
-        prof = run_bench(device=device, ranks=ranks, quick=quick)
+        with progress("matmul, memory and collective benchmarks"):
+            prof = run_bench(device=device, ranks=ranks, quick=quick)
         from trainplan.export.write import atomic_write
         try:
             atomic_write(out, json.dumps(prof, indent=2))
@@ -158,8 +161,9 @@ def step(
         require_torch()
         from trainplan.measure.distributed import run_measured_steps
         inp = _inputs(job_file, model, seq_len, micro_batch, precision, None, None)
-        res = run_measured_steps(inp, nproc=nproc, backend=backend, steps=steps,
-                                 scale_down=scale_down, fsdp=fsdp)
+        with progress(f"{steps} steps on {nproc} ranks"):
+            res = run_measured_steps(inp, nproc=nproc, backend=backend, steps=steps,
+                                     scale_down=scale_down, fsdp=fsdp)
     except USER_ERRORS as e:
         _fail(e)
     if as_json:

@@ -65,7 +65,7 @@ def assumptions(e: Any, job: Any = None, cluster: Any = None) -> list[tuple[str,
                  ("tokens", _si(job.tokens) if job.tokens else "not given (per-step figures only)"),
                  ("epochs", f"{job.epochs:g}"), ("trainable", job.trainable),
                  ("frozen parts", ", ".join(job.frozen) or "none"),
-                 ("images per sample", f"{job.images_per_sample:g}"),
+                 ("images per sample", _n(job.images_per_sample, "g")),
                  ("text tokens per sample", _n(job.text_tokens, ",.0f")),
                  ("packing efficiency", f"{job.packing_efficiency:g}")]
     rows += [("global batch (sequences)", f"{e.global_batch:,}"),

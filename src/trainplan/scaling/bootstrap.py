@@ -7,33 +7,35 @@ and of what they imply (exponents, compute-optimal N, D and loss).
 
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 
 from trainplan.scaling.laws import ParametricLaw
-from trainplan.scaling.objective import HUBER_DELTA, PARAM_NAMES, minimise, theta_to_law
+from trainplan.scaling.batch_lbfgs import minimise_rows
+from trainplan.scaling.objective import HUBER_DELTA, PARAM_NAMES
 from trainplan.scaling.runs import Runs
 
 
 def bootstrap_fits(
-    runs: Runs, theta_hat: np.ndarray, n_bootstrap: int, *, delta: float = HUBER_DELTA, seed: int | None = 0
+    runs: Runs, theta_hat: np.ndarray, n_bootstrap: int, *, delta: float = HUBER_DELTA, seed: int | None = 0,
+    on_progress: Callable[[int], None] | None = None,
 ) -> np.ndarray:
     """Nonparametric bootstrap: refit ``n_bootstrap`` resamples (with replacement) of the runs.
 
     Each refit starts from the full-data optimum ``theta_hat`` (a warm start, as in Besiroglu et al.
-    2024's bootstrap). Returns rows of (E, A, B, alpha, beta); refits that fail are dropped.
+    2024's bootstrap); all refits run together as rows of one batched L-BFGS
+    (:mod:`trainplan.scaling.batch_lbfgs`). Returns rows of (E, A, B, alpha, beta); refits that
+    fail are dropped. ``on_progress(k)`` is told as k more refits finish.
     """
     rng = np.random.default_rng(seed)
     log_n, log_d, log_l = np.log(runs.n_params), np.log(runs.tokens), np.log(runs.loss)
     n = len(runs)
-    out = np.empty((n_bootstrap, 5))
-    kept = 0
-    for _ in range(n_bootstrap):
-        idx = rng.integers(0, n, n)
-        res = minimise(theta_hat, (log_n[idx], log_d[idx], log_l[idx]), delta)
-        if np.all(np.isfinite(res.x)):
-            out[kept] = list(theta_to_law(res.x, name="resample", label="", source="").params().values())
-            kept += 1
-    return out[:kept]
+    idx = np.stack([rng.integers(0, n, n) for _ in range(n_bootstrap)]) if n_bootstrap else np.zeros((0, n), int)
+    start = np.tile(np.asarray(theta_hat, dtype=float), (n_bootstrap, 1))
+    res = minimise_rows(start, (log_n[idx], log_d[idx], log_l[idx]), delta, on_progress=on_progress)
+    a, b, e, alpha, beta = res.x[res.ok].T
+    return np.column_stack([np.exp(e), np.exp(a), np.exp(b), alpha, beta])
 
 
 def sample_law(samples: np.ndarray) -> ParametricLaw:

@@ -5,7 +5,7 @@ The procedure is the one of Hoffmann et al. 2022 §3.3 / App. D.2 as corrected b
 
 * minimise the sum of Huber_delta(log L_hat - log L), delta = 1e-3, over the log form
   theta = (a, b, e, alpha, beta) (:mod:`trainplan.scaling.objective`);
-* L-BFGS from every point of the grid alpha, beta in {0, 0.5, ..., 2}, e in {-1, -0.5, ..., 1},
+* L-BFGS (batched over all starts) from every point of the grid alpha, beta in {0, 0.5, ..., 2}, e in {-1, -0.5, ..., 1},
   a, b in {0, 5, ..., 25} (or its most promising points); keep the best and polish it;
 * confidence intervals by the nonparametric bootstrap (:mod:`trainplan.scaling.bootstrap`).
 
@@ -16,15 +16,22 @@ The runs come from :mod:`trainplan.scaling.runs`; a fitted law is saved and read
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 
 from trainplan.errors import InputError
+from trainplan.scaling.batch_lbfgs import minimise_rows
 from trainplan.scaling.bootstrap import bootstrap_allocations, bootstrap_fits, percentile_interval, percentile_intervals
 from trainplan.scaling.laws import ParametricLaw
-from trainplan.scaling.objective import HUBER_DELTA, LogData, grid_objectives, init_grid, log_loss_lse, minimise, theta_to_law
+from trainplan.scaling.objective import HUBER_DELTA, LogData, grid_objectives, init_grid, log_loss_lse, theta_to_law
 from trainplan.scaling.runs import Runs
+
+#: scipy's default L-BFGS-B tolerances (factr 1e7 x machine eps, pgtol 1e-5), used for the starts.
+_LOOSE_FTOL, _LOOSE_GTOL = 1e7 * np.finfo(float).eps, 1e-5
+
+#: Loose ends of the starts that are run on to the tight tolerances before the polish.
+_REFINE = 16
 
 #: L-BFGS runs from the grid points with the lowest starting objective (None: every point).
 DEFAULT_MAX_STARTS = 256
@@ -117,12 +124,14 @@ def fit_law(
     name: str = "fitted",
     label: str | None = None,
     max_starts: int | None = DEFAULT_MAX_STARTS,
+    on_progress: Callable[[int], None] | None = None,
 ) -> FitResult:
     """Fit L = E + A/N^alpha + B/D^beta to ``runs`` (Huber on log-loss, L-BFGS from a grid).
 
     With ``n_bootstrap`` > 0 also draw that many bootstrap refits for confidence intervals.
     ``max_starts`` limits the L-BFGS runs to the grid points with the lowest starting objective
     (``None``: run from every one of the 4,500 grid points, as Besiroglu et al. 2024 do).
+    ``on_progress(k)`` is told as k more bootstrap refits finish.
     """
     if not isinstance(runs, Runs):
         raise InputError("runs", type(runs).__name__, "a trainplan.scaling.runs.Runs (see load_runs)")
@@ -134,7 +143,8 @@ def fit_law(
         raise InputError("bootstrap", n_bootstrap, "an integer >= 0")
     data = (np.log(runs.n_params), np.log(runs.tokens), np.log(runs.loss))
     theta, fun, n_starts = _best_fit(data, delta, grid, max_starts)
-    samples = bootstrap_fits(runs, theta, n_bootstrap, delta=delta, seed=seed) if n_bootstrap else None
+    samples = bootstrap_fits(runs, theta, n_bootstrap, delta=delta, seed=seed,
+                                                    on_progress=on_progress) if n_bootstrap else None
     law = _law_from_theta(theta, name, label or f"fitted to {len(runs)} runs", runs.source, samples, ci_level)
     return FitResult(
         law=law, theta=theta, objective=fun, runs=runs, delta=delta,
@@ -143,26 +153,28 @@ def fit_law(
 
 
 def _best_fit(data: LogData, delta: float, grid, max_starts: int | None) -> tuple[np.ndarray, float, int]:
-    """L-BFGS from the grid (or its most promising ``max_starts`` points), then a tight polish."""
+    """L-BFGS from the grid (or its most promising ``max_starts`` points) at scipy's default
+    tolerances, then the best ``_REFINE`` ends polished to tight ones; all starts run as one batch
+    (:mod:`trainplan.scaling.batch_lbfgs`)."""
     starts = init_grid(grid)
     if max_starts is not None and max_starts < len(starts):
         if max_starts < 1:
             raise InputError("max_starts", max_starts, "an integer >= 1, or None for the whole grid")
         starts = starts[np.argsort(grid_objectives(starts, data, delta), kind="stable")[:max_starts]]
-    best = None
-    for theta0 in starts:
-        res = minimise(theta0, data, delta, tight=False)
-        if np.all(np.isfinite(res.x)) and np.isfinite(res.fun) and (best is None or res.fun < best.fun):
-            best = res
-    if best is None:
+    loose = minimise_rows(starts, data, delta, ftol=_LOOSE_FTOL, gtol=_LOOSE_GTOL, memory=10)
+    fun = np.where(loose.ok, loose.fun, np.inf)
+    if not np.isfinite(fun).any():
         raise InputError(
             "runs", f"{data[0].size} runs", "runs to which a finite law can be fitted",
             hint="check the runs for extreme values",
         )
-    polished = minimise(best.x, data, delta)
-    if np.all(np.isfinite(polished.x)) and polished.fun <= best.fun:
-        best = polished
-    return np.asarray(best.x, dtype=float), float(best.fun), len(starts)
+    # the most promising loose ends, polished to the tight tolerances; keep the lowest
+    top = np.argsort(fun, kind="stable")[: min(_REFINE, int(np.isfinite(fun).sum()))]
+    tight = minimise_rows(loose.x[top], data, delta)
+    tight_fun = np.where(tight.ok & (tight.fun <= fun[top]), tight.fun, np.inf)
+    i = int(np.argmin(tight_fun))
+    x, f = (tight.x[i], tight_fun[i]) if np.isfinite(tight_fun[i]) else (loose.x[top[0]], fun[top[0]])
+    return np.asarray(x, dtype=float), float(f), len(starts)
 
 
 def _law_from_theta(theta, name, label, source_file, samples, ci_level) -> ParametricLaw:

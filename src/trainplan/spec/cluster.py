@@ -65,7 +65,7 @@ class EfficiencyProfile(Spec):
     dp_overlap: float = Field(0.9, ge=0, le=1, description=(
         "share of DP comm hidden under backward; an assumption (bucketed overlap leaves the "
         "last bucket exposed)"))
-    source: str = ""
+    source: str = Field("", description="where the efficiency figures come from")
 
     @property
     def gemm_eta(self) -> float:
@@ -146,9 +146,9 @@ class Accelerator(Spec):
 class Cluster(Spec):
     """How many accelerators, how they are wired, and what an hour costs."""
 
-    accelerator: Accelerator
-    gpus: PositiveInt = 8
-    gpus_per_node: PositiveInt | None = None
+    accelerator: Accelerator = Field(description="the GPU: written `gpu = \"h100\"` (an id or alias, see `trainplan gpus`) in a job file")
+    gpus: PositiveInt = Field(8, description="GPUs in the job")
+    gpus_per_node: PositiveInt | None = Field(None, description="GPUs per node (default: the accelerator's)")
     usd_per_gpu_hour: float | None = Field(None, ge=0, description="override of the catalog price")
     intra_node_GBps: float | None = Field(None, gt=0, description="override of link bandwidth")
     inter_node_Gbps: float | None = Field(None, gt=0, description="override of NIC bandwidth")

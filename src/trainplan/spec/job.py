@@ -18,18 +18,18 @@ class Job(Spec):
     tokens unless the multimodal fields say otherwise).
     """
 
-    seq_len: PositiveInt = 4096
+    seq_len: PositiveInt = Field(4096, description="tokens per sequence (context length trained at)")
     global_batch: PositiveInt | None = Field(None, description="sequences per optimizer step")
     global_batch_tokens: PositiveInt | None = Field(None, description="tokens per optimizer step")
     tokens: float | None = Field(None, gt=0, description="total training tokens")
     samples: float | None = Field(None, gt=0, description="unique samples per epoch")
-    epochs: float = Field(1.0, gt=0)
-    precision: Precision = "bf16_mixed"
-    optimizer: Optimizer = "adamw"
-    grad_clip: float | None = Field(1.0, ge=0)
-    trainable: Literal["full", "lora"] = "full"
+    epochs: float = Field(1.0, gt=0, description="passes over `samples` (ignored when `tokens` is given)")
+    precision: Precision = Field("bf16_mixed", description="numeric format: weights/activations and the optimizer's master copy (see `trainplan conventions`)")
+    optimizer: Optimizer = Field("adamw", description="optimizer; sets the bytes of optimizer state per parameter")
+    grad_clip: float | None = Field(1.0, ge=0, description="gradient-norm clipping threshold (none: off; costs one norm per step)")
+    trainable: Literal["full", "lora"] = Field("full", description="full fine-tune / pre-train, or LoRA adapters on a frozen base")
     frozen: tuple[str, ...] = Field((), description="stack or projector names kept frozen")
-    lora_rank: int = Field(16, ge=1)
+    lora_rank: int = Field(16, ge=1, description="LoRA rank r (trainable = \"lora\")")
     dropout: bool = Field(False, description="dropout in attention and MLP (GPT-style); masks are kept")
     framework: str = Field(
         "megatron", description="training framework profile (`trainplan frameworks`): megatron, "

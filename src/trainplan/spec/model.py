@@ -22,7 +22,7 @@ class MoE(Spec):
     expert_ffn_hidden: PositiveInt = Field(description="FFN hidden size of one expert")
     shared_experts: int = Field(0, ge=0, description="always-active shared experts (DeepSeek)")
     dense_layers: int = Field(0, ge=0, description="first k layers that keep a dense FFN")
-    router_bias: bool = False
+    router_bias: bool = Field(False, description="bias on the router projection")
 
     @model_validator(mode="after")
     def _check(self) -> "MoE":
@@ -34,31 +34,31 @@ class MoE(Spec):
 class Stack(Spec):
     """One transformer stack (a decoder LM or a vision encoder)."""
 
-    name: str = "decoder"
-    role: Literal["decoder", "vision"] = "decoder"
-    layers: PositiveInt
-    hidden: PositiveInt
-    heads: PositiveInt
+    name: str = Field("decoder", description="stack name; `job.frozen` and projectors refer to it")
+    role: Literal["decoder", "vision"] = Field("decoder", description="decoder: the language model (exactly one); vision: an image encoder")
+    layers: PositiveInt = Field(description="transformer blocks")
+    hidden: PositiveInt = Field(description="model width (d_model)")
+    heads: PositiveInt = Field(description="attention (query) heads")
     kv_heads: PositiveInt | None = Field(None, description="KV heads (GQA/MQA); default = heads")
     head_dim: PositiveInt | None = Field(None, description="default = hidden // heads")
-    ffn_hidden: PositiveInt
-    mlp: Literal["swiglu", "gelu"] = "swiglu"
+    ffn_hidden: PositiveInt = Field(description="FFN inner size (per gate for SwiGLU; dense layers of an MoE stack)")
+    mlp: Literal["swiglu", "gelu"] = Field("swiglu", description="FFN kind: swiglu (3 matrices) or gelu (2)")
     attn_bias: bool = Field(False, description="bias on q/k/v projections (Qwen2: True)")
     attn_out_bias: bool = Field(False, description="bias on the attention output projection")
-    mlp_bias: bool = False
-    norm: Literal["rmsnorm", "layernorm"] = "rmsnorm"
+    mlp_bias: bool = Field(False, description="biases on the FFN matrices")
+    norm: Literal["rmsnorm", "layernorm"] = Field("rmsnorm", description="normalisation (layernorm has a bias)")
     vocab: int = Field(0, ge=0, description="vocabulary size (0 for a vision encoder)")
-    tied_embeddings: bool = False
-    position: Literal["rope", "learned", "none"] = "rope"
+    tied_embeddings: bool = Field(False, description="LM head shares the input embedding matrix")
+    position: Literal["rope", "learned", "none"] = Field("rope", description="position encoding; learned adds a max_positions x hidden table")
     max_positions: int = Field(0, ge=0, description="learned position table size")
-    final_norm: bool = True
-    causal: bool = True
-    moe: MoE | None = None
+    final_norm: bool = Field(True, description="a norm after the last block")
+    causal: bool = Field(True, description="causal attention mask (halves attention FLOPs); false for encoders")
+    moe: MoE | None = Field(None, description="mixture-of-experts FFN (table `moe`); none: dense")
     # Vision-encoder fields (role == "vision"); ignored for decoders.
     image_size: int = Field(0, ge=0, description="input image side in pixels (vision)")
     patch_size: int = Field(0, ge=0, description="patch side in pixels (vision)")
-    channels: int = Field(3, ge=1)
-    class_token: bool = False
+    channels: int = Field(3, ge=1, description="image channels (vision)")
+    class_token: bool = Field(False, description="a learned class token is prepended (CLIP ViT)")
     pre_norm: bool = Field(False, description="extra LayerNorm before the encoder (CLIP)")
     spatial_merge: int = Field(1, ge=1, description="patches merged per side (Qwen2-VL: 2)")
     temporal_patch: int = Field(1, ge=1, description="frames per patch (Qwen2-VL: 2)")
@@ -96,23 +96,23 @@ class Projector(Spec):
     merge of ``merge**2`` patches then a 2-layer MLP, Qwen2-VL).
     """
 
-    kind: Literal["linear", "mlp2", "resampler", "merge_mlp"] = "mlp2"
-    in_dim: PositiveInt
-    out_dim: PositiveInt
+    kind: Literal["linear", "mlp2", "resampler", "merge_mlp"] = Field("mlp2", description="projector kind (see above)")
+    in_dim: PositiveInt = Field(description="width of the vision stack it reads")
+    out_dim: PositiveInt = Field(description="width of the decoder it feeds")
     hidden: int = Field(0, ge=0, description="MLP hidden size (default out_dim)")
     queries: int = Field(0, ge=0, description="learned queries (resampler)")
     heads: int = Field(0, ge=0, description="cross-attention heads (resampler)")
     merge: int = Field(1, ge=1, description="patches merged per side (merge_mlp)")
-    bias: bool = True
+    bias: bool = Field(True, description="biases on its matrices")
 
 
 class Model(Spec):
     """A trainable model: stacks (at least one decoder) and projectors."""
 
-    name: str
-    stacks: tuple[Stack, ...]
-    projectors: tuple[Projector, ...] = ()
-    source: str = ""
+    name: str = Field(description="display name")
+    stacks: tuple[Stack, ...] = Field(description="the transformer stacks (`[[model.stacks]]`): one decoder, any vision encoders")
+    projectors: tuple[Projector, ...] = Field((), description="vision-to-decoder connectors (`[[model.projectors]]`)")
+    source: str = Field("", description="where the shapes come from (a config.json, a paper)")
 
     @model_validator(mode="after")
     def _check(self) -> "Model":

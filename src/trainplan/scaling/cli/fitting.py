@@ -9,6 +9,7 @@ from typing import Optional
 import typer
 
 from trainplan.errors import InputError, require_positive
+from trainplan.progress import progress
 from trainplan.scaling.cli.common import JSON_OPTION, band, console, handled, print_json, si
 
 
@@ -37,8 +38,9 @@ def fit_command(
             if len(runs) - drop_highest < MIN_RUNS:
                 raise InputError("drop-highest", drop_highest, f"leaving at least {MIN_RUNS} runs")
             runs = runs.without_highest_loss(drop_highest)
-        result = fit_law(runs, n_bootstrap=bootstrap, ci_level=ci_level, seed=seed, name=name,
-                         label=f"fitted to {runs_csv.name} ({len(runs)} runs)")
+        with progress(f"fitting {len(runs)} runs + {bootstrap} bootstrap refits", total=bootstrap or None) as advance:
+            result = fit_law(runs, n_bootstrap=bootstrap, ci_level=ci_level, seed=seed, name=name,
+                             label=f"fitted to {runs_csv.name} ({len(runs)} runs)", on_progress=advance)
         allocation = None
         if budget_flops is not None:
             require_positive("budget-flops", budget_flops)
