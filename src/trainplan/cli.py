@@ -69,6 +69,8 @@ def estimate(
         None, "--emit", help="launch files for this layout: deepspeed, megatron, torchtitan, "
                              "torchrun, slurm, k8s (repeat or comma list)"),
     out: Optional[Path] = typer.Option(None, "--out", help="folder for --emit files (default .)"),
+    fail_if_no_fit: bool = typer.Option(False, "--fail-if-no-fit",
+                                        help="exit with status 1 when the layout does not fit"),
 ) -> None:
     """Estimate one configuration: memory per GPU, step time by component, MFU, run totals."""
     try:
@@ -76,7 +78,7 @@ def estimate(
         from trainplan.jobfile import build_inputs, merge, start
         from trainplan.spec.validate import complete_strategy
 
-        data = start(job_file, model, use_example=not (model or gpu))
+        data = start(job_file, model, use_example=not model)   # --gpu alone keeps the example
         merge(data, "cluster", gpu=gpu, gpus=gpus, gpus_per_node=gpus_per_node, usd_per_gpu_hour=price,
               profile=str(profile) if profile else None)
         merge(data, "strategy", tp=tp, pp=pp, vp=vp, uneven_stages=uneven_stages, cp=cp, ep=ep, zero=zero, micro_batch=micro_batch,
@@ -110,6 +112,8 @@ def estimate(
     else:
         from trainplan.report.console import render_estimate
         render_estimate(est)
+    if fail_if_no_fit and not est.memory.fits:
+        raise typer.Exit(1)
 
 
 @app.command()

@@ -44,3 +44,14 @@ def test_packing_efficiency_changes_steps_and_cost():
     half = estimate("llama-3-8b", packing_efficiency=0.5, **kw).totals
     assert half.steps == 2 * full.steps
     assert half.cost_usd > 1.9 * full.cost_usd
+
+
+def test_estimate_gpu_flag_keeps_the_example_and_fail_if_no_fit():
+    from typer.testing import CliRunner
+
+    from trainplan.cli import app
+    r = CliRunner().invoke(app, ["estimate", "--gpu", "h100", "--json"])
+    assert r.exit_code == 0 and "Qwen-VL" in json.loads(r.output)["model"]
+    bad = CliRunner().invoke(app, ["estimate", "--model", "llama-2-70b", "--gpu", "a100",
+                                   "--gpus", "8", "--zero", "0", "--fail-if-no-fit"])
+    assert bad.exit_code == 1 and "DOES NOT FIT" in bad.output
