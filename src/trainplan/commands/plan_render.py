@@ -48,8 +48,11 @@ def render(result, paths: list[Path]) -> None:
         c.print(f"  - {line}", highlight=False)
     if result.runner_up:
         c.print(f"  - {result.runner_up}", highlight=False)
+    from rich.markup import escape
+    for a in w.assumptions:
+        c.print(f"  [dim]assumes: {escape(a)}[/dim]", highlight=False)
     for wtext in w.warnings:
-        c.print(f"  [yellow]! {wtext}[/yellow]", highlight=False)
+        c.print(f"  [yellow]! {escape(wtext)}[/yellow]", highlight=False)
     tables = [("Pareto front, wall-clock against cost (dominated points removed)", result.pareto)]
     if len(result.per_type) > 1:
         tables.append(("Best per GPU type (each type's fastest count and layout)", result.per_type))
