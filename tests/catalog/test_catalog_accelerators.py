@@ -29,14 +29,6 @@ def _raw(name: str) -> dict:
     return json.loads((resources.files("trainplan.catalog") / "data" / name).read_text("utf-8"))
 
 
-@pytest.fixture(autouse=True)
-def _fresh_catalog(monkeypatch):
-    monkeypatch.delenv(cat.ENV_VAR, raising=False)
-    cat.clear_cache()
-    yield
-    cat.clear_cache()
-
-
 @pytest.fixture(scope="module")
 def hardware() -> dict:
     path = REF / "hardware.json"

@@ -8,14 +8,6 @@ from trainplan.catalog import accelerators as cat
 from trainplan.spec.cluster import NCCL_RING_SHARE, NIC_BUSBW_SHARE, Cluster, scaled_busbw_GBps
 
 
-@pytest.fixture(autouse=True)
-def _fresh_catalog(monkeypatch):
-    monkeypatch.delenv(cat.ENV_VAR, raising=False)
-    cat.clear_cache()
-    yield
-    cat.clear_cache()
-
-
 def test_without_override_measured_busbw_is_used():
     h100 = cat.get_accelerator("h100")
     c = Cluster(accelerator=h100, gpus=16)

@@ -15,14 +15,6 @@ from trainplan.spec.cluster import runnable_accelerators
 runner = CliRunner()
 
 
-@pytest.fixture(autouse=True)
-def _fresh_catalog(monkeypatch):
-    monkeypatch.delenv(cat.ENV_VAR, raising=False)
-    cat.clear_cache()
-    yield
-    cat.clear_cache()
-
-
 @pytest.mark.parametrize("gpu, precision, missing, suggestion", [
     ("v100", "bf16_mixed", "bf16", "fp16_mixed"),
     ("v100", "bf16_pure", "bf16", "fp16_mixed"),
