@@ -200,6 +200,7 @@ def _register() -> None:
         ("trainplan.scaling.cli", "scale_app", "scale", "group"),
         ("trainplan.commands.data", "data_app", "data", "group"),
         ("trainplan.commands.audit", "audit_command", "audit", "command"),
+        ("trainplan.commands.schema", "schema_command", "schema", "command"),
         ("trainplan.measure.cli", "measure_app", "measure", "group"),
         ("trainplan.resilience.cli", "resilience_command", "resilience", "command"),
         ("trainplan.resilience.schedule_cli", "schedule_command", "schedule", "command"),

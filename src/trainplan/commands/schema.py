@@ -1,0 +1,52 @@
+"""``trainplan schema``: the JSON Schema of a job file (TOML/YAML), from the pydantic specs."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import typer
+
+
+def job_file_schema() -> dict[str, Any]:
+    """One JSON Schema for the job file's sections; each section is its spec's own schema."""
+    from trainplan.spec.cluster import Cluster
+    from trainplan.spec.job import Job
+    from trainplan.spec.model import Model
+    from trainplan.spec.strategy import Strategy
+
+    model = Model.model_json_schema()
+    cluster = Cluster.model_json_schema()
+    cluster["properties"].pop("accelerator", None)
+    cluster["properties"]["gpu"] = {"type": "string", "description": "accelerator id or alias "
+                                    "(`trainplan gpus`)"}
+    cluster["properties"]["profile"] = {"type": "string", "description": "measured efficiency "
+                                        "profile or calibrated framework profile (JSON)"}
+    cluster.pop("required", None)
+    model_section = {
+        "description": "one of: preset (a `trainplan models` id), hf_config (a config.json path), "
+                       "or inline stacks and projectors",
+        "type": "object",
+        "properties": {"preset": {"type": "string"}, "hf_config": {"type": "string"},
+                       "name": {"type": "string"}, **{k: model["properties"][k]
+                                                      for k in ("stacks", "projectors")}},
+    }
+    job = Job.model_json_schema()
+    job["properties"]["implementation"] = {"type": "string", "description": "the v0.1 name of "
+                                           "framework (accepted as an alias)"}
+    sections = {"model": model_section, "job": job, "cluster": cluster,
+                "strategy": Strategy.model_json_schema()}
+    defs: dict[str, Any] = dict(model.get("$defs", {}))
+    for sec in sections.values():          # pydantic refers to '#/$defs/...' from the root
+        defs.update(sec.pop("$defs", {}))
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema",
+            "title": "trainplan job file", "type": "object",
+            "properties": {**sections,
+                           "search": {"type": "object", "description": "plan's search options "
+                                      "(docs/reference/job-file.md)"}},
+            "$defs": defs, "additionalProperties": False}
+
+
+def schema_command() -> None:
+    """Print the JSON Schema of the job file (for editors and validators)."""
+    typer.echo(json.dumps(job_file_schema(), indent=2))
