@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import math
 import os
-import time
 from importlib import resources
 from pathlib import Path
 
@@ -166,11 +164,11 @@ def test_accelerator_works_in_a_cluster():
     assert c.nic_GBps == 50
 
 
-def test_load_is_fast():
+def test_catalog_loads_from_a_cold_cache():
+    """Loading is timed by benchmarks/speed.py; here: a cold load gives the same catalog."""
+    warm = cat.load_accelerators()
     cat.clear_cache()
-    t = time.perf_counter()
-    cat.load_accelerators()
-    assert time.perf_counter() - t < 0.05
+    assert cat.load_accelerators() == warm
 
 
 # ------------------------------------------------------------------ prices

@@ -102,7 +102,7 @@ def test_sbatch_trap_checkpoints_and_requeues(files, tmp_path):
                SLURM_JOB_NODELIST="node1")
     proc = subprocess.Popen(["bash", str(files / "train_requeue.sbatch")], env=env)
     try:
-        for _ in range(200):
+        for _ in range(1200):           # a liveness bound (60 s), not a timing check
             if up.exists():
                 break
             time.sleep(0.05)
