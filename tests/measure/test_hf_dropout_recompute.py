@@ -145,9 +145,11 @@ def test_new_keywords_default_to_the_old_accounting():
     """evaluate.py calls hf_step_memory without the new keywords: defaults are no dropout, no
     partial recompute and the profile's optimizer temporaries."""
     from trainplan.conventions import model_state_bytes
-    from trainplan.costmodel.overheads import hf_step_memory, implementation_profile
+    from trainplan.catalog.frameworks import get_framework
+    from trainplan.costmodel.activations import hf_profile
+    from trainplan.costmodel.overheads import hf_step_memory
     st = llama().decoder
-    prof = implementation_profile("pytorch", "bf16_mixed")
+    prof = hf_profile(get_framework("pytorch"), "bf16_mixed", "foreach")
     sb = model_state_bytes("bf16_mixed", "adamw")
     args = (prof, st, 256, 1, "bf16_mixed", False, 0, 1e6 * sb.weights, 1e6 * 4.0,
             1e6 * (sb.master + sb.optim), sb)

@@ -122,7 +122,7 @@ def hf_stage_memory(fw, dec, job, L, st, sb, layers, vis, overhead) -> StageMemo
     """Plain PyTorch + transformers: per-tensor activations and the step's peaks (start of
     backward without gradients, layer backwards, optimizer step without activations), measured
     with ``trainplan measure memory`` (:func:`trainplan.costmodel.overheads.hf_step_memory`)."""
-    from trainplan.costmodel.overheads import hf_step_memory
+    from trainplan.costmodel.hf_step import hf_step_memory
     prof = hf_profile(fw, job.precision, adamw_impl(fw, job))
     in_flight = mem.pipeline_in_flight(L.pp, L.vp, L.micro_batches(job.batch_sequences))
     r = hf_step_memory(prof, dec, job.seq_len / L.cp, L.mb, job.precision, L.flash, L.rc,

@@ -78,7 +78,7 @@ def hf_step_memory(prof, stack, s, b, precision: str, flash, rc,
                    rc_layers=0, optimizer_temp_bytes=None):
     """Peak bytes of one plain-PyTorch training step of a transformers model, by phase.
 
-    ``prof`` is the framework profile (``overheads.ImplementationProfile``: ``param_bytes``,
+    ``prof`` is the framework profile (``activations.HFProfile``: ``param_bytes``,
     ``weight_cast_bytes``, ``optimizer_temp_bytes``). ``weights``, ``grads``, ``optimizer``
     are the model states on this GPU as the planner counts them (ZeRO paper accounting) with
     ``state_bytes`` (``conventions.StateBytes``) per parameter.

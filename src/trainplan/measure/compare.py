@@ -29,8 +29,9 @@ COMPONENTS = ("parameters", "gradients", "optimizer_states", "activations", "tra
 def grad_bytes_per_param(precision: str, implementation: str = "pytorch") -> float:
     """Bytes of one gradient element: the profile's (fp32 under torch.amp), else the precision
     table's (``conventions.model_state_bytes``)."""
-    prof = ov.implementation_profile(implementation, precision)
-    return prof.grad_bytes or model_state_bytes(precision, "adamw").grads
+    from trainplan.catalog.frameworks import get_framework
+    return get_framework(implementation).grad_bytes_for(
+        precision, model_state_bytes(precision, "adamw").grads)
 
 
 def analytic_peak(model: Model, cfg: StepConfig, implementation: str = "pytorch") -> dict[str, Any]:
@@ -41,7 +42,9 @@ def analytic_peak(model: Model, cfg: StepConfig, implementation: str = "pytorch"
     ``activations`` (kept for backward, incl. autocast weight copies) and ``transient`` (loss
     backward buffers, an attention backward's working set, or AdamW temporaries).
     """
-    prof = ov.implementation_profile(implementation, cfg.precision)
+    from trainplan.catalog.frameworks import get_framework
+    from trainplan.costmodel.activations import hf_profile
+    prof = hf_profile(get_framework(implementation), cfg.precision, "foreach")
     # fused AdamW: one kernel, no temporaries (hf_memory.py item 5)
     temp = 0.0 if cfg.adamw == "fused" else None
     sb = model_state_bytes(cfg.precision, "adamw")
