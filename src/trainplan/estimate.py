@@ -16,7 +16,7 @@ from trainplan.errors import InputError, expect_mapping, from_validation_error
 from trainplan.spec.cluster import Cluster
 from trainplan.spec.job import Job
 from trainplan.spec.model import Model
-from trainplan.spec.strategy import RECOMPUTE_CODES, ZERO_FSDP_NAMES, Strategy
+from trainplan.spec.strategy import ZERO_FSDP_NAMES, Strategy
 from trainplan.spec.validate import complete_strategy
 
 
@@ -119,14 +119,6 @@ class Estimate(Out):
         return self.memory.fits
 
 
-def layout_from_strategy(st: Strategy) -> Layout:
-    return Layout(tp=st.tp, pp=st.pp, vp=st.vp, dp=st.dp, cp=st.cp, ep=st.ep,
-                  sp=bool(st.sequence_parallel and st.tp > 1), zero=st.zero, mb=st.micro_batch,
-                  rc=RECOMPUTE_CODES[st.recompute], rc_layers=st.recompute_layers,
-                  off_opt=st.offload_optimizer, off_par=st.offload_params,
-                  flash=st.flash_attention)
-
-
 def _f(x) -> float:
     return float(x)
 
@@ -135,7 +127,7 @@ def build_estimate(model: Model, job: Job, cluster: Cluster, st: Strategy,
                    r: Evaluation | None = None) -> Estimate:
     """Turn evaluate()'s numbers into an Estimate (with totals and warnings)."""
     cluster.accelerator.check_precision(job.precision)  # no fp8 on A100, no bf16 on V100
-    r = r if r is not None else evaluate(model, job, cluster, layout_from_strategy(st))
+    r = r if r is not None else evaluate(model, job, cluster, Layout.of(st))
     acc = cluster.accelerator
     mem = MemoryBreakdown(
         stage="first" if bool(r.worst_first) else "last",

@@ -38,6 +38,15 @@ class Layout:
     off_par: Any = False
     flash: Any = True
 
+    @classmethod
+    def of(cls, st, dp=None) -> "Layout":
+        """The layout of one ``spec.strategy.Strategy`` (dp: the strategy's, or given)."""
+        return cls(tp=st.tp, pp=st.pp, vp=st.vp, dp=dp or st.dp, cp=st.cp, ep=st.ep,
+                   sp=st.sequence_parallel, zero=st.zero, mb=st.micro_batch,
+                   rc=RECOMPUTE_NAMES.index(st.recompute or "selective"),
+                   rc_layers=st.recompute_layers, off_opt=st.offload_optimizer,
+                   off_par=st.offload_params, flash=st.flash_attention)
+
     @property
     def n_gpus(self):
         return self.tp * self.pp * self.dp * self.cp

@@ -205,8 +205,3 @@ def fp8_cast_bytes_per_token(stack: Stack, moe_layer: bool = False) -> tuple[flo
             fwd += 3.0 * op.d_in
             bwd += 4.0 * op.d_out + 2.0 * op.d_in
     return fwd, bwd
-
-
-def fp8_linear_weights(stack: Stack, moe_layer: bool = False) -> float:
-    """Parameters of the FP8-eligible linear layers of one layer."""
-    return float(sum(op.weights for op in gemms(stack, moe_layer) if op.fp8))

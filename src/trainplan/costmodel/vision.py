@@ -119,7 +119,7 @@ def vision_costs(model: Model, job, L, cluster=None) -> dict[str, Any]:
     act_b = ACTIVATION_BYTES[job.precision]
     tp = np.asarray(L.tp, dtype=float)
     cp = np.asarray(L.cp, dtype=float)
-    sp = np.asarray(L.sp) & (tp > 1)
+    sp = L.sp_on
     rc = np.where(np.asarray(L.rc) == 3, 0, np.asarray(L.rc))     # 'k layers' applies to the decoder
     imgs_mb = np.asarray(L.mb, dtype=float) * ips / cp   # per GPU per micro-batch
     images_step = job.batch_sequences * ips

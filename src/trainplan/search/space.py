@@ -14,12 +14,12 @@ from typing import Annotated, Any, Literal, Sequence
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt
 
+from trainplan.costmodel.layout import RECOMPUTE_NAMES
 from trainplan.spec.job import Job
 from trainplan.spec.model import Model
 
 Objective = Literal["fastest", "cheapest", "fewest"]
 OBJECTIVES: tuple[str, ...] = ("fastest", "cheapest", "fewest")
-RECOMPUTE_NAMES: tuple[str, ...] = ("none", "selective", "full", "layers", "op_selective")
 _RC_CODE = {name: i for i, name in enumerate(RECOMPUTE_NAMES)}
 
 

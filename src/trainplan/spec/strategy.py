@@ -9,8 +9,6 @@ from pydantic import Field, PositiveInt, model_validator
 from trainplan.spec.base import Spec
 
 Recompute = Literal["none", "selective", "full", "layers", "op_selective"]
-RECOMPUTE_CODES: dict[str, int] = {"none": 0, "selective": 1, "full": 2, "layers": 3,
-                                   "op_selective": 4}
 ZERO_FSDP_NAMES = {
     0: "DDP (no sharding)",
     1: "ZeRO-1 (optimizer states sharded; Megatron distributed optimizer)",

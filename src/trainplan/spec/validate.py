@@ -11,7 +11,7 @@ from trainplan.errors import InputError
 from trainplan.spec.cluster import Cluster
 from trainplan.spec.job import Job
 from trainplan.spec.model import Model
-from trainplan.spec.strategy import RECOMPUTE_CODES, Strategy
+from trainplan.spec.strategy import Strategy
 
 
 def _divisors(n: int) -> list[int]:
@@ -47,10 +47,7 @@ def complete_strategy(model: Model, job: Job, cluster: Cluster, st: Strategy) ->
     if st.recompute is None:
         st = st.model_copy(update={"recompute": "selective" if "selective" in fw.recompute
                                    else "none"})
-    L = Layout(tp=st.tp, pp=st.pp, vp=st.vp, dp=dp, cp=st.cp, ep=st.ep,
-               sp=st.sequence_parallel, zero=st.zero, mb=st.micro_batch,
-               rc=RECOMPUTE_CODES[st.recompute], rc_layers=st.recompute_layers,
-               off_opt=st.offload_optimizer, off_par=st.offload_params, flash=st.flash_attention)
+    L = Layout.of(st, dp)
     ctx = context(model, job, cluster.gpus, fw)._replace(uneven=st.uneven_stages)
     rule = first_broken(L, ctx)
     if rule is not None:
