@@ -41,14 +41,6 @@ CONVENTIONS = {
     "deepspeed-azure-blog-2022": "megatron_eq3",
     "megatron-deepspeed-rebase-readme-2023": "megatron_eq3_f",
 }
-# NeMo and Megatron-Bridge performance scripts reduce gradients in bf16:
-# set_basic_perf_overrides sets ddp.grad_reduce_in_fp32 = False (Megatron-Bridge
-# scripts/performance/utils/helpers.py; NeMo scripts/performance/helpers.py)
-BF16_GRADS_SETS = ("nemo-perf-summary", "megatron-bridge-perf", "nemo-long-sequence")
-# TP communication overlap: stated for Megatron-LM's H100 scaling table (README: --tp-comm-overlap);
-# NeMo's and Megatron-Bridge's performance recipes turn it on for TP > 1 (userbuffers configs,
-# nemo/collections/llm/recipes/tp_overlap_configs/userbuffers.py; Bridge comm_overlap.py)
-TP_OVERLAP_SETS = ("megatron-lm-readme-weak-scaling",) + BF16_GRADS_SETS
 PRECISION = {"bf16": "bf16_mixed", "fp8": "fp8_mixed", "fp16": "fp16_mixed", "fp32": "fp32"}
 RECOMPUTE: dict[str, str] = {}              # record names that differ from trainplan's
 
@@ -88,10 +80,9 @@ def build(rec: dict[str, Any]):
               optimizer=rec.get("optimizer", "adamw"),
               framework=rec["framework"] if rec["framework"] != "ddp" else "pytorch",
               compile=bool(lay.get("compile", False)), fused_ops=rec.get("fused_ops"),
-              main_grads_fp32=False if rec.get("set", "").startswith(BF16_GRADS_SETS) else None,
-              tp_comm_overlap=True if rec.get("set", "").startswith(TP_OVERLAP_SETS) else None)
+              **rec.get("job", {}))              # job settings the record states (with sources)
     cluster = Cluster(accelerator=get_accelerator(rec["gpu"]), gpus=rec["gpus"],
-                      gpus_per_node=nvlink_domain(rec))
+                      gpus_per_node=rec.get("gpus_per_node"))
     rc = RECOMPUTE.get(lay.get("recompute", "none"), lay.get("recompute", "none"))
     strat = Strategy(tp=lay.get("tp", 1), pp=lay.get("pp", 1), vp=lay.get("vp", 1) or 1,
                      cp=lay.get("cp", 1), ep=lay.get("ep", 1), dp=lay.get("dp"),
@@ -104,15 +95,6 @@ def build(rec: dict[str, Any]):
                      # FlashAttention-2 needs Ampere or newer (Dao 2023, README); V100 runs eager
                      flash_attention=lay.get("flash_attention", rec["gpu"] != "v100_sxm2_32gb"))
     return model, job, cluster, complete_strategy(model, job, cluster, strat)
-
-
-def nvlink_domain(rec: dict[str, Any]) -> int | None:
-    """GPUs that share NVLink (trainplan's 'node'). On GB200 NVL72 the records count compute trays
-    (4 GPUs), but NVLink spans the rack: jobs use 64 of its 72 GPUs (16 of 18 trays), so the
-    domain is min(gpus, 64) -- an assumption stated here."""
-    if rec["gpu"] == "gb200_per_gpu":
-        return min(rec["gpus"], 64)
-    return rec.get("gpus_per_node")
 
 
 def unmodelled(rec: dict[str, Any]) -> str | None:
