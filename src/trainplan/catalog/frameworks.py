@@ -54,7 +54,9 @@ class FrameworkProfile(Spec):
     fp8_weight_cache: bool = Field(False, description="casts weights to FP8 once per step, not "
                                    "per micro-batch")
     cpu_launch_s: float = Field(5e-6, ge=0, description="host time to launch one kernel (eager "
-                                "PyTorch dispatch); a layer cannot run faster than its launches")
+                                "PyTorch dispatch); a layer cannot run faster than its launches. "
+                                "5 us is an assumption of the order of PyTorch's per-op eager "
+                                "overhead (a few microseconds per op)")
     tp_exposed: float = Field(1.0, ge=0, le=1)
     tp_comm_overlap: bool = Field(False, description="TP communication overlap on by default")
     tp_overlap_exposed: float = Field(1.0, ge=0, le=1, description="share of TP communication "
