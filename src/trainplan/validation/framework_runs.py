@@ -98,17 +98,13 @@ def build(rec: dict[str, Any]):
 
 
 def unmodelled(rec: dict[str, Any]) -> str | None:
-    """Why a record's memory cannot be checked (a feature trainplan does not model), or None."""
+    """Why a record's memory cannot be checked, or None: the record's own ``memory_check`` (its
+    settings are not published), or a feature trainplan does not model."""
     lay = rec["layout"]
     if rec.get("memory_check"):
         return rec["memory_check"]
     if lay.get("activation_offload_layers"):
         return "activation offloading to host memory is not modelled"
-    a = rec.get("assumptions", "")
-    if rec["framework"] == "megatron" and ("recompute none (not stated)" in a or
-                                           "Recompute, activation offloading" in a):
-        return ("recompute and activation-offload settings are not published for this row "
-                "(the layout is not fully given)")
     return None
 
 
