@@ -143,8 +143,11 @@ def apply(cal: dict[str, Any], est: Any, framework: str | None = None) -> tuple[
         warn.append(f"calibration made on {cal['gpu']}, applied to {est.gpu}")
     if framework and cal.get("framework") and framework != cal["framework"]:
         warn.append(f"calibration made with {cal['framework']}, applied to {framework}")
-    theta = np.array([cal["factors"][k] for k in NAMES])
-    return float(features(est) @ theta), warn
+    from trainplan.costmodel.calibration import calibrated_step
+    share = float(est.model_flops_per_step) / float(est.hardware_flops_per_step)
+    _, _, step = calibrated_step(float(est.time.compute_s), share, float(est.time.step_s),
+                                 cal["factors"])
+    return float(step), warn
 
 
 def read_runs_csv(path: Path) -> list[dict[str, str]]:

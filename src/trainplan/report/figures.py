@@ -13,7 +13,6 @@ import io
 import math
 from typing import Any, Sequence
 
-from trainplan.errors import MissingExtraError
 
 #: Memory components of :class:`trainplan.estimate.MemoryBreakdown`, bottom to top.
 MEMORY_PARTS = (("weights_gib", "weights"), ("gradients_gib", "gradients"),
@@ -31,14 +30,8 @@ _COLORS = ("#4477aa", "#66ccee", "#228833", "#ccbb44", "#ee6677", "#aa3377", "#b
 
 
 def _pyplot():
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise MissingExtraError("matplotlib", "plots", "The HTML/Markdown report") from None
-    return plt
+    from trainplan.scaling.plots import pyplot
+    return pyplot("The HTML/Markdown report")
 
 
 def to_svg(fig: Any, salt: str) -> str:

@@ -11,14 +11,15 @@ from trainplan.errors import InputError, MissingExtraError
 from trainplan.scaling._io import check_target, write_atomic
 
 
-def _pyplot():
+def pyplot(purpose: str = "Plotting"):
+    """matplotlib's pyplot on the Agg backend, imported lazily (the ``plots`` extra)."""
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise MissingExtraError("matplotlib", "plots", "Plotting") from None
+        raise MissingExtraError("matplotlib", "plots", purpose) from None
     return plt
 
 
@@ -35,7 +36,7 @@ def _save_atomic(fig: Any, path: str | os.PathLike[str]) -> Path:
 
 def plot_isoflop(curves: Sequence[Any], allocations: Sequence[Any], path: str | os.PathLike[str]) -> Path:
     """Loss against N at fixed C for each law with a loss; every law's N_opt marked."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(8, 5))
     by_law = {a.law: a for a in allocations}
     for cur in curves:
@@ -67,7 +68,7 @@ def plot_fit(result: Any, path: str | os.PathLike[str]) -> Path:
 
     from trainplan.scaling.laws import tokens_for_compute, training_flops
 
-    plt = _pyplot()
+    plt = pyplot()
     runs = result.runs
     law = result.law
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 5))
