@@ -160,8 +160,11 @@ def layer_time(km: KernelModel, dec, job, L, wgrad, rc_frac) -> LayerTime:
 
 def head_time(km: KernelModel, dec, L, T, wgrad, logits_fp32):
     """LM head GEMM (forward, input gradient, weight gradient) and the loss over the logits:
-    written, read for the softmax, gradient written -- in fp32 where the loss upcasts (4 bytes),
-    else in the activation dtype; unfused cross-entropy moves them twice more."""
+    written, read for the softmax, gradient written (3 passes; Megatron's fused vocab-parallel
+    cross-entropy) -- in fp32 where the loss upcasts (4 bytes), else in the activation dtype.
+    Unfused, the loss runs ``logits.float()``, ``log_softmax``, ``nll_loss`` and their backward
+    as separate kernels: 6 passes (transformers ``ForCausalLMLoss``; the two fp32 s x V backward
+    tensors measured in costmodel/hf_memory.py, item 3)."""
     flops = T * fl.lm_head_flops_per_token(dec) / L.tp
     el = 4.0 if logits_fp32 else km.act_b
     passes = 3.0 if "cross_entropy" in km.fused else 6.0
