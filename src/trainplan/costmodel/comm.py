@@ -66,7 +66,11 @@ def tp_layer_time(net: Net, fw, stack, T, act_b, L, rc_frac, overlap=None):
 def cp_layer_time(net: Net, stack, T, act_b, L, t_attn):
     """Context-parallel ring exchange of K and V: cp-1 steps in forward and backward (x2 for
     dK, dV), hidden behind the attention core (Liu et al. 2023, Ring Attention)."""
-    kv_bytes = T * 2.0 * stack.n_kv * stack.d_head / L.tp * act_b
+    if stack.mla:   # MLA: the decompressed per-head K and V (trainplan.costmodel.attention)
+        from trainplan.costmodel.attention import k_width, v_width
+        kv_bytes = T * float(k_width(stack) + v_width(stack)) / L.tp * act_b
+    else:
+        kv_bytes = T * 2.0 * stack.n_kv * stack.d_head / L.tp * act_b
     t = 3.0 * (L.cp - 1) * net.p2p(kv_bytes, L.tp * L.cp > net.node)
     return np.maximum(t - (1.0 + FLASH_BACKWARD_RATIO) * t_attn, 0.0)
 

@@ -99,7 +99,9 @@ class KernelModel:
         a_f = T * fl.attention_core_flops_per_token(stack, keys, causal) / tp
         t_flash = flash_attention_time(a_f, self.peak, self.attn_eta)
         scores = seqs * (stack.heads / tp) * queries * keys * self.act_b * 4.0  # write, read x2, write
-        t_eager = self.gemm(a_f, 2.0 * seqs * stack.heads / tp) \
+        a_full = a_f if not stack.sliding_layers else \
+            T * fl.attention_core_flops_per_token(stack, keys, causal, window=False) / tp
+        t_eager = self.gemm(a_full, 2.0 * seqs * stack.heads / tp) \
             + memory_time(scores, self.hbm, self.eta_hbm)
         t_attn = np.where(flash, t_flash, t_eager)
         ew = opinv.elementwise_bytes_per_token(stack, self.fused, sp_div, tp, self.act_b, dropout,

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from trainplan.costmodel import attention as att
 from trainplan.spec.model import Stack
 
 
@@ -36,21 +37,57 @@ def linear_flops_per_token(stack: Stack) -> dict[str, float]:
         "attn_out": 2.0 * a * d * h,
         "mlp": 2.0 * n_mlp * h * stack.ffn_hidden,
     }
+    if stack.mla:
+        out["qkv"] = att.mla_projection_flops(stack)
+        out["attn_out"] = 2.0 * att.o_width(stack) * h
     if stack.moe:
         m = stack.moe
-        out["moe_mlp"] = 2.0 * n_mlp * h * m.expert_ffn_hidden * (m.top_k + m.shared_experts)
-        out["router"] = 2.0 * h * m.num_experts
+        out["moe_mlp"] = moe_mlp_flops_per_token(stack)
+        out["router"] = 2.0 * h * m.num_experts + (2.0 * h if m.shared_expert_gate
+                                                   and m.shared_experts else 0.0)
     return out
 
 
-def attention_core_flops_per_token(stack: Stack, seq, causal=True):
+def moe_mlp_flops_per_token(stack: Stack) -> float:
+    """Expert FFN FLOPs per token of an MoE layer: top_k routed experts of ``expert_ffn_hidden``
+    and the shared experts of ``shared_expert_ffn_hidden`` (Fedus et al. 2021 sec. 2: each
+    token runs only its selected experts; DeepSeek-V3 arXiv:2412.19437 sec. 2.1.2 eq. 12)."""
+    from trainplan.costmodel.params import mlp_matrices
+    m, h, n_mlp = stack.moe, stack.hidden, mlp_matrices(stack)
+    f_shared = m.shared_expert_ffn_hidden or m.expert_ffn_hidden
+    if f_shared == m.expert_ffn_hidden:
+        return 2.0 * n_mlp * h * m.expert_ffn_hidden * (m.top_k + m.shared_experts)
+    return 2.0 * n_mlp * h * (m.expert_ffn_hidden * m.top_k + f_shared * m.shared_experts)
+
+
+def attention_core_flops_per_token(stack: Stack, seq, causal=True, window=True):
     """Forward FLOPs per token of QK^T and AV in one layer: 4*a*d*s_eff.
 
     s_eff = (s + 1) / 2 under a causal mask (token i attends to i + 1 keys), s otherwise.
     Kaplan et al. 2020 Table 1 counts 2*n_ctx*d_attn per token for each of the two products.
+    MLA: 2*a*(d_qk + d_v)*s_eff (scores over d_nope + d_rope, values over d_v). Sliding-window
+    layers attend to at most ``sliding_window`` keys, averaged over the layers
+    (:func:`~trainplan.costmodel.attention.mean_keys_per_layer`); ``window=False`` counts the
+    full masked score matrix, as eager attention computes it.
     """
+    if stack.mla or (stack.sliding_layers and window):
+        s_eff = att.mean_keys_per_layer(stack, seq, causal, window)
+        return 2.0 * stack.heads * (att.qk_head_dim(stack) + att.v_head_dim(stack)) * s_eff
     s_eff = np.where(causal, (np.asarray(seq, dtype=float) + 1.0) / 2.0, seq)
     return 4.0 * stack.heads * stack.d_head * s_eff
+
+
+def matmul_forward_flops_per_token(stack: Stack) -> float:
+    """Forward FLOPs per token of a stack's weight matmuls (every layer's linear layers, router
+    and LM head; no attention scores): what a FLOP counter attributes to ``mm``/``addmm`` and
+    the experts' batched GEMMs."""
+    lin = linear_flops_per_token(stack)
+    moe = stack.layers - stack.moe.dense_layers if stack.moe else 0
+    per_attn = lin["qkv"] + lin["attn_out"]
+    f = stack.layers * per_attn + (stack.layers - moe) * lin["mlp"]
+    if moe:
+        f += moe * (lin["moe_mlp"] + lin["router"])
+    return f + (lm_head_flops_per_token(stack) if stack.vocab else 0.0)
 
 
 def lm_head_flops_per_token(stack: Stack) -> float:

@@ -40,7 +40,8 @@ def matmul_weight_params(stack) -> float:
 
 def _out_proj_params(stack) -> int:
     """The attention output projection (a*d x h, plus its bias)."""
-    return stack.heads * stack.d_head * stack.hidden + (stack.hidden if stack.attn_out_bias else 0)
+    from trainplan.costmodel.attention import o_width
+    return o_width(stack) * stack.hidden + (stack.hidden if stack.attn_out_bias else 0)
 
 
 def _layer_param_split(stack) -> tuple[float, float]:

@@ -90,8 +90,15 @@ def logits_bytes(stack: Stack, s, b, t, cp=1, logits_fp32_copy=True):
     theoretical_memory_usage.py counts the output layer as 4*s*b*h*(1 + V/h)).
     """
     tokens = np.asarray(s, dtype=float) / cp * b
-    per = 2.0 + (4.0 if logits_fp32_copy else 0.0)
+    per = 2.0 + (4.0 if logits_fp32_copy else 0.0) + softcap_logits_elems(stack)
     return tokens * stack.vocab * per / t + tokens * stack.hidden * 2.0 * 2.0
+
+
+def softcap_logits_elems(stack: Stack) -> float:
+    """Extra bytes per logit with final-logit soft-capping (Gemma 2, ``final_logit_softcapping``:
+    logits = c * tanh(logits / c)): the tanh output is kept for its backward, one more 16-bit
+    logits tensor (2 bytes per element); 0 without soft-capping."""
+    return 2.0 if stack.final_logit_softcap else 0.0
 
 
 def pipeline_in_flight(pp, vp, m):

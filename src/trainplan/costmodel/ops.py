@@ -33,6 +33,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from trainplan.costmodel import attention as att
 from trainplan.costmodel import flops as fl
 from trainplan.costmodel import params as pm
 from trainplan.spec.model import Stack
@@ -95,37 +96,71 @@ def layer_ops(stack: Stack, moe_layer: bool = False) -> tuple[Op, ...]:
     norm_w = pm.norm_params(stack)
     rms = stack.norm == "rmsnorm"
     norm_io_eager = 2.0 * h * (EAGER_RMSNORM_PASSES if rms else 1.0)
-    out_w = a * d * h + (h if stack.attn_out_bias else 0)
-    qk = (a + kv) * d
+    ad = att.o_width(stack)
+    out_w = ad * h + (h if stack.attn_out_bias else 0)
+    qkn_w = att.qk_norm_params(stack)
+    if stack.mla:
+        qk = att.q_width(stack) + att.k_width(stack)
+        kv_keep = att.v_width(stack)
+        rq, rkv = att.mla_latent_widths(stack)
+        rope_qk = (a + 1) * stack.mla.qk_rope_head_dim
+        n_gemm, d_out = (4.0 if rq else 3.0), float(rq + rkv + (a * att.qk_head_dim(stack)
+                                                                  if not rq else 0))
+    else:
+        qk = (a + kv) * d
+        kv_keep = kv * d
+        rq = rkv = 0
+        rope_qk = qk
+        n_gemm, d_out = 3.0, float((a + 2 * kv) * d)
+    rope = stack.position == "rope"
+    norm = Op("norm1", "elementwise", "norm", weights=norm_w, keep=2.0 * h, io=2.0 * h,
+              io_eager=norm_io_eager, split=False)
     ops = [
-        Op("norm1", "elementwise", "norm", weights=norm_w, keep=2.0 * h, io=2.0 * h,
-           io_eager=norm_io_eager, split=False),
-        Op("qkv", "gemm", flops=lin["qkv"], gemms=3.0, weights=pm.attention_params(stack) - out_w,
-           keep=2.0 * h, keep_split=False, keep_fp8=1.0 * h, fp8=True, d_in=h,
-           d_out=(a + 2 * kv) * d),
-        Op("rope", "elementwise", "rope", io=2.0 * qk if stack.position == "rope" else 0.0,
-           io_eager=2.0 * qk * EAGER_ROPE_PASSES if stack.position == "rope" else 0.0),
+        norm,
+        Op("qkv", "gemm", flops=lin["qkv"], gemms=n_gemm,
+           weights=pm.attention_params(stack) - out_w - qkn_w,
+           keep=2.0 * h, keep_split=False, keep_fp8=1.0 * h, fp8=True, d_in=h, d_out=d_out),
+    ]
+    if rq or rkv:   # MLA latents: the norm input and the up-projection input of each
+        ops.append(Op("mla_latent", "elementwise", "norm", keep=4.0 * (rq + rkv),
+                      io=2.0 * (rq + rkv), io_eager=2.0 * (rq + rkv) * EAGER_RMSNORM_PASSES,
+                      split=False))
+    if qkn_w:       # QK-norm keeps its q and k inputs (Qwen3/Gemma 3/OLMo 2 q_norm, k_norm)
+        ops.append(Op("qk_norm", "elementwise", "norm", weights=qkn_w, keep=2.0 * qk,
+                      io=2.0 * qk, io_eager=2.0 * qk * EAGER_RMSNORM_PASSES))
+    ops += [
+        Op("rope", "elementwise", "rope", io=2.0 * rope_qk if rope else 0.0,
+           io_eager=2.0 * rope_qk * EAGER_ROPE_PASSES if rope else 0.0),
         # Q, K and V; the scores or log-sum-exp are added by attention_kept_bytes (s-dependent)
-        Op("attention", "attention", keep=2.0 * qk + 2.0 * kv * d),
-        Op("out_proj", "gemm", flops=lin["attn_out"], gemms=1.0, weights=out_w, keep=2.0 * a * d,
-           keep_fp8=3.0 * a * d, fp8=True, d_in=a * d, d_out=h),
+        Op("attention", "attention", keep=2.0 * qk + 2.0 * kv_keep),
+        Op("out_proj", "gemm", flops=lin["attn_out"], gemms=1.0, weights=out_w, keep=2.0 * ad,
+           keep_fp8=3.0 * ad, fp8=True, d_in=ad, d_out=h),
         Op("dropout_add1", "elementwise", "bias_dropout_add", keep_mask=h, io=3.0 * h,
            io_eager=3.0 * h, io_mask=h, split=False),
         Op("norm2", "elementwise", "norm", weights=norm_w, keep=2.0 * h, io=2.0 * h,
            io_eager=norm_io_eager, split=False),
     ]
+    post_norm = Op("post_norm", "elementwise", "norm", weights=norm_w, keep=2.0 * h, io=2.0 * h,
+                   io_eager=norm_io_eager, split=False)
+    if stack.norms_per_layer == 4:  # Gemma 2/3 post-attention norm (before the residual add)
+        ops.insert(-2, post_norm)
     # the MLP input (2h, replicated) is kept once for the up/gate GEMM(s)
     ops.append(Op("mlp_in", "elementwise", "", keep=2.0 * h, keep_fp8=1.0 * h, split=False))
     if moe_layer and stack.moe:
         m = stack.moe
-        f = m.expert_ffn_hidden * (m.top_k + m.shared_experts)
+        f_sh = m.shared_expert_ffn_hidden or m.expert_ffn_hidden
+        f = m.expert_ffn_hidden * m.top_k + f_sh * m.shared_experts
+        gate_w = stack.hidden if (m.shared_expert_gate and m.shared_experts) else 0
         ops.append(Op("router", "gemm", flops=lin["router"], gemms=1.0,
-                      weights=pm.router_params(stack)))
-        ops += _mlp_ops(stack, f, lin["moe_mlp"], float(pm.mlp_params(stack, m.expert_ffn_hidden))
-                        * (m.num_experts + m.shared_experts), "expert_",
+                      weights=pm.router_params(stack) + gate_w))
+        expert_w = pm.mlp_params(stack, m.expert_ffn_hidden) * m.num_experts \
+            + pm.shared_expert_params(stack) - gate_w
+        ops += _mlp_ops(stack, f, lin["moe_mlp"], float(expert_w), "expert_",
                         gemm_count=float(m.top_k + m.shared_experts))
     else:
         ops += _mlp_ops(stack, stack.ffn_hidden, lin["mlp"], float(pm.mlp_params(stack)), "")
+    if stack.norms_per_layer == 4:  # and post-FFN norm
+        ops.append(post_norm)
     ops.append(Op("dropout_add2", "elementwise", "bias_dropout_add", keep_mask=h, io=3.0 * h,
                   io_eager=3.0 * h, io_mask=h, split=False))
     return tuple(ops)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from trainplan.costmodel import attention as att
 from trainplan.data.tokens import fixed_resolution_tokens
 from trainplan.spec.model import Model, Projector, Stack
 
@@ -21,14 +22,19 @@ def norm_params(stack: Stack) -> int:
 
 
 def attention_params(stack: Stack) -> int:
-    """q, k, v, o projections with GQA: h*(a*d) + 2*h*(kv*d) + (a*d)*h, plus biases."""
+    """q, k, v, o projections with GQA: h*(a*d) + 2*h*(kv*d) + (a*d)*h, plus biases; MLA's
+    projections and latent norms instead of q, k, v (:func:`~.attention.mla_projection_params`,
+    o_proj a*d_v x h); plus QK-norm weights (:func:`~.attention.qk_norm_params`)."""
     h, d, a, kv = stack.hidden, stack.d_head, stack.heads, stack.n_kv
-    n = h * a * d + 2 * h * kv * d + a * d * h
-    if stack.attn_bias:
-        n += a * d + 2 * kv * d
+    if stack.mla:
+        n = att.mla_projection_params(stack) + att.o_width(stack) * h
+    else:
+        n = h * a * d + 2 * h * kv * d + a * d * h
+        if stack.attn_bias:
+            n += a * d + 2 * kv * d
     if stack.attn_out_bias:
         n += h
-    return n
+    return n + att.qk_norm_params(stack)
 
 
 def mlp_matrices(stack: Stack) -> int:
@@ -48,6 +54,18 @@ def router_params(stack: Stack) -> int:
     """MoE router: one h x E linear (Mixtral ``gate``), plus a bias if present."""
     assert stack.moe is not None
     return stack.hidden * stack.moe.num_experts + (stack.moe.num_experts if stack.moe.router_bias else 0)
+
+
+def shared_expert_params(stack: Stack) -> int:
+    """All shared experts of one MoE layer: ``shared_experts`` FFNs of ``shared_expert_ffn_hidden``
+    (DeepSeek-V3 ``DeepseekV3MoE.shared_experts`` is one FFN of n_shared x moe_intermediate_size,
+    the same count), plus Qwen2-MoE's ``shared_expert_gate`` (h x 1, no bias)."""
+    m = stack.moe
+    assert m is not None
+    if not m.shared_experts:
+        return 0
+    f = m.shared_expert_ffn_hidden or m.expert_ffn_hidden
+    return m.shared_experts * mlp_params(stack, f) + (stack.hidden if m.shared_expert_gate else 0)
 
 
 @dataclass(frozen=True)
@@ -137,12 +155,12 @@ def stack_params(stack: Stack) -> StackParams:
         lm_head=lm_head,
         attention_per_layer=attention_params(stack),
         dense_mlp_per_layer=mlp_params(stack),
-        norms_per_layer=2 * norm_params(stack),
+        norms_per_layer=stack.norms_per_layer * norm_params(stack),
         final=norm_params(stack) if stack.final_norm else 0,
         dense_layers=stack.layers - moe_layers,
         moe_layers=moe_layers,
         expert=mlp_params(stack, moe.expert_ffn_hidden) if moe else 0,
-        shared_experts=(moe.shared_experts * mlp_params(stack, moe.expert_ffn_hidden)) if moe else 0,
+        shared_experts=shared_expert_params(stack) if moe else 0,
         router=router_params(stack) if moe else 0,
         num_experts=moe.num_experts if moe else 0,
         top_k=moe.top_k if moe else 0,

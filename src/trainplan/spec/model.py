@@ -23,12 +23,26 @@ class MoE(Spec):
     shared_experts: int = Field(0, ge=0, description="always-active shared experts (DeepSeek)")
     dense_layers: int = Field(0, ge=0, description="first k layers that keep a dense FFN")
     router_bias: bool = Field(False, description="bias on the router projection")
+    shared_expert_ffn_hidden: int = Field(0, ge=0, description="FFN hidden size of one shared expert (0: expert_ffn_hidden; Qwen2-MoE: shared_expert_intermediate_size)")
+    shared_expert_gate: bool = Field(False, description="a sigmoid gate h->1 on the shared expert output (Qwen2-MoE shared_expert_gate)")
 
     @model_validator(mode="after")
     def _check(self) -> "MoE":
         if self.top_k > self.num_experts:
             raise ValueError(f"top_k ({self.top_k}) must be <= num_experts ({self.num_experts})")
         return self
+
+
+class MLA(Spec):
+    """Multi-head latent attention (DeepSeek-V2, arXiv:2405.04434 sec. 2.1; HF
+    ``modeling_deepseek_v3.py`` ``DeepseekV3Attention``): queries through an optional low-rank
+    bottleneck, keys and values decompressed from one shared latent plus a shared RoPE key."""
+
+    q_lora_rank: int = Field(0, ge=0, description="query compression rank (0: a full q_proj, DeepSeek-V2-Lite)")
+    kv_lora_rank: PositiveInt = Field(description="rank of the compressed KV latent (the cached vector)")
+    qk_rope_head_dim: PositiveInt = Field(description="per-head query / shared key dims carrying RoPE")
+    qk_nope_head_dim: PositiveInt = Field(description="per-head query/key dims without RoPE")
+    v_head_dim: PositiveInt = Field(description="per-head value dims")
 
 
 class Stack(Spec):
@@ -54,6 +68,14 @@ class Stack(Spec):
     final_norm: bool = Field(True, description="a norm after the last block")
     causal: bool = Field(True, description="causal attention mask (halves attention FLOPs); false for encoders")
     moe: MoE | None = Field(None, description="mixture-of-experts FFN (table `moe`); none: dense")
+    mla: MLA | None = Field(None, description="multi-head latent attention (table `mla`, DeepSeek-V2/V3); none: MHA/GQA/MQA")
+    qk_norm: Literal["none", "head", "full"] = Field("none", description="RMSNorm on queries and keys: per head_dim (Qwen3, Gemma 3) or over all heads (OLMo 2)")
+    norms_per_layer: Literal[2, 4] = Field(2, description="norms per block: 2, or 4 with Gemma 2/3's extra post-attention and post-FFN norms")
+    sliding_window: int = Field(0, ge=0, description="keys a sliding-window layer attends to (0: none)")
+    sliding_layers: int = Field(0, ge=0, description="layers that use the sliding window (Mistral: all; Gemma 2: every other; Gemma 3: 5 of 6)")
+    final_logit_softcap: float = Field(0.0, ge=0, description="tanh soft-capping of the LM logits (Gemma 2; 0: none); keeps one more logits tensor")
+    attn_logit_softcap: float = Field(0.0, ge=0, description="tanh soft-capping of the attention scores (Gemma 2; 0: none); no FLOP or parameter change")
+    mtp_layers: int = Field(0, ge=0, description="multi-token-prediction modules in the checkpoint (DeepSeek-V3: 1); NOT counted in params or FLOPs (transformers does not build them)")
     # Vision-encoder fields (role == "vision"); ignored for decoders.
     image_size: int = Field(0, ge=0, description="input image side in pixels (vision)")
     patch_size: int = Field(0, ge=0, description="patch side in pixels (vision)")
@@ -83,6 +105,10 @@ class Stack(Spec):
             raise ValueError("a decoder stack needs vocab > 0")
         if self.role == "vision" and (self.image_size <= 0 or self.patch_size <= 0):
             raise ValueError("a vision stack needs image_size > 0 and patch_size > 0")
+        if self.sliding_layers > self.layers:
+            raise ValueError(f"sliding_layers ({self.sliding_layers}) > layers ({self.layers})")
+        if self.sliding_layers and not self.sliding_window:
+            raise ValueError("sliding_layers > 0 needs sliding_window > 0")
         if self.moe and self.moe.dense_layers > self.layers:
             raise ValueError(f"moe.dense_layers ({self.moe.dense_layers}) > layers ({self.layers})")
         return self
