@@ -1,7 +1,8 @@
 """Import a model spec from a Hugging Face ``config.json`` without importing transformers.
 
-Supported ``model_type`` values: llama, mistral, mixtral, qwen2, qwen2_moe, gpt2, gpt_neox,
-and (through the multimodal importers registered in ``VISION_IMPORTERS``) vision-language
+Supported ``model_type`` values (readers in :mod:`trainplan.catalog.hf_text`): llama, granite,
+mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, deepseek_v2, deepseek_v3, gemma, gemma2,
+gemma3_text, phi3, olmo2, gpt2, gpt_neox; and (through the multimodal importers registered in ``VISION_IMPORTERS``) vision-language
 families. Field names follow each family's ``configuration_*.py`` in transformers; newer
 serialisations (``text_config`` nesting, ``rope_parameters``) are read too.
 """
@@ -14,67 +15,35 @@ from typing import Any, Callable
 
 from pydantic import ValidationError
 
+from trainplan.catalog.hf_text import TEXT_READERS, rope_decoder
 from trainplan.errors import InputError, from_validation_error
-from trainplan.spec.model import Model, MoE, Stack
+from trainplan.spec.model import Model, Stack
 
-TEXT_TYPES = ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "gpt2", "gpt_neox")
+TEXT_TYPES = tuple(TEXT_READERS)
 
 # model_type -> function(config dict, name) -> Model; filled by trainplan.catalog.vision
 VISION_IMPORTERS: dict[str, Callable[[dict[str, Any], str], Model]] = {}
 
 
-def _get(cfg: dict[str, Any], *keys: str, default: Any = None) -> Any:
-    for k in keys:
-        if k in cfg and cfg[k] is not None:
-            return cfg[k]
-    return default
-
-
 def decoder_from_hf(cfg: dict[str, Any], name: str = "decoder") -> Stack:
-    """The decoder stack of a Llama/Mistral/Mixtral/Qwen2/GPT-2/GPT-NeoX config dict."""
+    """The decoder stack of a text config dict (any ``model_type`` of :data:`TEXT_TYPES`; a
+    ``text_config`` without top-level ``hidden_size`` is read instead; an unknown type is read
+    as Llama, which the vision importers rely on for their text configs)."""
+    if not isinstance(cfg, dict):
+        raise InputError("config", type(cfg).__name__, "a JSON object (a config.json)")
     mt = cfg.get("model_type", "llama")
     if "text_config" in cfg and "hidden_size" not in cfg:
-        inner = dict(cfg["text_config"])
+        inner = cfg["text_config"]
+        if not isinstance(inner, dict):
+            raise InputError("config.text_config", inner, "a JSON object")
+        inner = dict(inner)
         inner.setdefault("model_type", mt)
         cfg = inner
-    if mt == "gpt2":
-        h = cfg["n_embd"]
-        return Stack(name=name, layers=cfg["n_layer"], hidden=h, heads=cfg["n_head"],
-                     ffn_hidden=cfg.get("n_inner") or 4 * h, mlp="gelu", attn_bias=True,
-                     attn_out_bias=True, mlp_bias=True, norm="layernorm", vocab=cfg["vocab_size"],
-                     tied_embeddings=cfg.get("tie_word_embeddings", True), position="learned",
-                     max_positions=cfg.get("n_positions", 1024))
-    if mt == "gpt_neox":
-        h = cfg["hidden_size"]
-        return Stack(name=name, layers=cfg["num_hidden_layers"], hidden=h,
-                     heads=cfg["num_attention_heads"], ffn_hidden=cfg["intermediate_size"],
-                     mlp="gelu", attn_bias=True, attn_out_bias=True, mlp_bias=True,
-                     norm="layernorm", vocab=cfg["vocab_size"],
-                     tied_embeddings=cfg.get("tie_word_embeddings", False), position="rope")
-    h = cfg["hidden_size"]
-    heads = cfg["num_attention_heads"]
-    moe = None
-    if mt == "mixtral" or cfg.get("num_local_experts"):
-        moe = MoE(num_experts=cfg["num_local_experts"], top_k=cfg["num_experts_per_tok"],
-                  expert_ffn_hidden=cfg["intermediate_size"])
-    elif mt == "qwen2_moe":
-        shared = 1 if cfg.get("shared_expert_intermediate_size") else 0
-        moe = MoE(num_experts=cfg["num_experts"], top_k=cfg["num_experts_per_tok"],
-                  expert_ffn_hidden=cfg["moe_intermediate_size"], shared_experts=shared)
-    hd = cfg.get("head_dim")
-    try:
-        head_dim = hd if hd and hd != h // heads else (hd if h % heads else None)
-    except (TypeError, ZeroDivisionError):    # bad hidden/heads: the Stack check names them
-        head_dim = hd
-    return Stack(
-        name=name, layers=cfg["num_hidden_layers"], hidden=h, heads=heads,
-        kv_heads=cfg.get("num_key_value_heads") or heads,
-        head_dim=head_dim,
-        ffn_hidden=cfg["intermediate_size"], mlp="swiglu",
-        attn_bias=bool(cfg.get("attention_bias", mt in ("qwen2", "qwen2_moe"))),
-        attn_out_bias=False, mlp_bias=bool(cfg.get("mlp_bias", False)), norm="rmsnorm",
-        vocab=cfg["vocab_size"], tied_embeddings=bool(cfg.get("tie_word_embeddings", False)),
-        position="rope", moe=moe)
+        mt = cfg.get("model_type")
+    if not isinstance(mt, str):
+        raise InputError("config.model_type", mt, "a string such as 'llama'")
+    reader = TEXT_READERS.get(mt)
+    return reader(cfg, mt, name) if reader else rope_decoder(cfg, "llama", name)
 
 
 def model_from_hf_config(cfg: dict[str, Any], name: str | None = None, source: str = "") -> Model:
@@ -98,7 +67,7 @@ def model_from_hf_config(cfg: dict[str, Any], name: str | None = None, source: s
                          f"a {mt} config.json must have '{e.args[0]}'") from None
     except ValidationError as e:
         raise from_validation_error(e, prefix="config.") from None
-    except (TypeError, AttributeError, ZeroDivisionError) as e:  # a key of the wrong JSON type
+    except (TypeError, AttributeError, ZeroDivisionError, OverflowError) as e:  # a key of the wrong JSON type
         raise InputError("config", name, f"a {mt} config.json whose values have the usual JSON "
                          f"types (numbers, objects)", hint=str(e)) from None
 

@@ -65,6 +65,7 @@ class Stack(Spec):
     tied_embeddings: bool = Field(False, description="LM head shares the input embedding matrix")
     position: Literal["rope", "learned", "none"] = Field("rope", description="position encoding; learned adds a max_positions x hidden table")
     max_positions: int = Field(0, ge=0, description="learned position table size")
+    context_length: int = Field(0, ge=0, description="trained context (config max_position_embeddings; 0: not given); informational")
     final_norm: bool = Field(True, description="a norm after the last block")
     causal: bool = Field(True, description="causal attention mask (halves attention FLOPs); false for encoders")
     moe: MoE | None = Field(None, description="mixture-of-experts FFN (table `moe`); none: dense")
