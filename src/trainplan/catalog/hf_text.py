@@ -129,8 +129,10 @@ def _moe(cfg: dict[str, Any], mt: str, layers: int) -> MoE | None:
 
 
 def _mla(cfg: dict[str, Any]) -> MLA:
-    """MLA ranks and head dims (``configuration_deepseek_v3.py``; ``q_lora_rank`` null: none)."""
-    return MLA(q_lora_rank=_int(cfg, "q_lora_rank", 0, minimum=0),
+    """MLA ranks and head dims (``configuration_deepseek_v3.py``). ``q_lora_rank``: null means
+    no query compression; absent means transformers' default, 1536."""
+    q_rank = _int(cfg, "q_lora_rank", 0, minimum=0) if "q_lora_rank" in cfg else 1536
+    return MLA(q_lora_rank=q_rank,
                kv_lora_rank=_int(cfg, "kv_lora_rank"),
                qk_rope_head_dim=_int(cfg, "qk_rope_head_dim"),
                qk_nope_head_dim=_int(cfg, "qk_nope_head_dim"),

@@ -111,7 +111,9 @@ def traced_flops(cfg: dict[str, Any], layers: int, seq: int = 64, batch: int = 1
     ids = torch.zeros(batch, seq, dtype=torch.long, device="meta")
     fwd = FlopCounterMode(display=False)
     with fwd:
-        out = model(input_ids=ids, labels=ids)
+        # use_cache: without a cache, transformers' mask code looks for packed sequences in
+        # the position ids (a data-dependent .item(), impossible on meta tensors)
+        out = model(input_ids=ids, labels=ids, use_cache=True)
     bwd = FlopCounterMode(display=False)
     with bwd:
         out.loss.backward()
