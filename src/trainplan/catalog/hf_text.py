@@ -110,7 +110,10 @@ def _moe(cfg: dict[str, Any], mt: str, layers: int) -> MoE | None:
         dense = sum(1 for i in range(layers) if i in only or (i + 1) % step)
         shared = _int(cfg, "shared_expert_intermediate_size", 0, minimum=0) \
             if mt == "qwen2_moe" else 0
-        return MoE(num_experts=_int(cfg, "num_experts"), top_k=_int(cfg, "num_experts_per_tok"),
+        # transformers 5 writes Qwen3-MoE's num_experts as num_local_experts (attribute_map)
+        key = "num_experts" if cfg.get("num_experts") is not None or \
+            cfg.get("num_local_experts") is None else "num_local_experts"
+        return MoE(num_experts=_int(cfg, key), top_k=_int(cfg, "num_experts_per_tok"),
                    expert_ffn_hidden=_int(cfg, "moe_intermediate_size"),
                    shared_experts=1 if shared else 0, shared_expert_ffn_hidden=shared,
                    shared_expert_gate=bool(shared), dense_layers=dense)

@@ -201,3 +201,27 @@ def compare_config(cfg: dict[str, Any], name: str, seq: int = 64, batch: int = 1
                       matmul=matmul, matmul_ref=3.0 * tr["matmul"], attention_kernel=attn_k,
                       attention_ref=3.0 * tr["attention"], attention_model=attn_m,
                       step=matmul + attn_k, step_ref=float(tr["total"]))
+
+
+def default_config(model_type: str) -> dict[str, Any]:
+    """transformers' default config of a ``model_type`` as a config.json dict (the family's
+    reference shapes: ``configuration_*.py`` defaults)."""
+    _, tf = _torch()
+    d = tf.AutoConfig.for_model(model_type).to_dict()
+    d["model_type"] = model_type
+    return d
+
+
+def gpt2_config_from_stack(stack) -> dict[str, Any] | None:
+    """A GPT-2 config.json dict with the shapes of a trainplan-format GPT stack (LayerNorm, GeLU
+    MLP, biases everywhere, learned positions, tied embeddings: Megatron-LM's GPT model is GPT-2's
+    module structure), or None when the stack is not of that form."""
+    if not (stack.norm == "layernorm" and stack.mlp == "gelu" and stack.attn_bias
+            and stack.attn_out_bias and stack.mlp_bias and stack.position == "learned"
+            and stack.tied_embeddings and stack.moe is None and stack.mla is None
+            and stack.kv_heads in (None, stack.heads) and stack.d_head * stack.heads == stack.hidden
+            and stack.norms_per_layer == 2 and stack.final_norm):
+        return None
+    return {"model_type": "gpt2", "n_embd": stack.hidden, "n_layer": stack.layers,
+            "n_head": stack.heads, "n_inner": stack.ffn_hidden, "vocab_size": stack.vocab,
+            "n_positions": stack.max_positions, "tie_word_embeddings": True}

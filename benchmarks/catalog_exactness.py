@@ -1,0 +1,97 @@
+"""Catalog exactness: trainplan's parameter and FLOP counts against transformers.
+
+For every preset of the catalog and for every supported text ``model_type`` (transformers'
+default config of that family), build the transformers model on the meta device and compare
+(trainplan.catalog.reference):
+
+* parameters, total and MoE-active per token: must be equal;
+* weight-matmul FLOPs of one training step (forward + backward, FlopCounterMode on meta tensors,
+  on a reduced layer count): |difference| <= 1%;
+* attention-score FLOPs, separately: eager attention computes the full masked s x s products,
+  which trainplan's non-causal, unwindowed count must match; the causal/windowed count trainplan
+  uses for model FLOPs is shown beside it (share of the kernel's work).
+
+trainplan-format GPT presets are compared through a GPT-2 config of the same shapes.
+Vision-language presets go to ``trainplan.catalog.reference.vlm_counts`` when it exists (the VLM
+work registers it); until then each is listed as not yet supported.
+
+Run: python benchmarks/catalog_exactness.py [--seq 64] [--filter SUBSTRING]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from trainplan.catalog import reference as ref
+from trainplan.catalog.hf import TEXT_TYPES
+from trainplan.catalog.models import _index, get_model
+from trainplan.errors import InputError
+
+
+def _row(label: str, mt: str, c) -> str:
+    share = c.attention_model / c.attention_kernel if c.attention_kernel else 0.0
+    return (f"{label:24s} {mt:12s} {c.params:>17,} {c.params_ref:>17,} {c.active:>16,} "
+            f"{c.active_ref:>16,} {c.matmul_diff:>+8.3%} {c.attention_diff:>+8.3%} "
+            f"{share:>6.1%} {'PASS' if c.passed else 'FAIL'}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seq", type=int, default=64, help="traced sequence length")
+    ap.add_argument("--filter", default="", help="only ids containing this")
+    a = ap.parse_args()
+    head = (f"{'model':24s} {'model_type':12s} {'params trainplan':>17s} {'params transformers':>17s} "
+            f"{'active trainplan':>16s} {'active transf.':>16s} {'matmul':>8s} {'attn':>8s} "
+            f"{'causal':>6s} result")
+    print(head)
+    print("-" * len(head))
+    passed = failed = skipped = 0
+    t0 = time.perf_counter()
+    rows = [(k, r) for k, r in sorted(_index().items()) if a.filter in k]
+    for key, rec in rows:
+        model = get_model(key)
+        if model.vision:
+            hook = getattr(ref, "vlm_counts", None)
+            if hook is None:
+                print(f"{key:24s} {'(VLM)':12s} not yet supported: reference.vlm_counts is not "
+                      "defined")
+                skipped += 1
+                continue
+            c = hook(rec, seq=a.seq)
+            mt = "vlm"
+        elif rec.get("format", "hf") == "hf":
+            c = ref.compare_config(rec["config"], key, seq=a.seq)
+            mt = str(rec["config"].get("model_type"))
+        else:
+            cfg = ref.gpt2_config_from_stack(model.decoder)
+            if cfg is None:
+                print(f"{key:24s} {'(trainplan)':12s} no transformers equivalent of its stack")
+                skipped += 1
+                continue
+            c = ref.compare_config(cfg, key, seq=a.seq)
+            mt = "gpt2 (shape)"
+        print(_row(key, mt, c), flush=True)
+        passed += c.passed
+        failed += not c.passed
+    for mt in TEXT_TYPES:
+        if a.filter and a.filter not in mt:
+            continue
+        try:
+            c = ref.compare_config(ref.default_config(mt), f"default:{mt}", seq=a.seq)
+        except InputError as e:   # a default config that is not a model (a null size)
+            print(f"{'default ' + mt:24s} {mt:12s} not compared: transformers' default config "
+                  f"is incomplete ({e})")
+            skipped += 1
+            continue
+        print(_row(f"default {mt}", mt, c), flush=True)
+        passed += c.passed
+        failed += not c.passed
+    print("-" * len(head))
+    print(f"total: {passed + failed} compared, {passed} PASS, {failed} FAIL, {skipped} not "
+          f"compared; seq {a.seq}; {time.perf_counter() - t0:.1f} s")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
