@@ -137,27 +137,6 @@ def frameworks(as_json: bool = typer.Option(False, "--json")) -> None:
 
 
 @app.command()
-def models(as_json: bool = typer.Option(False, "--json")) -> None:
-    """List the model presets with their exact parameter counts."""
-    from trainplan.catalog import get_model, list_models
-    from trainplan.costmodel.params import model_params
-    rows = []
-    try:
-        for r in list_models():
-            p = model_params(get_model(r["id"]))
-            rows.append({**r, "params": p.total, "active": p.active})
-    except TrainplanError as e:
-        fail(e)
-    if as_json:
-        typer.echo(json.dumps(rows, indent=2))
-        return
-    from trainplan.tables import cut as _cut, print_rows
-    print_rows("Model presets", ("id", "name", "params", "active", "source"),
-               [(r["id"], r["name"], f"{r['params']:,}", f"{r['active']:,}", _cut(r["source"] or "", 70))
-                for r in rows])
-
-
-@app.command()
 def gpus(as_json: bool = typer.Option(False, "--json")) -> None:
     """List the accelerator catalog: peaks, memory, links, TDP, default price."""
     from trainplan.catalog.accelerators import get_accelerator, list_accelerators
@@ -201,6 +180,7 @@ def _register() -> None:
         ("trainplan.commands.data", "data_app", "data", "group"),
         ("trainplan.commands.audit", "audit_command", "audit", "command"),
         ("trainplan.commands.schema", "schema_command", "schema", "command"),
+        ("trainplan.commands.models", "models_command", "models", "command"),
         ("trainplan.measure.cli", "measure_app", "measure", "group"),
         ("trainplan.resilience.cli", "resilience_command", "resilience", "command"),
         ("trainplan.resilience.schedule_cli", "schedule_command", "schedule", "command"),

@@ -133,3 +133,19 @@ def mean_keys_per_layer(stack: Stack, seq, causal=True, window=True):
     else:   # bidirectional window: |i - j| < w, about min(s, 2w - 1) keys
         sw = np.minimum(s, 2.0 * w - 1.0)
     return ((stack.layers - n_sw) * full + n_sw * sw) / stack.layers
+
+
+def attention_kind(stack: Stack) -> str:
+    """A short label: MHA (kv = heads), MQA (one KV head), GQA (kv groups; Ainslie et al. 2023),
+    MLA (DeepSeek-V2 sec. 2.1), plus the sliding-window layers."""
+    if stack.mla:
+        kind = f"MLA (kv rank {stack.mla.kv_lora_rank})"
+    elif stack.n_kv == stack.heads:
+        kind = "MHA"
+    elif stack.n_kv == 1:
+        kind = "MQA"
+    else:
+        kind = f"GQA {stack.heads}/{stack.n_kv}"
+    if stack.sliding_layers:
+        kind += f", window {stack.sliding_window} on {stack.sliding_layers}/{stack.layers}"
+    return kind
