@@ -99,7 +99,7 @@ def render() -> dict[str, str]:
     from trainplan.audit import Claims
     from trainplan.spec.cluster import Cluster, EfficiencyProfile
     from trainplan.spec.job import Job
-    from trainplan.spec.model import MoE, Model, Projector, Stack
+    from trainplan.spec.model import MLA, MoE, Model, Projector, Stack
     from trainplan.spec.strategy import Strategy
 
     job = _HEADER + "# Job file reference\n\n" + (
@@ -122,6 +122,7 @@ def render() -> dict[str, str]:
         "layers = 4\nhidden = 512\nheads = 8\nffn_hidden = 1376\nvocab = 32000\n```\n\n")
     model += "\n".join([model_table(Model, "Model"), model_table(Stack, "Stack (`[[model.stacks]]`)"),
                         model_table(MoE, "MoE (`[model.stacks.moe]`)"),
+                        model_table(MLA, "MLA (`[model.stacks.mla]`)"),
                         model_table(Projector, "Projector (`[[model.projectors]]`)")])
     claims = _HEADER + "# Claims file reference\n\n" + (
         "`trainplan audit FILE` checks what a write-up claims about a run against itself and the "
