@@ -9,7 +9,8 @@ or fractional field raises :class:`~trainplan.errors.InputError` naming it.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from trainplan.errors import InputError
 from trainplan.spec.model import MLA, MoE, Stack
