@@ -79,9 +79,19 @@ def test_llava_13b_and_qwen_vl_and_siglip():
     # resampler: 256*4096 + 1664*4096 + 4*4096^2 + 4*4096 (biases) + 4*4096 (2 LN) = 75,005,952
     assert abs(pq.projectors - 16_777_216 - 75_005_952) == 0
     assert abs(pq.total - 9.6e9) / 9.6e9 < 0.01
-    # SigLIP so400m vision (no head): 27 x 15,239,504 + conv 677,376 + pos 729*1152 + post-LN
+    # SigLIP so400m vision as SiglipVisionModel builds it: 27 x 15,239,504 + conv 677,376 + its
+    # bias 1152 + pos 729*1152 + post-LN 2304 + pooling head (vision_use_head, default True):
+    # probe 1152 + MHA 4*1152^2 + 4*1152 + LN 2304 + MLP 2*1152*4304 + 4304 + 1152 = 15,238,352
     s = V.get_vision_tower("siglip-so400m-patch14-384")
-    assert stack_params(s).total == 27 * 15_239_504 + 677_376 + 839_808 + 2304
+    head = 1152 + 4 * 1152**2 + 4 * 1152 + 2304 + 2 * 1152 * 4304 + 4304 + 1152
+    assert head == 15_238_352
+    assert stack_params(s).total == 27 * 15_239_504 + 677_376 + 1152 + 839_808 + 2304 + head
+    # the VLMs switch the head off (vision_use_head: false in LLaVA-OneVision, PaliGemma, Gemma 3)
+    s2 = V.vision_tower_from_hf({"model_type": "siglip_vision_model", "vision_use_head": False,
+                                 "image_size": 384, "patch_size": 14, "hidden_size": 1152,
+                                 "intermediate_size": 4304, "num_hidden_layers": 27,
+                                 "num_attention_heads": 16})
+    assert stack_params(s2).total == stack_params(s).total - head
 
 
 # ------------------------------------------------------------------ tokens per image
