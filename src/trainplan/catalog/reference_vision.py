@@ -184,3 +184,24 @@ def reference_vision_flops(cfg: dict[str, Any], height: int, width: int,
     pkeys = [k for k in counts if k.split(".")[-1] == proj_name.split(".")[-1] or k.endswith(pname)]
     projector = float(sum(counts[pkeys[0]].values())) if pkeys else 0.0
     return dict(total=total, projector=projector, tower=total - projector, device=device)
+
+
+def trainplan_vision_flops(model, height: int, width: int, vision_layers: int | None = None,
+                           full_attention: tuple[int, ...] | None = None) -> dict[str, float]:
+    """trainplan's training FLOPs of the tower (trainable) and projector on one image, for the
+    same (optionally reduced) tower as :func:`reference_vision_flops`."""
+    from trainplan.costmodel.vision_flops import projector_train_flops, tower_train_flops_per_image
+    from trainplan.costmodel.vision_tokens import encoder_patches, projector_tokens_out
+    v = model.vision[0]
+    if vision_layers is not None:
+        upd: dict[str, Any] = {"layers": vision_layers}
+        if full_attention is not None:
+            upd["full_attention_layers"] = tuple(full_attention)
+        v = v.model_copy(update=upd)
+    tower = float(tower_train_flops_per_image(v, True, height, width))
+    n = encoder_patches(v, height, width)
+    proj = 0.0
+    for p in model.projectors:
+        proj += float(projector_train_flops(p, n, True, True))
+        n = projector_tokens_out(p, n)
+    return dict(total=tower + proj, tower=tower, projector=proj)

@@ -52,6 +52,16 @@ def vision_tower_from_hf(cfg: dict[str, Any], name: str = "vision") -> Stack:
     return tower_from_config(cfg, name)
 
 
+def _read_layer(vis: Stack, layer: Any, field: str) -> Stack:
+    """The tower with ``forward_only_layers`` set from the layer the VLM reads: hidden_states[k]
+    (k < 0 from the end: -1 is the last layer's output; k >= 0: the output of layer k, 0 being
+    the embeddings), so the layers after it run forward only."""
+    if isinstance(layer, bool) or not isinstance(layer, int) or not -vis.layers - 1 <= layer <= vis.layers:
+        raise InputError(field, layer, f"a hidden-state index in -{vis.layers + 1}..{vis.layers}")
+    unused = -1 - layer if layer < 0 else vis.layers - layer
+    return vis.model_copy(update={"forward_only_layers": min(unused, vis.layers - 1)})
+
+
 def _llava_decoder(cfg: dict[str, Any]) -> Stack:
     text = dict(LLAMA_DEFAULTS)
     text.update({k: v for k, v in (cfg.get("text_config") or {}).items() if v is not None})
@@ -77,6 +87,7 @@ def llava_from_hf(cfg: dict[str, Any], name: str) -> Model:
     dec = _llava_decoder(cfg)
     vis = vision_tower_from_hf({"vision_config": cfg.get("vision_config") or {},
                                 "model_type": "clip"}, "vision")
+    vis = _read_layer(vis, cfg.get("vision_feature_layer", -2), "config.vision_feature_layer")
     proj = _mlp_projector("mlp2", vis.hidden, dec.hidden, bool(cfg.get("multimodal_projector_bias", True)))
     return Model(name=name, stacks=(vis, dec), projectors=(proj,),
                  source="Hugging Face llava config")
@@ -86,7 +97,8 @@ def llava_llama_from_hf(cfg: dict[str, Any], name: str) -> Model:
     """The original LLaVA repository's config: Llama fields at the top level,
     ``mm_vision_tower`` (a tower preset's Hugging Face id), ``mm_projector_type``."""
     tower_id = str(cfg.get("mm_vision_tower", "openai/clip-vit-large-patch14-336"))
-    vis = get_vision_tower(tower_id)
+    vis = _read_layer(get_vision_tower(tower_id), cfg.get("mm_vision_select_layer", -2),
+                      "config.mm_vision_select_layer")
     dec = decoder_from_hf({**cfg, "model_type": "llama"})
     kind = "linear" if cfg.get("mm_projector_type", "linear") == "linear" else "mlp2"
     return Model(name=name, stacks=(vis, dec),

@@ -24,7 +24,11 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from trainplan.costmodel.flops import attention_core_flops_per_token, stack_forward_flops_per_token
+from trainplan.costmodel.flops import (
+    attention_core_flops_per_token,
+    layer_forward_flops_per_token,
+    stack_forward_flops_per_token,
+)
 from trainplan.costmodel.vision_attention import attention_keys
 from trainplan.costmodel.vision_projectors import (
     MERGING_KINDS,
@@ -150,12 +154,17 @@ def projector_train_flops(p: Projector, n_in, trainable: bool, below_trainable: 
 
 def tower_train_flops_per_image(stack: Stack, trainable: bool, height=None, width=None):
     """Training FLOPs of a tower per image: forward only if frozen (nothing sits below it);
-    trainable: 3x the layers, 2x the patch embedding (no gradient w.r.t. the pixels)."""
+    trainable: 3x the layers, 2x the patch embedding (no gradient w.r.t. the pixels), and 1x the
+    ``forward_only_layers`` after the layer the VLM reads (LLaVA ``vision_feature_layer`` -2:
+    transformers runs the last CLIP layer, but no gradient reaches it; ``modeling_llava.py``)."""
     fwd = tower_forward_flops_per_image(stack, height, width)
     if not trainable:
         return fwd
-    emb = patch_embedding_flops(stack, encoder_patches(stack, height, width))
-    return 3.0 * fwd - emb
+    n = encoder_patches(stack, height, width)
+    emb = patch_embedding_flops(stack, n)
+    tok = n + (1 if stack.class_token else 0)
+    unused = stack.forward_only_layers * tok * layer_forward_flops_per_token(stack, tok, causal=False)
+    return 3.0 * fwd - emb - 2.0 * unused
 
 
 # ------------------------------------------------------------------------------------- the walk

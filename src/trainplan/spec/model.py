@@ -68,12 +68,15 @@ class Stack(Spec):
     pool_head: bool = Field(False, description="SigLIP attention-pooling head (vision_use_head): probe, one MHA, LayerNorm, MLP")
     window: int = Field(0, ge=0, description="windowed attention: window side in patches (Qwen2.5-VL: 112 px / 14 = 8); 0: full attention")
     full_attention_layers: tuple[int, ...] = Field((), description="layer indexes that keep full attention in a windowed tower (Qwen2.5-VL: 7, 15, 23, 31)")
+    forward_only_layers: int = Field(0, ge=0, description="last layers whose output the VLM does not read (LLaVA vision_feature_layer -2: 1): they run forward but get no gradient")
 
     @model_validator(mode="after")
     def _check_vision(self) -> "Stack":
         bad = [i for i in self.full_attention_layers if not 0 <= i < self.layers]
         if bad:
             raise ValueError(f"full_attention_layers {bad} are not layer indexes 0..{self.layers - 1}")
+        if self.forward_only_layers >= self.layers and self.role == "vision":
+            raise ValueError(f"forward_only_layers ({self.forward_only_layers}) must be < layers ({self.layers})")
         return self
 
     @property
