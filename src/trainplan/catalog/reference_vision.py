@@ -156,14 +156,16 @@ def reference_vision_flops(cfg: dict[str, Any], height: int, width: int,
     inner = _inner(model)
     tower_name, proj_name = PARTS[mt]
     tower, proj = _get(inner, tower_name), _get(inner, proj_name)
-    device = "meta"
+    device, dtype = "meta", torch.float32
+    threads = torch.get_num_threads()
     if mt in NEEDS_DATA:
-        device = "cpu"
-        tower.to_empty(device="cpu")
-        if proj_name.startswith(tower_name + "."):
-            pass
-        else:
-            proj.to_empty(device="cpu")
+        # real (zeroed) bf16 weights on the CPU: the FLOPs do not depend on values or dtype;
+        # one thread and half the bytes keep this memory-bound run short on a shared machine
+        device, dtype = "cpu", torch.bfloat16
+        torch.set_num_threads(1)
+        for mod in (tower,) if proj_name.startswith(tower_name + ".") else (tower, proj):
+            mod.to_empty(device="cpu")
+            mod.to(dtype)
         with torch.no_grad():
             for p in list(tower.parameters()) + list(proj.parameters()):
                 p.zero_()
@@ -173,11 +175,15 @@ def reference_vision_flops(cfg: dict[str, Any], height: int, width: int,
     cfg_obj = model.config
     vc = cfg_obj.vision_config
     args, kwargs = _pixels(torch, mt, vc, height, width, device)
-    with FlopCounterMode(display=False) as fc:
-        feats = _features(mt, inner, tower, proj, args, kwargs, cfg_obj)
-        if isinstance(feats, (list, tuple)):
-            feats = torch.cat([f.reshape(-1, f.shape[-1]) for f in feats])
-        feats.float().sum().backward()
+    args = tuple(a.to(dtype) for a in args)
+    try:
+        with FlopCounterMode(display=False) as fc:
+            feats = _features(mt, inner, tower, proj, args, kwargs, cfg_obj)
+            if isinstance(feats, (list, tuple)):
+                feats = torch.cat([f.reshape(-1, f.shape[-1]) for f in feats])
+            feats.float().sum().backward()
+    finally:
+        torch.set_num_threads(threads)
     counts = fc.get_flop_counts()
     total = float(fc.get_total_flops())
     pname = type(proj).__name__
@@ -205,3 +211,49 @@ def trainplan_vision_flops(model, height: int, width: int, vision_layers: int | 
         proj += float(projector_train_flops(p, n, True, True))
         n = projector_tokens_out(p, n)
     return dict(total=tower + proj, tower=tower, projector=proj)
+
+
+def reference_tower(cfg: dict[str, Any]) -> dict[str, Any]:
+    """A standalone vision model (``clip_vision_model``, ``siglip_vision_model``,
+    ``siglip2_vision_model``, ``internvl_vision``) on the meta device: its parameters, and the
+    FLOPs of one forward + backward on one image at its nominal size (SigLIP2: a square grid of
+    ``num_patches``), the loss reading the last hidden state and, where there is one, the pooled
+    output (so the pooling head gets its gradient)."""
+    torch, tf = _tf()
+    from torch.utils.flop_counter import FlopCounterMode
+    d = copy.deepcopy(cfg)
+    mt = d.pop("model_type")
+    c = tf.AutoConfig.for_model(mt, **d)
+    c._attn_implementation = "eager"
+    with torch.device("meta"):
+        model = tf.AutoModel.from_config(c, attn_implementation="eager")
+    params = _count(model.parameters())
+    threads = torch.get_num_threads()
+    if mt.startswith("siglip2"):   # resizes its position table with .item(): CPU, zeroed bf16 weights
+        model.to_empty(device="cpu")
+        model.to(torch.bfloat16)
+        torch.set_num_threads(1)
+        with torch.no_grad():
+            for prm in model.parameters():
+                prm.zero_()
+        side = round(c.num_patches ** 0.5)
+        n, p = side * side, c.patch_size
+        x = torch.zeros(1, n, c.num_channels * p * p, dtype=torch.bfloat16)
+        kw = dict(pixel_attention_mask=torch.ones(1, n, dtype=torch.bool),
+                  spatial_shapes=torch.tensor([[side, side]]))
+        hw = side * p
+    else:
+        size = c.image_size if isinstance(c.image_size, int) else c.image_size[0]
+        x = torch.zeros(1, c.num_channels, size, size, device="meta")
+        kw, hw = {}, size
+    try:
+        with FlopCounterMode(display=False) as fc:
+            out = model(x, **kw)
+            loss = out.last_hidden_state.float().sum()
+            pooled = getattr(out, "pooler_output", None)
+            if pooled is not None:
+                loss = loss + pooled.float().sum()
+            loss.backward()
+    finally:
+        torch.set_num_threads(threads)
+    return dict(params=params, flops=float(fc.get_total_flops()), height=hw, width=hw)
