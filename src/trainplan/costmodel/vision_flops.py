@@ -42,9 +42,17 @@ from trainplan.spec.model import Model, Projector, Stack
 
 
 def patch_embedding_flops(stack: Stack, n_patches):
-    """Forward FLOPs of the patch embedding: a (C*t*p*p) x h matmul per patch, 2 FLOPs per MAC."""
-    return 2.0 * stack.channels * stack.temporal_patch * stack.patch_size ** 2 * stack.hidden \
-        * np.asarray(n_patches, dtype=float)
+    """Forward FLOPs of the patch embedding: a (C*t*p*p) x h matmul per patch, 2 FLOPs per MAC.
+
+    A fixed position table resized to each image (SigLIP2, ``position_entries`` rows) adds the
+    resize, which transformers 5 runs as one dense matmul of the bilinear weights (n x P) with the
+    table (P x h): 2*n*P*h (``modeling_siglip2.py``, ``resize_positional_embeddings``). Like the
+    patch matmul it needs no input gradient, only the table's.
+    """
+    n = np.asarray(n_patches, dtype=float)
+    resize = 2.0 * stack.position_entries * stack.hidden * n if stack.position == "learned" else 0.0
+    return 2.0 * stack.channels * stack.temporal_patch * stack.patch_size ** 2 * stack.hidden * n \
+        + resize
 
 
 def pool_head_flops(stack: Stack, n_tokens):
