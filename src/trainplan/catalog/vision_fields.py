@@ -12,6 +12,9 @@ from typing import Any
 
 from trainplan.errors import InputError
 
+# no model size, layer count or pixel count in a config comes near 2^31; beyond it is a typo
+MAX_SIZE = 2 ** 31 - 1
+
 
 class Fields:
     """A config dict (or a nested part of it) with typed getters; ``prefix`` names it in errors."""
@@ -38,15 +41,16 @@ class Fields:
             raise InputError(self.prefix + key, None, "a value (the key is missing)")
         return default
 
-    def int(self, key: str, default: int | None = None, minimum: int = 1) -> int:
-        """A whole number >= ``minimum`` (JSON 14 or 14.0; a [14, 14] pair of equal sides too)."""
+    def int(self, key: str, default: int | None = None, minimum: int = 1,
+            maximum: int = MAX_SIZE) -> int:
+        """A whole number in [minimum, maximum] (JSON 14 or 14.0; a [14, 14] pair of equal sides)."""
         v = self._need(key, default)
         if isinstance(v, (list, tuple)) and len(v) == 2 and v[0] == v[1]:
             v = v[0]
         ok = isinstance(v, int) and not isinstance(v, bool) or (
             isinstance(v, float) and math.isfinite(v) and v.is_integer())
-        if not ok or int(v) < minimum:
-            raise InputError(self.prefix + key, v, f"a whole number >= {minimum}")
+        if not ok or not minimum <= int(v) <= maximum:
+            raise InputError(self.prefix + key, v, f"a whole number in [{minimum}, {maximum}]")
         return int(v)
 
     def bool(self, key: str, default: bool) -> bool:
@@ -63,12 +67,12 @@ class Fields:
             raise InputError(self.prefix + key, v, f"a number in ({lo:g}, {hi:g}]")
         return float(v)
 
-    def ints(self, key: str, default: tuple[int, ...] = ()) -> tuple[int, ...]:
-        """A list of whole numbers >= 0 (layer indexes)."""
+    def ints(self, key: str, default: tuple[int, ...] = (), below: int = MAX_SIZE) -> tuple[int, ...]:
+        """A list of whole numbers in [0, below) (layer indexes)."""
         v = self.d.get(key, default)
         if not isinstance(v, (list, tuple)) or not all(
-                isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in v):
-            raise InputError(self.prefix + key, v, "a list of layer indexes (whole numbers >= 0)")
+                isinstance(i, int) and not isinstance(i, bool) and 0 <= i < below for i in v):
+            raise InputError(self.prefix + key, v, f"a list of layer indexes in 0..{below - 1}")
         return tuple(v)
 
     def choice(self, key: str, default: str, allowed: tuple[str, ...]) -> str:

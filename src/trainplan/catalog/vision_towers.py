@@ -113,13 +113,15 @@ def qwen25vl_tower(cfg: dict[str, Any] | None, prefix: str = "config.vision_conf
         raise InputError(prefix + "window_size", window_px,
                          f"a multiple of patch_size x spatial_merge_size ({patch * merge})")
     channels = f.int("in_channels", f.int("in_chans", 3))
-    v = _stack(prefix, name=name, layers=f.int("depth"), hidden=f.int("hidden_size"),
+    depth = f.int("depth")
+    v = _stack(prefix, name=name, layers=depth, hidden=f.int("hidden_size"),
                heads=f.int("num_heads"), ffn_hidden=f.int("intermediate_size"), mlp="swiglu",
                attn_bias=True, attn_out_bias=True, mlp_bias=True, norm="rmsnorm", position="rope",
                final_norm=False, image_size=QWEN_VL_NOMINAL_IMAGE, patch_size=patch,
                channels=channels, spatial_merge=merge, temporal_patch=f.int("temporal_patch_size"),
                window=window_px // patch,
-               full_attention_layers=f.ints("fullatt_block_indexes", (7, 15, 23, 31)))
+               full_attention_layers=tuple(   # indexes past the last layer never match (as in transformers)
+                   i for i in f.ints("fullatt_block_indexes", (7, 15, 23, 31)) if i < depth))
     return v, f.int("out_hidden_size")
 
 
