@@ -104,3 +104,22 @@ def test_standalone_towers_exact(kind, cfg):
     assert stack_params(s).total == ref["params"]
     f = tower_train_flops_per_image(s, True, ref["height"], ref["width"])
     assert abs(f - ref["flops"]) <= 0.01 * ref["flops"], (f, ref["flops"])
+
+
+@pytest.mark.parametrize("hw", [(899, 1024), (384, 384), (1080, 1920), (4000, 300), (2304, 2304)])
+def test_llava_onevision_anyres_tokens_match_processor(hw):
+    """trainplan's anyres token count against transformers' own processor arithmetic
+    (``LlavaOnevisionProcessor._get_number_of_features`` on the default pinpoints)."""
+    import types
+
+    from transformers import LlavaOnevisionConfig
+    from transformers.models.llava_onevision.processing_llava_onevision import LlavaOnevisionProcessor
+
+    from trainplan.costmodel.vision_tiling import ANYRES_PINPOINTS, llava_onevision_tokens
+    pins = LlavaOnevisionConfig().image_grid_pinpoints
+    assert sorted(map(tuple, pins)) == sorted(ANYRES_PINPOINTS)
+    fake = types.SimpleNamespace(image_processor=types.SimpleNamespace(image_grid_pinpoints=pins),
+                                 num_image_tokens=729, vision_aspect_ratio="anyres_max_9")
+    fake._get_unpadded_features = types.MethodType(LlavaOnevisionProcessor._get_unpadded_features, fake)
+    want = LlavaOnevisionProcessor._get_number_of_features(fake, hw[0], hw[1], 384, 384)
+    assert llava_onevision_tokens(*hw)[1] == want

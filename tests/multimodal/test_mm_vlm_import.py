@@ -172,3 +172,15 @@ def test_window_is_finite_for_array_inputs():
     v = get_vlm_preset("qwen2.5-vl-3b").vision[0]
     k = va.windowed_keys(v, np.array([112, 448, 1080]), np.array([112, 448, 1920]))
     assert np.all(np.isfinite(k)) and np.all(k <= 64) and k[0] == 64 and not math.isnan(k[2])
+
+
+def test_tiling_by_hand():
+    from trainplan.costmodel.vision_tiling import internvl_tiles, llava_onevision_tokens
+    # LLaVA-OneVision, a 384 px square: best pinpoint 384 x 384 = 1 crop + the base crop;
+    # tokens = base 729 + 27 x 27 crop features + 27 newlines = 1485
+    assert llava_onevision_tokens(384, 384) == (2, 1485)
+    # InternVL: 448 x 448 -> 1 tile (no thumbnail); 1080 x 1920 (aspect 1.78): 2:1 and 4:2 tie
+    # at |1.78 - 2|, the image is larger than half of 4 x 2 tiles -> 8 tiles + thumbnail
+    assert internvl_tiles(448, 448) == 1
+    assert internvl_tiles(1080, 1920) == 9
+    assert internvl_tiles(4000, 300) == 13         # 1 x 12 tiles + thumbnail
