@@ -19,7 +19,11 @@ import sys
 import time
 
 from trainplan.catalog import reference_vision as R
-from trainplan.catalog.vision import get_vlm_preset, vision_presets, vision_tower_from_hf
+from trainplan.catalog.vision import (
+    get_vlm_preset,
+    vision_presets,
+    vision_tower_from_hf,
+)
 from trainplan.costmodel.params import model_params, stack_params
 from trainplan.costmodel.vision_flops import tower_train_flops_per_image
 
@@ -74,7 +78,7 @@ def main() -> int:
         run = f"{layers or m.vision[0].layers}L {h}x{w} {rf['device']}"
         ok_f = all(abs(of[k] - rf[k]) <= 0.01 * rf[k] for k in ("tower", "projector"))
         bad += (not eq["vision"]) + (not eq["projector"]) + (not ok_f)
-        mark = lambda b: "yes" if b else "NO"  # noqa: E731
+        mark = lambda b: "yes" if b else "NO"
         print(f"{pid:20s} {ours['total']:16,d} {ref['total']:16,d} {mark(eq['total']):>5s}  "
               f"{mark(eq['vision']):>5s} {mark(eq['projector']):>5s} {mark(eq['decoder']):>5s}   "
               f"{run:>16s} {of['tower'] / 1e9:10.2f}/{rf['tower'] / 1e9:<10.2f} "

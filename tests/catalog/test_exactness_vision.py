@@ -20,12 +20,9 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("torch")
-pytest.importorskip("transformers")
-
-from trainplan.catalog import reference_vision as R  # noqa: E402
-from trainplan.catalog.vision import get_vlm_preset, vision_presets  # noqa: E402
-from trainplan.costmodel.params import model_params  # noqa: E402
+from trainplan.catalog import reference_vision as R
+from trainplan.catalog.vision import get_vlm_preset, vision_presets
+from trainplan.costmodel.params import model_params
 
 NOT_IN_TRANSFORMERS = {"qwen-vl-7b": "remote code (QWenLMHeadModel): no transformers class"}
 PRESETS = [r for r in vision_presets() if r["id"] not in NOT_IN_TRANSFORMERS]
@@ -113,9 +110,14 @@ def test_llava_onevision_anyres_tokens_match_processor(hw):
     import types
 
     from transformers import LlavaOnevisionConfig
-    from transformers.models.llava_onevision.processing_llava_onevision import LlavaOnevisionProcessor
+    from transformers.models.llava_onevision.processing_llava_onevision import (
+        LlavaOnevisionProcessor,
+    )
 
-    from trainplan.costmodel.vision_tiling import ANYRES_PINPOINTS, llava_onevision_tokens
+    from trainplan.costmodel.vision_tiling import (
+        ANYRES_PINPOINTS,
+        llava_onevision_tokens,
+    )
     pins = LlavaOnevisionConfig().image_grid_pinpoints
     assert sorted(map(tuple, pins)) == sorted(ANYRES_PINPOINTS)
     fake = types.SimpleNamespace(image_processor=types.SimpleNamespace(image_grid_pinpoints=pins),

@@ -56,7 +56,7 @@ def test_windowed_attention_costs_less_than_full_at_high_resolution():
     full = v.model_copy(update={"window": 0, "full_attention_layers": ()})
     n = encoder_patches(v, 1792, 1792)
     assert n == 16384
-    attn = lambda s, keys: s.layers * 0 + attention_core_flops_per_token(s, keys, False) * n  # noqa: E731
+    attn = lambda s, keys: s.layers * 0 + attention_core_flops_per_token(s, keys, False) * n
     win_attn = 4 * attn(v, n) + 28 * attn(v, 64.0)
     full_attn = 32 * attn(full, n)
     f_win, f_full = tower_forward_flops_per_image(v, 1792, 1792), tower_forward_flops_per_image(full, 1792, 1792)

@@ -196,7 +196,10 @@ def trainplan_vision_flops(model, height: int, width: int, vision_layers: int | 
                            full_attention: tuple[int, ...] | None = None) -> dict[str, float]:
     """trainplan's training FLOPs of the tower (trainable) and projector on one image, for the
     same (optionally reduced) tower as :func:`reference_vision_flops`."""
-    from trainplan.costmodel.vision_flops import projector_train_flops, tower_train_flops_per_image
+    from trainplan.costmodel.vision_flops import (
+        projector_train_flops,
+        tower_train_flops_per_image,
+    )
     from trainplan.costmodel.vision_tokens import encoder_patches, projector_tokens_out
     v = model.vision[0]
     if vision_layers is not None:

@@ -35,7 +35,10 @@ from trainplan.costmodel.vision_flops import (
     trainable_parts,
     vision_parts,
 )
-from trainplan.costmodel.vision_projectors import MERGING_KINDS, merging_activation_bytes
+from trainplan.costmodel.vision_projectors import (
+    MERGING_KINDS,
+    merging_activation_bytes,
+)
 from trainplan.costmodel.vision_tokens import weighted_mean
 from trainplan.spec.model import Model, Projector, Stack
 

@@ -35,7 +35,12 @@ from trainplan.costmodel.vision_projectors import (
     merging_first_matmul_share,
     merging_forward_flops,
 )
-from trainplan.costmodel.vision_tokens import encoder_patches, image_sizes, projector_tokens_out, weighted_mean
+from trainplan.costmodel.vision_tokens import (
+    encoder_patches,
+    image_sizes,
+    projector_tokens_out,
+    weighted_mean,
+)
 from trainplan.spec.model import Model, Projector, Stack
 
 # ------------------------------------------------------------------------------------- forward
