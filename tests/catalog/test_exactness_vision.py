@@ -24,6 +24,8 @@ from trainplan.catalog import reference_vision as R
 from trainplan.catalog.vision import get_vlm_preset, vision_presets
 from trainplan.costmodel.params import model_params
 
+pytestmark = pytest.mark.torch
+
 NOT_IN_TRANSFORMERS = {"qwen-vl-7b": "remote code (QWenLMHeadModel): no transformers class"}
 PRESETS = [r for r in vision_presets() if r["id"] not in NOT_IN_TRANSFORMERS]
 # TODO(merge): the gemma3_text decoder (QK-norm, pre/post-feedforward norms, sliding window) comes
@@ -125,3 +127,22 @@ def test_llava_onevision_anyres_tokens_match_processor(hw):
     fake._get_unpadded_features = types.MethodType(LlavaOnevisionProcessor._get_unpadded_features, fake)
     want = LlavaOnevisionProcessor._get_number_of_features(fake, hw[0], hw[1], 384, 384)
     assert llava_onevision_tokens(*hw)[1] == want
+
+
+def test_paligemma_import_exact():
+    """``paligemma`` (no preset): SigLIP without head + Linear(1152 -> projection_dim) + Gemma,
+    tied LM head; reduced depths, real widths (PaliGemma-3B shape)."""
+    from trainplan.catalog.hf import model_from_hf_config
+    cfg = {"model_type": "paligemma", "projection_dim": 2048,
+           "text_config": {"model_type": "gemma", "hidden_size": 2048, "intermediate_size": 16384,
+                           "num_hidden_layers": 2, "num_attention_heads": 8,
+                           "num_key_value_heads": 1, "head_dim": 256, "vocab_size": 257216},
+           "vision_config": {"model_type": "siglip_vision_model", "hidden_size": 1152,
+                             "intermediate_size": 4304, "num_hidden_layers": 2,
+                             "num_attention_heads": 16, "patch_size": 14, "image_size": 224,
+                             "vision_use_head": False}}
+    m = model_from_hf_config(cfg)
+    ref = R.reference_params(cfg)
+    assert _ours(m) == {k: ref[k] for k in ("total", "vision", "projector", "decoder")}
+    ours, fl = R.trainplan_vision_flops(m, 224, 224), R.reference_vision_flops(cfg, 224, 224)
+    assert abs(ours["total"] - fl["total"]) <= 0.01 * fl["total"]
