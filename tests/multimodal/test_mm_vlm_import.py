@@ -184,3 +184,23 @@ def test_tiling_by_hand():
     assert internvl_tiles(448, 448) == 1
     assert internvl_tiles(1080, 1920) == 9
     assert internvl_tiles(4000, 300) == 13         # 1 x 12 tiles + thumbnail
+
+
+def test_forward_only_layer_saves_backward_time_and_memory():
+    # LLaVA-1.5 reads CLIP's hidden_states[-2]: the last layer runs forward only when the tower
+    # trains, so it adds no backward time and keeps no activations (vs a tower read at -1)
+    from trainplan.catalog.accelerators import get_accelerator
+    from trainplan.costmodel import vision as cv
+    from trainplan.costmodel.evaluate import Layout
+    from trainplan.spec.cluster import Cluster
+    from trainplan.spec.job import Job
+    m = get_vlm_preset("llava-1.5-7b")
+    assert m.vision[0].forward_only_layers == 1
+    all_read = m.model_copy(update={"stacks": (m.vision[0].model_copy(
+        update={"forward_only_layers": 0}), m.decoder)})
+    job, L = Job(seq_len=1024, global_batch=64, images_per_sample=1), Layout(dp=8, mb=1, rc=0)
+    c = Cluster(accelerator=get_accelerator("h100_sxm"), gpus=8)
+    a, b = cv.vision_costs(m, job, L, c), cv.vision_costs(all_read, job, L, c)
+    assert a["time_per_mb"] < b["time_per_mb"]
+    assert a["act_bytes_per_mb"] < b["act_bytes_per_mb"]
+    assert a["model_flops_step"] < b["model_flops_step"]

@@ -142,9 +142,11 @@ def vision_costs(model: Model, job, L, cluster=None) -> dict[str, Any]:
             kinds = [(nl, np.broadcast_to(np.asarray(k, dtype=float), np.shape(np.atleast_1d(tok))))
                      for nl, k in attention_keys(v, part.height, part.width)]
             if part.trainable:      # kept for backward: every layer (by recompute mode) and the pixels
-                per_img = sum(pi * (sum(nl * layer_activation_bytes(
-                    v, ks[i], ti / ks[i], tp, sp, rc, L.flash, False, act_b) for nl, ks in kinds)
-                    + pixel_bytes(v, ni, act_b))
+                # (not the forward-only last layers, whose output the VLM does not read)
+                fo = v.forward_only_layers
+                per_img = sum(pi * (sum((nl - (fo if j == 0 else 0)) * layer_activation_bytes(
+                    v, ks[i], ti / ks[i], tp, sp, rc, L.flash, False, act_b)
+                    for j, (nl, ks) in enumerate(kinds)) + pixel_bytes(v, ni, act_b))
                     for i, (ti, ni, pi) in enumerate(zip(np.atleast_1d(tok), np.atleast_1d(n), p)))
                 act = act + imgs_mb * per_img
             if timer is not None:
@@ -184,8 +186,14 @@ class _Timer:
         t = 0.0
         for i, (ti, ni, pi) in enumerate(zip(np.atleast_1d(tok), np.atleast_1d(n), p)):
             T = imgs_mb * ti                                    # tokens per micro-batch per GPU
-            layers = sum(nl * self.km.layer(v, T, imgs_mb, ti, ks[i], tp, 1.0, flash, rc, 1.0, wg,
-                                            ig, False, causal=False).total for nl, ks in kinds)
+
+            def lt(ks, w, g):
+                return self.km.layer(v, T, imgs_mb, ti, ks[i], tp, 1.0, flash, rc, 1.0, w, g,
+                                     False, causal=False).total
+            layers = sum(nl * lt(ks, wg, ig) for nl, ks in kinds)
+            if v.forward_only_layers:       # the last layers: forward only (full-attention kind)
+                layers = layers - v.forward_only_layers * (lt(kinds[0][1], wg, ig)
+                                                           - lt(kinds[0][1], 0.0, 0.0))
             embed = self.km.gemm(patch_embedding_flops(v, ni) * imgs_mb / tp) * (1.0 + wg)
             t = t + pi * (layers + embed)
         return t
