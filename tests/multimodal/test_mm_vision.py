@@ -79,9 +79,19 @@ def test_llava_13b_and_qwen_vl_and_siglip():
     # resampler: 256*4096 + 1664*4096 + 4*4096^2 + 4*4096 (biases) + 4*4096 (2 LN) = 75,005,952
     assert abs(pq.projectors - 16_777_216 - 75_005_952) == 0
     assert abs(pq.total - 9.6e9) / 9.6e9 < 0.01
-    # SigLIP so400m vision (no head): 27 x 15,239,504 + conv 677,376 + pos 729*1152 + post-LN
+    # SigLIP so400m vision as SiglipVisionModel builds it: 27 x 15,239,504 + conv 677,376 + its
+    # bias 1152 + pos 729*1152 + post-LN 2304 + pooling head (vision_use_head, default True):
+    # probe 1152 + MHA 4*1152^2 + 4*1152 + LN 2304 + MLP 2*1152*4304 + 4304 + 1152 = 15,238,352
     s = V.get_vision_tower("siglip-so400m-patch14-384")
-    assert stack_params(s).total == 27 * 15_239_504 + 677_376 + 839_808 + 2304
+    head = 1152 + 4 * 1152**2 + 4 * 1152 + 2304 + 2 * 1152 * 4304 + 4304 + 1152
+    assert head == 15_238_352
+    assert stack_params(s).total == 27 * 15_239_504 + 677_376 + 1152 + 839_808 + 2304 + head
+    # the VLMs switch the head off (vision_use_head: false in LLaVA-OneVision, PaliGemma, Gemma 3)
+    s2 = V.vision_tower_from_hf({"model_type": "siglip_vision_model", "vision_use_head": False,
+                                 "image_size": 384, "patch_size": 14, "hidden_size": 1152,
+                                 "intermediate_size": 4304, "num_hidden_layers": 27,
+                                 "num_attention_heads": 16})
+    assert stack_params(s2).total == stack_params(s).total - head
 
 
 # ------------------------------------------------------------------ tokens per image
@@ -145,8 +155,10 @@ def test_stage_flops(frozen):
     # stage 1 (projector only) and stage 2 (projector + LLM): the frozen tower runs its forward
     # only; the projector does forward + weight grads + the input grad of linear_2 (linear_1's
     # input grad would go to the frozen tower: skipped). Full: the tower 3x its layers and 2x its
-    # patch embedding (no grad w.r.t. pixels); the projector 3x.
+    # patch embedding (no grad w.r.t. pixels), except the last CLIP layer, which LLaVA runs but
+    # does not read (vision_feature_layer -2): forward only; the projector 3x.
     m = V.get_vlm_preset("llava-1.5-7b")
+    assert m.vision[0].forward_only_layers == 1
     job = Job(seq_len=1024, global_batch=64, images_per_sample=1, frozen=frozen)
     v = cv.vision_costs(m, job, Layout(dp=8, mb=1), A100)
     ft = cvf.tower_forward_flops_per_image(m.vision[0])
@@ -156,7 +168,8 @@ def test_stage_flops(frozen):
     if "vision" in frozen:
         want = ft + 2 * fp + lin2
     else:
-        want = 3 * ft - emb + 3 * fp
+        last = 577 * (4 * 2 * 1024 * 1024 + 2 * 2 * 1024 * 4096 + 4 * 1024 * 577)
+        want = 3 * ft - emb - 2 * last + 3 * fp
     assert v["model_flops_step"] == pytest.approx(64 * want, rel=1e-12)
     trainable = 20_979_712 + (0 if "vision" in frozen else 303_507_456)
     assert v["trainable_params"] == trainable
@@ -174,9 +187,10 @@ def test_stage_activation_memory():
     assert st0["act_bytes_per_mb"] == 0.0
     full = cv.vision_costs(m, Job(seq_len=1024, images_per_sample=1), L)
     assert full["act_bytes_per_mb"] > 20 * st1["act_bytes_per_mb"]
-    # with full recompute the tower keeps only layer inputs: 24 layers x 577 x 1024 x 2 B per image
+    # with full recompute the tower keeps only layer inputs: 23 layers x 577 x 1024 x 2 B per
+    # image (the 24th runs forward only: LLaVA reads hidden_states[-2], no gradient reaches it)
     full_rc = cv.vision_costs(m, Job(seq_len=1024, images_per_sample=1), Layout(dp=8, mb=4, rc=2))
-    per_img = 24 * 577 * 1024 * 2 + 3 * 14 * 14 * 576 * 2 + st1["act_bytes_per_mb"] / 4
+    per_img = 23 * 577 * 1024 * 2 + 3 * 14 * 14 * 576 * 2 + st1["act_bytes_per_mb"] / 4
     assert full_rc["act_bytes_per_mb"] == pytest.approx(4 * per_img)
 
 
@@ -221,7 +235,8 @@ def test_pipeline_first_stage_weight():
     fp = cvf.projector_forward_flops(m.projectors[0], 576)
     emb = 2 * 3 * 14 * 14 * 1024 * 576
     layer = 1024 * (2 * 4096 * 3 * 4096 + 2 * 4096 * 4096 + 6 * 4096 * 11008 + 4 * 4096 * 512.5)
-    want = (3 * ft - emb + 3 * fp) / (3 * layer)
+    last = 577 * (4 * 2 * 1024 * 1024 + 2 * 2 * 1024 * 4096 + 4 * 1024 * 577)  # forward only
+    want = (3 * ft - emb - 2 * last + 3 * fp) / (3 * layer)
     assert cvf.tower_equivalent_decoder_layers(m, job) == pytest.approx(want, rel=1e-12)
     assert 0.9 < want < 1.0     # the tower is about one decoder layer of 32 at this length
 

@@ -24,8 +24,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from trainplan.catalog import hf
+from trainplan.catalog import hf, vlm_hf
 from trainplan.catalog.hf import decoder_from_hf
+from trainplan.catalog.vision_towers import tower_from_config
 from trainplan.errors import InputError, from_validation_error
 from trainplan.spec.model import Model, Projector, Stack
 
@@ -33,11 +34,6 @@ from trainplan.spec.model import Model, Projector, Stack
 LLAMA_DEFAULTS = dict(model_type="llama", vocab_size=32000, hidden_size=4096,
                       intermediate_size=11008, num_hidden_layers=32, num_attention_heads=32,
                       tie_word_embeddings=False)
-# transformers CLIPVisionConfig / SiglipVisionConfig defaults
-CLIP_VISION_DEFAULTS = dict(hidden_size=768, intermediate_size=3072, num_hidden_layers=12,
-                            num_attention_heads=12, num_channels=3, image_size=224, patch_size=32)
-SIGLIP_VISION_DEFAULTS = dict(hidden_size=768, intermediate_size=3072, num_hidden_layers=12,
-                              num_attention_heads=12, num_channels=3, image_size=224, patch_size=16)
 # Qwen2VLVisionConfig defaults (configuration_qwen2_vl.py)
 QWEN2VL_VISION_DEFAULTS = dict(depth=32, embed_dim=1280, hidden_size=3584, mlp_ratio=4,
                                num_heads=16, in_channels=3, patch_size=14, spatial_merge_size=2,
@@ -46,43 +42,24 @@ QWEN2VL_VISION_DEFAULTS = dict(depth=32, embed_dim=1280, hidden_size=3584, mlp_r
 # changes no parameter). The job's image_size or resolution distribution sets the real one.
 QWEN2VL_NOMINAL_IMAGE = 448
 
-VISION_TOWER_TYPES = ("clip", "clip_vision_model", "siglip", "siglip_vision_model")
-
-
-def _vision_cfg(cfg: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    mt = cfg.get("model_type", "clip_vision_model")
-    if mt in ("clip", "siglip") or ("vision_config" in cfg and "hidden_size" not in cfg):
-        inner = dict(cfg.get("vision_config") or {})
-        kind = "siglip" if "siglip" in (mt + str(inner.get("model_type", ""))) else "clip"
-        return kind, inner
-    return ("siglip" if "siglip" in mt else "clip"), cfg
+VISION_TOWER_TYPES = ("clip", "clip_vision_model", "siglip", "siglip_vision_model", "siglip2",
+                      "siglip2_vision_model", "internvl_vision", "idefics3_vision")
 
 
 def vision_tower_from_hf(cfg: dict[str, Any], name: str = "vision") -> Stack:
-    """A vision-encoder stack from a CLIP or SigLIP (vision) config dict.
+    """A vision-encoder stack from a CLIP, SigLIP, SigLIP2, InternViT, Idefics3 or Qwen2.5-VL
+    vision config dict (:func:`trainplan.catalog.vision_towers.tower_from_config`)."""
+    return tower_from_config(cfg, name)
 
-    CLIP (HF ``CLIPVisionTransformer``): conv patch embedding without bias, class token, learned
-    positions (patches + 1), pre-LayerNorm, pre-norm blocks with biased q/k/v/out and a
-    2-matrix quick-GELU MLP, post-LayerNorm. SigLIP: no class token, no pre-LayerNorm, positions
-    for the patches only. Not counted: SigLIP's patch-conv bias (h) and its attention-pooling head
-    (``vision_use_head``; VLMs read the last hidden state), CLIP's ``visual_projection``.
-    """
-    if not isinstance(cfg, dict):
-        raise InputError("config", type(cfg).__name__, "a JSON object (a config.json)")
-    kind, c = _vision_cfg(cfg)
-    d = dict(CLIP_VISION_DEFAULTS if kind == "clip" else SIGLIP_VISION_DEFAULTS)
-    d.update({k: v for k, v in c.items() if v is not None})
-    try:
-        return Stack(name=name, role="vision", layers=d["num_hidden_layers"],
-                     hidden=d["hidden_size"], heads=d["num_attention_heads"],
-                     ffn_hidden=d["intermediate_size"], mlp="gelu", attn_bias=True,
-                     attn_out_bias=True, mlp_bias=True, norm="layernorm", vocab=0,
-                     position="learned", final_norm=True, causal=False,
-                     image_size=d["image_size"], patch_size=d["patch_size"],
-                     channels=d.get("num_channels", 3), class_token=(kind == "clip"),
-                     pre_norm=(kind == "clip"))
-    except ValidationError as e:
-        raise from_validation_error(e, prefix="config.vision_config.") from None
+
+def _read_layer(vis: Stack, layer: Any, field: str) -> Stack:
+    """The tower with ``forward_only_layers`` set from the layer the VLM reads: hidden_states[k]
+    (k < 0 from the end: -1 is the last layer's output; k >= 0: the output of layer k, 0 being
+    the embeddings), so the layers after it run forward only."""
+    if isinstance(layer, bool) or not isinstance(layer, int) or not -vis.layers - 1 <= layer <= vis.layers:
+        raise InputError(field, layer, f"a hidden-state index in -{vis.layers + 1}..{vis.layers}")
+    unused = -1 - layer if layer < 0 else vis.layers - layer
+    return vis.model_copy(update={"forward_only_layers": min(unused, vis.layers - 1)})
 
 
 def _llava_decoder(cfg: dict[str, Any]) -> Stack:
@@ -110,6 +87,7 @@ def llava_from_hf(cfg: dict[str, Any], name: str) -> Model:
     dec = _llava_decoder(cfg)
     vis = vision_tower_from_hf({"vision_config": cfg.get("vision_config") or {},
                                 "model_type": "clip"}, "vision")
+    vis = _read_layer(vis, cfg.get("vision_feature_layer", -2), "config.vision_feature_layer")
     proj = _mlp_projector("mlp2", vis.hidden, dec.hidden, bool(cfg.get("multimodal_projector_bias", True)))
     return Model(name=name, stacks=(vis, dec), projectors=(proj,),
                  source="Hugging Face llava config")
@@ -119,7 +97,8 @@ def llava_llama_from_hf(cfg: dict[str, Any], name: str) -> Model:
     """The original LLaVA repository's config: Llama fields at the top level,
     ``mm_vision_tower`` (a tower preset's Hugging Face id), ``mm_projector_type``."""
     tower_id = str(cfg.get("mm_vision_tower", "openai/clip-vit-large-patch14-336"))
-    vis = get_vision_tower(tower_id)
+    vis = _read_layer(get_vision_tower(tower_id), cfg.get("mm_vision_select_layer", -2),
+                      "config.mm_vision_select_layer")
     dec = decoder_from_hf({**cfg, "model_type": "llama"})
     kind = "linear" if cfg.get("mm_projector_type", "linear") == "linear" else "mlp2"
     return Model(name=name, stacks=(vis, dec),
@@ -207,6 +186,7 @@ def register() -> None:
         "llava_llama": llava_llama_from_hf,
         "qwen2_vl": qwen2_vl_from_hf,
         "qwen": qwen_from_hf,
+        **vlm_hf.IMPORTERS,
         **{t: _tower_as_model for t in VISION_TOWER_TYPES},
     })
 

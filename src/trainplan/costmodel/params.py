@@ -12,6 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from trainplan.costmodel import attention as att
+from trainplan.costmodel.vision_params import (
+    layer_scale_params,
+    newline_params,
+    pool_head_params,
+    projector_params_vision,
+)
 from trainplan.data.tokens import fixed_resolution_tokens
 from trainplan.spec.model import Model, Projector, Stack
 
@@ -122,22 +128,10 @@ class StackParams:
 
 
 def vision_embedding_params(stack: Stack) -> int:
-    """Patch embedding conv (C*p*p*t*h, no bias as in CLIP/Qwen2-VL), class token, positions.
-
-    CLIP ViT (Radford et al. 2021; HF ``CLIPVisionEmbeddings``): conv without bias, class
-    embedding h, position table (patches + 1) * h, pre-LayerNorm 2h.
-    """
-    h = stack.hidden
-    n_patches = fixed_resolution_tokens(stack.image_size, stack.patch_size)
-    n = stack.channels * stack.patch_size ** 2 * stack.temporal_patch * h
-    if stack.class_token:
-        n += h
-        n_patches += 1
-    if stack.position == "learned":
-        n += n_patches * h
-    if stack.pre_norm:
-        n += norm_params(stack)
-    return n
+    """Patch embedding, class token, positions, pre-norm: see
+    :func:`trainplan.costmodel.vision_params.vision_embedding_params`."""
+    from trainplan.costmodel.vision_params import vision_embedding_params as f
+    return f(stack)
 
 
 def stack_params(stack: Stack) -> StackParams:
@@ -155,8 +149,10 @@ def stack_params(stack: Stack) -> StackParams:
         lm_head=lm_head,
         attention_per_layer=attention_params(stack),
         dense_mlp_per_layer=mlp_params(stack),
-        norms_per_layer=stack.norms_per_layer * norm_params(stack),
-        final=norm_params(stack) if stack.final_norm else 0,
+        norms_per_layer=stack.norms_per_layer * norm_params(stack)
+        + (layer_scale_params(stack) if stack.role == "vision" else 0),
+        final=(norm_params(stack) if stack.final_norm else 0)
+        + (pool_head_params(stack) if stack.role == "vision" else 0),
         dense_layers=stack.layers - moe_layers,
         moe_layers=moe_layers,
         expert=mlp_params(stack, moe.expert_ffn_hidden) if moe else 0,
@@ -171,19 +167,20 @@ def projector_params(p: Projector) -> int:
     """Projector parameters.
 
     linear: in*out (+out). mlp2 (LLaVA-1.5 ``multi_modal_projector``): in*hid + hid*out (+biases).
-    merge_mlp (Qwen2-VL ``PatchMerger``): LayerNorm(in) then MLP (in*m^2 -> in*m^2 -> out).
+    merge_mlp, shuffle_mlp, shuffle_linear, pool_linear and the image-newline vector:
+    :func:`trainplan.costmodel.vision_params.projector_params_vision`.
     resampler (Qwen-VL): ``queries`` learned queries (q*out), a kv projection in->out, one
     multi-head cross-attention (4*out^2 + biases), 2 LayerNorms.
     """
     b = 1 if p.bias else 0
+    extra = newline_params(p)
+    if p.kind in ("merge_mlp", "shuffle_mlp", "shuffle_linear", "pool_linear"):
+        return projector_params_vision(p) + extra
     if p.kind == "linear":
-        return p.in_dim * p.out_dim + b * p.out_dim
+        return p.in_dim * p.out_dim + b * p.out_dim + extra
     if p.kind == "mlp2":
         hid = p.hidden or p.out_dim
-        return p.in_dim * hid + b * hid + hid * p.out_dim + b * p.out_dim
-    if p.kind == "merge_mlp":
-        m = p.in_dim * p.merge ** 2
-        return 2 * p.in_dim + m * m + b * m + m * p.out_dim + b * p.out_dim
+        return p.in_dim * hid + b * hid + hid * p.out_dim + b * p.out_dim + extra
     d = p.out_dim
     return (p.queries * d + p.in_dim * d + 4 * d * d + b * 4 * d + 2 * 2 * d)
 

@@ -26,6 +26,7 @@ import numpy as np
 from trainplan.conventions import ACTIVATION_BYTES
 from trainplan.costmodel.memory import layer_activation_bytes
 from trainplan.costmodel.params import projector_params, stack_params
+from trainplan.costmodel.vision_attention import attention_keys
 from trainplan.costmodel.vision_flops import (
     backward_multipliers,
     patch_embedding_flops,
@@ -33,6 +34,10 @@ from trainplan.costmodel.vision_flops import (
     projector_name,
     trainable_parts,
     vision_parts,
+)
+from trainplan.costmodel.vision_projectors import (
+    MERGING_KINDS,
+    merging_activation_bytes,
 )
 from trainplan.costmodel.vision_tokens import weighted_mean
 from trainplan.spec.model import Model, Projector, Stack
@@ -43,19 +48,18 @@ from trainplan.spec.model import Model, Projector, Stack
 def projector_activation_bytes(p: Projector, n_in, act_bytes: float = 2.0):
     """Bytes a projector keeps for backward per image (its inputs to each matmul and nonlinearity).
 
-    linear: in*n. mlp2: (in + 2*hid)*n (input, GELU input, GELU output). merge_mlp: LayerNorm input
-    and output 2*in*n, then 2*m per merged token. resampler: kv input in*n, kv-projection output,
+    linear: in*n. mlp2: (in + 2*hid)*n (input, GELU input, GELU output). merge_mlp, shuffle_*,
+    pool_linear: :func:`trainplan.costmodel.vision_projectors.merging_activation_bytes`. resampler: kv input in*n, kv-projection output,
     LayerNorm output, k and v (4*d*n), LN'd queries and q (2*d*Q), attention probabilities
     2*heads*Q*n (softmax output and its input, eager nn.MultiheadAttention), output d*Q.
     """
     n = np.asarray(n_in, dtype=float)
+    if p.kind in MERGING_KINDS:
+        return merging_activation_bytes(p, n_in, act_bytes)
     if p.kind == "linear":
         e = p.in_dim * n
     elif p.kind == "mlp2":
         e = (p.in_dim + 2.0 * (p.hidden or p.out_dim)) * n
-    elif p.kind == "merge_mlp":
-        m = p.in_dim * p.merge ** 2
-        e = 2.0 * p.in_dim * n + 2.0 * m * (n // (p.merge * p.merge))
     else:
         d, q, a = p.out_dim, p.queries, max(p.heads, 1)
         e = p.in_dim * n + 4.0 * d * n + 2.0 * d * q + 2.0 * a * q * n + d * q
@@ -134,13 +138,19 @@ def vision_costs(model: Model, job, L, cluster=None) -> dict[str, Any]:
             v = part.part
             wg, ig = backward_multipliers(part.trainable, False)
             tok = n + (1 if v.class_token else 0)
+            # (layers, keys per query) by attention kind: windowed layers attend to their window
+            kinds = [(nl, np.broadcast_to(np.asarray(k, dtype=float), np.shape(np.atleast_1d(tok))))
+                     for nl, k in attention_keys(v, part.height, part.width)]
             if part.trainable:      # kept for backward: every layer (by recompute mode) and the pixels
-                per_img = sum(pi * (v.layers * layer_activation_bytes(
-                    v, ti, 1.0, tp, sp, rc, L.flash, False, act_b) + pixel_bytes(v, ni, act_b))
-                    for ti, ni, pi in zip(np.atleast_1d(tok), np.atleast_1d(n), p))
+                # (not the forward-only last layers, whose output the VLM does not read)
+                fo = v.forward_only_layers
+                per_img = sum(pi * (sum((nl - (fo if j == 0 else 0)) * layer_activation_bytes(
+                    v, ks[i], ti / ks[i], tp, sp, rc, L.flash, False, act_b)
+                    for j, (nl, ks) in enumerate(kinds)) + pixel_bytes(v, ni, act_b))
+                    for i, (ti, ni, pi) in enumerate(zip(np.atleast_1d(tok), np.atleast_1d(n), p)))
                 act = act + imgs_mb * per_img
             if timer is not None:
-                t_mb = t_mb + timer.tower(v, tok, n, p, imgs_mb, tp, rc, L.flash, wg, ig)
+                t_mb = t_mb + timer.tower(v, tok, n, p, imgs_mb, tp, rc, L.flash, wg, ig, kinds)
             continue
         pr = part.part
         if part.trainable or part.below_trainable:      # gradients pass through it: keep its activations
@@ -170,13 +180,20 @@ class _Timer:
     def gemm_total(self, flops):
         return self.km.gemm(flops)
 
-    def tower(self, v: Stack, tok, n, p, imgs_mb, tp, rc, flash, wg, ig):
-        """Forward + backward seconds of one micro-batch through tower ``v`` on one GPU."""
+    def tower(self, v: Stack, tok, n, p, imgs_mb, tp, rc, flash, wg, ig, kinds):
+        """Forward + backward seconds of one micro-batch through tower ``v`` on one GPU.
+        ``kinds``: (layers, keys per query token) for full and windowed layers."""
         t = 0.0
-        for ti, ni, pi in zip(np.atleast_1d(tok), np.atleast_1d(n), p):
+        for i, (ti, ni, pi) in enumerate(zip(np.atleast_1d(tok), np.atleast_1d(n), p)):
             T = imgs_mb * ti                                    # tokens per micro-batch per GPU
-            lt = self.km.layer(v, T, imgs_mb, ti, ti, tp, 1.0, flash, rc, 1.0, wg, ig, False,
-                               causal=False)
+
+            def lt(ks, w, g):
+                return self.km.layer(v, T, imgs_mb, ti, ks[i], tp, 1.0, flash, rc, 1.0, w, g,
+                                     False, causal=False).total
+            layers = sum(nl * lt(ks, wg, ig) for nl, ks in kinds)
+            if v.forward_only_layers:       # the last layers: forward only (full-attention kind)
+                layers = layers - v.forward_only_layers * (lt(kinds[0][1], wg, ig)
+                                                           - lt(kinds[0][1], 0.0, 0.0))
             embed = self.km.gemm(patch_embedding_flops(v, ni) * imgs_mb / tp) * (1.0 + wg)
-            t = t + pi * (v.layers * lt.total + embed)
+            t = t + pi * (layers + embed)
         return t

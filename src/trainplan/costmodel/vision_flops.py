@@ -24,49 +24,86 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from trainplan.costmodel.flops import stack_forward_flops_per_token
-from trainplan.costmodel.vision_tokens import encoder_patches, image_sizes, projector_tokens_out, weighted_mean
+from trainplan.costmodel.flops import (
+    attention_core_flops_per_token,
+    layer_forward_flops_per_token,
+    stack_forward_flops_per_token,
+)
+from trainplan.costmodel.vision_attention import attention_keys
+from trainplan.costmodel.vision_projectors import (
+    MERGING_KINDS,
+    merging_first_matmul_share,
+    merging_forward_flops,
+)
+from trainplan.costmodel.vision_tokens import (
+    encoder_patches,
+    image_sizes,
+    projector_tokens_out,
+    weighted_mean,
+)
 from trainplan.spec.model import Model, Projector, Stack
 
 # ------------------------------------------------------------------------------------- forward
 
 
 def patch_embedding_flops(stack: Stack, n_patches):
-    """Forward FLOPs of the patch embedding: a (C*t*p*p) x h matmul per patch, 2 FLOPs per MAC."""
-    return 2.0 * stack.channels * stack.temporal_patch * stack.patch_size ** 2 * stack.hidden \
-        * np.asarray(n_patches, dtype=float)
+    """Forward FLOPs of the patch embedding: a (C*t*p*p) x h matmul per patch, 2 FLOPs per MAC.
+
+    A fixed position table resized to each image (SigLIP2, ``position_entries`` rows) adds the
+    resize, which transformers 5 runs as one dense matmul of the bilinear weights (n x P) with the
+    table (P x h): 2*n*P*h (``modeling_siglip2.py``, ``resize_positional_embeddings``). Like the
+    patch matmul it needs no input gradient, only the table's.
+    """
+    n = np.asarray(n_patches, dtype=float)
+    resize = 2.0 * stack.position_entries * stack.hidden * n if stack.position == "learned" else 0.0
+    return 2.0 * stack.channels * stack.temporal_patch * stack.patch_size ** 2 * stack.hidden * n \
+        + resize
+
+
+def pool_head_flops(stack: Stack, n_tokens):
+    """Forward FLOPs of SigLIP's attention-pooling head (``SiglipMultiheadAttentionPoolingHead``)
+    on one image: k and v projections 4*h*h*n, the probe's q and the out projection 4*h*h,
+    one query's scores and values 4*h*n, MLP 4*h*f (one token)."""
+    if not stack.pool_head:
+        return 0.0
+    h, n = stack.hidden, np.asarray(n_tokens, dtype=float)
+    return 4.0 * h * h * n + 4.0 * h * h + 4.0 * h * n + 4.0 * h * stack.ffn_hidden
 
 
 def tower_forward_flops_per_image(stack: Stack, height=None, width=None):
     """Forward FLOPs of the encoder on one image: patch embedding + all layers over its tokens.
 
-    Per layer and token: q, k, v, out and MLP matmuls plus non-causal attention 4*a*d*n
-    (:func:`trainplan.costmodel.flops.stack_forward_flops_per_token`). CLIP ViT-L/14 at 224 px:
+    Per layer and token: q, k, v, out and MLP matmuls plus non-causal attention 4*a*d*keys
+    (:func:`trainplan.costmodel.flops.stack_forward_flops_per_token`), where keys are all the
+    image's tokens in a full-attention layer and the window's in a windowed one (Qwen2.5-VL;
+    :func:`trainplan.costmodel.vision_attention.attention_keys`). CLIP ViT-L/14 at 224 px:
     162.2 GFLOP = 81.1 GMACs, as OpenCLIP's ``arch_info.csv`` (81.08 GMACs; science.md row 3c).
     """
     n = encoder_patches(stack, height, width)
     tok = n + (1 if stack.class_token else 0)
-    return stack_forward_flops_per_token(stack, tok, causal=False) * tok \
-        + patch_embedding_flops(stack, n)
+    f = stack_forward_flops_per_token(stack, tok, causal=False) * tok
+    for layers, keys in attention_keys(stack, height, width)[1:]:   # windowed layers
+        f = f + layers * tok * (attention_core_flops_per_token(stack, keys, False)
+                                - attention_core_flops_per_token(stack, tok, False))
+    return f + patch_embedding_flops(stack, n) + pool_head_flops(stack, tok)
 
 
 def projector_forward_flops(p: Projector, n_in):
     """Forward FLOPs of a projector on one image with ``n_in`` input tokens (2 FLOPs per MAC).
 
-    linear: 2*in*out*n. mlp2: 2*(in*hid + hid*out)*n. merge_mlp (Qwen2-VL ``PatchMerger``):
-    m = in*merge^2, 2*(m*m + m*out) per merged token. resampler (Qwen-VL, one cross-attention of
+    linear: 2*in*out*n. mlp2: 2*(in*hid + hid*out)*n. merge_mlp, shuffle_mlp, shuffle_linear,
+    pool_linear: :func:`trainplan.costmodel.vision_projectors.merging_forward_flops`. resampler (Qwen-VL, one cross-attention of
     Q queries over n keys at width d): kv projection 2*in*d*n, k and v 4*d*d*n, q and out 4*d*d*Q,
     scores and values 4*Q*n*d.
     """
     n = np.asarray(n_in, dtype=float)
+    if p.kind in MERGING_KINDS:
+        return merging_forward_flops(p, n_in)
     if p.kind == "linear":
         return 2.0 * p.in_dim * p.out_dim * n
     if p.kind == "mlp2":
         hid = p.hidden or p.out_dim
         return 2.0 * (p.in_dim * hid + hid * p.out_dim) * n
-    if p.kind == "merge_mlp":
-        m = p.in_dim * p.merge ** 2
-        return 2.0 * (m * m + m * p.out_dim) * (n // (p.merge * p.merge))
     d, q = p.out_dim, p.queries
     return 2.0 * p.in_dim * d * n + 4.0 * d * d * n + 4.0 * d * d * q + 4.0 * q * n * d
 
@@ -113,9 +150,8 @@ def first_matmul_share(p: Projector) -> float:
     if p.kind == "mlp2":
         hid = p.hidden or p.out_dim
         return p.in_dim * hid / (p.in_dim * hid + hid * p.out_dim)
-    if p.kind == "merge_mlp":
-        m = p.in_dim * p.merge ** 2
-        return m / (m + p.out_dim)
+    if p.kind in MERGING_KINDS:
+        return merging_first_matmul_share(p)
     return p.in_dim / (p.in_dim + 2.0 * p.out_dim)
 
 
@@ -131,12 +167,17 @@ def projector_train_flops(p: Projector, n_in, trainable: bool, below_trainable: 
 
 def tower_train_flops_per_image(stack: Stack, trainable: bool, height=None, width=None):
     """Training FLOPs of a tower per image: forward only if frozen (nothing sits below it);
-    trainable: 3x the layers, 2x the patch embedding (no gradient w.r.t. the pixels)."""
+    trainable: 3x the layers, 2x the patch embedding (no gradient w.r.t. the pixels), and 1x the
+    ``forward_only_layers`` after the layer the VLM reads (LLaVA ``vision_feature_layer`` -2:
+    transformers runs the last CLIP layer, but no gradient reaches it; ``modeling_llava.py``)."""
     fwd = tower_forward_flops_per_image(stack, height, width)
     if not trainable:
         return fwd
-    emb = patch_embedding_flops(stack, encoder_patches(stack, height, width))
-    return 3.0 * fwd - emb
+    n = encoder_patches(stack, height, width)
+    emb = patch_embedding_flops(stack, n)
+    tok = n + (1 if stack.class_token else 0)
+    unused = stack.forward_only_layers * tok * layer_forward_flops_per_token(stack, tok, causal=False)
+    return 3.0 * fwd - emb - 2.0 * unused
 
 
 # ------------------------------------------------------------------------------------- the walk

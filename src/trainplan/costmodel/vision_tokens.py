@@ -39,8 +39,9 @@ def encoder_tokens(stack: Stack, height=None, width=None):
 
 def projector_tokens_out(p: Projector, n_in):
     """Tokens a projector emits for ``n_in`` input patches: n (linear, mlp2), n/merge^2
-    (merge_mlp, Qwen2-VL ``PatchMerger``), ``queries`` (resampler, Qwen-VL / Q-former)."""
-    if p.kind == "merge_mlp":
+    (merge_mlp, Qwen2-VL ``PatchMerger``; shuffle_mlp/shuffle_linear, InternVL/Idefics3 pixel
+    shuffle; pool_linear, Gemma 3 average pool), ``queries`` (resampler, Qwen-VL / Q-former)."""
+    if p.kind in ("merge_mlp", "shuffle_mlp", "shuffle_linear", "pool_linear"):
         return np.asarray(n_in) // (p.merge * p.merge)
     if p.kind == "resampler":
         return np.asarray(n_in) * 0 + p.queries

@@ -85,6 +85,22 @@ class Stack(Spec):
     pre_norm: bool = Field(False, description="extra LayerNorm before the encoder (CLIP)")
     spatial_merge: int = Field(1, ge=1, description="patches merged per side (Qwen2-VL: 2)")
     temporal_patch: int = Field(1, ge=1, description="frames per patch (Qwen2-VL: 2)")
+    patch_bias: bool = Field(False, description="bias on the patch embedding (SigLIP, InternViT: True; CLIP, Qwen2-VL: False)")
+    position_entries: int = Field(0, ge=0, description="learned position-table rows of a vision stack; 0: one per patch of the image_size grid (+ class token)")
+    layer_scale: bool = Field(False, description="per-channel layer-scale vectors after attention and MLP (InternViT lambda_1/lambda_2)")
+    pool_head: bool = Field(False, description="SigLIP attention-pooling head (vision_use_head): probe, one MHA, LayerNorm, MLP")
+    window: int = Field(0, ge=0, description="windowed attention: window side in patches (Qwen2.5-VL: 112 px / 14 = 8); 0: full attention")
+    full_attention_layers: tuple[int, ...] = Field((), description="layer indexes that keep full attention in a windowed tower (Qwen2.5-VL: 7, 15, 23, 31)")
+    forward_only_layers: int = Field(0, ge=0, description="last layers whose output the VLM does not read (LLaVA vision_feature_layer -2: 1): they run forward but get no gradient")
+
+    @model_validator(mode="after")
+    def _check_vision(self) -> "Stack":
+        bad = [i for i in self.full_attention_layers if not 0 <= i < self.layers]
+        if bad:
+            raise ValueError(f"full_attention_layers {bad} are not layer indexes 0..{self.layers - 1}")
+        if self.forward_only_layers >= self.layers and self.role == "vision":
+            raise ValueError(f"forward_only_layers ({self.forward_only_layers}) must be < layers ({self.layers})")
+        return self
 
     @property
     def n_kv(self) -> int:
@@ -120,17 +136,23 @@ class Projector(Spec):
 
     kinds: ``linear`` (one matrix), ``mlp2`` (Linear-GELU-Linear, LLaVA-1.5), ``resampler``
     (``queries`` learned queries + one cross-attention layer, Qwen-VL), ``merge_mlp`` (spatial
-    merge of ``merge**2`` patches then a 2-layer MLP, Qwen2-VL).
+    merge of ``merge**2`` patches then a 2-layer MLP, Qwen2-VL), ``shuffle_mlp`` (pixel shuffle of
+    ``merge**2`` patches, LayerNorm, Linear-GELU-Linear; InternVL), ``shuffle_linear`` (pixel
+    shuffle then one matrix; Idefics3/SmolVLM), ``pool_linear`` (``merge`` x ``merge`` average
+    pool, RMSNorm, one matrix; Gemma 3).
     """
 
-    kind: Literal["linear", "mlp2", "resampler", "merge_mlp"] = Field("mlp2", description="projector kind (see above)")
+    kind: Literal["linear", "mlp2", "resampler", "merge_mlp", "shuffle_mlp", "shuffle_linear",
+                  "pool_linear"] = Field("mlp2", description="projector kind (see above)")
     in_dim: PositiveInt = Field(description="width of the vision stack it reads")
     out_dim: PositiveInt = Field(description="width of the decoder it feeds")
     hidden: int = Field(0, ge=0, description="MLP hidden size (default out_dim)")
     queries: int = Field(0, ge=0, description="learned queries (resampler)")
     heads: int = Field(0, ge=0, description="cross-attention heads (resampler)")
-    merge: int = Field(1, ge=1, description="patches merged per side (merge_mlp)")
+    merge: int = Field(1, ge=1, description="patches merged per side (merge_mlp, shuffle_*: pixel shuffle, pool_linear: average-pool kernel)")
     bias: bool = Field(True, description="biases on its matrices")
+    norm: Literal["layernorm", "rmsnorm", "none"] = Field("layernorm", description="norm of merge_mlp (Qwen2-VL LayerNorm, Qwen2.5-VL RMSNorm) and shuffle_mlp")
+    newline: bool = Field(False, description="a learned image-newline vector (out_dim) of the model (LLaVA-NeXT/OneVision image_newline)")
 
 
 class Model(Spec):
