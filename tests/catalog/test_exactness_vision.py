@@ -28,10 +28,6 @@ pytestmark = pytest.mark.torch
 
 NOT_IN_TRANSFORMERS = {"qwen-vl-7b": "remote code (QWenLMHeadModel): no transformers class"}
 PRESETS = [r for r in vision_presets() if r["id"] not in NOT_IN_TRANSFORMERS]
-# TODO(merge): the gemma3_text decoder (QK-norm, pre/post-feedforward norms, sliding window) comes
-# with the text half of issue #12; until it lands the decoder is read Llama-style and misses
-# 2*head_dim + 2*hidden per layer. strict: this fails (XPASS) once it is exact -- drop the mark.
-DECODER_PENDING = {"gemma-3-4b", "gemma-3-12b", "gemma-3-27b"}
 
 # (height, width, vision layers, full-attention layer indexes) for towers run on the CPU
 REDUCED = {
@@ -58,10 +54,7 @@ def test_vision_and_projector_params_exact(rec):
     assert ours["projector"] == ref["projector"]
 
 
-@pytest.mark.parametrize("rec", [
-    pytest.param(r, marks=pytest.mark.xfail(strict=True, reason="gemma3_text decoder: text half "
-                                            "of issue #12 (TODO(merge))"))
-    if r["id"] in DECODER_PENDING else r for r in PRESETS], ids=[r["id"] for r in PRESETS])
+@pytest.mark.parametrize("rec", PRESETS, ids=[r["id"] for r in PRESETS])
 def test_decoder_and_total_params_exact(rec):
     ref = R.reference_params(rec["config"])
     ours = _ours(get_vlm_preset(rec["id"]))

@@ -83,9 +83,8 @@ def qwen2_5_vl_from_hf(cfg: dict[str, Any], name: str) -> Model:
 def internvl_from_hf(cfg: dict[str, Any], name: str) -> Model:
     """InternVL 2.5/3 ``-hf`` (Chen et al. 2024, arXiv:2412.05271; ``modeling_internvl.py``).
 
-    The decoder's ``model_type`` is passed on as given (qwen2, qwen3, llama...).
-    TODO(merge): qwen3 (QK-norm) is counted by ``decoder_from_hf``'s Qwen3 support once the text
-    half of issue #12 lands; before that it is read as a Llama-style decoder.
+    The decoder's ``model_type`` is passed on as given (qwen2, qwen3, llama...) to
+    ``decoder_from_hf``, which counts each family's own extras (Qwen3's QK-norm).
     """
     vis = internvit_tower(cfg.get("vision_config"))
     f = Fields(cfg, "config.")
@@ -136,10 +135,8 @@ def gemma3_from_hf(cfg: dict[str, Any], name: str) -> Model:
     """Gemma 3 (Gemma Team 2025, arXiv:2503.19786; ``modeling_gemma3.py``): SigLIP 896 px
     (4096 patches) pooled 4x4 to ``mm_tokens_per_image`` = 256.
 
-    TODO(merge): the decoder is ``gemma3_text`` (sliding-window layers, QK-norm, 4 norms per
-    layer), imported by ``decoder_from_hf`` once the text half of issue #12 lands; before that it
-    is read as a Llama-style decoder (q_norm/k_norm and the pre/post-feedforward norms are missing
-    from its count).
+    The decoder is ``gemma3_text`` (sliding-window layers, QK-norm, 4 norms per layer), imported
+    by ``decoder_from_hf``.
     """
     vis = vit_tower(cfg.get("vision_config"), "siglip")
     tokens = Fields(cfg, "config.").int("mm_tokens_per_image", 256)
