@@ -17,3 +17,36 @@ def test_deepspeed_zero1_gradient_sync_is_not_overlapped_by_default():
     with using(base.model_copy(update={"dp_overlap_by_zero": {}})):
         overlapped = estimate("llama-3-8b", **kw).time.dp_comm_s
     assert exposed > 1.5 * overlapped   # the reduce-scatter half of the sync comes out
+
+
+def _attention_s(mb, fused_ops=None, dropout=False, gpu="v100"):
+    from trainplan.catalog import get_model
+    from trainplan.catalog.accelerators import get_accelerator
+    from trainplan.costmodel import compute
+    from trainplan.spec.cluster import Cluster
+    from trainplan.spec.job import Job
+
+    dec = get_model("llama-3-8b").decoder
+    job = Job(seq_len=1024, global_batch=mb, precision="fp16_mixed", framework="deepspeed",
+              dropout=dropout, fused_ops=fused_ops)
+    km = compute.KernelModel(Cluster(accelerator=get_accelerator(gpu), gpus=1), job,
+                             get_framework("deepspeed"))
+    t = km.layer(dec, mb * 1024, mb, 1024, 1024, 1, 1.0, False, 0, 1.0, 1.0, 1.0, dropout)
+    return float(t.attention)
+
+
+def test_eager_attention_matmuls_are_one_batched_gemm_each():
+    """torch.matmul / baddbmm over (batch, heads) is one strided-batched GEMM: the GEMM's fixed
+    cost is paid twice per layer, not once per sequence and head, so eight sequences cost less
+    than eight times one."""
+    assert _attention_s(8) < 0.99 * 8 * _attention_s(1)
+
+
+def test_eager_attention_score_traffic_softmax_fusion_and_dropout():
+    """Unfused scale, mask and softmax move the scores 8 times against 4 fused (Megatron
+    FusedScaleMaskSoftmax); attention dropout adds a read, a write and a 1-byte mask."""
+    from trainplan.costmodel.ops import eager_score_bytes
+    assert eager_score_bytes(10.0, False, 2.0, False) == 2 * eager_score_bytes(10.0, True, 2.0, False)
+    assert eager_score_bytes(10.0, True, 2.0, True) - eager_score_bytes(10.0, True, 2.0, False) == 50.0
+    assert _attention_s(4, fused_ops=("softmax",)) < _attention_s(4)
+    assert _attention_s(4, dropout=True) > _attention_s(4)

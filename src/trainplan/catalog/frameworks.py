@@ -25,7 +25,7 @@ from pydantic import Field, ValidationError
 from trainplan.errors import InputError, from_validation_error
 from trainplan.spec.base import Spec
 
-FUSION_GROUPS = ("norm", "rope", "swiglu", "bias_dropout_add", "cross_entropy")
+FUSION_GROUPS = ("norm", "rope", "swiglu", "bias_dropout_add", "cross_entropy", "softmax")
 
 
 class FrameworkProfile(Spec):
