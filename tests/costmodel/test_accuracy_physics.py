@@ -50,3 +50,16 @@ def test_eager_attention_score_traffic_softmax_fusion_and_dropout():
     assert eager_score_bytes(10.0, True, 2.0, True) - eager_score_bytes(10.0, True, 2.0, False) == 50.0
     assert _attention_s(4, fused_ops=("softmax",)) < _attention_s(4)
     assert _attention_s(4, dropout=True) > _attention_s(4)
+
+
+def test_megatron_bucket_grows_with_data_parallel_size():
+    """Megatron's default DDP bucket is max(40M, 1M x dp) parameters
+    (megatron/core/distributed/distributed_data_parallel.py): at dp 256 buckets hold 256M
+    parameters, so fewer collectives (latency terms) than with a fixed 40M bucket."""
+    kw = dict(gpu="h100", gpus=2048, seq_len=4096, global_batch=2048, framework="megatron",
+              strategy={"tp": 8, "zero": 1, "recompute": "none", "micro_batch": 1})
+    base = get_framework("megatron")
+    grown = estimate("llama-3-70b", **kw).time.dp_comm_s
+    with using(base.model_copy(update={"dp_bucket_params_per_rank": 0.0})):
+        fixed = estimate("llama-3-70b", **kw).time.dp_comm_s
+    assert grown < fixed

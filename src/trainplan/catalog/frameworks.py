@@ -74,6 +74,8 @@ class FrameworkProfile(Spec):
     dp_collective: Literal["stage", "bucket", "layer"] = Field(
         "stage", description="how data-parallel gradients and ZeRO-3 gathers are issued")
     dp_bucket_params: float = Field(0.0, ge=0, description="parameters per bucket ('bucket')")
+    dp_bucket_params_per_rank: float = Field(0.0, ge=0, description="bucket grows with the data-"
+                                             "parallel size: max(dp_bucket_params, this x dp)")
     param_gather_overlap: bool = Field(False, description="the ZeRO-1/2 parameter all-gather after "
                                        "the step overlaps the next forward")
     zero3_collectives_per_layer: float = Field(0.0, ge=0, description="all-gathers issued per "

@@ -108,7 +108,8 @@ def dp_time(net: Net, fw, L, p_train, p_layer, layers, m, w_b, g_b, layer_fwd, l
     zero = np.asarray(L.zero)
     grads, params = p_train * g_b, p_train * w_b
     if fw.dp_collective == "bucket" and fw.dp_bucket_params:
-        buckets = np.maximum(1.0, np.ceil(p_train / fw.dp_bucket_params))
+        bucket = np.maximum(fw.dp_bucket_params, fw.dp_bucket_params_per_rank * n)
+        buckets = np.maximum(1.0, np.ceil(p_train / bucket))
     elif fw.dp_collective == "layer":
         buckets = np.maximum(1.0, layers)
     else:
