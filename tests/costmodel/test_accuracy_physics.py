@@ -63,3 +63,13 @@ def test_megatron_bucket_grows_with_data_parallel_size():
     with using(base.model_copy(update={"dp_bucket_params_per_rank": 0.0})):
         fixed = estimate("llama-3-70b", **kw).time.dp_comm_s
     assert grown < fixed
+
+
+def test_uneven_pipeline_gives_the_first_and_last_stage_fewer_layers():
+    """126 layers on 16 stages: the middle stages hold 8, the first and last 7 (Llama 3 sec.
+    3.3.2; Megatron --decoder-first/last-pipeline-num-layers); divisible splits are even."""
+    from trainplan.costmodel.layout import Layout
+    assert Layout(pp=16, vp=8).edge_stage_layers(126) == 7
+    assert Layout(pp=16, vp=1).layers_per_stage(126) == 8
+    assert Layout(pp=16, vp=2).edge_stage_layers(128) == 8
+    assert Layout(pp=1).edge_stage_layers(126) == 126
