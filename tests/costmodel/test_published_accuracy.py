@@ -47,9 +47,8 @@ def test_validation_sets_median_error(set_name, bound):
 
 
 def test_runs_that_trained_are_predicted_to_fit():
-    """Every published run that trained with its layout fully given fits, but the open case
-    named in README (a Megatron-FSDP GB200 row)."""
-    open_cases = {"nemo2507-llama3.1-405b-gb200-128g-fp8"}
+    """Every published run that trained with its layout fully given fits."""
+    open_cases: set[str] = set()
     bad = []
     for rec in fr.load():
         if not rec.get("trained") or fr.unmodelled(rec):
