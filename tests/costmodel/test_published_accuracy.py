@@ -32,6 +32,30 @@ def test_calibration_sets_reproduce_within_stated_tolerance():
         errs = [abs(fr.predict(r)["error"]) for r in fr.load()
                 if r.get("set") == set_name and r["precision"] == prec and fr.reported(r)]
         assert statistics.median(errs) <= med, (set_name, statistics.median(errs))
+    # DeepSpeed's HBM share was fitted on the DeepSpeed rows of the autotuning table (9.5%)
+    ds = [abs(fr.predict(r)["error"]) for r in fr.load()
+          if r.get("set") == "deepspeedexamples-autotuning-hf-2021" and r["framework"] == "deepspeed"]
+    assert len(ds) == 7 and statistics.median(ds) <= 0.10, statistics.median(ds)
+
+
+def test_validation_medians_per_framework_family_as_stated_in_readme():
+    """README's validation figures (median |error|): Megatron/NeMo 6.5%, FSDP/torchtitan 10.3%,
+    DeepSpeed 51.7% (it misses issue 9's 5% target; this guards against it getting worse)."""
+    fam = {"megatron": "megatron", "torchtitan": "fsdp", "fsdp": "fsdp", "llm-foundry": "fsdp",
+           "deepspeed": "deepspeed"}
+    errs: dict[str, list[float]] = {"megatron": [], "fsdp": [], "deepspeed": []}
+    for rec in fr.load():
+        if fr.role(rec) != "validation" or rec["framework"] not in fam or not fr.reported(rec):
+            continue
+        e = fr.predict(rec)["error"]
+        if e is not None:
+            errs[fam[rec["framework"]]].append(abs(e))
+    for r in load_runs():           # the paper rows (Narayanan 2021 Table 1 is calibration)
+        if not r["id"].startswith("megatron2021"):
+            impl = r["trainplan"]["job"].get("implementation", "megatron")
+            errs[fam[impl]].append(abs(predict_run(r)["error"]))
+    for name, bound in (("megatron", 0.07), ("fsdp", 0.11), ("deepspeed", 0.55)):
+        assert statistics.median(errs[name]) <= bound, (name, statistics.median(errs[name]))
 
 
 @pytest.mark.parametrize("set_name,bound", [
