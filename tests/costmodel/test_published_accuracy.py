@@ -39,8 +39,9 @@ def test_calibration_sets_reproduce_within_stated_tolerance():
 
 
 def test_validation_medians_per_framework_family_as_stated_in_readme():
-    """README's validation figures (median |error|): Megatron/NeMo 6.5%, FSDP/torchtitan 10.3%,
-    DeepSpeed 51.7% (it misses issue 9's 5% target; this guards against it getting worse)."""
+    """README's validation figures (median |error|): Megatron/NeMo 6.5%, FSDP/torchtitan 2.2% (max
+    10.3%), DeepSpeed 51.7% (it misses issue 9's 5% target; this guards against it getting
+    worse)."""
     fam = {"megatron": "megatron", "torchtitan": "fsdp", "fsdp": "fsdp", "llm-foundry": "fsdp",
            "deepspeed": "deepspeed"}
     errs: dict[str, list[float]] = {"megatron": [], "fsdp": [], "deepspeed": []}
@@ -54,12 +55,13 @@ def test_validation_medians_per_framework_family_as_stated_in_readme():
         if not r["id"].startswith("megatron2021"):
             impl = r["trainplan"]["job"].get("implementation", "megatron")
             errs[fam[impl]].append(abs(predict_run(r)["error"]))
-    for name, bound in (("megatron", 0.07), ("fsdp", 0.11), ("deepspeed", 0.55)):
+    for name, bound in (("megatron", 0.07), ("fsdp", 0.03), ("deepspeed", 0.55)):
         assert statistics.median(errs[name]) <= bound, (name, statistics.median(errs[name]))
+    assert max(errs["fsdp"]) <= 0.12, max(errs["fsdp"])
 
 
 @pytest.mark.parametrize("set_name,bound", [
-    ("torchtitan-a100-performance-md", 0.12),       # FSDP2, validation
+    ("torchtitan-a100-performance-md", 0.03),       # FSDP2, validation
     ("megatron-lm-readme-weak-scaling", 0.08),      # Megatron BF16 on H100, validation
     ("megatron-bridge-perf-26.02", 0.12),           # Megatron FP8, validation
     ("nemo-perf-summary-25.04", 0.08),              # Megatron FP8 on GB200, validation
