@@ -5,6 +5,12 @@
   share per architecture, the eager kernels' HBM share and the attention-kernel share. The GEMM
   and HBM shares are properties of eager PyTorch, so the other eager frameworks (PyTorch FSDP,
   torchtitan, DeepSpeed, DDP) take them too; the attention share is llm-foundry's own kernel.
+* DeepSpeed on DeepSpeedExamples' autotuning table (``deepspeedexamples-autotuning-hf-2021``:
+  GPT-2 small to XL under HF Trainer + DeepSpeed ZeRO-1, fp16, 16 V100; its DeepSpeed rows): the
+  profile's own GEMM share on Volta and its HBM share (DeepSpeed runs the model in fp16 after
+  ``module.half()``, without autocast). The set is DeepSpeed's one systematic table (one
+  software stack, four model sizes, hand-tuned and autotuned batches); the Megatron-DeepSpeed
+  README rows and the Azure blog's peak numbers are validation.
 * Megatron-Core FP8 on Megatron-Bridge's 25.09 performance summary
   (``megatron-bridge-perf-25.09``: H100, B200 and GB200 rows of one release): the FP8 GEMM share
   of the FP8 ceiling per architecture (recipe scaling overheads).
@@ -34,11 +40,13 @@ from trainplan.validation.framework_runs import load, predict  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1] / "src/trainplan/catalog/data/frameworks.json"
 FP8_SET = "megatron-bridge-perf-25.09"
+DS_SET = "deepspeedexamples-autotuning-hf-2021"
 EAGER = ("fsdp", "torchtitan", "deepspeed", "pytorch", "llm-foundry")
 
 
-def _records(set_name: str, precision: str) -> list[dict]:
-    return [r for r in load() if r.get("set") == set_name and r["precision"] == precision]
+def _records(set_name: str, precision: str, framework: str | None = None) -> list[dict]:
+    return [r for r in load() if r.get("set") == set_name and r["precision"] == precision
+            and framework in (None, r["framework"])]
 
 
 def _errors(recs, profile) -> np.ndarray:
@@ -94,6 +102,26 @@ def main(write: bool) -> None:
     report("after ", nemo, prof)
     print("  fitted:", {k: round(v, 4) for k, v in vals.items()})
     out["megatron"] = {k: round(v, 4) for k, v in vals.items()}
+    # -- DeepSpeed on its autotuning table (V100, fp16), with the eager shares fitted above
+    ds = _records(DS_SET, "fp16", "deepspeed")
+    base = get_framework("deepspeed").model_copy(update={"gemm_factor": {
+        "default": 1.0, "ampere": out["llm-foundry"]["gemm_factor.ampere"],
+        "hopper": out["llm-foundry"]["gemm_factor.hopper"]}})
+    print(f"deepspeed (calibration set {DS_SET}, {len(ds)} DeepSpeed rows)")
+    report("before", ds, base)
+    # physical range: a GEMM share above 1 would beat the MAMF ceiling, an HBM share above
+    # 1 / efficiency.hbm the HBM bandwidth itself (V100 efficiency.hbm is 0.92)
+    # (fitting the Volta GEMM share too is degenerate on this set: it trades against the HBM
+    # share, so the GEMM share stays the catalog's MAMF rule of thumb)
+    hi = 1.0 / 0.92
+    prof, vals = fit(ds, base, ["hbm_factor"], [0.5], ([0.1], [1.5]))
+    report("after ", ds, prof)
+    print("  fitted:", {k: round(v, 4) for k, v in vals.items()})
+    if vals["hbm_factor"] > hi + 1e-3:
+        print("  REJECTED: the fit leaves the physical range (more than the HBM bandwidth); the "
+              "model is structurally off on this set, so nothing is written")
+    else:
+        out["deepspeed"] = {k: round(v, 4) for k, v in vals.items()}
     if write:
         _write(out)
 
@@ -107,8 +135,13 @@ def _write(fitted: dict[str, dict]) -> None:
             f["gemm_factor"] = {"default": 1.0, "ampere": lf["gemm_factor.ampere"],
                                 "hopper": lf["gemm_factor.hopper"]}
             f["hbm_factor"] = lf["hbm_factor"]
-            note.append("gemm_factor (ampere, hopper) and hbm_factor: calibration, fitted once on "
+            note.append("gemm_factor (ampere, hopper)" + ("" if f["id"] == "deepspeed" else
+                        " and hbm_factor") + ": calibration, fitted once on "
                         "llm-foundry-mpt-benchmarks-8c8dd48 (benchmarks/calibrate_frameworks.py)")
+        if f["id"] == "deepspeed" and "deepspeed" in fitted:
+            f["hbm_factor"] = fitted["deepspeed"]["hbm_factor"]
+            note.append(f"hbm_factor: calibration, fitted once on {DS_SET} "
+                        "(its DeepSpeed rows; benchmarks/calibrate_frameworks.py)")
         if f["id"] == "llm-foundry":
             f["attn_factor"] = lf["attn_factor"]
             note.append("attn_factor: calibration on the same set (MPT's triton/flash attention)")

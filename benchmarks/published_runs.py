@@ -39,7 +39,8 @@ def paper_rows():
     for r in load_runs():
         p = predict_run(r)
         role = "calibration" if r["id"].startswith("megatron2021") else "validation"
-        out.append(dict(id=p["id"], set=r["id"].split("-")[0], framework="megatron",
+        fw = r["trainplan"]["job"].get("implementation", "megatron")
+        out.append(dict(id=p["id"], set=r["id"].split("-")[0], framework=fw,
                         gpu=p["gpu"], precision="bf16", layout=p["layout"], role=role,
                         reported=p["reported_tflops"], predicted=p["predicted_tflops"],
                         unit="TFLOP/s", error=p["error"], fits=p["fits"], mem_gib=p["mem_gib"],

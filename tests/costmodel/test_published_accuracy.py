@@ -15,11 +15,13 @@ warnings.filterwarnings("ignore")
 
 
 def test_megatron_paper_runs_within_stated_tolerance():
-    rows = [predict_run(r) for r in load_runs()]
+    runs = [r for r in load_runs()
+            if r["trainplan"]["job"].get("implementation", "megatron") == "megatron"]
+    rows = [predict_run(r) for r in runs]
     cal = [abs(r["error"]) for r in rows if r["id"].startswith("megatron2021")]
     held = [abs(r["error"]) for r in rows if not r["id"].startswith("megatron2021")]
     assert statistics.median(cal) <= 0.05 and max(cal) <= 0.10, cal
-    assert max(held) <= 0.08, held
+    assert max(held) <= 0.10, held
 
 
 def test_calibration_sets_reproduce_within_stated_tolerance():
@@ -30,10 +32,36 @@ def test_calibration_sets_reproduce_within_stated_tolerance():
         errs = [abs(fr.predict(r)["error"]) for r in fr.load()
                 if r.get("set") == set_name and r["precision"] == prec and fr.reported(r)]
         assert statistics.median(errs) <= med, (set_name, statistics.median(errs))
+    # DeepSpeed's HBM share was fitted on the DeepSpeed rows of the autotuning table (9.5%)
+    ds = [abs(fr.predict(r)["error"]) for r in fr.load()
+          if r.get("set") == "deepspeedexamples-autotuning-hf-2021" and r["framework"] == "deepspeed"]
+    assert len(ds) == 7 and statistics.median(ds) <= 0.10, statistics.median(ds)
+
+
+def test_validation_medians_per_framework_family_as_stated_in_readme():
+    """README's validation figures (median |error|): Megatron/NeMo 6.5%, FSDP/torchtitan 2.2% (max
+    10.3%), DeepSpeed 51.7% (it misses issue 9's 5% target; this guards against it getting
+    worse)."""
+    fam = {"megatron": "megatron", "torchtitan": "fsdp", "fsdp": "fsdp", "llm-foundry": "fsdp",
+           "deepspeed": "deepspeed"}
+    errs: dict[str, list[float]] = {"megatron": [], "fsdp": [], "deepspeed": []}
+    for rec in fr.load():
+        if fr.role(rec) != "validation" or rec["framework"] not in fam or not fr.reported(rec):
+            continue
+        e = fr.predict(rec)["error"]
+        if e is not None:
+            errs[fam[rec["framework"]]].append(abs(e))
+    for r in load_runs():           # the paper rows (Narayanan 2021 Table 1 is calibration)
+        if not r["id"].startswith("megatron2021"):
+            impl = r["trainplan"]["job"].get("implementation", "megatron")
+            errs[fam[impl]].append(abs(predict_run(r)["error"]))
+    for name, bound in (("megatron", 0.07), ("fsdp", 0.03), ("deepspeed", 0.55)):
+        assert statistics.median(errs[name]) <= bound, (name, statistics.median(errs[name]))
+    assert max(errs["fsdp"]) <= 0.12, max(errs["fsdp"])
 
 
 @pytest.mark.parametrize("set_name,bound", [
-    ("torchtitan-a100-performance-md", 0.12),       # FSDP2, validation
+    ("torchtitan-a100-performance-md", 0.03),       # FSDP2, validation
     ("megatron-lm-readme-weak-scaling", 0.08),      # Megatron BF16 on H100, validation
     ("megatron-bridge-perf-26.02", 0.12),           # Megatron FP8, validation
     ("nemo-perf-summary-25.04", 0.08),              # Megatron FP8 on GB200, validation
@@ -45,9 +73,8 @@ def test_validation_sets_median_error(set_name, bound):
 
 
 def test_runs_that_trained_are_predicted_to_fit():
-    """Every published run that trained with its layout fully given fits, but the two open cases
-    named in README (Llama 3 405B's first stage; a Megatron-FSDP GB200 row)."""
-    open_cases = {"nemo2507-llama3.1-405b-gb200-128g-fp8"}
+    """Every published run that trained with its layout fully given fits."""
+    open_cases: set[str] = set()
     bad = []
     for rec in fr.load():
         if not rec.get("trained") or fr.unmodelled(rec):
@@ -59,3 +86,10 @@ def test_runs_that_trained_are_predicted_to_fit():
         if not p["fits"] and rec["id"] not in open_cases:
             bad.append((rec["id"], round(p["mem_gib"], 1)))
     assert not bad, bad
+
+
+def test_llama3_405b_published_layout_fits():
+    """Llama 3 405B on 8,192 H100 (TP8, PP16 with one layer per model chunk, FSDP sharding
+    optimizer states and gradients; Dubey et al. 2024 sec. 3.3) fits in 80 GB."""
+    row = [predict_run(r) for r in load_runs() if r["id"] == "llama3-405b-8192gpu-cp1"][0]
+    assert row["fits"] and row["mem_gib"] < 80.0, row["mem_gib"]

@@ -18,12 +18,14 @@ from functools import lru_cache
 from importlib import resources
 from typing import Iterator, Literal
 
+import numpy as np
+
 from pydantic import Field, ValidationError
 
 from trainplan.errors import InputError, from_validation_error
 from trainplan.spec.base import Spec
 
-FUSION_GROUPS = ("norm", "rope", "swiglu", "bias_dropout_add", "cross_entropy")
+FUSION_GROUPS = ("norm", "rope", "swiglu", "bias_dropout_add", "cross_entropy", "softmax")
 
 
 class FrameworkProfile(Spec):
@@ -63,12 +65,17 @@ class FrameworkProfile(Spec):
                                       "still exposed with the overlap on")
     tp_bwd_overlap: float = Field(0.0, ge=0, le=1)
     dp_overlap: float = Field(0.9, ge=0, le=1)
+    dp_overlap_by_zero: dict[str, float] = Field(
+        default_factory=dict, description="share of the ZeRO 0-2 gradient sync hidden under the "
+        "backward, by ZeRO stage ('0', '1', '2'); a stage not listed: dp_overlap")
     overlap_slowdown: float = Field(0.0, ge=0, le=1, description="share of the overlapped "
                                     "communication time that still slows compute (SM and HBM "
                                     "contention)")
     dp_collective: Literal["stage", "bucket", "layer"] = Field(
         "stage", description="how data-parallel gradients and ZeRO-3 gathers are issued")
     dp_bucket_params: float = Field(0.0, ge=0, description="parameters per bucket ('bucket')")
+    dp_bucket_params_per_rank: float = Field(0.0, ge=0, description="bucket grows with the data-"
+                                             "parallel size: max(dp_bucket_params, this x dp)")
     param_gather_overlap: bool = Field(False, description="the ZeRO-1/2 parameter all-gather after "
                                        "the step overlaps the next forward")
     zero3_collectives_per_layer: float = Field(0.0, ge=0, description="all-gathers issued per "
@@ -122,6 +129,16 @@ class FrameworkProfile(Spec):
         if compiled and self.kernels_per_layer_compiled:
             return self.kernels_per_layer_compiled
         return self.kernels_per_layer
+
+    def grad_overlap(self, zero):
+        """Overlap share of the ZeRO 0-2 gradient sync for ``zero`` (a number or an array)."""
+        if not self.dp_overlap_by_zero:
+            return self.dp_overlap
+        z = np.asarray(zero)
+        out = np.full(z.shape, self.dp_overlap, dtype=float)
+        for k, v in self.dp_overlap_by_zero.items():
+            out = np.where(z == int(k), v, out)
+        return out if out.ndim else float(out)
 
     def gemm_share(self, arch: str) -> float:
         return self.gemm_factor.get(arch, self.gemm_factor.get("default", 1.0))

@@ -43,7 +43,7 @@ def stage_activations(dec, job, fw, L, vis, dropout, act_b, first: bool) -> Stag
         return mem.layer_activation_bytes(dec, s, L.mb, L.tp, sp, rc, L.flash, dropout, act_b,
                                           moe_layer=moe, cp=cp, fp8=fp8)
 
-    layers = L.layers_per_stage(dec.layers)
+    layers = L.edge_stage_layers(dec.layers)
     none, full = per_layer(0), per_layer(2)
     k = np.minimum(L.rc_layers, layers)
     stage = np.where(L.rc == 3, k * full + (layers - k) * none, layers * per_layer(L.rc))

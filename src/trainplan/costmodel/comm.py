@@ -97,7 +97,8 @@ def dp_time(net: Net, fw, L, p_train, p_layer, layers, m, w_b, g_b, layer_fwd, l
     * ZeRO 0-2, gradients in buckets (DDP ``bucket_cap_mb``, Megatron ``bucket_size``,
       DeepSpeed ``reduce_bucket_size``) or one per layer (FSDP units): all-reduce (ZeRO 0) or
       reduce-scatter plus the parameter all-gather after the step (ZeRO 1/2), overlapped with
-      the backward of the last micro-batch (earlier micro-batches accumulate locally).
+      the backward of the last micro-batch (earlier micro-batches accumulate locally) where the
+      framework overlaps it (``grad_overlap``: DeepSpeed's overlap_comm is off below ZeRO-3).
       'stage' issues the whole stage at once.
     * ZeRO 3 per layer ('layer'/'bucket' frameworks): every micro-batch all-gathers each layer
       in forward and again in backward (``zero3_collectives_per_layer`` collectives each: FSDP
@@ -111,7 +112,8 @@ def dp_time(net: Net, fw, L, p_train, p_layer, layers, m, w_b, g_b, layer_fwd, l
     zero = np.asarray(L.zero)
     grads, params = p_train * g_b, p_train * w_b
     if fw.dp_collective == "bucket" and fw.dp_bucket_params:
-        buckets = np.maximum(1.0, np.ceil(p_train / fw.dp_bucket_params))
+        bucket = np.maximum(fw.dp_bucket_params, fw.dp_bucket_params_per_rank * n)
+        buckets = np.maximum(1.0, np.ceil(p_train / bucket))
     elif fw.dp_collective == "layer":
         buckets = np.maximum(1.0, layers)
     else:
@@ -124,7 +126,7 @@ def dp_time(net: Net, fw, L, p_train, p_layer, layers, m, w_b, g_b, layer_fwd, l
     # (Megatron --overlap-param-gather), else it is exposed
     t_bwd_last, t_fwd_first = layers * layer_bwd, layers * layer_fwd
     grad_sync = np.where(zero == 0, ar, rs)
-    grad_hidden = np.minimum(grad_sync, t_bwd_last) * fw.dp_overlap
+    grad_hidden = np.minimum(grad_sync, t_bwd_last) * fw.grad_overlap(zero)
     ag_hidden = np.where(zero == 0, 0.0, np.minimum(ag, t_fwd_first) * fw.dp_overlap
                          * (1.0 if fw.param_gather_overlap else 0.0))
     sync_hidden = grad_hidden + ag_hidden

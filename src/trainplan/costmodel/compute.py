@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from trainplan.catalog.frameworks import FUSION_GROUPS
 from trainplan.conventions import ACTIVATION_BYTES, MATMUL_DTYPE
 from trainplan.costmodel import flops as fl
 from trainplan.costmodel import ops as opinv
@@ -61,8 +62,7 @@ class KernelModel:
             * fw.fp8_share(acc.arch or "default")
         self.eta_hbm = eff.hbm * fw.hbm_factor
         self.attn_eta = eff.attn_max * fw.attn_factor
-        self.fused = frozenset(g for g in ("norm", "rope", "swiglu", "bias_dropout_add",
-                                           "cross_entropy")
+        self.fused = frozenset(g for g in FUSION_GROUPS
                                if fw.is_fused(g, job.compile) or g in (job.fused_ops or ()))
         self.kernels = fw.kernels(job.compile)
         self.compiled = job.compile
@@ -98,11 +98,14 @@ class KernelModel:
         t_lin = self.linear_time(stack, T, tp, moe_layer, ep)
         a_f = T * fl.attention_core_flops_per_token(stack, keys, causal) / tp
         t_flash = flash_attention_time(a_f, self.peak, self.attn_eta)
-        scores = seqs * (stack.heads / tp) * queries * keys * self.act_b * 4.0  # write, read x2, write
+        # eager: QK^T and PV are one batched GEMM each (torch.matmul / baddbmm over the batch
+        # and heads, one cuBLAS strided-batched call), plus the score traffic (ops.py); eager
+        # attention computes the full masked score matrix even for sliding-window layers
+        scores = opinv.eager_score_bytes(seqs * (stack.heads / tp) * queries * keys,
+                                         "softmax" in self.fused, self.act_b, dropout)
         a_full = a_f if not stack.sliding_layers else \
             T * fl.attention_core_flops_per_token(stack, keys, causal, window=False) / tp
-        t_eager = self.gemm(a_full, 2.0 * seqs * stack.heads / tp) \
-            + memory_time(scores, self.hbm, self.eta_hbm)
+        t_eager = self.gemm(a_full, 2.0) + memory_time(scores, self.hbm, self.eta_hbm)
         t_attn = np.where(flash, t_flash, t_eager)
         ew = opinv.elementwise_bytes_per_token(stack, self.fused, sp_div, tp, self.act_b, dropout,
                                                bool(moe_layer and stack.moe))

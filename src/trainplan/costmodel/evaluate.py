@@ -71,7 +71,7 @@ def evaluate(model, job, cluster, L: Layout) -> Evaluation:
     t_compute = m * t_stage
     bubble = pipeline.bubble_time(L.pp, L.vp, t_stage)
     t_p2p = pipeline.p2p_time(net, L, m, T, dec.hidden, act_b, cluster.node_size)
-    p_train = np.where(p1.total >= p2.total, p1.trainable, p2.trainable)
+    p_train = np.maximum(np.where(p1.total >= p2.total, p1.trainable, p2.trainable), p1.middle)
     dp = comm.dp_time(net, fw, L, p_train, p1.layer, layers, m, sb.weights, g_b,
                       lt.forward, lt.backward + lt.recompute)
     t_dp = dp.exposed + fw.overlap_slowdown * dp.hidden

@@ -65,6 +65,18 @@ class Layout:
         --decoder-first/last-pipeline-num-layers)."""
         return np.ceil(layers / (self.pp * self.vp)) * self.vp
 
+    def edge_stage_layers(self, layers: int):
+        """Layers on the first and on the last pipeline stage. When pp x vp does not divide the
+        layers, the first and last stages give up the excess over the busiest stage between them:
+        they also carry the embedding and the loss, and the first holds the most micro-batches
+        in flight (Llama 3, Dubey et al. 2024, sec. 3.3.2: 'we reduce one Transformer layer
+        each from the first and the last stages'; Megatron --decoder-first/last-pipeline-num-
+        layers; export.megatron.uneven_split). Otherwise the busiest stage's count."""
+        busiest = self.layers_per_stage(layers)
+        excess = np.asarray(self.pp, dtype=float) * busiest - layers
+        edge = np.clip(busiest - np.ceil(excess / 2.0), 1.0, busiest)
+        return np.where(np.asarray(self.pp) > 1, edge, busiest)
+
     def shard_group(self, over_cp: bool):
         """Ranks that share one ZeRO/FSDP shard: dp, or dp x cp where the framework shards over
         the context-parallel ranks too (Megatron distributed optimizer, torchtitan dp_shard_cp)."""

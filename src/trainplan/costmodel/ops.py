@@ -42,6 +42,13 @@ from trainplan.spec.model import Stack
 EAGER_RMSNORM_PASSES = 18.0 / 2.0
 EAGER_ROPE_PASSES = 11.0 / 2.0
 EAGER_SWIGLU_PASSES = 5.0 / 3.0
+# Passes over the seq x seq score tensor of eager (non-flash) attention, forward: the QK^T
+# batched GEMM writes it, the softmax reads and writes it, the PV batched GEMM reads it (4).
+# Fused, scale + causal mask + softmax are one kernel (Megatron FusedScaleMaskSoftmax,
+# megatron/core/fusions/fused_softmax.py); eager they are three (transformers GPT2Attention._attn
+# in 4.x: divide by sqrt(d), torch.where with the causal mask, softmax), 4 more passes.
+EAGER_SCORE_PASSES_FUSED = 4.0
+EAGER_SCORE_PASSES_UNFUSED = 8.0
 
 
 @dataclass(frozen=True)
@@ -218,6 +225,17 @@ def elementwise_bytes_per_token(stack: Stack, fused: frozenset, sp_div, tp, act_
         else:
             rep += n
     return act_bytes * (rep / sp_div + split / tp)
+
+
+def eager_score_bytes(score_elems, fused_softmax: bool, act_bytes, dropout):
+    """HBM bytes eager attention moves over its ``score_elems`` score elements in one forward:
+    the GEMM write, softmax and PV read (fused scale-mask-softmax: 4 passes; unfused: 8), plus
+    the attention-probability dropout when on -- a separate kernel in both Megatron
+    (``attention_dropout``) and transformers (``attn_dropout``): read and write the
+    probabilities and write a 1-byte mask."""
+    passes = EAGER_SCORE_PASSES_FUSED if fused_softmax else EAGER_SCORE_PASSES_UNFUSED
+    drop = (2.0 * act_bytes + 1.0) if dropout else 0.0
+    return np.asarray(score_elems, dtype=float) * (passes * act_bytes + drop)
 
 
 def gemms(stack: Stack, moe_layer: bool = False) -> tuple[Op, ...]:

@@ -25,6 +25,7 @@ class StageParams:
     total: Any
     trainable: Any
     layer: Any            # one layer's parameters on this GPU (ZeRO-3 gathers this unit)
+    middle: Any = 0.0     # trainable parameters of a middle (busiest) stage: its layers only
 
 
 @dataclass
@@ -43,7 +44,7 @@ class States:
 def stage_params(model, job, L, vis: dict, first: bool) -> StageParams:
     """Parameters on one GPU of the first (``first``) or last pipeline stage.
 
-    Layers: the busiest stage's share (``Layout.layers_per_stage``), attention and dense MLP split
+    Layers: the edge stage's share (``Layout.edge_stage_layers``), attention and dense MLP split
     by TP, routed experts by TP x EP. The first stage adds the embedding and the vision side
     (towers and projectors), the last the LM head and final norm; a tied embedding is held
     twice when pp > 1 (Megatron keeps a copy on the last stage). Frozen stacks and LoRA leave
@@ -55,7 +56,7 @@ def stage_params(model, job, L, vis: dict, first: bool) -> StageParams:
     layer = sp_.per_moe_layer if moe else sp_.per_dense_layer
     experts = sp_.num_experts * sp_.expert if moe else 0
     per_layer = (layer - experts) / L.tp + experts / (L.tp * L.ep)
-    layers = L.layers_per_stage(dec.layers)
+    layers = L.edge_stage_layers(dec.layers)
     emb = sp_.embedding / L.tp
     head = (sp_.lm_head + sp_.final) / L.tp
     single = np.asarray(L.pp) == 1
@@ -72,7 +73,9 @@ def stage_params(model, job, L, vis: dict, first: bool) -> StageParams:
     else:
         frac = 0.0 if dec.name in job.frozen else 1.0
         train = dec_p * frac + vis["trainable_params"] / L.tp * vis_on
-    return StageParams(total=total, trainable=train, layer=per_layer)
+    middle = L.layers_per_stage(dec.layers) * per_layer * np.where(single, 0.0, 1.0) \
+        * (train / np.maximum(total, 1.0))
+    return StageParams(total=total, trainable=train, layer=per_layer, middle=middle)
 
 
 def stage_state_bytes(p: StageParams, sb, grad_bytes: float, fw, L, act_bytes: float) -> States:

@@ -34,9 +34,11 @@ class Job(Spec):
     framework: str = Field(
         "megatron", description="training framework profile (`trainplan frameworks`): megatron, "
         "torchtitan, fsdp, deepspeed, pytorch (DDP / HF Trainer), analytic; aliases accepted")
-    fused_ops: tuple[Literal["norm", "rope", "swiglu", "bias_dropout_add", "cross_entropy"], ...] | None = Field(
+    fused_ops: tuple[Literal["norm", "rope", "swiglu", "bias_dropout_add", "cross_entropy",
+                             "softmax"], ...] | None = Field(
         None, description="elementwise op groups your model code runs as fused kernels (e.g. "
-        "flash-attn's fused RMSNorm, rotary, SwiGLU and cross-entropy); none: the framework's")
+        "flash-attn's fused RMSNorm, rotary, SwiGLU and cross-entropy; softmax: eager attention's "
+        "scale, mask and softmax as one kernel); none: the framework's")
     tp_comm_overlap: bool | None = Field(
         None, description="tensor-parallel communication overlapped with the GEMMs it feeds "
         "(Megatron --tp-comm-overlap, Transformer Engine userbuffers); none: the framework's "

@@ -30,10 +30,13 @@ CALIBRATION: dict[tuple[str, str], str] = {
     # the eager-PyTorch GEMM shares fitted there serve every PyTorch-eager framework:
     ("fsdp", "*"): "llm-foundry-mpt-benchmarks-8c8dd48 (shared eager GEMM shares)",
     ("torchtitan", "*"): "llm-foundry-mpt-benchmarks-8c8dd48 (shared eager GEMM shares)",
-    ("deepspeed", "*"): "llm-foundry-mpt-benchmarks-8c8dd48 (shared eager GEMM shares)",
+    ("deepspeed", "*"): "deepspeedexamples-autotuning-hf-2021 (hbm_factor; eager GEMM shares "
+                        "from llm-foundry-mpt-benchmarks-8c8dd48)",
     ("pytorch", "*"): "llm-foundry-mpt-benchmarks-8c8dd48 (shared eager GEMM shares)",
 }
 CALIBRATION_SETS = {"megatron-bridge-perf-25.09", "llm-foundry-mpt-benchmarks-8c8dd48"}
+# sets of which only one framework's rows were fitted (the set's other rows stay validation)
+CALIBRATION_ROWS = {("deepspeedexamples-autotuning-hf-2021", "deepspeed")}
 
 # Sources' FLOPs conventions -> trainplan.costmodel.flops (None: not comparable)
 CONVENTIONS = {
@@ -55,7 +58,9 @@ def load(kind: str = "runs") -> list[dict[str, Any]]:
 
 
 def role(rec: dict[str, Any]) -> str:
-    return "calibration" if rec.get("set") in CALIBRATION_SETS else "validation"
+    fitted = rec.get("set") in CALIBRATION_SETS \
+        or (rec.get("set"), rec.get("framework")) in CALIBRATION_ROWS
+    return "calibration" if fitted else "validation"
 
 
 def build(rec: dict[str, Any]):

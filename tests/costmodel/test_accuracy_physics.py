@@ -1,0 +1,75 @@
+"""Regression tests for cost-model physics fixed while checking published runs (issue 9)."""
+
+from __future__ import annotations
+
+from trainplan import estimate
+from trainplan.catalog.frameworks import get_framework, using
+
+
+def test_deepspeed_zero1_gradient_sync_is_not_overlapped_by_default():
+    """DeepSpeed's overlap_comm defaults to on only for ZeRO-3 (deepspeed/runtime/zero/config.py):
+    with ZeRO-1 the gradient reduction waits for the backward; with ZeRO-3 it overlaps."""
+    kw = dict(gpu="a100", gpus=64, seq_len=2048, global_batch=64, framework="deepspeed",
+              strategy={"tp": 1, "zero": 1, "recompute": "none", "micro_batch": 1})
+    base = get_framework("deepspeed")
+    assert base.grad_overlap(1) == 0.0 and base.grad_overlap(3) == base.dp_overlap
+    exposed = estimate("llama-3-8b", **kw).time.dp_comm_s
+    with using(base.model_copy(update={"dp_overlap_by_zero": {}})):
+        overlapped = estimate("llama-3-8b", **kw).time.dp_comm_s
+    assert exposed > 1.5 * overlapped   # the reduce-scatter half of the sync comes out
+
+
+def _attention_s(mb, fused_ops=None, dropout=False, gpu="v100"):
+    from trainplan.catalog import get_model
+    from trainplan.catalog.accelerators import get_accelerator
+    from trainplan.costmodel import compute
+    from trainplan.spec.cluster import Cluster
+    from trainplan.spec.job import Job
+
+    dec = get_model("llama-3-8b").decoder
+    job = Job(seq_len=1024, global_batch=mb, precision="fp16_mixed", framework="deepspeed",
+              dropout=dropout, fused_ops=fused_ops)
+    km = compute.KernelModel(Cluster(accelerator=get_accelerator(gpu), gpus=1), job,
+                             get_framework("deepspeed"))
+    t = km.layer(dec, mb * 1024, mb, 1024, 1024, 1, 1.0, False, 0, 1.0, 1.0, 1.0, dropout)
+    return float(t.attention)
+
+
+def test_eager_attention_matmuls_are_one_batched_gemm_each():
+    """torch.matmul / baddbmm over (batch, heads) is one strided-batched GEMM: the GEMM's fixed
+    cost is paid twice per layer, not once per sequence and head, so eight sequences cost less
+    than eight times one."""
+    assert _attention_s(8) < 0.99 * 8 * _attention_s(1)
+
+
+def test_eager_attention_score_traffic_softmax_fusion_and_dropout():
+    """Unfused scale, mask and softmax move the scores 8 times against 4 fused (Megatron
+    FusedScaleMaskSoftmax); attention dropout adds a read, a write and a 1-byte mask."""
+    from trainplan.costmodel.ops import eager_score_bytes
+    assert eager_score_bytes(10.0, False, 2.0, False) == 2 * eager_score_bytes(10.0, True, 2.0, False)
+    assert eager_score_bytes(10.0, True, 2.0, True) - eager_score_bytes(10.0, True, 2.0, False) == 50.0
+    assert _attention_s(4, fused_ops=("softmax",)) < _attention_s(4)
+    assert _attention_s(4, dropout=True) > _attention_s(4)
+
+
+def test_megatron_bucket_grows_with_data_parallel_size():
+    """Megatron's default DDP bucket is max(40M, 1M x dp) parameters
+    (megatron/core/distributed/distributed_data_parallel.py): at dp 256 buckets hold 256M
+    parameters, so fewer collectives (latency terms) than with a fixed 40M bucket."""
+    kw = dict(gpu="h100", gpus=2048, seq_len=4096, global_batch=2048, framework="megatron",
+              strategy={"tp": 8, "zero": 1, "recompute": "none", "micro_batch": 1})
+    base = get_framework("megatron")
+    grown = estimate("llama-3-70b", **kw).time.dp_comm_s
+    with using(base.model_copy(update={"dp_bucket_params_per_rank": 0.0})):
+        fixed = estimate("llama-3-70b", **kw).time.dp_comm_s
+    assert grown < fixed
+
+
+def test_uneven_pipeline_gives_the_first_and_last_stage_fewer_layers():
+    """126 layers on 16 stages: the middle stages hold 8, the first and last 7 (Llama 3 sec.
+    3.3.2; Megatron --decoder-first/last-pipeline-num-layers); divisible splits are even."""
+    from trainplan.costmodel.layout import Layout
+    assert Layout(pp=16, vp=8).edge_stage_layers(126) == 7
+    assert Layout(pp=16, vp=1).layers_per_stage(126) == 8
+    assert Layout(pp=16, vp=2).edge_stage_layers(128) == 8
+    assert Layout(pp=1).edge_stage_layers(126) == 126
