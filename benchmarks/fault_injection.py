@@ -16,7 +16,9 @@ import shutil
 import statistics
 import sys
 import tempfile
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "resilience"))
@@ -42,6 +44,8 @@ def main() -> int:
     ap.add_argument("--every", type=int, default=5)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-s3", action="store_true", help="local folders only")
+    ap.add_argument("--jobs", type=int, default=1, help="runs at once (each is its own torchrun "
+                    "job; more finish sooner on a busy machine, timings are noisier)")
     a = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="trainplan-faults-"))
     t0 = time.time()
@@ -53,26 +57,32 @@ def main() -> int:
             except ImportError:
                 print("moto/s3fs not installed: local folders only (pip install 'moto[server]' s3fs)")
         ref = harness.reference(work / "ref", a.steps, a.every)
-        print(f"uninterrupted run: {a.steps} steps, checkpoint every {a.every}, weights sha256 {ref[:16]}")
-        rows = []
-        for i, r in enumerate(plan_runs(a.runs, a.seed)):
+        print(f"uninterrupted run: {a.steps} steps, checkpoint every {a.every}, weights sha256 "
+              f"{ref[:16]}", flush=True)
+        lock = threading.Lock()
+
+        def one(i: int, r: dict) -> dict:
             use_s3 = r["s3"] and s3 is not None
             try:
                 res = harness.run_case(r["kind"], work / f"run{i:03d}", ref, r["at"], a.steps,
                                        a.every, s3=s3.info if use_s3 else None, sync=r["sync"])
             except Exception as e:        # a harness failure counts as a failed run; go on
-                print(f"{i:3d} {r['kind']:>12} harness error: {e!r}", flush=True)
-                rows.append(dict(kind=r["kind"], sync=r["sync"], resume_rc=-1, complete=[],
-                                 stopped_at=-1))
-                continue
-            rows.append(res)
-            print(f"{i:3d} {res['kind']:>12} {'s3' if use_s3 else 'local':>5} "
-                  f"{'blocking' if r['sync'] else 'async':>8} stopped@{res['stopped_at']:<3} "
-                  f"committed {res['complete']} partial {res['incomplete']} -> resumed@"
-                  f"{res.get('resumed_from')} lost {res.get('lost_steps')} steps, "
-                  f"same weights {res.get('same_weights')}"
-                  + (f", notice->commit {res['notice_to_commit_s']:.2f} s"
-                     if res.get("notice_to_commit_s") is not None else ""), flush=True)
+                with lock:
+                    print(f"{i:3d} {r['kind']:>12} harness error: {e!r}", flush=True)
+                return dict(kind=r["kind"], sync=r["sync"], resume_rc=-1, complete=[],
+                            stopped_at=-1)
+            with lock:
+                print(f"{i:3d} {res['kind']:>12} {'s3' if use_s3 else 'local':>5} "
+                      f"{'blocking' if r['sync'] else 'async':>8} stopped@{res['stopped_at']:<3} "
+                      f"committed {res['complete']} partial {res['incomplete']} -> resumed@"
+                      f"{res.get('resumed_from')} lost {res.get('lost_steps')} steps, "
+                      f"same weights {res.get('same_weights')}"
+                      + (f", notice->commit {res['notice_to_commit_s']:.2f} s"
+                         if res.get("notice_to_commit_s") is not None else ""), flush=True)
+            return res
+
+        with ThreadPoolExecutor(max_workers=max(1, a.jobs)) as pool:
+            rows = list(pool.map(one, *zip(*enumerate(plan_runs(a.runs, a.seed)))))
     finally:
         if s3 is not None:
             s3.close()
