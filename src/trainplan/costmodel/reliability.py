@@ -129,13 +129,18 @@ def best_goodput(write_hours, restart_hours, failure_rate_per_hour, preempt_rate
     between 0.1 x the write time and 10 x max(Daly, MTBF) (the goodput is unimodal there), on
     the distinct input rows only (a search's candidates share few). No interruptions: goodput
     1, interval inf. Broadcasts over arrays."""
-    arrs = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in (
+    ins = [np.asarray(x, dtype=float) for x in (
         write_hours, restart_hours, failure_rate_per_hour, preempt_rate_per_hour,
-        restart_hours if preempt_restart_hours is None else preempt_restart_hours)))
-    shape = arrs[0].shape
-    rows, inv = np.unique(np.stack([a.ravel() for a in arrs], axis=1), axis=0,
-                          return_inverse=True)
-    d, r, lf, lp, rp = rows.T
+        restart_hours if preempt_restart_hours is None else preempt_restart_hours)]
+    shape = np.broadcast_shapes(*(x.shape for x in ins))
+    key = np.zeros(int(np.prod(shape)), dtype=np.int64)
+    for x in ins:                      # distinct rows: one integer key from per-column codes
+        vals, code = np.unique(np.broadcast_to(x, shape).ravel(), return_inverse=True)
+        if key.size and int(key.max()) + 1 > (2**62) // len(vals):     # keep the key in int64
+            key = np.unique(key, return_inverse=True)[1].ravel()
+        key = key * len(vals) + code.ravel()
+    _, first, inv = np.unique(key, return_index=True, return_inverse=True)
+    d, r, lf, lp, rp = (np.broadcast_to(x, shape).ravel()[first] for x in ins)
     lam = lf + lp
     none = lam <= 0
     m = 1.0 / np.where(none, 1.0, lam)
