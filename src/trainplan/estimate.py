@@ -60,7 +60,8 @@ class TimeBreakdown(Out):
 
 class Totals(Out):
     """Run totals. Wall-clock, GPU-hours, cost and energy include the expected time lost to
-    failures and checkpoints (goodput); ``ideal_wall_clock_days`` is the steps alone."""
+    failures and checkpoints (goodput, from ``costmodel.reliability.best_goodput``, the model
+    ``trainplan resilience`` uses); ``ideal_wall_clock_days`` is the steps alone."""
 
     steps: float | None
     tokens: float | None
@@ -68,7 +69,7 @@ class Totals(Out):
     wall_clock_days: float | None
     goodput: float | None = Field(None, description="useful time / wall time")
     mtbf_hours: float | None = Field(None, description="mean time between interruptions")
-    checkpoint_interval_hours: float | None = Field(None, description="Daly 2006 optimum")
+    checkpoint_interval_hours: float | None = Field(None, description="interval that maximises goodput (near Daly 2006's)")
     checkpoint_write_s: float | None
     gpu_hours: float | None
     cost_usd: float | None

@@ -14,9 +14,10 @@ What it does:
   SLURM's ``--signal=B:USR1@s`` reaches the batch shell, see ``export.elastic``), and a cloud
   metadata URL polled in a thread (AWS ``spot/instance-action``: 404 until a notice; GCP
   ``instance/preempted``: ``TRUE``); any rank's notice is every rank's (an all-reduce per step);
-* saves with ``torch.distributed.checkpoint`` (``async_save`` at the interval, a blocking save
-  on a notice) to a local folder or an fsspec URL, plus one small file per rank with the step,
-  the RNG states and the ``per_rank`` objects (data-loader position);
+* saves with ``torch.distributed.checkpoint`` (``async_save`` by default, one in flight at
+  most; a blocking save on a notice) to a local folder or an fsspec URL, plus one small file per
+  rank with the step, RNG states and ``per_rank`` objects (data-loader position). A kill loses
+  at most ``every_steps`` steps, async or not (see ``Guard.step``);
 * commits atomically: the shards and per-rank files first, then ``MANIFEST.json`` (file names
   and sizes) written last by rank 0 in one atomic write (local: temp file + rename; object
   stores: one PUT). A checkpoint without a valid manifest is ignored on resume;
@@ -161,13 +162,11 @@ class Guard:
         self.world = dist.get_world_size() if dist.is_initialized() else 1
         self._ckpt_pg = dist.new_group(backend="gloo") if dist.is_initialized() and async_save else None
         self.notice = threading.Event()
-        self.notice_reason = ""
-        self.notice_time: float | None = None
-        self.notice_to_commit_s: float | None = None
-        self.state = None
-        self.last_saved_step = 0
+        self.notice_reason, self.notice_time, self.notice_to_commit_s = "", None, None
+        self.state, self._pending = None, None
+        self.last_saved_step = self.committed_step = 0   # committed: its manifest is written
+        self._lead = 1 if async_save and (every_steps or 0) > 1 else 0
         self._last_save_t = time.monotonic()
-        self._pending = None
         self._stop = threading.Event()
         self._old: dict[int, Any] = {}
         for name in signals:
@@ -218,13 +217,21 @@ class Guard:
     # -- the loop's call -----------------------------------------------------------------
     def step(self, step: int) -> bool:
         """Call after each optimizer step with the number of steps done. Returns True when a
-        checkpoint was started; exits the process after a notice's checkpoint."""
-        due = (self.every_steps and step % self.every_steps == 0) or (
+        checkpoint was started; exits the process after a notice's checkpoint.
+
+        The bound, by design: when this returns, the newest committed checkpoint is at most
+        ``every_steps - 1`` steps old, so a kill during the next step loses at most
+        ``every_steps`` steps. Blocking saves run at ``committed + every_steps``. Async saves
+        start ``lead`` steps earlier (one in flight at most) so that they are committed by
+        then; ``lead`` follows how many steps the last save took to commit. A save still in
+        flight at the deadline is waited for."""
+        every = self.every_steps
+        due = (every and step >= self.committed_step + every - self._lead) or (
             self.interval_s is not None and time.monotonic() - self._last_save_t >= self.interval_s)
         busy = self._pending is not None and not self._pending[0].done()
         notice, due, busy = self._agree(self.notice.is_set(), bool(due), busy)
         if self._pending is not None and not busy:
-            self._commit_pending()
+            self._commit_pending(at_step=step)
         if notice:
             self._wait_pending()
             if self.last_saved_step != step:
@@ -234,11 +241,16 @@ class Guard:
                      f"{self.notice_to_commit_s:.2f} s after it; exiting {self.exit_code}")
             self.close()
             raise SystemExit(self.exit_code)
-        if due and step != self.last_saved_step:
-            self._wait_pending()
+        started = bool(due) and self._pending is None and step != self.last_saved_step
+        if started:
             self.save(step, blocking=not self.async_save)
-            return True
-        return False
+        if every and step + 1 - self.committed_step > every:        # the deadline
+            if self._pending is not None:
+                self._wait_pending(at_step=step)
+            if step + 1 - self.committed_step > every:
+                self.save(step, blocking=True)
+                started = True
+        return started
 
     # -- save and commit -----------------------------------------------------------------
     def _writer(self, rel: str):
@@ -269,22 +281,28 @@ class Guard:
         if blocking:
             dcp.save(sd, storage_writer=self._writer(rel))
             self._commit(step)
-        else:
+        else:                       # one save in flight at most: step() commits it first
             fut = dcp.async_save(sd, storage_writer=self._writer(rel), process_group=self._ckpt_pg)
             self._pending = (fut, step)
         self.last_saved_step = step
         self._last_save_t = time.monotonic()
 
-    def _commit_pending(self) -> None:
+    def _commit_pending(self, at_step: int | None = None, waited: bool = False) -> None:
+        """Commit the save in flight; ``at_step``: the loop's step now, to adapt ``lead`` (the
+        steps an async save needs to commit: one more when it had to be waited for, at most
+        one fewer each time it was early). Every input is the same on every rank."""
         fut, step = self._pending
         self._pending = None
         fut.result()
         self._commit(step)
+        if at_step is not None and self.every_steps:
+            took = at_step - step + (1 if waited else 0)
+            self._lead = max(1, min(self.every_steps - 1, max(took, self._lead - 1)))
 
-    def _wait_pending(self) -> None:
+    def _wait_pending(self, at_step: int | None = None) -> None:
         if self._pending is not None:
             self._pending[0].result()
-            self._commit_pending()
+            self._commit_pending(at_step, waited=True)
 
     def _commit(self, step: int) -> None:
         """Every rank's files are written (barrier); rank 0 writes the manifest last."""
@@ -298,6 +316,7 @@ class Guard:
                 if old < step and (old not in self._recent(step)):
                     self.store.remove(old)
         self._barrier()
+        self.committed_step = max(self.committed_step, step)
 
     def _recent(self, step: int) -> set[int]:
         done = [s for s in self.store.steps() if s <= step and self.store.complete(s)]
@@ -351,7 +370,7 @@ class Guard:
         for k, v in self.per_rank.items():
             if k in ex["per_rank"]:
                 v.load_state_dict(ex["per_rank"][k])
-        self.last_saved_step = step
+        self.last_saved_step = self.committed_step = step
         self._last_save_t = time.monotonic()
         self.log(f"resumed from {self.store.url(rel)}")
         return step

@@ -56,11 +56,23 @@ def test_sbatch_has_requeue_signal_and_parses(files):
     assert args.nnodes == "8:8" and args.rdzv_backend == "c10d"
 
 
+# JSON field names of PyTorchJobSpec and ElasticPolicy: kubeflow/trainer (formerly
+# training-operator) pkg/apis/kubeflow.org/v1/pytorch_types.go at 7858371b4^ (the last commit
+# with the v1 API). nProcPerNode in ElasticPolicy: "Deprecated ... use .spec.nprocPerNode".
+PYTORCHJOB_SPEC = {"runPolicy", "elasticPolicy", "pytorchReplicaSpecs", "nprocPerNode"}
+ELASTIC_POLICY = {"minReplicas", "maxReplicas", "rdzvBackend", "rdzvPort", "rdzvHost", "rdzvId",
+                  "rdzvConf", "standalone", "nProcPerNode", "maxRestarts", "metrics"}
+
+
 def test_pytorchjob_elastic_policy(files):
     doc = yaml.safe_load((files / "pytorchjob_elastic.yaml").read_text())
+    assert (doc["apiVersion"], doc["kind"]) == ("kubeflow.org/v1", "PyTorchJob")
+    assert set(doc["spec"]) <= PYTORCHJOB_SPEC
     pol = doc["spec"]["elasticPolicy"]
+    assert set(pol) <= ELASTIC_POLICY and "nProcPerNode" not in pol       # deprecated field
     assert (pol["minReplicas"], pol["maxReplicas"], pol["maxRestarts"]) == (2, 8, 5)
     assert pol["rdzvBackend"] == "c10d"
+    assert doc["spec"]["nprocPerNode"] == "8"                             # *string in the type
     workers = doc["spec"]["pytorchReplicaSpecs"]
     assert set(workers) == {"Worker"} and workers["Worker"]["replicas"] == 8
     assert workers["Worker"]["template"]["spec"]["containers"][0]["name"] == "pytorch"

@@ -32,6 +32,7 @@ def test_kill_during_async_save_ignores_the_partial_checkpoint(ref, tmp_path):
     if r["hit_save"]:                                     # the kill landed while files were written
         assert r["incomplete"] and r["resumed_from"] < max(r["incomplete"])
     assert r["resumed_from"] == (max(r["complete"]) if r["complete"] else 0)
+    assert 0 <= r["lost_steps"] <= EVERY                 # async saves too: at most one interval
 
 
 @pytest.mark.parametrize("kind", ["metadata", "sigterm"])

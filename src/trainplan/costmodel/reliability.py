@@ -10,7 +10,10 @@
   with d the checkpoint write time and M the mean time between interruptions.
 * Expected overhead per unit of useful work (first-order model behind Young/Daly): checkpoint
   writes d / tau, plus per interruption the lost half interval tau / 2 and the restart R,
-  at rate 1 / M. Goodput = 1 / (1 + overhead).
+  at rate 1 / M. Goodput = 1 / (1 + overhead) (``goodput``: shown for comparison).
+* The goodput trainplan reports (plan, estimate, search, resilience): ``best_goodput``, the
+  complete model (``goodput_exact``, Daly 2006 sec. 4 extended with notices) at its best
+  interval.
 All functions broadcast over numpy arrays.
 """
 
@@ -68,6 +71,13 @@ def restart_with_retries_hours(restart_hours, rate_per_hour):
     return np.where(small, r, np.expm1(lam_safe * r) / lam_safe)
 
 
+def restart_hours(restart_minutes, load_s):
+    """A restart: detect, reschedule and start the processes (``restart_minutes``, the
+    cluster's assumption), then load the checkpoint (``load_s``, from its size and the storage
+    bandwidth). Both ``plan`` and ``trainplan resilience`` add them this way."""
+    return (np.asarray(restart_minutes, dtype=float) * 60.0 + np.asarray(load_s, dtype=float)) / 3600.0
+
+
 def goodput_exact(write_hours, interval_hours, restart_hours, failure_rate_per_hour,
                   preempt_rate_per_hour=0.0, preempt_restart_hours=None):
     """Expected useful time / wall time of a long job under exponential interruptions.
@@ -106,3 +116,55 @@ def goodput_exact(write_hours, interval_hours, restart_hours, failure_rate_per_h
         + p * (d * (1 - e_t) + e_t * (d - (1 - e_d) / lam_s))
     g = np.where(none, tau / np.where(s > 0, s, 1.0), work / time)
     return g
+
+
+def best_goodput(write_hours, restart_hours, failure_rate_per_hour, preempt_rate_per_hour=0.0,
+                 preempt_restart_hours=None):
+    """(goodput, interval): ``goodput_exact`` at the checkpoint interval that maximises it.
+
+    The one goodput model of trainplan: ``plan``/``estimate``/``search`` totals
+    (``costmodel.totals.run_totals``) and ``trainplan resilience`` (per purchase option) call
+    it. Without notices the optimum is near Daly 2006's interval; with notices only failures
+    lose work, so it moves beyond Daly's. Found by golden-section search on log(interval)
+    between 0.1 x the write time and 10 x max(Daly, MTBF) (the goodput is unimodal there), on
+    the distinct input rows only (a search's candidates share few). No interruptions: goodput
+    1, interval inf. Broadcasts over arrays."""
+    ins = [np.asarray(x, dtype=float) for x in (
+        write_hours, restart_hours, failure_rate_per_hour, preempt_rate_per_hour,
+        restart_hours if preempt_restart_hours is None else preempt_restart_hours)]
+    shape = np.broadcast_shapes(*(x.shape for x in ins))
+    key = np.zeros(int(np.prod(shape)), dtype=np.int64)
+    for x in ins:                      # distinct rows: one integer key from per-column codes
+        vals, code = np.unique(np.broadcast_to(x, shape).ravel(), return_inverse=True)
+        if key.size and int(key.max()) + 1 > (2**62) // len(vals):     # keep the key in int64
+            key = np.unique(key, return_inverse=True)[1].ravel()
+        key = key * len(vals) + code.ravel()
+    _, first, inv = np.unique(key, return_index=True, return_inverse=True)
+    d, r, lf, lp, rp = (np.broadcast_to(x, shape).ravel()[first] for x in ins)
+    lam = lf + lp
+    none = lam <= 0
+    m = 1.0 / np.where(none, 1.0, lam)
+    mf = 1.0 / np.maximum(lf, 1e-12)
+    daly = daly_interval_hours(d, np.minimum(mf, 1e6))
+    lo = np.log(np.maximum(d, 1e-4) * 0.1)
+    hi = np.log(np.maximum(daly, m) * 10.0)
+
+    def g(x):
+        return goodput_exact(d, np.exp(x), r, lf, lp, rp)
+
+    k = (np.sqrt(5.0) - 1.0) / 2.0
+    a, b = lo, hi
+    x1, x2 = b - k * (b - a), a + k * (b - a)
+    g1, g2 = g(x1), g(x2)
+    for _ in range(60):
+        left = g1 >= g2                       # the maximum lies in [a, x2]
+        a, b = np.where(left, a, x1), np.where(left, x2, b)
+        x1n = np.where(left, b - k * (b - a), x2)
+        x2n = np.where(left, x1, a + k * (b - a))
+        x1, x2 = x1n, x2n
+        g1, g2 = g(x1), g(x2)
+    tau = np.exp((a + b) / 2.0)
+    good = np.where(none, 1.0, g(np.log(tau)))
+    tau = np.where(none, np.inf, tau)
+    inv = np.asarray(inv).ravel()
+    return good[inv].reshape(shape), tau[inv].reshape(shape)

@@ -1,5 +1,5 @@
 """Run totals from the step time: steps, wall-clock, GPU-hours, cost, energy, and the goodput
-lost to failures and checkpoints (``trainplan.costmodel.reliability``).
+lost to failures and checkpoints (``trainplan.costmodel.reliability.best_goodput``).
 
 Plain bookkeeping, written once and broadcast over arrays (the search) or floats (estimate).
 Energy: GPU board power only, TDP x an average-draw share x the datacenter PUE -- an explicit
@@ -23,7 +23,10 @@ def run_totals(total_tokens, batch_tokens, step_s, gpus, price=None, energy=None
     restart_minutes, spot_mtbf_hours, failure_rate) from ``Cluster`` (see
     ``trainplan.estimate.reliability_inputs``), or None for a run without interruptions.
     Checkpoint write time: the model states written in parallel by all nodes at
-    ``storage_GBps_per_node``, capped by the file system's ``storage_GBps_max``.
+    ``storage_GBps_per_node``, capped by the file system's ``storage_GBps_max``; loading them
+    back takes as long and is part of the restart. Goodput: ``reliability.best_goodput``, the
+    model ``trainplan resilience`` uses, with every interruption unannounced (a spot
+    pre-emption whose notice saves the work is modelled there, per provider).
     """
     steps = total_tokens / batch_tokens
     ideal = steps * step_s
@@ -32,7 +35,9 @@ def run_totals(total_tokens, batch_tokens, step_s, gpus, price=None, energy=None
         bw = np.minimum(f["nodes"] * f["storage_GBps_per_node"], f["storage_GBps_max"]) * 1e9
         write_h = f["checkpoint_bytes"] / bw / 3600.0
         m = rel.mtbf_hours(gpus, f["failure_rate"], f["spot_mtbf_hours"])
-        g, tau = rel.goodput(write_h, m, f["restart_minutes"] / 60.0)
+        restart_h = rel.restart_hours(f["restart_minutes"], write_h * 3600.0)
+        with np.errstate(divide="ignore"):
+            g, tau = rel.best_goodput(write_h, restart_h, 1.0 / m)
     else:
         write_h, m, g, tau = 0.0, np.inf, 1.0, np.inf
     secs = ideal / g

@@ -10,8 +10,16 @@ checkpointing signal handler, a Kubeflow PyTorchJob with an elastic policy.
   srun (which passes it to the tasks; trainplan.guard saves on it) and requeues the job with
   ``scontrol requeue`` once the step has exited.
 * Kubeflow Training Operator v1 PyTorchJob: ``elasticPolicy`` {rdzvBackend, minReplicas,
-  maxReplicas, maxRestarts, nProcPerNode} with Worker replicas only (formats.md, from
-  ``pkg/apis/kubeflow.org/v1/pytorch_types.go``).
+  maxReplicas, maxRestarts} and ``nprocPerNode`` (a string; ``elasticPolicy.nProcPerNode`` is
+  deprecated since v1.7, the webhook warns) with Worker replicas only (formats.md, from
+  ``pkg/apis/kubeflow.org/v1/pytorch_types.go`` before kubeflow/trainer commit 7858371).
+* No Kubeflow Trainer v2 TrainJob variant: Trainer v2 has no elastic training. kubeflow/trainer
+  commit abf42d5 (2026-02-24, PR #3235, "Remove ElasticPolicy API") removed
+  ``mlPolicy.torch.elasticPolicy`` from the (Cluster)TrainingRuntime types; ``TrainJob``'s
+  ``spec.trainer.numNodes`` is one fixed count (``trainjob_types.go``: "TODO ... support
+  dynamic num of nodes ... --nnodes=1:4 ?") and the torch plugin sets ``PET_NNODES`` to it
+  (``pkg/runtime/framework/plugins/torch/torch.go``: "TODO: Add support for PyTorch elastic
+  when JobSet supports Elastic Jobs"). The fixed-size TrainJob is ``export.launch``'s.
 Shell text is quoted with ``shlex.quote`` (``export.shell_join``), YAML written by
 ``yaml.safe_dump``.
 """
@@ -117,7 +125,9 @@ def _slurm_name(name: str) -> str:
 
 def pytorchjob_elastic_manifest(spec: LaunchSpec, min_nodes: int, max_nodes: int,
                                 max_restarts: int = 3) -> dict:
-    """Kubeflow PyTorchJob (kubeflow.org/v1) with an elasticPolicy; Worker replicas only."""
+    """Kubeflow PyTorchJob (kubeflow.org/v1) with an elasticPolicy; Worker replicas only.
+    The operator passes the policy to torchrun as PET_NNODES=min:max, PET_RDZV_BACKEND and
+    PET_MAX_RESTARTS."""
     _check(spec, min_nodes, max_nodes, max_restarts)
     container = {"name": "pytorch", "image": spec.image,
                  "command": _k8s_args(["torchrun", *spec.program()]), "env": _k8s_env(spec),
@@ -126,8 +136,8 @@ def pytorchjob_elastic_manifest(spec: LaunchSpec, min_nodes: int, max_nodes: int
     return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
             "metadata": {"name": _k8s_name(spec.job_name)},
             "spec": {"elasticPolicy": {"rdzvBackend": "c10d", "minReplicas": min_nodes,
-                                       "maxReplicas": max_nodes, "maxRestarts": max_restarts,
-                                       "nProcPerNode": spec.procs_per_node},
+                                       "maxReplicas": max_nodes, "maxRestarts": max_restarts},
+                     "nprocPerNode": str(spec.procs_per_node),
                      "pytorchReplicaSpecs": {"Worker": {
                          "replicas": max_nodes, "restartPolicy": "OnFailure",
                          "template": {"spec": {

@@ -129,18 +129,6 @@ class OptionResult:
     saves_on_notice: bool
 
 
-def best_interval(write_h, restart_h, lam_f, lam_p, restart_p_h):
-    """Checkpoint interval maximising ``goodput_exact`` (a log grid around Daly's optimum;
-    with notices only failures lose work, so the optimum moves beyond Daly's)."""
-    m = 1.0 / max(lam_f + lam_p, 1e-12)
-    mf = 1.0 / max(lam_f, 1e-12)
-    daly = float(rel.daly_interval_hours(write_h, min(mf, 1e6)))
-    lo, hi = max(write_h, 1e-4) * 0.1, max(daly, m) * 10
-    grid = np.geomspace(lo, hi, 400)
-    g = rel.goodput_exact(write_h, grid, restart_h, lam_f, lam_p, restart_p_h)
-    return float(grid[int(np.argmax(g))]), daly
-
-
 def evaluate_option(opt: Option, work_h: float, gpus: int, failure_per_gpu_hour: float,
                     ck: Checkpoint, restart_h: float, step_s: float = 0.0) -> OptionResult:
     """Goodput, wall hours and cost of ``work_h`` useful hours bought as ``opt``.
@@ -153,8 +141,8 @@ def evaluate_option(opt: Option, work_h: float, gpus: int, failure_per_gpu_hour:
     lam_f = gpus * failure_per_gpu_hour + (0.0 if saves else opt.preempt_per_hour)
     lam_p = opt.preempt_per_hour if saves else 0.0
     rp = restart_h + opt.extra_restart_h
-    tau, daly = best_interval(write_h, restart_h, lam_f, lam_p, rp)
-    g = float(rel.goodput_exact(write_h, tau, restart_h, lam_f, lam_p, rp))
+    g, tau = (float(x) for x in rel.best_goodput(write_h, restart_h, lam_f, lam_p, rp))
+    daly = float(rel.daly_interval_hours(write_h, min(1.0 / max(lam_f, 1e-12), 1e6)))
     m_all = 1.0 / (lam_f + lam_p) if lam_f + lam_p > 0 else math.inf
     g1, _ = rel.goodput(write_h, m_all, restart_h, daly)
     wall = work_h / g

@@ -165,7 +165,8 @@ class Cluster(Spec):
     storage_GBps_max: float = Field(2000.0, gt=0, description="aggregate checkpoint bandwidth of "
                                     "the file system (Llama 3 paper sec. 3.3.1: Tectonic sustains "
                                     "2 TB/s, peaks at 7 TB/s)")
-    restart_minutes: float = Field(10.0, ge=0, description="time to detect, restart and reload")
+    restart_minutes: float = Field(10.0, ge=0, description="time to detect, reschedule and start "
+                                   "the processes (the checkpoint load time is added)")
 
     @model_validator(mode="after")
     def _check(self) -> "Cluster":

@@ -1,0 +1,60 @@
+"""trainplan.guard's bound on lost work: after every ``Guard.step`` the newest committed
+checkpoint on disk is recent enough that a kill during the next step loses at most
+``every_steps`` steps, with blocking saves and with async saves that take several steps to
+write (one process, a real torch.distributed.checkpoint save slowed down)."""
+
+import pytest
+import torch
+import torch.distributed.checkpoint as dcp
+
+from trainplan.guard import Guard, TrainState, _Store
+
+EVERY, STEPS = 5, 23
+
+
+class SlowSave:
+    """A real dcp.async_save future that reports done only ``steps`` loop steps after it started
+    (``clock``: the loop's step counter); waiting on it (``result``) finishes it."""
+
+    def __init__(self, inner, clock: list[int], steps: int):
+        self.inner, self.clock, self.start, self.steps = inner, clock, clock[0], steps
+
+    def done(self) -> bool:
+        return self.inner.done() and self.clock[0] - self.start >= self.steps
+
+    def result(self, timeout=None):
+        return self.inner.result(timeout)
+
+
+@pytest.mark.parametrize("mode,steps_per_save", [("async", 0), ("async", 3), ("async", 9),
+                                                  ("blocking", 0)])
+def test_a_kill_loses_at_most_one_interval(tmp_path, monkeypatch, mode, steps_per_save):
+    clock = [0]
+    real = dcp.async_save
+    monkeypatch.setattr(dcp, "async_save",
+                        lambda *a, **k: SlowSave(real(*a, **k), clock, steps_per_save))
+    torch.manual_seed(0)
+    model = torch.nn.Linear(8, 8)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    guard = Guard(str(tmp_path), every_steps=EVERY, async_save=mode == "async", signals=(),
+                  log=lambda msg: None)
+    store = _Store(str(tmp_path), None)
+    assert guard.resume(TrainState(model, opt)) == 0
+    in_flight = []
+    for step in range(STEPS):
+        clock[0] = step
+        model(torch.randn(4, 8)).sum().backward()
+        opt.step()
+        opt.zero_grad()
+        guard.step(step + 1)
+        newest = next((s for s in store.steps() if store.complete(s)), 0)
+        # a SIGKILL during the next step finds `step + 2` steps done and resumes from `newest`
+        assert (step + 2) - newest <= EVERY, (mode, step + 1, newest)
+        in_flight.append(guard._pending is not None)
+    guard.close()
+    assert any(in_flight) == (mode == "async")     # async saves overlap training steps
+    final = next(s for s in store.steps() if store.complete(s))
+    model2 = torch.nn.Linear(8, 8)
+    g2 = Guard(str(tmp_path), every_steps=EVERY, signals=(), log=lambda msg: None)
+    assert g2.resume(TrainState(model2, torch.optim.SGD(model2.parameters(), lr=0.1))) == final
+    g2.close()
