@@ -12,8 +12,8 @@ default config of that family), build the transformers model on the meta device 
   uses for model FLOPs is shown beside it (share of the kernel's work).
 
 trainplan-format GPT presets are compared through a GPT-2 config of the same shapes.
-Vision-language presets go to ``trainplan.catalog.reference.vlm_counts`` when it exists (the VLM
-work registers it); until then each is listed as not yet supported.
+Vision-language presets are compared in a second section (``catalog_exactness_vision.py``:
+every part's parameters, and the tower and projector FLOPs); the total counts both sections.
 
 Run: python benchmarks/catalog_exactness.py [--seq 64] [--filter SUBSTRING]
 """
@@ -21,7 +21,9 @@ Run: python benchmarks/catalog_exactness.py [--seq 64] [--filter SUBSTRING]
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
 from trainplan.catalog import reference as ref
 from trainplan.catalog.hf import TEXT_TYPES
@@ -34,6 +36,13 @@ def _row(label: str, mt: str, c) -> str:
     return (f"{label:24s} {mt:12s} {c.params:>17,} {c.params_ref:>17,} {c.active:>16,} "
             f"{c.active_ref:>16,} {c.matmul_diff:>+8.3%} {c.attention_diff:>+8.3%} "
             f"{share:>6.1%} {'PASS' if c.passed else 'FAIL'}")
+
+
+def _vision_section() -> tuple[int, int]:
+    """The vision-language rows, from the sibling script (run with its own path on sys.path)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import catalog_exactness_vision
+    return catalog_exactness_vision.run()
 
 
 def main() -> int:
@@ -52,15 +61,8 @@ def main() -> int:
     for key, rec in rows:
         model = get_model(key)
         if model.vision:
-            hook = getattr(ref, "vlm_counts", None)
-            if hook is None:
-                print(f"{key:24s} {'(VLM)':12s} not yet supported: reference.vlm_counts is not "
-                      "defined")
-                skipped += 1
-                continue
-            c = hook(rec, seq=a.seq)
-            mt = "vlm"
-        elif rec.get("format", "hf") == "hf":
+            continue   # the vision-language section below
+        if rec.get("format", "hf") == "hf":
             c = ref.compare_config(rec["config"], key, seq=a.seq)
             mt = str(rec["config"].get("model_type"))
         else:
@@ -88,6 +90,12 @@ def main() -> int:
         passed += c.passed
         failed += not c.passed
     print("-" * len(head))
+    print(f"text: {passed + failed} compared, {passed} PASS, {failed} FAIL, {skipped} not compared")
+    if not a.filter:
+        print()
+        vis_n, vis_bad = _vision_section()
+        passed += vis_n - vis_bad
+        failed += vis_bad
     print(f"total: {passed + failed} compared, {passed} PASS, {failed} FAIL, {skipped} not "
           f"compared; seq {a.seq}; {time.perf_counter() - t0:.1f} s")
     return 1 if failed else 0
