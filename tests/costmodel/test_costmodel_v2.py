@@ -146,7 +146,7 @@ def test_framework_rules_refuse_layouts_it_cannot_run(framework, strategy, field
 
 
 def test_search_keeps_only_layouts_the_framework_runs():
-    from trainplan.search import plan
+    from trainplan.services.plan import plan
     r = plan("llama-3-70b", gpu="h100", gpus=64, seq_len=4096, global_batch=512, tokens=1e11,
              framework="deepspeed", top=20)
     for e in r.top:

@@ -11,7 +11,7 @@ from trainplan.catalog.accelerators import list_accelerators
 from trainplan.catalog.frameworks import list_frameworks
 from trainplan.cli import app
 from trainplan.conventions import bytes_per_param_table
-from trainplan.tables import print_rows
+from trainplan.report.tables import print_rows
 
 RUNS = Path(__file__).parents[2] / "src" / "trainplan" / "examples" / "pilot_runs.csv"
 

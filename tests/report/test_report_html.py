@@ -139,8 +139,8 @@ def test_plan_report_renders_in_chromium(tmp_path, console_detector_works):
 
 def test_estimate_report_renders_and_escapes_user_text(tmp_path, console_detector_works):
     """The estimate report, with a model name that would inject markup if it were not escaped."""
-    from trainplan.estimate import build_estimate
-    from trainplan.jobfile import build_inputs, start
+    from trainplan.costmodel.estimate import build_estimate
+    from trainplan.services.jobfile import build_inputs, start
     from trainplan.report.content import estimate_report
     from trainplan.report.output import write_report
     from trainplan.spec.validate import complete_strategy

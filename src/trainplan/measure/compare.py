@@ -100,7 +100,7 @@ def estimate_for(model: Model, cfg: StepConfig, implementation: str = "pytorch",
     Estimate (framework ``implementation``, one GPU of a type with room for the largest
     measured case). ``fused`` and ``forloop`` AdamW both map to ``adamw_impl="fused"``: neither
     allocates the moment-sized ``foreach`` temporary."""
-    from trainplan.estimate import estimate
+    from trainplan.services.estimate import estimate
     rc = {"full": "full", "layers": "layers"}.get(cfg.recompute, "none")
     return estimate(model, gpu=gpu, gpus=1,
                     job={"seq_len": cfg.seq_len, "global_batch": cfg.micro_batch,

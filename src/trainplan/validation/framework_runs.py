@@ -138,7 +138,7 @@ def convention_tflops(rec, model, job, step_s: float) -> float:
 
 def predict(rec: dict[str, Any]) -> dict[str, Any]:
     """Reproduce one record: the estimate, and reported vs predicted in the record's metric."""
-    from trainplan.estimate import build_estimate
+    from trainplan.costmodel.estimate import build_estimate
     model, job, cluster, st = build(rec)
     est = build_estimate(model, job, cluster, st)
     rep = reported(rec)

@@ -38,7 +38,7 @@ def predict_run(run: dict[str, Any], efficiency: dict[str, Any] | None = None) -
     """Predict one published run; ``efficiency`` overrides profile fields (for sweeps)."""
     from trainplan.catalog import get_model
     from trainplan.catalog.accelerators import get_accelerator
-    from trainplan.estimate import build_estimate
+    from trainplan.costmodel.estimate import build_estimate
     from trainplan.spec.cluster import Cluster
     from trainplan.spec.job import Job
     from trainplan.spec.strategy import Strategy
