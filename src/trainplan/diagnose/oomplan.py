@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainplan.diagnose.oom import Measured
+from trainplan.spec.base import evolve
 
 COMPONENTS = ("weights", "gradients", "optimizer", "activations", "transient", "overhead")
 # profiler memory-timeline categories -> trainplan components
@@ -62,7 +63,7 @@ def predict(cfg: Config, strategy: dict[str, Any] | None = None, gpus: int | Non
     kw = dict(seq_len=cfg.seq_len, global_batch=cfg.global_batch,
               implementation=cfg.implementation, strategy=st, **cfg.job)
     if cfg.capacity_gib:
-        acc = get_accelerator(cfg.gpu).model_copy(update={"hbm_gib": cfg.capacity_gib})
+        acc = evolve(get_accelerator(cfg.gpu), hbm_gib=cfg.capacity_gib)
         return trainplan.estimate(cfg.model, cluster=trainplan.Cluster(accelerator=acc, gpus=n), **kw)
     return trainplan.estimate(cfg.model, gpu=cfg.gpu, gpus=n, **kw)
 

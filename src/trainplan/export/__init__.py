@@ -15,42 +15,46 @@ from __future__ import annotations
 
 import math
 import shlex
-from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
+
+from pydantic import model_validator
 
 from trainplan.errors import InputError
+from trainplan.spec.base import evolve
 from trainplan.spec.cluster import Cluster
 from trainplan.spec.job import Job
 from trainplan.spec.model import Model
+from trainplan.spec.specs import Specs
 from trainplan.spec.strategy import Strategy
 from trainplan.spec.validate import complete_strategy
 
 FORMATS: tuple[str, ...] = ("deepspeed", "megatron", "torchtitan", "torchrun", "slurm", "k8s")
 
 
-@dataclass(frozen=True)
-class LaunchSpec:
-    """What the launch files describe: the specs of the chosen layout and the program to run."""
+class LaunchSpec(Specs):
+    """What the launch files describe: the specs of the chosen layout (:class:`Specs`) and the
+    program to run. The strategy is completed on construction: dp derived and the framework's
+    rules applied (recompute resolved to what the framework offers)."""
 
-    model: Model
-    job: Job
-    cluster: Cluster
-    strategy: Strategy
     script: str = "train.py"
     script_args: tuple[str, ...] = ()
     python_module: bool = False            # run ``python -m script`` (torchtitan.train)
     job_name: str = "trainplan"
     image: str = "nvcr.io/nvidia/pytorch:25.01-py3"
     master_port: int = 29500
-    notes: tuple[str, ...] = field(default=())
+    notes: tuple[str, ...] = ()
     wall_clock_hours: float | None = None   # predicted, with failures and checkpoints
 
-    def __post_init__(self) -> None:
-        # the files describe a complete layout: dp derived and the framework's rules checked
-        # (recompute resolved to what the framework offers)
-        from trainplan.spec.validate import complete_strategy
-        object.__setattr__(self, "strategy",
-                           complete_strategy(self.model, self.job, self.cluster, self.strategy))
+    @model_validator(mode="before")
+    @classmethod
+    def _complete(cls, data: Any) -> Any:
+        if isinstance(data, dict) and all(isinstance(data.get(k), t) for k, t in
+                                          (("model", Model), ("job", Job), ("cluster", Cluster),
+                                           ("strategy", Strategy))):
+            data = {**data, "strategy": complete_strategy(data["model"], data["job"],
+                                                          data["cluster"], data["strategy"])}
+        return data
 
     @property
     def gpus(self) -> int:
@@ -113,13 +117,13 @@ def with_program(spec: LaunchSpec, formats: list[str]) -> LaunchSpec:
     """Point the generic launchers at Megatron's or torchtitan's entry point when emitted too."""
     if "megatron" in formats:
         from trainplan.export.megatron import megatron_args
-        return replace(spec, script="pretrain_gpt.py", script_args=tuple(megatron_args(spec)),
+        return evolve(spec, script="pretrain_gpt.py", script_args=tuple(megatron_args(spec)),
                        python_module=False)
     if "torchtitan" in formats:
-        return replace(spec, script="torchtitan.train", python_module=True,
+        return evolve(spec, script="torchtitan.train", python_module=True,
                        script_args=("--job.config_file", "torchtitan.toml"))
     if "deepspeed" in formats:            # the script reads the emitted DeepSpeed config
-        return replace(spec, script_args=(*spec.script_args, "--deepspeed",
+        return evolve(spec, script_args=(*spec.script_args, "--deepspeed",
                                           "--deepspeed_config", "ds_config.json"))
     return spec
 

@@ -336,8 +336,8 @@ def audit(claims: Claims) -> list[Finding]:
     if c.total_flops and params and c.samples:
         img = None
         if model is not None and model.vision:
-            from types import SimpleNamespace
-            sizes = SimpleNamespace(image_size=c.image_size, image_resolutions=None)
+            from trainplan.spec.job import Job
+            sizes = Job(image_size=c.image_size)       # the claimed image side, else the tower's
             img = c.images_per_sample * mean_llm_tokens_per_image(model, sizes)
         out.append(check_flops_samples(c.total_flops, params, c.samples, c.epochs, tps, img))
         tps = tps or c.total_flops / six_nd(params, c.samples * c.epochs)

@@ -27,7 +27,12 @@ def loader_bench(req: LoaderBenchRequest, on_progress: Any = None) -> dict[str, 
     the loader workers per GPU and the stall share with 1, 2, 4 and 8 workers."""
     import tempfile
 
-    from trainplan.data.loader import bench_images, make_test_images, stall_share, workers_needed
+    from trainplan.data.loader import (
+        bench_images,
+        make_test_images,
+        stall_share,
+        workers_needed,
+    )
     from trainplan.errors import InputError
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -57,7 +57,13 @@ def plan_of(job_file, model, gpu, gpus, seq_len, global_batch, sets) -> Any:
 
 def calibrate_runs(runs_csv: Path, framework: str, boot: int, out: Optional[Path]) -> dict[str, Any]:
     """Fit the step-time factors on the measured runs of a CSV (written to ``out`` if given)."""
-    from trainplan.diagnose.calibrate import Run, calibrate, features, read_runs_csv, write
+    from trainplan.diagnose.calibrate import (
+        Run,
+        calibrate,
+        features,
+        read_runs_csv,
+        write,
+    )
     from trainplan.diagnose.oomplan import predict
     from trainplan.errors import InputError
     runs, bases, gpu_ids = [], set(), set()

@@ -10,10 +10,10 @@ def purchase_options(job_file, gpu, gpus, provider, interruptions, od, rs, sp, f
          spot_wait_minutes, runs, seed, emit=(None, None, 3, False)) -> dict:
     from importlib import resources
 
-    from trainplan.errors import InputError
     from trainplan.costmodel.estimate import build_estimate
-    from trainplan.services.jobfile import build_inputs, merge, start
+    from trainplan.errors import InputError
     from trainplan.resilience import economics as ec
+    from trainplan.services.jobfile import build_inputs, merge, start
     from trainplan.spec.validate import complete_strategy
 
     if job_file is None:
@@ -79,7 +79,7 @@ def emit_elastic(inp, st, ck, work_h, out_dir, min_nodes, max_restarts, force):
     from trainplan.export import LaunchSpec, check_spec
     from trainplan.export.elastic import render_elastic
     from trainplan.export.write import write_files
-    spec = LaunchSpec(inp.model, inp.job, inp.cluster, st,
+    spec = LaunchSpec(model=inp.model, job=inp.job, cluster=inp.cluster, strategy=st,
                       script_args=("--checkpoint-dir", "$CHECKPOINT_DIR"))
     check_spec(spec)
     files = render_elastic(spec, min_nodes or max(1, spec.nodes // 2), spec.nodes, max_restarts,

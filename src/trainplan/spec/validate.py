@@ -8,6 +8,7 @@ an :class:`InputError` naming the field, the value and what would be valid.
 from __future__ import annotations
 
 from trainplan.errors import InputError
+from trainplan.spec.base import evolve
 from trainplan.spec.cluster import Cluster
 from trainplan.spec.job import Job
 from trainplan.spec.model import Model
@@ -45,8 +46,7 @@ def complete_strategy(model: Model, job: Job, cluster: Cluster, st: Strategy) ->
                          f"gpus / (tp*pp*cp) = {cluster.gpus} / {mp} = {cluster.gpus // mp}")
     fw = get_framework(job.framework)
     if st.recompute is None:
-        st = st.model_copy(update={"recompute": "selective" if "selective" in fw.recompute
-                                   else "none"})
+        st = evolve(st, recompute="selective" if "selective" in fw.recompute else "none")
     L = Layout.of(st, dp)
     ctx = context(model, job, cluster.gpus, fw)._replace(uneven=st.uneven_stages)
     rule = first_broken(L, ctx)
@@ -59,4 +59,4 @@ def complete_strategy(model: Model, job: Job, cluster: Cluster, st: Strategy) ->
                     f"no micro-batch works: make the global batch a multiple of dp={dp}")
         raise InputError(rule.field, _value(rule.field, st, job, dp), rule.valid(L, ctx),
                          hint=hint)
-    return st.model_copy(update={"dp": dp})
+    return evolve(st, dp=dp)

@@ -12,6 +12,7 @@ from importlib import resources
 from typing import Any
 
 from trainplan.costmodel import flops as fl
+from trainplan.spec.base import evolve
 
 
 def load_runs() -> list[dict[str, Any]]:
@@ -48,7 +49,7 @@ def predict_run(run: dict[str, Any], efficiency: dict[str, Any] | None = None) -
     model = get_model(t["preset"])
     acc = get_accelerator(t["gpu"])
     if efficiency:
-        acc = acc.model_copy(update={"efficiency": acc.efficiency.model_copy(update=efficiency)})
+        acc = evolve(acc, efficiency=evolve(acc.efficiency, **efficiency))
     cluster = Cluster(accelerator=acc, gpus=t["gpus"])
     job = Job(**t["job"])
     st = complete_strategy(model, job, cluster, Strategy(**t["strategy"]))

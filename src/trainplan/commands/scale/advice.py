@@ -7,8 +7,8 @@ from typing import Any, Optional
 
 import typer
 
-from trainplan.commands.scale.budget_options import with_budget
 from trainplan.cli import cmdoptions as o
+from trainplan.commands.scale.budget_options import with_budget
 from trainplan.report.echo import print_json
 from trainplan.report.fmt import num
 from trainplan.report.scale import print_advice

@@ -8,9 +8,9 @@ from typing import Any, List, Optional
 
 import typer
 
-from trainplan.errors import InputError, require_positive
-from trainplan.commands.scale.budget_options import with_budget
 from trainplan.cli import cmdoptions as o
+from trainplan.commands.scale.budget_options import with_budget
+from trainplan.errors import InputError, require_positive
 from trainplan.report.echo import console, print_json
 from trainplan.report.scale_fit import print_allocation_tables
 from trainplan.services.scale import chosen_laws, common_isoflop_grid, resolve_budget

@@ -10,6 +10,7 @@ from typing import Any, Optional
 
 import typer
 
+
 def _budget_option(flag: str, help: str, *aliases: str) -> Any:
     return typer.Option(None, flag, *aliases, help=help, rich_help_panel="Budget")
 

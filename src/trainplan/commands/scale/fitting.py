@@ -8,10 +8,10 @@ from typing import Optional
 
 import typer
 
-from trainplan.errors import InputError, require_positive
-from trainplan.report.progress import progress
 from trainplan.cli import cmdoptions as o
+from trainplan.errors import InputError, require_positive
 from trainplan.report.echo import print_json
+from trainplan.report.progress import progress
 from trainplan.report.scale_fit import print_fit
 
 

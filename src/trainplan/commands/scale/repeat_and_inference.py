@@ -9,9 +9,9 @@ from typing import Any, Optional
 
 import typer
 
-from trainplan.errors import require_positive
-from trainplan.commands.scale.budget_options import with_budget
 from trainplan.cli import cmdoptions as o
+from trainplan.commands.scale.budget_options import with_budget
+from trainplan.errors import require_positive
 from trainplan.report.echo import console, print_json
 from trainplan.report.fmt import num
 from trainplan.report.scale import print_budget, print_inference, print_repeated
