@@ -3,12 +3,11 @@ defects of issue #9, each with a check that can fail."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from trainplan import estimate
 from trainplan.catalog import get_model
-from trainplan.catalog.frameworks import get_framework, list_frameworks
+from trainplan.spec.framework import get_framework, list_frameworks
 from trainplan.costmodel import ops
 from trainplan.costmodel.params import stack_params
 from trainplan.errors import InputError

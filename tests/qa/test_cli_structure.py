@@ -31,7 +31,7 @@ def test_one_error_handler():
 
 
 def test_every_registered_command_is_mounted():
-    from trainplan.commands import COMMANDS
+    from trainplan.cli import COMMANDS
 
     r = CliRunner().invoke(app, ["--help"], env={"COLUMNS": "200"})
     assert r.exit_code == 0, r.output

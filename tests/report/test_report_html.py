@@ -143,7 +143,7 @@ def test_estimate_report_renders_and_escapes_user_text(tmp_path, console_detecto
     from trainplan.services.jobfile import build_inputs, start
     from trainplan.report.content import estimate_report
     from trainplan.report.output import write_report
-    from trainplan.spec.validate import complete_strategy
+    from trainplan.costmodel.validate import complete_strategy
 
     inp = build_inputs(start(None, None, use_example=True))
     st = complete_strategy(inp.model, inp.job, inp.cluster, inp.strategy)

@@ -1,7 +1,6 @@
 """`trainplan scale`: tables, --json, the fit round trip, and exit status 2 on bad input."""
 
 import json
-import math
 from pathlib import Path
 
 import pytest

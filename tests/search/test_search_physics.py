@@ -13,13 +13,12 @@ from trainplan.conventions import GiB
 from trainplan.errors import InputError
 from trainplan.costmodel.estimate import build_estimate
 from trainplan.services.estimate import estimate
-from trainplan.search import (RECOMPUTE_NAMES, SearchSpace, enumerate_candidates, plan_specs,
-                              run_sweep)
+from trainplan.search import (RECOMPUTE_NAMES, SearchSpace, enumerate_candidates, run_sweep)
 from trainplan.services.plan import plan
 from trainplan.spec.cluster import Cluster
 from trainplan.spec.job import Job
 from trainplan.spec.strategy import Strategy
-from trainplan.spec.validate import complete_strategy
+from trainplan.costmodel.validate import complete_strategy
 
 SCENARIOS = [
     # model, gpu, counts, job, space

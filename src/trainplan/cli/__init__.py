@@ -1,7 +1,7 @@
 """The ``trainplan`` command line: the typer app, ``--version`` and :func:`main`.
 
-The commands live one per module in :mod:`trainplan.commands` (listed in
-:data:`trainplan.commands.COMMANDS`); errors are mapped to exit statuses in one place,
+The commands live one per module in :mod:`trainplan.commands` (listed in :data:`COMMANDS`);
+errors are mapped to exit statuses in one place,
 :mod:`trainplan.cli.base_command`. Importing this module loads typer and the command modules
 only: numpy, rich tables, torch and the cost model load inside the commands.
 """
@@ -15,7 +15,27 @@ import typer
 
 from trainplan import __version__
 from trainplan.cli.base_command import BoundaryGroup
-from trainplan.commands import COMMANDS
+
+#: The commands in the order ``trainplan --help`` lists them: (name, module, attribute, kind) with
+#: kind "command" (a function) or "group" (a typer app of sub-commands). The modules live in
+#: :mod:`trainplan.commands` and use this package's options; they are imported by name here.
+COMMANDS: tuple[tuple[str, str, str, str], ...] = (
+    ("estimate", "trainplan.commands.estimate", "estimate_command", "command"),
+    ("plan", "trainplan.commands.plan", "plan_command", "command"),
+    ("scale", "trainplan.commands.scale", "scale_app", "group"),
+    ("data", "trainplan.commands.data", "data_app", "group"),
+    ("audit", "trainplan.commands.audit", "audit_command", "command"),
+    ("resilience", "trainplan.commands.resilience", "resilience_command", "command"),
+    ("schedule", "trainplan.commands.schedule", "schedule_command", "command"),
+    ("measure", "trainplan.commands.measure", "measure_app", "group"),
+    ("diagnose", "trainplan.commands.diagnose", "diagnose_app", "group"),
+    ("calibrate", "trainplan.commands.calibrate", "calibrate_command", "command"),
+    ("models", "trainplan.commands.models", "models_command", "command"),
+    ("gpus", "trainplan.commands.gpus", "gpus_command", "command"),
+    ("frameworks", "trainplan.commands.frameworks", "frameworks_command", "command"),
+    ("conventions", "trainplan.commands.conventions", "conventions_command", "command"),
+    ("schema", "trainplan.commands.schema", "schema_command", "command"),
+)
 
 app = typer.Typer(
     name="trainplan", cls=BoundaryGroup, no_args_is_help=False, add_completion=True,

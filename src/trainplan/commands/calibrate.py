@@ -18,6 +18,6 @@ def calibrate_command(
     """Fit the planner's step-time factors (robust loss, bootstrap intervals) on your own
     measured steps and report in-sample and leave-one-out error."""
     from trainplan.report.diagnose import render_calibration
-    from trainplan.services.diagnose import calibrate_runs
+    from trainplan.diagnose.jobs import calibrate_runs
 
     render_calibration(calibrate_runs(runs_csv, framework, boot, out), out)

@@ -28,9 +28,9 @@ def oom(
     """Measured memory vs the plan by component; the cause, the phase, the changes that fit."""
     from trainplan.diagnose.oom import read_artifact
     from trainplan.diagnose.oomplan import diagnose, measured_only
-    from trainplan.services.diagnose import job_config
+    from trainplan.diagnose.jobs import job_config
     meas = read_artifact(artifact)
-    cfg = job_config(job_file, model, gpu, gpus, seq_len, global_batch, sets)
+    cfg = job_config(job_file, model, gpu, gpus, seq_len, global_batch, sets or [])
     r = diagnose(meas, cfg) if cfg is not None else measured_only(meas)
     if as_json:
         print_json(r, indent=1)

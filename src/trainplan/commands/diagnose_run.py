@@ -9,7 +9,7 @@ import typer
 
 from trainplan.cli import cmdoptions as o
 from trainplan.report.echo import print_json
-from trainplan.services.diagnose import plan_of
+from trainplan.diagnose.jobs import plan_of
 
 
 def trace(

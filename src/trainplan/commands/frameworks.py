@@ -7,7 +7,7 @@ from trainplan.cli import cmdoptions as o
 
 def frameworks_command(as_json: bool = o.JSON) -> None:
     """Training-framework profiles: what each runs and how (data: catalog/data/frameworks.json)."""
-    from trainplan.catalog.frameworks import list_frameworks
+    from trainplan.spec.framework import list_frameworks
     from trainplan.report.catalog import render_frameworks
     from trainplan.report.echo import print_json
 

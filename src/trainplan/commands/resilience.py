@@ -41,7 +41,7 @@ def resilience_command(
 ) -> None:
     """Is spot worth it for this run? Checkpoint size and time, Daly interval, goodput,
     expected wall-clock and cost per purchase option, and the break-even spot discount."""
-    from trainplan.services.resilience import purchase_options
+    from trainplan.resilience.options import purchase_options
 
     out = purchase_options(job_file, gpu, gpus, provider, interruptions, on_demand_price,
                            reserved_price, spot_price, failures, restart_minutes,

@@ -255,7 +255,7 @@ def _warnings(model, job, cluster, st, r, mem, time) -> list[str]:
         w.append(f"exposed DP communication is {time.dp_comm_s / time.step_s:.0%} of the step")
     if st.tp * st.cp > cluster.node_size:
         w.append(f"tp*cp = {st.tp * st.cp} spans nodes ({cluster.node_size} GPUs per node)")
-    from trainplan.catalog.frameworks import get_framework
+    from trainplan.spec.framework import get_framework
     fw = get_framework(job.framework)
     made_on = fw.calibrated_on.get("gpu")
     if made_on and made_on != cluster.accelerator.id:

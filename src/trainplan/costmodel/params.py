@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trainplan.data.tokens import fixed_resolution_tokens
+from trainplan.costmodel.image_tokens import fixed_resolution_tokens
 from trainplan.spec.model import Model, Projector, Stack
 
 

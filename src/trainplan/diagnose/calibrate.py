@@ -123,7 +123,7 @@ def framework_profile(cal: dict[str, Any], base: str, gpu_id: str) -> dict[str, 
     import re
 
     import trainplan
-    from trainplan.catalog.frameworks import get_framework
+    from trainplan.spec.framework import get_framework
     fw = get_framework(base)
     new_id = re.sub(r"[^a-z0-9_.-]+", "-", f"{fw.id}-{gpu_id}-calibrated".lower())
     return evolve(fw, **{

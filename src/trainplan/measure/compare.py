@@ -29,7 +29,7 @@ COMPONENTS = ("parameters", "gradients", "optimizer_states", "activations", "tra
 def grad_bytes_per_param(precision: str, implementation: str = "pytorch") -> float:
     """Bytes of one gradient element: the profile's (fp32 under torch.amp), else the precision
     table's (``conventions.model_state_bytes``)."""
-    from trainplan.catalog.frameworks import get_framework
+    from trainplan.spec.framework import get_framework
     return get_framework(implementation).grad_bytes_for(
         precision, model_state_bytes(precision, "adamw").grads)
 
@@ -42,7 +42,7 @@ def analytic_peak(model: Model, cfg: StepConfig, implementation: str = "pytorch"
     ``activations`` (kept for backward, incl. autocast weight copies) and ``transient`` (loss
     backward buffers, an attention backward's working set, or AdamW temporaries).
     """
-    from trainplan.catalog.frameworks import get_framework
+    from trainplan.spec.framework import get_framework
     from trainplan.costmodel.activations import hf_profile
     prof = hf_profile(get_framework(implementation), cfg.precision, "foreach")
     # fused AdamW: one kernel, no temporaries (hf_memory.py item 5)

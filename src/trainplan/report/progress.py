@@ -23,11 +23,15 @@ def _wanted() -> bool:
         return False
 
 
+def _nothing(k: float = 1.0) -> None:
+    """``advance`` when no bar is shown."""
+
+
 @contextmanager
 def progress(description: str, total: float | None = None) -> Iterator[Callable[[float], None]]:
     """A function ``advance(k)`` moving a transient stderr progress bar (no-op when not a terminal)."""
     if not _wanted():
-        yield lambda k=1: None
+        yield _nothing
         return
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
@@ -38,7 +42,10 @@ def progress(description: str, total: float | None = None) -> Iterator[Callable[
     columns.append(TimeElapsedColumn())
     with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
         task = bar.add_task(description, total=total)
-        yield lambda k=1: bar.advance(task, k)
+
+        def advance(k: float = 1.0) -> None:
+            bar.advance(task, k)
+        yield advance
 
 
 class DelayedBar:

@@ -19,7 +19,7 @@ def build_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[str]
     from rich import box
     from rich.table import Table
 
-    extra = dict(title_justify="left", pad_edge=False, box=box.SIMPLE_HEAD) if simple else {}
+    extra: dict[str, Any] = dict(title_justify="left", pad_edge=False, box=box.SIMPLE_HEAD) if simple else {}
     t = Table(title=title, **extra)
     for i, col in enumerate(columns):
         t.add_column(col, no_wrap=True, overflow="fold" if i < key_columns else "ellipsis",

@@ -5,7 +5,7 @@ The search has no cost formulas of its own. It
 1. builds every valid combination of the strategy knobs (TP, PP, virtual stages, CP, EP, DP,
    ZeRO stage, micro-batch, recompute, offload) for each GPU count as numpy arrays: the
    Cartesian product of the knob vectors, staged so that the divisibility masks (the rules of
-   :func:`trainplan.spec.validate.complete_strategy`) prune early;
+   :func:`trainplan.costmodel.validate.complete_strategy`) prune early;
 2. evaluates all of them with one call of :func:`trainplan.costmodel.evaluate.evaluate` per
    accelerator (in chunks, for the progress bar), which broadcasts over the arrays;
 3. keeps the layouts that fit in memory with the user's headroom, meet the deadline and the

@@ -253,7 +253,7 @@ def check_memory_activations(model, claims: Claims, tokens_per_sample: float, mi
     job = Job(seq_len=seq, global_batch=claims.global_batch or micro_batch * claims.gpus,
               precision=claims.precision, optimizer=claims.optimizer,
               images_per_sample=claims.images_per_sample if model.vision else 0.0,
-              image_size=claims.image_size, frozen=claims.frozen, implementation="analytic")
+              image_size=claims.image_size, frozen=claims.frozen, framework="analytic")
     cluster = Cluster(accelerator=get_accelerator(claims.gpu), gpus=claims.gpus)
     names = {0: "none", 1: "selective", 2: "full"}
     zs = [claims.zero] if claims.zero is not None else [0, 1, 2, 3]
@@ -312,7 +312,7 @@ def audit(claims: Claims) -> list[Finding]:
     peak = acc.peak(MATMUL_DTYPE[claims.precision])
     model = None
     if claims.model:
-        from trainplan.catalog.vision import resolve_model
+        from trainplan.catalog.vlm import resolve_model
         model = resolve_model(claims.model)
     params = claims.params
     if model is not None:

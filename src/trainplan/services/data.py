@@ -16,7 +16,7 @@ def padding_report(file: Path, column: Optional[str], max_len: Optional[int], ba
 
     mdl = None
     if model:
-        from trainplan.catalog.vision import resolve_model
+        from trainplan.catalog.vlm import resolve_model
         mdl = resolve_model(model)
     data = read_lengths(file, column, mdl)
     return analyze(data.lengths, max_len, batch_size, buckets, seed, data.skipped)

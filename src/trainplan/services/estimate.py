@@ -11,7 +11,7 @@ from trainplan.spec.cluster import Cluster
 from trainplan.spec.job import Job
 from trainplan.spec.model import Model
 from trainplan.spec.strategy import Strategy
-from trainplan.spec.validate import complete_strategy
+from trainplan.costmodel.validate import complete_strategy
 
 
 def estimate(model: str | Model = "llama-3-8b", *, gpu: str = "h100_sxm", gpus: int = 8,

@@ -189,7 +189,7 @@ def framework_profile(path: Any):
     """The framework profile in a ``--profile`` file written by ``trainplan calibrate`` (a JSON
     with a ``frameworks`` list), registered for this process; None for an accelerator
     efficiency profile (``trainplan measure bench``)."""
-    from trainplan.catalog.frameworks import FrameworkProfile, register
+    from trainplan.spec.framework import FrameworkProfile, register
     if not isinstance(path, (str, Path)):
         return None
     try:
@@ -223,7 +223,7 @@ def apply_profile(acc, path: str | Path):
         raise InputError("cluster.profile", str(path), "an existing profile JSON file") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise InputError("cluster.profile", str(path),
-                         f"valid JSON ({getattr(e, 'msg', None) or e.reason})") from None
+                         f"valid JSON ({getattr(e, 'msg', None) or getattr(e, 'reason', e)})") from None
     except OSError as e:
         raise InputError("cluster.profile", str(path), f"a readable file ({e.strerror})") from None
     if isinstance(data, dict):

@@ -27,12 +27,12 @@ def resolve_budget(req: BudgetRequest, alternative: str | None = None) -> Any:
     return flops_from_budget(**req.model_dump())
 
 
-def chosen_laws(names: Optional[List[str]], law_file: Optional[Path]) -> list:
+def chosen_laws(names: Optional[List[str]], law_file: Optional[Path]) -> list[Any]:
     """The laws named with ``--law`` (default: every named law), plus the one in ``--law-file``."""
     from trainplan.scaling.law_file import load_law
     from trainplan.scaling.laws import NAMED_LAWS, get_law
 
-    laws = [get_law(n) for n in names] if names else list(NAMED_LAWS.values())
+    laws: list[Any] = [get_law(n) for n in names] if names else list(NAMED_LAWS.values())
     if law_file is not None:
         laws.append(load_law(law_file))
     return laws

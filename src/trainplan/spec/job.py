@@ -78,7 +78,7 @@ class Job(Spec):
                                  f"({impl!r}), not both")
             data["framework"] = impl
         if isinstance(data.get("framework"), str):
-            from trainplan.catalog.frameworks import get_framework
+            from trainplan.spec.framework import get_framework
             data["framework"] = get_framework(data["framework"]).id
         return data
 
@@ -94,7 +94,8 @@ class Job(Spec):
         divides, or 1024 when neither is given (checked again after validation)."""
         if not isinstance(data, dict):
             return data
-        gb, gbt = data.get("global_batch"), data.get("global_batch_tokens")
+        gb: Any = data.get("global_batch")
+        gbt: Any = data.get("global_batch_tokens")
         if gb is None and gbt is None:
             return {**data, "global_batch": 1024}
         if gb is None:

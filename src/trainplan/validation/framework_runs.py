@@ -66,7 +66,7 @@ def build(rec: dict[str, Any]):
     from trainplan.spec.job import Job
     from trainplan.spec.model import Model, Stack
     from trainplan.spec.strategy import Strategy
-    from trainplan.spec.validate import complete_strategy
+    from trainplan.costmodel.validate import complete_strategy
 
     m = rec["model"]
     if "preset" in m:

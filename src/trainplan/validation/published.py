@@ -43,7 +43,7 @@ def predict_run(run: dict[str, Any], efficiency: dict[str, Any] | None = None) -
     from trainplan.spec.cluster import Cluster
     from trainplan.spec.job import Job
     from trainplan.spec.strategy import Strategy
-    from trainplan.spec.validate import complete_strategy
+    from trainplan.costmodel.validate import complete_strategy
 
     t = run["trainplan"]
     model = get_model(t["preset"])

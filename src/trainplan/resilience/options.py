@@ -4,6 +4,7 @@ elastic launch files."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 
 def purchase_options(job_file, gpu, gpus, provider, interruptions, od, rs, sp, failures, restart_minutes,
@@ -14,7 +15,7 @@ def purchase_options(job_file, gpu, gpus, provider, interruptions, od, rs, sp, f
     from trainplan.errors import InputError
     from trainplan.resilience import economics as ec
     from trainplan.services.jobfile import build_inputs, merge, start
-    from trainplan.spec.validate import complete_strategy
+    from trainplan.costmodel.validate import complete_strategy
 
     if job_file is None:
         job_file = Path(str(resources.files("trainplan.examples").joinpath("vlm_source_case.toml")))
@@ -44,7 +45,7 @@ def purchase_options(job_file, gpu, gpus, provider, interruptions, od, rs, sp, f
            for o in opts]
     rows = []
     for r in res:
-        row = dict(option=r.option.name, usd_per_gpu_hour=r.option.usd_per_gpu_hour,
+        row: dict[str, Any] = dict(option=r.option.name, usd_per_gpu_hour=r.option.usd_per_gpu_hour,
                    price_source=r.option.price_source,
                    preemptions_per_day=r.option.preempt_per_hour * 24, notice_s=r.option.notice_s,
                    saves_on_notice=r.saves_on_notice, interval_h=r.interval_h,

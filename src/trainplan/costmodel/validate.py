@@ -34,7 +34,7 @@ def _value(field: str, st: Strategy, job: Job, dp: int):
 def complete_strategy(model: Model, job: Job, cluster: Cluster, st: Strategy) -> Strategy:
     """Check a strategy against the model, job, cluster and framework; derive dp.
     Raises InputError."""
-    from trainplan.catalog.frameworks import get_framework
+    from trainplan.spec.framework import get_framework
     from trainplan.costmodel.layout import Layout, context, first_broken
 
     mp = st.tp * st.pp * st.cp
