@@ -75,3 +75,20 @@ def test_cli_import_loads_no_heavy_module():
             "'pydantic', 'trainplan.search', 'trainplan.costmodel.estimate') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_model_name_with_markup_is_printed_literally(tmp_path):
+    """A config.json in a folder named with rich markup and an emoji code: the table header
+    shows the name as written."""
+    import json
+
+    name = "[bold]tiny:smile:"
+    folder = tmp_path / name
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({
+        "model_type": "llama", "hidden_size": 256, "intermediate_size": 512,
+        "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 1000}), encoding="utf-8")
+    r = CliRunner().invoke(app, ["estimate", "--model", str(folder / "config.json"), "--gpus", "1"],
+                           env={"COLUMNS": "200"})
+    assert r.exit_code == 0, r.output
+    assert name in r.output

@@ -10,13 +10,15 @@ from trainplan.report.fmt import num
 
 
 def render_estimate(e: Estimate, console: Console | None = None) -> None:
-    c = console or Console()
+    from rich.markup import escape
+
+    from trainplan.report.echo import console as _console
+    c = console or _console()
     fit = "[green]fits[/green]" if e.memory.fits else "[bold red]DOES NOT FIT[/bold red]"
-    c.print(f"[bold]{e.model}[/bold] on {e.gpus} x {e.gpu}   layout [cyan]{e.layout}[/cyan]   {fit}")
+    c.print(f"[bold]{escape(e.model)}[/bold] on {e.gpus} x {e.gpu}   layout [cyan]{e.layout}[/cyan]   {fit}")
     c.print(f"params {num(e.params_total)} (active {num(e.params_active)}), "
             f"global batch {e.global_batch} seq = {num(e.tokens_per_step)} tokens, "
             f"micro-batch {e.micro_batch}, grad. accumulation {e.grad_accum}, {e.zero_name}")
-    from rich.markup import escape
     for a in e.assumptions:
         c.print(f"[dim]assumes: {escape(a)}[/dim]", highlight=False)
 
@@ -71,6 +73,6 @@ def render_estimate(e: Estimate, console: Console | None = None) -> None:
         rt.add_row("energy", f"{tot.energy_mwh:,.1f} MWh")
     c.print(rt)
     if tot.steps and tot.cost_usd is not None:
-        c.print(f"[dim]price: {tot.price_source}; energy: {tot.energy_assumption}[/dim]")
+        c.print(f"price: {tot.price_source}; energy: {tot.energy_assumption}", style="dim", markup=False)
     for w in e.warnings:
-        c.print(f"[yellow]warning:[/yellow] {w}")
+        c.print(f"[yellow]warning:[/yellow] {escape(w)}")

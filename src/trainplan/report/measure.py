@@ -12,7 +12,8 @@ from trainplan.report.fmt import num
 def render_memory(name: str, got: dict[str, float], pred: dict[str, Any], meas: Any) -> None:
     from rich.table import Table
     unit, uname = (GiB, "GiB") if got["total"] >= GiB else (GiB / 1024, "MiB")
-    t = Table(title=f"{name}: one training step, peak live tensor memory ({uname})")
+    from rich.markup import escape
+    t = Table(title=f"{escape(name)}: one training step, peak live tensor memory ({uname})")
     t.add_column("component")
     t.add_column("measured", justify="right")
     t.add_column("analytic (pytorch)", justify="right")

@@ -16,15 +16,17 @@ _RIGHT = ("#", "n", "GiB (free)", "step s", "tok/s", "MFU", "days", "GPU-h", "co
 
 
 def render(result, paths: list[Path]) -> None:
-    from rich.console import Console
 
     from trainplan.report.fmt import num
     from trainplan.report.tables import print_rows
 
-    c = Console()
+    from rich.markup import escape
+
+    from trainplan.report.echo import console
+    c = console()
     w = result.winner
     cons = {k: v for k, v in result.constraints.items() if v}
-    c.print(f"[bold]{result.model}[/bold]: plan by [cyan]{result.objective}[/cyan] on "
+    c.print(f"[bold]{escape(result.model)}[/bold]: plan by [cyan]{result.objective}[/cyan] on "
             f"{', '.join(result.gpu_ids)} x {_counts(result.gpu_counts)} GPUs"
             + (f"  constraints {cons}" if cons else ""), highlight=False)
     many_gpus = len(result.gpu_ids) > 1
@@ -41,10 +43,9 @@ def render(result, paths: list[Path]) -> None:
     c.print(f"[bold]Winner[/bold] [cyan]{w.layout}[/cyan] on {w.gpus}x {w.gpu} ({w.zero_name}); "
             f"[bold]binds:[/bold] {result.binding}", highlight=False)
     for line in result.explanation:
-        c.print(f"  - {line}", highlight=False)
+        c.print(f"  - {line}", markup=False)
     if result.runner_up:
-        c.print(f"  - {result.runner_up}", highlight=False)
-    from rich.markup import escape
+        c.print(f"  - {result.runner_up}", markup=False)
     for a in w.assumptions:
         c.print(f"  [dim]assumes: {escape(a)}[/dim]", highlight=False)
     for wtext in w.warnings:
@@ -63,4 +64,4 @@ def render(result, paths: list[Path]) -> None:
             f"({result.candidates_fit:,} fit, {result.candidates_feasible:,} feasible) in "
             f"{result.seconds:.2f} s, {result.candidates_per_s:,.0f} layouts/s[/dim]", highlight=False)
     for path in paths:
-        c.print(f"wrote {path}", highlight=False)
+        c.print(f"wrote {path}", markup=False)
