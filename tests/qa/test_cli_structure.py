@@ -92,3 +92,13 @@ def test_model_name_with_markup_is_printed_literally(tmp_path):
                            env={"COLUMNS": "200"})
     assert r.exit_code == 0, r.output
     assert name in r.output
+
+
+def test_a_command_that_fails_to_import_is_not_dropped(monkeypatch):
+    import pytest
+
+    import trainplan.cli as cli
+
+    monkeypatch.setattr(cli, "COMMANDS", (("broken", "trainplan.commands.no_such_module", "x", "command"),))
+    with pytest.raises(ImportError):
+        cli._register()
