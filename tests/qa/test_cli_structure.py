@@ -102,3 +102,15 @@ def test_a_command_that_fails_to_import_is_not_dropped(monkeypatch):
     monkeypatch.setattr(cli, "COMMANDS", (("broken", "trainplan.commands.no_such_module", "x", "command"),))
     with pytest.raises(ImportError):
         cli._register()
+
+
+def test_plan_space_is_bounded():
+    import pytest
+
+    import trainplan
+    from trainplan.errors import InputError
+
+    with pytest.raises(InputError, match="max_micro_batch"):
+        trainplan.plan("llama-2-7b", gpus=8, space={"max_micro_batch": 10**9})
+    with pytest.raises(InputError, match="space.tp"):
+        trainplan.plan("llama-2-7b", gpus=8, space={"tp": [2**40]})

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Optional, Union
 
-from pydantic import BeforeValidator, Field, ValidationError
+from pydantic import BeforeValidator, Field, ValidationError, field_validator
 
 from trainplan.errors import InputError, from_validation_error
 from trainplan.spec.base import Spec
@@ -21,6 +21,9 @@ from trainplan.spec.specs import Specs
 MAX_GPUS = 1_000_000
 #: largest image side decoded or generated (as trainplan.data.loader.MAX_SIDE)
 MAX_SIDE = 8192
+#: largest parallel degree the search opens, and most values per knob of a search space
+MAX_DEGREE = 4096
+MAX_VALUES = 64
 _TEXT_OR_LIST = Union[str, list[str]]
 
 
@@ -92,6 +95,27 @@ class PlanRequest(Spec):
     space: Any = None                       # a trainplan.search.SearchSpace (validated there)
     emit: tuple[str, ...] = ()
     out: Optional[str] = None
+
+    @field_validator("space")
+    @classmethod
+    def _bounded_space(cls, space: Any) -> Any:
+        """The search space within bounds: every degree and limit at most MAX_DEGREE, at most
+        MAX_VALUES values per knob (an unbounded space is an input error, not a MemoryError)."""
+        if space is None:
+            return space
+        for name in ("tp", "pp", "cp", "ep", "zero", "recompute", "recompute_fractions",
+                     "sequence_parallel", "flash_attention"):
+            values = getattr(space, name, None) or ()
+            if len(values) > MAX_VALUES:
+                raise ValueError(f"space.{name}: at most {MAX_VALUES} values")
+            big = [v for v in values if isinstance(v, int) and not isinstance(v, bool) and v > MAX_DEGREE]
+            if big:
+                raise ValueError(f"space.{name}: degrees of at most {MAX_DEGREE} (got {big[0]})")
+        for name, limit in (("max_tp", MAX_DEGREE), ("max_vp", 64), ("max_micro_batch", 4096)):
+            v = getattr(space, name, None)
+            if v is not None and v > limit:
+                raise ValueError(f"space.{name}: at most {limit} (got {v})")
+        return space
 
 
 class BudgetRequest(Spec):
