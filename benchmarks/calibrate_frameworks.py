@@ -35,7 +35,7 @@ import numpy as np
 
 warnings.filterwarnings("ignore")
 
-from trainplan.catalog.frameworks import get_framework, using  # noqa: E402
+from trainplan.spec.framework import get_framework, using  # noqa: E402
 from trainplan.validation.framework_runs import load, predict  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1] / "src/trainplan/catalog/data/frameworks.json"

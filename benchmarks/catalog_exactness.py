@@ -2,7 +2,7 @@
 
 For every preset of the catalog and for every supported text ``model_type`` (transformers'
 default config of that family), build the transformers model on the meta device and compare
-(trainplan.catalog.reference):
+(trainplan.measure.reference):
 
 * parameters, total and MoE-active per token: must be equal;
 * weight-matmul FLOPs of one training step (forward + backward, FlopCounterMode on meta tensors,
@@ -25,7 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-from trainplan.catalog import reference as ref
+from trainplan.measure import reference as ref
 from trainplan.catalog.hf import TEXT_TYPES
 from trainplan.catalog.models import _index, get_model
 from trainplan.errors import InputError

@@ -18,12 +18,9 @@ from __future__ import annotations
 import sys
 import time
 
-from trainplan.catalog import reference_vision as R
-from trainplan.catalog.vision import (
-    get_vlm_preset,
-    vision_presets,
-    vision_tower_from_hf,
-)
+from trainplan.measure import reference_vision as R
+from trainplan.catalog.vision import vision_tower_from_hf
+from trainplan.catalog.vlm import get_vlm_preset, vision_presets
 from trainplan.costmodel.params import model_params, stack_params
 from trainplan.costmodel.vision_flops import tower_train_flops_per_image
 

@@ -101,7 +101,7 @@ def run_one(rec: dict[str, Any]) -> dict[str, Any]:
                best=res.winner.layout, best_s=res.winner.time.step_s)
     if i is None:
         out.update(candidate=False)
-        from trainplan.estimate import build_estimate
+        from trainplan.costmodel.estimate import build_estimate
         est = build_estimate(model, job, sw.cluster(0, gpus), pub)
         out.update(pub_s=est.time.step_s, pub_fits=est.memory.fits, pub_mem=est.memory.total_gib)
     else:

@@ -44,7 +44,7 @@ def main() -> int:
     print(f"largest |exact - simulated| / simulated: {worst:.2%} (acceptance: <= 2%)  "
           f"[{time.perf_counter() - t0:.1f} s]")
 
-    from trainplan.resilience.cli import _run
+    from trainplan.resilience.options import purchase_options as _run
     for band in (0.05, 0.20):
         out = _run(None, None, 64, "aws", band, None, None, None, "llama3", None, 10.0,
                    a.runs, a.seed)

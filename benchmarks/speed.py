@@ -19,7 +19,7 @@ def main() -> None:
     est = trainplan.estimate  # noqa: F841 (lazy attribute resolves the module)
     t_import = time.perf_counter() - t0
 
-    from trainplan.estimate import estimate
+    from trainplan.services.estimate import estimate
     kw = dict(gpu="h100", gpus=64, seq_len=8192, global_batch=512, tokens=1e12,
               strategy={"tp": 4, "pp": 2, "zero": 1, "recompute": "selective"})
     estimate("llama-3-70b", **kw)            # warm the catalog caches

@@ -13,8 +13,8 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 _LAZY = {
-    "estimate": ("trainplan.estimate", "estimate"),
-    "Estimate": ("trainplan.estimate", "Estimate"),
+    "estimate": ("trainplan.services.estimate", "estimate"),
+    "Estimate": ("trainplan.costmodel.estimate", "Estimate"),
     "get_model": ("trainplan.catalog", "get_model"),
     "get_accelerator": ("trainplan.catalog.accelerators", "get_accelerator"),
     "Model": ("trainplan.spec.model", "Model"),
@@ -23,7 +23,7 @@ _LAZY = {
     "Cluster": ("trainplan.spec.cluster", "Cluster"),
     "Strategy": ("trainplan.spec.strategy", "Strategy"),
     "InputError": ("trainplan.errors", "InputError"),
-    "plan": ("trainplan.search", "plan"),
+    "plan": ("trainplan.services.plan", "plan"),
 }
 
 
@@ -32,9 +32,7 @@ def __getattr__(name: str):
         import importlib
         mod, attr = _LAZY[name]
         value = getattr(importlib.import_module(mod), attr)
-        # Pin the attribute: importing the submodule trainplan.estimate binds the *module* to
-        # trainplan.estimate, which would shadow the function on the next access.
-        globals()[name] = value
+        globals()[name] = value           # no submodule has a public function's name
         return value
     raise AttributeError(f"module 'trainplan' has no attribute {name!r}")
 

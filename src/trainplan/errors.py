@@ -83,3 +83,8 @@ def require_positive(name: str, value: Any) -> float:
     if not math.isfinite(v) or v <= 0:
         raise InputError(name, value, "a finite number > 0")
     return v
+
+
+class ChecksFailed(TrainplanError):
+    """A check ran and found problems (contradictions, a layout that does not fit): the CLI
+    prints the message and exits with status 1 (bad input is status 2)."""

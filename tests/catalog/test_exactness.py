@@ -3,7 +3,7 @@
 The transformers model is built from the config on the meta device (no memory; the full
 config, every layer) and its parameters counted; one forward and backward on meta tensors under
 ``torch.utils.flop_counter.FlopCounterMode`` (reduced layer count, see
-``trainplan.catalog.reference.traced_layers``) gives the FLOPs (trainplan.catalog.reference).
+``trainplan.measure.reference.traced_layers``) gives the FLOPs (trainplan.measure.reference).
 
 All supported families build on the meta device with transformers 5. Two things are routed
 around, not skipped: routed experts run with ``experts_implementation="batched_mm"`` (the default
@@ -39,13 +39,13 @@ def _check(c):
 
 @pytest.mark.parametrize("preset", TEXT_PRESETS)
 def test_preset_exact(preset):
-    from trainplan.catalog.reference import compare_config
+    from trainplan.measure.reference import compare_config
     _check(compare_config(_index()[preset]["config"], preset, seq=32))
 
 
 @pytest.mark.parametrize("model_type", DEFAULT_TYPES)
 def test_model_type_default_exact(model_type):
-    from trainplan.catalog.reference import compare_config, default_config
+    from trainplan.measure.reference import compare_config, default_config
     _check(compare_config(default_config(model_type), f"default:{model_type}", seq=32))
 
 

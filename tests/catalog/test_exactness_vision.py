@@ -8,7 +8,7 @@ trainplan's (they are in fact equal).
 
 Reduced where the tower must run on the CPU with real index data (Qwen2-VL/2.5-VL window index
 and ``cu_seqlens``, Idefics3 position ids from the patch mask; see
-:mod:`trainplan.catalog.reference_vision`): fewer layers and a small image, the same widths; the
+:mod:`trainplan.measure.reference_vision`): fewer layers and a small image, the same widths; the
 per-layer formulas are what is checked. Towers that run on the meta device run whole, at their
 own resolution.
 
@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import pytest
 
-from trainplan.catalog import reference_vision as R
-from trainplan.catalog.vision import get_vlm_preset, vision_presets
+from trainplan.measure import reference_vision as R
+from trainplan.catalog.vlm import get_vlm_preset, vision_presets
 from trainplan.costmodel.params import model_params
 
 pytestmark = pytest.mark.torch
@@ -125,7 +125,7 @@ def test_llava_onevision_anyres_tokens_match_processor(hw):
 def test_paligemma_import_exact():
     """``paligemma`` (no preset): SigLIP without head + Linear(1152 -> projection_dim) + Gemma,
     tied LM head; reduced depths, real widths (PaliGemma-3B shape)."""
-    from trainplan.catalog.hf import model_from_hf_config
+    from trainplan.catalog.hf_config import model_from_hf_config
     cfg = {"model_type": "paligemma", "projection_dim": 2048,
            "text_config": {"model_type": "gemma", "hidden_size": 2048, "intermediate_size": 16384,
                            "num_hidden_layers": 2, "num_attention_heads": 8,

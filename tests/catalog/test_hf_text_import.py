@@ -9,7 +9,8 @@ import math
 import pytest
 from typer.testing import CliRunner
 
-from trainplan.catalog.hf import TEXT_TYPES, model_from_hf_config
+from trainplan.catalog.hf import TEXT_TYPES
+from trainplan.catalog.hf_config import model_from_hf_config
 from trainplan.catalog.models import _index
 from trainplan.cli import app
 from trainplan.errors import InputError

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from trainplan.errors import InputError
-from trainplan.estimate import estimate
+from trainplan.services.estimate import estimate
 
 
 def test_components_add_up_and_fit_flag():

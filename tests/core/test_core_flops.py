@@ -5,7 +5,7 @@ import pytest
 from trainplan.catalog import get_model
 from trainplan.costmodel import flops as fl
 from trainplan.costmodel.params import model_params
-from trainplan.estimate import estimate
+from trainplan.services.estimate import estimate
 
 
 def test_non_causal_attention_matches_megatron_model_flops():

@@ -7,7 +7,7 @@ import json
 
 from trainplan import estimate
 from trainplan.catalog.accelerators import get_accelerator
-from trainplan.estimate import build_estimate
+from trainplan.costmodel.estimate import build_estimate
 from trainplan.spec.cluster import Cluster
 from trainplan.spec.job import Job
 from trainplan.spec.model import Model

@@ -67,7 +67,7 @@ def test_first_stage_activations_match_megatron_estimator():
     """Megatron-LM megatron/theoretical_memory_usage.py (compute_activation_memory), which
     assumes SP + selective recompute: L * s*b*h*(18 + 4 f/h) / t on the first stage, plus the
     embedding dropout s*b*h*p (and 8*s*b*p bytes of token ids, which trainplan ignores)."""
-    from trainplan.estimate import estimate
+    from trainplan.services.estimate import estimate
     GiB = 2.0**30
     s, b, t, p = 2048, 1, 8, 8
     e = estimate("gpt-175b", gpu="a100_sxm_80gb", gpus=64, seq_len=s, global_batch=64,

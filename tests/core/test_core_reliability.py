@@ -5,7 +5,7 @@ import math
 import pytest
 
 from trainplan.costmodel import reliability as rel
-from trainplan.estimate import estimate
+from trainplan.services.estimate import estimate
 
 
 def test_llama3_failure_rate_and_mtbf():

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from trainplan import estimate
-from trainplan.catalog.frameworks import get_framework, using
+from trainplan.spec.framework import get_framework, using
 
 
 def test_deepspeed_zero1_gradient_sync_is_not_overlapped_by_default():

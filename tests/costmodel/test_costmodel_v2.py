@@ -3,12 +3,11 @@ defects of issue #9, each with a check that can fail."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from trainplan import estimate
 from trainplan.catalog import get_model
-from trainplan.catalog.frameworks import get_framework, list_frameworks
+from trainplan.spec.framework import get_framework, list_frameworks
 from trainplan.costmodel import ops
 from trainplan.costmodel.params import stack_params
 from trainplan.errors import InputError
@@ -146,7 +145,7 @@ def test_framework_rules_refuse_layouts_it_cannot_run(framework, strategy, field
 
 
 def test_search_keeps_only_layouts_the_framework_runs():
-    from trainplan.search import plan
+    from trainplan.services.plan import plan
     r = plan("llama-3-70b", gpu="h100", gpus=64, seq_len=4096, global_batch=512, tokens=1e11,
              framework="deepspeed", top=20)
     for e in r.top:

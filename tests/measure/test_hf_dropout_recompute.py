@@ -145,7 +145,7 @@ def test_new_keywords_default_to_the_old_accounting():
     """evaluate.py calls hf_step_memory without the new keywords: defaults are no dropout, no
     partial recompute and the profile's optimizer temporaries."""
     from trainplan.conventions import model_state_bytes
-    from trainplan.catalog.frameworks import get_framework
+    from trainplan.spec.framework import get_framework
     from trainplan.costmodel.activations import hf_profile
     from trainplan.costmodel.overheads import hf_step_memory
     st = llama().decoder

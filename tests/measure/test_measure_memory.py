@@ -119,7 +119,7 @@ def test_textbook_profile_is_not_what_pytorch_keeps():
 def test_estimate_applies_the_pytorch_profile():
     """``estimate(implementation='pytorch')`` gives the same total as the measured-profile
     physics (costmodel/evaluate.py calls overheads.hf_step_memory for this profile)."""
-    from trainplan.catalog.frameworks import get_framework
+    from trainplan.spec.framework import get_framework
     assert get_framework("pytorch").activations == "hf"
     m = llama()
     cfg = StepConfig(seq_len=128, micro_batch=2, precision="bf16_mixed", attn="sdpa")

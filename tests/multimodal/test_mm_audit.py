@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from trainplan import audit as A
+from trainplan.services import audit as A
 from trainplan.cli import app
-from trainplan.jobfile import example_path
+from trainplan.services.jobfile import example_path
 
 runner = CliRunner()
 
@@ -94,11 +94,11 @@ def test_cli_bad_input_exit_2(tmp_path: Path, text, needle):
 def test_source_case_job_file_estimates():
     # the built-in example is the source's configuration; the estimate fits on 80 GB A100s and
     # its model is the qwen-vl-7b preset
-    import trainplan.catalog.vision as V
+    import trainplan.catalog.vlm as V
     from trainplan.costmodel.params import model_params
-    from trainplan.estimate import build_estimate
-    from trainplan.jobfile import build_inputs, read_file
-    from trainplan.spec.validate import complete_strategy
+    from trainplan.costmodel.estimate import build_estimate
+    from trainplan.services.jobfile import build_inputs, read_file
+    from trainplan.costmodel.validate import complete_strategy
     inp = build_inputs(read_file(example_path("vlm_source_case.toml")))
     assert model_params(inp.model).total == model_params(V.get_vlm_preset("qwen-vl-7b")).total
     assert inp.job.global_batch == 1024 and inp.strategy.micro_batch == 16

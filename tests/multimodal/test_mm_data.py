@@ -100,7 +100,7 @@ def test_readers_agree(tmp_path: Path):
 
 
 def test_annotation_file_uses_model_rules(tmp_path: Path):
-    import trainplan.catalog.vision as V
+    import trainplan.catalog.vlm as V
     # LLaVA-1.5: 576 tokens per image whatever its size; Qwen2-VL: 448x448 -> 256
     p = tmp_path / "ann.jsonl"
     p.write_text('{"text_tokens": 100, "images": [[640, 480]]}\n'

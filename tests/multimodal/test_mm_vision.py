@@ -8,15 +8,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import trainplan.catalog.vision as V  # registers the HF importers
+import trainplan.catalog.vlm as V
 from trainplan.catalog.accelerators import get_accelerator
-from trainplan.catalog.hf import model_from_hf_config
+from trainplan.catalog.hf_config import model_from_hf_config
 from trainplan.costmodel import vision as cv
 from trainplan.costmodel import vision_flops as cvf
 from trainplan.costmodel import vision_tokens as cvt
 from trainplan.costmodel.evaluate import Layout
 from trainplan.costmodel.params import model_params, stack_params
-from trainplan.data.tokens import qwen2vl_smart_resize, qwen2vl_tokens
+from trainplan.costmodel.image_tokens import qwen2vl_smart_resize, qwen2vl_tokens
 from trainplan.errors import InputError
 from trainplan.spec.cluster import Cluster
 from trainplan.spec.job import Job

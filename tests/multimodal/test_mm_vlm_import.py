@@ -16,8 +16,8 @@ import sys
 import numpy as np
 import pytest
 
-from trainplan.catalog.hf import model_from_hf_config
-from trainplan.catalog.vision import get_vlm_preset, vision_presets
+from trainplan.catalog.hf_config import model_from_hf_config
+from trainplan.catalog.vlm import get_vlm_preset, vision_presets
 from trainplan.costmodel import vision_attention as va
 from trainplan.costmodel.flops import attention_core_flops_per_token
 from trainplan.costmodel.vision_flops import tower_forward_flops_per_image
@@ -71,7 +71,7 @@ def test_qwen25vl_estimate_windowed_vs_full():
     # The estimate runs for Qwen2.5-VL-7B on 8 H100 (ZeRO-3) at 1792 px images; the same model
     # with a full-attention ViT needs more step time and, with eager attention (scores kept),
     # more activation memory: 28 layers keep 64 x 64-key scores per window instead of n x n.
-    from trainplan.estimate import estimate
+    from trainplan.services.estimate import estimate
     m = get_vlm_preset("qwen2.5-vl-7b")
     full = m.model_copy(update={"stacks": (m.vision[0].model_copy(
         update={"window": 0, "full_attention_layers": ()}), m.decoder)})

@@ -8,10 +8,10 @@ from typer.testing import CliRunner
 
 from trainplan.catalog import list_models
 from trainplan.catalog.accelerators import list_accelerators
-from trainplan.catalog.frameworks import list_frameworks
+from trainplan.spec.framework import list_frameworks
 from trainplan.cli import app
 from trainplan.conventions import bytes_per_param_table
-from trainplan.tables import print_rows
+from trainplan.report.tables import print_rows
 
 RUNS = Path(__file__).parents[2] / "src" / "trainplan" / "examples" / "pilot_runs.csv"
 

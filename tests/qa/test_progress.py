@@ -6,7 +6,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from trainplan import progress as progress_mod
+from trainplan.report import progress as progress_mod
 from trainplan.cli import app
 
 RUNS = Path(__file__).parents[2] / "src" / "trainplan" / "examples" / "pilot_runs.csv"

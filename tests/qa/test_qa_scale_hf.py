@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from trainplan.cli import app
-from trainplan.jobfile import example_path
+from trainplan.services.jobfile import example_path
 
 runner = CliRunner()
 PILOT = example_path("pilot_runs.csv")

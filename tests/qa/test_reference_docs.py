@@ -24,15 +24,15 @@ def test_generated_reference_is_up_to_date(tmp_path):
 
 
 def test_every_key_documented():
-    from trainplan.audit import Claims
-    from trainplan.commands.plan import _SEARCH_KEYS
+    from trainplan.services.audit import Claims
+    from trainplan.services.requests import SearchOptions
     from trainplan.spec.cluster import Cluster
     from trainplan.spec.job import Job
     from trainplan.spec.model import MoE, Model, Projector, Stack
     from trainplan.spec.strategy import Strategy
 
     gen = _generator()
-    assert set(gen.SEARCH_KEYS) == set(_SEARCH_KEYS)
+    assert set(gen.SEARCH_KEYS) == set(SearchOptions.model_fields)
     pages = gen.render()
     for cls, page in [(Job, "job-file.md"), (Cluster, "job-file.md"), (Strategy, "job-file.md"),
                       (Model, "model.md"), (Stack, "model.md"), (MoE, "model.md"), (Projector, "model.md"),

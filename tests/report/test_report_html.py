@@ -139,11 +139,11 @@ def test_plan_report_renders_in_chromium(tmp_path, console_detector_works):
 
 def test_estimate_report_renders_and_escapes_user_text(tmp_path, console_detector_works):
     """The estimate report, with a model name that would inject markup if it were not escaped."""
-    from trainplan.estimate import build_estimate
-    from trainplan.jobfile import build_inputs, start
+    from trainplan.costmodel.estimate import build_estimate
+    from trainplan.services.jobfile import build_inputs, start
     from trainplan.report.content import estimate_report
     from trainplan.report.output import write_report
-    from trainplan.spec.validate import complete_strategy
+    from trainplan.costmodel.validate import complete_strategy
 
     inp = build_inputs(start(None, None, use_example=True))
     st = complete_strategy(inp.model, inp.job, inp.cluster, inp.strategy)

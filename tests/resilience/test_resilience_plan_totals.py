@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from trainplan.costmodel import reliability as rel
-from trainplan.estimate import estimate
+from trainplan.services.estimate import estimate
 from trainplan.resilience import economics as ec
 
 KW = dict(gpu="h100", gpus=64, seq_len=4096, global_batch=512, tokens=1e11,

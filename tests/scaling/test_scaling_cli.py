@@ -1,24 +1,13 @@
 """`trainplan scale`: tables, --json, the fit round trip, and exit status 2 on bad input."""
 
 import json
-import math
 from pathlib import Path
 
 import pytest
-import typer
 from typer.testing import CliRunner
 
+from trainplan.cli import app
 from trainplan.scaling import EPOCH_2024, flops_from_budget, synthetic_runs
-from trainplan.scaling.cli import scale_app
-
-app = typer.Typer()
-app.add_typer(scale_app, name="scale")
-
-
-@app.callback()
-def _root() -> None:
-    """Test root that mounts scale_app like the main CLI does."""
-
 
 runner = CliRunner()
 EXAMPLE = Path(__file__).resolve().parents[2] / "src" / "trainplan" / "examples" / "pilot_runs.csv"
@@ -240,7 +229,7 @@ def test_scipy_and_matplotlib_stay_lazy():
     import subprocess
     import sys
 
-    code = ("import sys, trainplan.cli, trainplan.scaling.cli, trainplan.scaling.allocate, trainplan.scaling.fit, "
+    code = ("import sys, trainplan.cli, trainplan.commands.scale, trainplan.scaling.allocate, trainplan.scaling.fit, "
             "trainplan.scaling.law_file, trainplan.scaling.plots; print(sorted({m.split('.')[0] for m in sys.modules} & {'scipy', 'matplotlib'}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

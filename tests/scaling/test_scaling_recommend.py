@@ -63,7 +63,7 @@ def test_llama3_8b_size_gives_llama3_8b_shape():
 
 def test_emitted_model_runs_through_plan(tmp_path):
     from trainplan.costmodel.params import model_params
-    from trainplan.jobfile import build_inputs, read_file
+    from trainplan.services.jobfile import build_inputs, read_file
 
     out = tmp_path / "model.toml"
     r = cli("scale", "--days", "20", "--gpus", "64", "--gpu", "h100_sxm", "--emit-model", str(out), "--json")

@@ -11,13 +11,14 @@ from trainplan.catalog import get_model
 from trainplan.catalog.accelerators import get_accelerator
 from trainplan.conventions import GiB
 from trainplan.errors import InputError
-from trainplan.estimate import build_estimate, estimate
-from trainplan.search import (RECOMPUTE_NAMES, SearchSpace, enumerate_candidates, plan,
-                              plan_specs, run_sweep)
+from trainplan.costmodel.estimate import build_estimate
+from trainplan.services.estimate import estimate
+from trainplan.search import (RECOMPUTE_NAMES, SearchSpace, enumerate_candidates, run_sweep)
+from trainplan.services.plan import plan
 from trainplan.spec.cluster import Cluster
 from trainplan.spec.job import Job
 from trainplan.spec.strategy import Strategy
-from trainplan.spec.validate import complete_strategy
+from trainplan.costmodel.validate import complete_strategy
 
 SCENARIOS = [
     # model, gpu, counts, job, space

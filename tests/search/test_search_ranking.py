@@ -3,7 +3,7 @@ and every GPU type kept in a cross-type comparison (issue #11, item 1)."""
 
 from __future__ import annotations
 
-from trainplan.search import plan
+from trainplan.services.plan import plan
 
 
 def _plan(**kw):

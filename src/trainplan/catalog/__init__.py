@@ -1,7 +1,7 @@
 """Catalog: model presets, Hugging Face config import, accelerators and prices (data files)."""
 
 from trainplan.catalog.models import get_model, list_models, preset_ids
-from trainplan.catalog.hf import load_hf_config, model_from_hf_config
+from trainplan.catalog.hf_config import load_hf_config, model_from_hf_config
 from trainplan.catalog.accelerators import (
     aliases_of,
     clear_cache,

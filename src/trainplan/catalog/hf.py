@@ -2,27 +2,20 @@
 
 Supported ``model_type`` values (readers in :mod:`trainplan.catalog.hf_text`): llama, granite,
 mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, deepseek_v2, deepseek_v3, gemma, gemma2,
-gemma3_text, phi3, olmo2, gpt2, gpt_neox; and (through the multimodal importers registered in ``VISION_IMPORTERS``) vision-language
-families. Field names follow each family's ``configuration_*.py`` in transformers; newer
+gemma3_text, phi3, olmo2, gpt2, gpt_neox. Whole config files, vision-language ones included,
+are read by :mod:`trainplan.catalog.hf_config`. Field names follow each family's ``configuration_*.py`` in transformers; newer
 serialisations (``text_config`` nesting, ``rope_parameters``) are read too.
 """
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-from typing import Any, Callable
-
-from pydantic import ValidationError
+from typing import Any
 
 from trainplan.catalog.hf_text import TEXT_READERS, rope_decoder
-from trainplan.errors import InputError, from_validation_error
-from trainplan.spec.model import Model, Stack
+from trainplan.errors import InputError
+from trainplan.spec.model import Stack
 
 TEXT_TYPES = tuple(TEXT_READERS)
-
-# model_type -> function(config dict, name) -> Model; filled by trainplan.catalog.vision
-VISION_IMPORTERS: dict[str, Callable[[dict[str, Any], str], Model]] = {}
 
 
 def decoder_from_hf(cfg: dict[str, Any], name: str = "decoder") -> Stack:
@@ -44,48 +37,3 @@ def decoder_from_hf(cfg: dict[str, Any], name: str = "decoder") -> Stack:
         raise InputError("config.model_type", mt, "a string such as 'llama'")
     reader = TEXT_READERS.get(mt)
     return reader(cfg, mt, name) if reader else rope_decoder(cfg, "llama", name)
-
-
-def model_from_hf_config(cfg: dict[str, Any], name: str | None = None, source: str = "") -> Model:
-    """A :class:`Model` from a parsed config.json dict."""
-    import trainplan.catalog.vision  # noqa: F401  (registers the VLM importers; circular at top)
-    if not isinstance(cfg, dict):
-        raise InputError("config", type(cfg).__name__, "a JSON object (a config.json)")
-    mt = cfg.get("model_type")
-    if mt is not None and not isinstance(mt, str):
-        raise InputError("config.model_type", mt, "a string such as 'llama'")
-    name = name or cfg.get("_name_or_path") or str(mt)
-    try:
-        if mt in VISION_IMPORTERS:
-            return VISION_IMPORTERS[mt](cfg, name)
-        if mt not in TEXT_TYPES:
-            known = sorted(set(TEXT_TYPES) | set(VISION_IMPORTERS))
-            raise InputError("config.model_type", mt, f"one of {', '.join(known)}")
-        return Model(name=name, stacks=(decoder_from_hf(cfg),), source=source)
-    except KeyError as e:
-        raise InputError(f"config.{e.args[0]}", None,
-                         f"a {mt} config.json must have '{e.args[0]}'") from None
-    except ValidationError as e:
-        raise from_validation_error(e, prefix="config.") from None
-    except (TypeError, AttributeError, ZeroDivisionError, OverflowError) as e:  # a key of the wrong JSON type
-        raise InputError("config", name, f"a {mt} config.json whose values have the usual JSON "
-                         f"types (numbers, objects)", hint=str(e)) from None
-
-
-def load_hf_config(path: str | Path) -> Model:
-    """Read a config.json file from disk (a file or a folder holding config.json)."""
-    p = Path(path)
-    if p.is_dir():
-        p = p / "config.json"
-    try:
-        cfg = json.loads(p.read_text(encoding="utf-8"))
-    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
-        raise InputError("model", str(path), "a preset name or a path to a config.json") from None
-    except json.JSONDecodeError as e:
-        raise InputError("model", str(path), f"valid JSON ({e.msg} at line {e.lineno})") from None
-    except UnicodeDecodeError:
-        raise InputError("model", str(path), "a UTF-8 config.json", hint="it looks binary") from None
-    except OSError as e:
-        raise InputError("model", str(path), f"a readable config.json ({e.strerror})") from None
-    return model_from_hf_config(cfg, name=p.parent.name if p.name == "config.json" else p.stem,
-                                source=f"Hugging Face config {p}")

@@ -144,7 +144,7 @@ def _mla(cfg: dict[str, Any]) -> MLA:
 
 
 # model_type -> (qkv bias default, o_proj bias follows attention_bias, tied default, norms, qk_norm)
-_FAMILY: dict[str, tuple[bool | None, bool, bool, int, str]] = {
+_FAMILY: dict[str, tuple[bool, bool, bool, int, str]] = {
     "llama": (False, True, False, 2, "none"),
     "granite": (False, True, False, 2, "none"),
     "mistral": (False, False, False, 2, "none"),

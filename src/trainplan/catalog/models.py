@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from trainplan.catalog.hf import load_hf_config, model_from_hf_config
+from trainplan.catalog.hf_config import load_hf_config, model_from_hf_config
 from trainplan.errors import InputError, from_validation_error
 from trainplan.spec.model import Model
 

@@ -1,12 +1,12 @@
 """Vision-language and vision-tower imports from Hugging Face ``config.json`` files.
 
-Registers importers in :data:`trainplan.catalog.hf.VISION_IMPORTERS` for ``llava`` (llava-hf),
+Importers (:data:`VISION_IMPORTERS`, used by :mod:`trainplan.catalog.hf_config`) for ``llava`` (llava-hf),
 ``llava_llama`` (the original LLaVA repository), ``qwen2_vl``, ``qwen`` (Qwen-VL, remote code;
 text-only Qwen-7B too), and turns CLIP / SigLIP configs (``clip``, ``clip_vision_model``,
 ``siglip``, ``siglip_vision_model``) into vision-tower :class:`~trainplan.spec.model.Stack` s.
 A vision tower alone is not a trainable :class:`~trainplan.spec.model.Model` (a model needs a
 decoder): :func:`vision_tower_from_hf` and :func:`get_vision_tower` return the stack, and
-:func:`compose_vlm` joins a tower, a projector and a decoder.
+:func:`trainplan.catalog.vlm.compose_vlm` joins a tower, a projector and a decoder.
 
 Field names and defaults follow transformers' ``configuration_clip.py`` (CLIPVisionConfig),
 ``configuration_siglip.py``, ``configuration_llava.py``, ``configuration_qwen2_vl.py``
@@ -20,14 +20,13 @@ from __future__ import annotations
 import json
 from functools import lru_cache
 from importlib import resources
-from typing import Any
+from typing import Any, Callable
 
-from pydantic import ValidationError
 
-from trainplan.catalog import hf, vlm_hf
+from trainplan.catalog import vlm_hf
 from trainplan.catalog.hf import decoder_from_hf
 from trainplan.catalog.vision_towers import tower_from_config
-from trainplan.errors import InputError, from_validation_error
+from trainplan.errors import InputError
 from trainplan.spec.model import Model, Projector, Stack
 
 # transformers LlamaConfig defaults (the llava-hf text_config omits them)
@@ -179,33 +178,21 @@ def _tower_as_model(cfg: dict[str, Any], name: str) -> Model:
                           "contains it (llava-1.5-7b)")
 
 
-def register() -> None:
-    """Put the importers into ``trainplan.catalog.hf.VISION_IMPORTERS`` (idempotent)."""
-    hf.VISION_IMPORTERS.update({
-        "llava": llava_from_hf,
-        "llava_llama": llava_llama_from_hf,
-        "qwen2_vl": qwen2_vl_from_hf,
-        "qwen": qwen_from_hf,
-        **vlm_hf.IMPORTERS,
-        **{t: _tower_as_model for t in VISION_TOWER_TYPES},
-    })
-
-
-register()
-
-
-# ------------------------------------------------------------------------------ presets
+#: model_type -> importer(config dict, name) -> Model, for :func:`trainplan.catalog.hf_config.model_from_hf_config`
+VISION_IMPORTERS: dict[str, Callable[[dict[str, Any], str], Model]] = {
+    "llava": llava_from_hf,
+    "llava_llama": llava_llama_from_hf,
+    "qwen2_vl": qwen2_vl_from_hf,
+    "qwen": qwen_from_hf,
+    **vlm_hf.IMPORTERS,
+    **{t: _tower_as_model for t in VISION_TOWER_TYPES},
+}
 
 
 @lru_cache(maxsize=1)
 def _vision_data() -> dict[str, Any]:
     return json.loads(resources.files("trainplan.catalog").joinpath(
         "data/vision_models.json").read_text())
-
-
-def vision_presets() -> list[dict[str, Any]]:
-    """VLM preset records (same shape as ``data/models.json``'s ``presets``)."""
-    return list(_vision_data()["presets"])
 
 
 def vision_tower_records() -> list[dict[str, Any]]:
@@ -220,48 +207,3 @@ def get_vision_tower(name: str) -> Stack:
             return vision_tower_from_hf(r["config"], "vision")
     raise InputError("vision tower", name, "one of " + ", ".join(
         r["id"] for r in vision_tower_records()))
-
-
-def get_vlm_preset(name: str) -> Model:
-    """A VLM preset from ``data/vision_models.json`` (until catalog.models reads that file)."""
-    key = str(name).strip().lower()
-    for r in vision_presets():
-        if r["id"].lower() == key:
-            if r.get("format", "hf") == "hf":
-                return hf.model_from_hf_config(r["config"], name=r["name"], source=r.get("source", ""))
-            try:
-                return Model(name=r["name"], stacks=tuple(r["stacks"]),
-                             projectors=tuple(r.get("projectors", ())), source=r.get("source", ""))
-            except ValidationError as e:
-                raise from_validation_error(e, prefix=f"preset {r['id']}.") from None
-    raise InputError("model", name, "one of " + ", ".join(r["id"] for r in vision_presets()))
-
-
-def resolve_model(name: str | Model) -> Model:
-    """A Model from a VLM preset id, else whatever ``trainplan.catalog.get_model`` accepts."""
-    if isinstance(name, Model):
-        return name
-    try:
-        return get_vlm_preset(name)
-    except InputError:
-        from trainplan.catalog import get_model
-        return get_model(name)
-
-
-def compose_vlm(tower: Stack | str, decoder: Model | str, projector: str = "mlp2",
-                name: str | None = None, queries: int = 256) -> Model:
-    """Join a vision tower, a projector (linear, mlp2, resampler, merge_mlp) and a decoder."""
-    vis = get_vision_tower(tower) if isinstance(tower, str) else tower
-    dec_model = resolve_model(decoder) if isinstance(decoder, str) else decoder
-    dec = dec_model.decoder
-    if projector == "resampler":    # Qwen-VL's attn_pool: 256 queries, width/128 heads (visual.py)
-        p = Projector(kind="resampler", in_dim=vis.hidden, out_dim=dec.hidden, queries=queries,
-                      heads=max(dec.hidden // 128, 1))
-    elif projector == "merge_mlp":  # Qwen2-VL's PatchMerger: 2x2 (spatial_merge_size = 2)
-        p = Projector(kind="merge_mlp", in_dim=vis.hidden, out_dim=dec.hidden, merge=2)
-    elif projector in ("linear", "mlp2"):
-        p = _mlp_projector(projector, vis.hidden, dec.hidden)
-    else:
-        raise InputError("projector", projector, "linear, mlp2, resampler or merge_mlp")
-    return Model(name=name or f"{dec_model.name} + {vis.name}", stacks=(vis, dec), projectors=(p,),
-                 source="composed")

@@ -7,6 +7,7 @@ OverflowError from arithmetic further down.
 
 from __future__ import annotations
 
+import builtins
 import math
 from typing import Any
 
@@ -67,7 +68,8 @@ class Fields:
             raise InputError(self.prefix + key, v, f"a number in ({lo:g}, {hi:g}]")
         return float(v)
 
-    def ints(self, key: str, default: tuple[int, ...] = (), below: int = MAX_SIZE) -> tuple[int, ...]:
+    def ints(self, key: str, default: tuple[builtins.int, ...] = (),
+             below: builtins.int = MAX_SIZE) -> tuple[builtins.int, ...]:
         """A list of whole numbers in [0, below) (layer indexes)."""
         v = self.d.get(key, default)
         if not isinstance(v, (list, tuple)) or not all(

@@ -2,15 +2,9 @@
 
 from __future__ import annotations
 
-import json as _json
 from pathlib import Path
 
 import typer
-
-from trainplan.errors import TrainplanError
-
-MARK = {"contradiction": "[bold red]CONTRADICTION[/bold red]", "warning": "[yellow]WARNING[/yellow]",
-        "ok": "[green]ok[/green]", "info": "[cyan]info[/cyan]"}
 
 
 def audit_command(
@@ -23,26 +17,16 @@ def audit_command(
 
     Exit status: 0 when nothing contradicts, 1 when something does, 2 for bad input.
     """
-    from rich.console import Console
+    from trainplan.errors import ChecksFailed
+    from trainplan.services.audit import audit, findings_as_dicts, load_claims
 
-    from trainplan.audit import audit, findings_as_dicts, load_claims
-    try:
-        findings = audit(load_claims(claims_file))
-    except TrainplanError as e:       # InputError, MissingExtraError
-        from rich.markup import escape
-        Console(stderr=True, soft_wrap=True).print(f"[bold red]error:[/bold red] {escape(str(e))}",
-                                                   highlight=False)
-        raise typer.Exit(2)
+    findings = audit(load_claims(claims_file))
     n_bad = sum(f.verdict == "contradiction" for f in findings)
     if json:
-        typer.echo(_json.dumps({"contradictions": n_bad, "findings": findings_as_dicts(findings)},
-                               indent=2))
+        from trainplan.report.echo import print_json
+        print_json({"contradictions": n_bad, "findings": findings_as_dicts(findings)})
     else:
-        c = Console(highlight=False, soft_wrap=True)
-        for f in findings:
-            c.print(f"{MARK[f.verdict]}  [bold]{f.check}[/bold]: {f.summary}")
-            for line in f.arithmetic:
-                c.print(f"    {line}", markup=False)
-        c.print(f"\n{n_bad} contradiction{'s' if n_bad != 1 else ''} in {claims_file.name}"
-                if n_bad else f"\nno contradictions in {claims_file.name}")
-    raise typer.Exit(1 if n_bad else 0)
+        from trainplan.report.audit import render_findings
+        render_findings(findings, claims_file.name, n_bad)
+    if n_bad:
+        raise ChecksFailed(f"{n_bad} contradiction{'s' if n_bad != 1 else ''} in {claims_file.name}")

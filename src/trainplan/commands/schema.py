@@ -34,16 +34,18 @@ def job_file_schema() -> dict[str, Any]:
     job = Job.model_json_schema()
     job["properties"]["implementation"] = {"type": "string", "description": "the v0.1 name of "
                                            "framework (accepted as an alias)"}
+    from trainplan.services.requests import SearchOptions
+
+    search = SearchOptions.model_json_schema()
+    search["description"] = "plan's search options (docs/reference/job-file.md); flags override them"
     sections = {"model": model_section, "job": job, "cluster": cluster,
                 "strategy": Strategy.model_json_schema()}
     defs: dict[str, Any] = dict(model.get("$defs", {}))
-    for sec in sections.values():          # pydantic refers to '#/$defs/...' from the root
+    for sec in (*sections.values(), search):  # pydantic refers to '#/$defs/...' from the root
         defs.update(sec.pop("$defs", {}))
     return {"$schema": "https://json-schema.org/draft/2020-12/schema",
             "title": "trainplan job file", "type": "object",
-            "properties": {**sections,
-                           "search": {"type": "object", "description": "plan's search options "
-                                      "(docs/reference/job-file.md)"}},
+            "properties": {**sections, "search": search},
             "$defs": defs, "additionalProperties": False}
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from trainplan.catalog.frameworks import FUSION_GROUPS
+from trainplan.spec.framework import FUSION_GROUPS
 from trainplan.conventions import ACTIVATION_BYTES, MATMUL_DTYPE
 from trainplan.costmodel import flops as fl
 from trainplan.costmodel import ops as opinv

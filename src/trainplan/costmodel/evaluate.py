@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from trainplan.catalog.frameworks import get_framework
+from trainplan.spec.framework import get_framework
 from trainplan.conventions import ACTIVATION_BYTES, GiB, MATMUL_DTYPE, model_state_bytes
 from trainplan.costmodel import activations as ac
 from trainplan.costmodel import comm, compute, pipeline

@@ -58,7 +58,7 @@ class Op:
 
     name: str
     kind: str                  # "gemm" | "attention" | "elementwise"
-    group: str = ""            # fusion group of an elementwise op (catalog.frameworks)
+    group: str = ""            # fusion group of an elementwise op (spec.framework)
     flops: float = 0.0         # forward matmul FLOPs per token (before TP)
     gemms: float = 0.0         # how many GEMMs make up ``flops`` (the saturation curve)
     weights: float = 0.0       # parameters

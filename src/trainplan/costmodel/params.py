@@ -18,7 +18,6 @@ from trainplan.costmodel.vision_params import (
     pool_head_params,
     projector_params_vision,
 )
-from trainplan.data.tokens import fixed_resolution_tokens
 from trainplan.spec.model import Model, Projector, Stack
 
 

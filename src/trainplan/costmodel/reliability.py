@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-LLAMA3_FAILURES_PER_GPU_HOUR = 419.0 / (54 * 24 * 16384)
+from trainplan.spec.cluster import LLAMA3_FAILURES_PER_GPU_HOUR  # noqa: F401  (re-exported)
 
 
 def mtbf_hours(gpus, failure_rate_per_gpu_hour=LLAMA3_FAILURES_PER_GPU_HOUR,

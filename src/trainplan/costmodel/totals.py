@@ -21,7 +21,7 @@ def run_totals(total_tokens, batch_tokens, step_s, gpus, price=None, energy=None
     ``energy``: dict(tdp_w, power_share, pue), or None for no energy figure.
     ``failures``: dict(checkpoint_bytes, nodes, storage_GBps_per_node, storage_GBps_max,
     restart_minutes, spot_mtbf_hours, failure_rate) from ``Cluster`` (see
-    ``trainplan.estimate.reliability_inputs``), or None for a run without interruptions.
+    ``trainplan.costmodel.estimate.reliability_inputs``), or None for a run without interruptions.
     Checkpoint write time: the model states written in parallel by all nodes at
     ``storage_GBps_per_node``, capped by the file system's ``storage_GBps_max``; loading them
     back takes as long and is part of the restart. Goodput: ``reliability.best_goodput``, the

@@ -173,7 +173,7 @@ class _Timer:
     attention, elementwise and framework physics)."""
 
     def __init__(self, job, cluster):
-        from trainplan.catalog.frameworks import get_framework
+        from trainplan.spec.framework import get_framework
         from trainplan.costmodel.compute import KernelModel
         self.km = KernelModel(cluster, job, get_framework(job.framework))
 

@@ -22,7 +22,7 @@ from trainplan.spec.model import Stack
 def patch_grid_hw(stack: Stack, height=None, width=None):
     """(rows, cols) of patches one image gives ``stack``: Qwen2-VL/2.5-VL resize to multiples of
     patch*merge (``smart_resize``), fixed-resolution towers resize to ``image_size``."""
-    from trainplan.data.tokens import qwen2vl_smart_resize
+    from trainplan.costmodel.image_tokens import qwen2vl_smart_resize
     h = np.asarray(stack.image_size if height is None else height)
     w = h if width is None else np.asarray(width)
     if stack.spatial_merge > 1:

@@ -27,6 +27,7 @@ import numpy as np
 from trainplan.costmodel.flops import (
     attention_core_flops_per_token,
     layer_forward_flops_per_token,
+    lm_head_flops_per_token,
     stack_forward_flops_per_token,
 )
 from trainplan.costmodel.vision_attention import attention_keys
@@ -244,7 +245,8 @@ def tower_equivalent_decoder_layers(model: Model, job) -> float:
         return 0.0
     dec = model.decoder
     per_sample_vis = sum(part.train_flops_per_image() for part in vision_parts(model, job)) * job.images_for(model)
-    layer = stack_forward_flops_per_token(
-        dec.model_copy(update={"vocab": 0, "layers": 1}), job.seq_len, causal=True)
+    # the mean decoder layer: the stack without its LM head, per layer
+    layer = (stack_forward_flops_per_token(dec, job.seq_len, causal=True)
+             - (lm_head_flops_per_token(dec) if dec.vocab else 0.0)) / dec.layers
     wgrad = 0.0 if dec.name in job.frozen else 1.0
     return float(per_sample_vis / (layer * job.seq_len * (2.0 + wgrad)))

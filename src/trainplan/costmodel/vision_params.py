@@ -1,7 +1,7 @@
 """Parameter counts of vision-tower parts and projectors beyond the plain ViT block.
 
 Each function follows the module structure of the transformers implementation it names; the
-exactness harness (:mod:`trainplan.catalog.reference_vision`) builds those modules on the meta
+exactness harness (:mod:`trainplan.measure.reference_vision`) builds those modules on the meta
 device and compares the totals.
 """
 

@@ -3,7 +3,7 @@
 The encoder sees the image's patches (+ a class token for CLIP); the decoder sees what the
 projector makes of them: all patches (LLaVA linear / 2-layer MLP, class token dropped),
 patches / merge^2 (Qwen2-VL), or a fixed number of learned queries (Qwen-VL resampler). The
-per-architecture formulas live in :mod:`trainplan.data.tokens`; the job's image sizes (a
+per-architecture formulas live in :mod:`trainplan.costmodel.image_tokens`; the job's image sizes (a
 resolution distribution, or one side) are weighted by :func:`image_sizes`.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from trainplan.data.tokens import fixed_resolution_tokens, qwen2vl_tokens, vit_patches
+from trainplan.costmodel.image_tokens import fixed_resolution_tokens, qwen2vl_tokens, vit_patches
 from trainplan.spec.model import Model, Projector, Stack
 
 

@@ -3,7 +3,7 @@
 
 Readers: JSONL, CSV (and one-number-per-line text), ``.npy``, Parquet (``pyarrow``, the ``data``
 extra, imported lazily), and *annotation* files (image width/height and text tokens per sample)
-turned into tokens by the model's rules (:mod:`trainplan.data.tokens`,
+turned into tokens by the model's rules (:mod:`trainplan.costmodel.image_tokens`,
 :func:`trainplan.costmodel.vision_tokens.llm_tokens_for_images`). Samples without a positive
 length are dropped and counted by reason.
 """

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from trainplan.errors import InputError
+from trainplan.spec.base import evolve
 
 NAMES = ("a_model", "b_recompute", "c_rest")
 LOWER, UPPER = np.array([0.2, 0.2, 0.0]), np.array([5.0, 5.0, 20.0])
@@ -122,10 +123,10 @@ def framework_profile(cal: dict[str, Any], base: str, gpu_id: str) -> dict[str, 
     import re
 
     import trainplan
-    from trainplan.catalog.frameworks import get_framework
+    from trainplan.spec.framework import get_framework
     fw = get_framework(base)
     new_id = re.sub(r"[^a-z0-9_.-]+", "-", f"{fw.id}-{gpu_id}-calibrated".lower())
-    return fw.model_copy(update={
+    return evolve(fw, **{
         "id": new_id, "aliases": (), "name": f"{fw.name}, calibrated on {cal['runs']} runs",
         "step_factors": dict(cal["factors"]),
         "calibrated_on": {"gpu": gpu_id, "framework": str(cal["framework"]), "base": fw.id,

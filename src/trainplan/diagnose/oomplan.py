@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainplan.diagnose.oom import Measured
+from trainplan.spec.base import evolve
 
 COMPONENTS = ("weights", "gradients", "optimizer", "activations", "transient", "overhead")
 # profiler memory-timeline categories -> trainplan components
@@ -55,16 +56,17 @@ class Config:
 
 def predict(cfg: Config, strategy: dict[str, Any] | None = None, gpus: int | None = None):
     """``trainplan.estimate`` for the configuration (optionally another strategy / GPU count)."""
-    import trainplan
     from trainplan.catalog import get_accelerator
+    from trainplan.services.estimate import estimate
+    from trainplan.spec.cluster import Cluster
     st = dict(cfg.strategy if strategy is None else strategy)
     n = gpus or cfg.gpus
     kw = dict(seq_len=cfg.seq_len, global_batch=cfg.global_batch,
               implementation=cfg.implementation, strategy=st, **cfg.job)
     if cfg.capacity_gib:
-        acc = get_accelerator(cfg.gpu).model_copy(update={"hbm_gib": cfg.capacity_gib})
-        return trainplan.estimate(cfg.model, cluster=trainplan.Cluster(accelerator=acc, gpus=n), **kw)
-    return trainplan.estimate(cfg.model, gpu=cfg.gpu, gpus=n, **kw)
+        acc = evolve(get_accelerator(cfg.gpu), hbm_gib=cfg.capacity_gib)
+        return estimate(cfg.model, cluster=Cluster(accelerator=acc, gpus=n), **kw)
+    return estimate(cfg.model, gpu=cfg.gpu, gpus=n, **kw)
 
 
 def _mem(est) -> dict[str, float]:

@@ -13,75 +13,16 @@ the ``torchrun``, ``slurm`` and ``k8s`` launchers start that program; otherwise 
 
 from __future__ import annotations
 
-import math
-import shlex
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from trainplan.costmodel.validate import complete_strategy
 from trainplan.errors import InputError
-from trainplan.spec.cluster import Cluster
-from trainplan.spec.job import Job
-from trainplan.spec.model import Model
-from trainplan.spec.strategy import Strategy
-from trainplan.spec.validate import complete_strategy
+from trainplan.export.spec import LaunchSpec, shell_join
+from trainplan.spec.base import evolve
+
+__all__ = ["FORMATS", "LaunchSpec", "check_spec", "emit_files", "render", "shell_join", "with_program"]
 
 FORMATS: tuple[str, ...] = ("deepspeed", "megatron", "torchtitan", "torchrun", "slurm", "k8s")
-
-
-@dataclass(frozen=True)
-class LaunchSpec:
-    """What the launch files describe: the specs of the chosen layout and the program to run."""
-
-    model: Model
-    job: Job
-    cluster: Cluster
-    strategy: Strategy
-    script: str = "train.py"
-    script_args: tuple[str, ...] = ()
-    python_module: bool = False            # run ``python -m script`` (torchtitan.train)
-    job_name: str = "trainplan"
-    image: str = "nvcr.io/nvidia/pytorch:25.01-py3"
-    master_port: int = 29500
-    notes: tuple[str, ...] = field(default=())
-    wall_clock_hours: float | None = None   # predicted, with failures and checkpoints
-
-    def __post_init__(self) -> None:
-        # the files describe a complete layout: dp derived and the framework's rules checked
-        # (recompute resolved to what the framework offers)
-        from trainplan.spec.validate import complete_strategy
-        object.__setattr__(self, "strategy",
-                           complete_strategy(self.model, self.job, self.cluster, self.strategy))
-
-    @property
-    def gpus(self) -> int:
-        return self.cluster.gpus
-
-    @property
-    def nodes(self) -> int:
-        return self.cluster.nodes
-
-    @property
-    def procs_per_node(self) -> int:
-        return min(self.cluster.gpus, self.cluster.node_size)
-
-    @property
-    def dp(self) -> int:
-        """Data-parallel size as the planner derives it (``complete_strategy``)."""
-        return complete_strategy(self.model, self.job, self.cluster, self.strategy).dp
-
-    @property
-    def grad_accum(self) -> int:
-        return self.job.batch_sequences // (self.strategy.micro_batch * self.dp)
-
-    @property
-    def train_steps(self) -> int:
-        tokens = self.job.total_tokens()
-        return max(1, math.ceil(tokens / self.job.batch_tokens)) if tokens else 1000
-
-    def program(self) -> list[str]:
-        """The command after ``torchrun [flags]``: script (or -m module) and its arguments."""
-        head = ["-m", self.script] if self.python_module else [self.script]
-        return head + list(self.script_args)
 
 
 def check_spec(spec: LaunchSpec) -> None:
@@ -113,13 +54,13 @@ def with_program(spec: LaunchSpec, formats: list[str]) -> LaunchSpec:
     """Point the generic launchers at Megatron's or torchtitan's entry point when emitted too."""
     if "megatron" in formats:
         from trainplan.export.megatron import megatron_args
-        return replace(spec, script="pretrain_gpt.py", script_args=tuple(megatron_args(spec)),
+        return evolve(spec, script="pretrain_gpt.py", script_args=tuple(megatron_args(spec)),
                        python_module=False)
     if "torchtitan" in formats:
-        return replace(spec, script="torchtitan.train", python_module=True,
+        return evolve(spec, script="torchtitan.train", python_module=True,
                        script_args=("--job.config_file", "torchtitan.toml"))
     if "deepspeed" in formats:            # the script reads the emitted DeepSpeed config
-        return replace(spec, script_args=(*spec.script_args, "--deepspeed",
+        return evolve(spec, script_args=(*spec.script_args, "--deepspeed",
                                           "--deepspeed_config", "ds_config.json"))
     return spec
 
@@ -138,14 +79,3 @@ def emit_files(formats: list[str], out_dir: Path, spec: LaunchSpec, *, force: bo
         files.update(render(fmt, launched if fmt in ("torchrun", "slurm", "k8s") else spec))
     return write_files(files, out_dir, force=force,
                        executable=tuple(n for n in files if n.endswith(".sh") or n.endswith(".sbatch")))
-
-
-def shell_join(args: list[str]) -> str:
-    """Quote arguments for bash, leaving ``$VAR`` and ``"$VAR"`` references expandable."""
-    out = []
-    for a in args:
-        if a.startswith("$") or (a.startswith('"$') and a.endswith('"')):
-            out.append(a)
-        else:
-            out.append(shlex.quote(a))
-    return " ".join(out)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from trainplan.export import LaunchSpec, shell_join
+from trainplan.export.spec import LaunchSpec, shell_join
 
 
 def deepspeed_config(spec: LaunchSpec) -> dict[str, Any]:

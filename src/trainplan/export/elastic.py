@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 
 from trainplan.errors import InputError
-from trainplan.export import LaunchSpec, shell_join
+from trainplan.export.spec import LaunchSpec, shell_join
 from trainplan.export.launch import _env_defaults, _k8s_args, _k8s_env, _k8s_name, slurm_time
 
 REQUEUE_EXIT_CODE = 75   # EX_TEMPFAIL (sysexits.h): "try again later"; trainplan.guard exits with it

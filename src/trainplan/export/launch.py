@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import re
 
-from trainplan.export import LaunchSpec, shell_join
+from trainplan.export.spec import LaunchSpec, shell_join
 
 
 def _header(spec: LaunchSpec, what: str) -> list[str]:

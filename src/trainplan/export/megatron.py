@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 
 from trainplan.errors import InputError
-from trainplan.export import LaunchSpec, shell_join
+from trainplan.export.spec import LaunchSpec, shell_join
 
 
 def uneven_split(layers: int, pp: int, vp: int = 1) -> tuple[int, int, int]:

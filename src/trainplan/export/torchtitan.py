@@ -14,7 +14,7 @@ each stage map to ``selective_ac_option = N`` (every N-th layer, about the same 
 
 from __future__ import annotations
 
-from trainplan.export import LaunchSpec
+from trainplan.export.spec import LaunchSpec
 
 
 def _toml_value(v) -> str:

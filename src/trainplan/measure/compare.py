@@ -29,7 +29,7 @@ COMPONENTS = ("parameters", "gradients", "optimizer_states", "activations", "tra
 def grad_bytes_per_param(precision: str, implementation: str = "pytorch") -> float:
     """Bytes of one gradient element: the profile's (fp32 under torch.amp), else the precision
     table's (``conventions.model_state_bytes``)."""
-    from trainplan.catalog.frameworks import get_framework
+    from trainplan.spec.framework import get_framework
     return get_framework(implementation).grad_bytes_for(
         precision, model_state_bytes(precision, "adamw").grads)
 
@@ -42,7 +42,7 @@ def analytic_peak(model: Model, cfg: StepConfig, implementation: str = "pytorch"
     ``activations`` (kept for backward, incl. autocast weight copies) and ``transient`` (loss
     backward buffers, an attention backward's working set, or AdamW temporaries).
     """
-    from trainplan.catalog.frameworks import get_framework
+    from trainplan.spec.framework import get_framework
     from trainplan.costmodel.activations import hf_profile
     prof = hf_profile(get_framework(implementation), cfg.precision, "foreach")
     # fused AdamW: one kernel, no temporaries (hf_memory.py item 5)
@@ -100,7 +100,7 @@ def estimate_for(model: Model, cfg: StepConfig, implementation: str = "pytorch",
     Estimate (framework ``implementation``, one GPU of a type with room for the largest
     measured case). ``fused`` and ``forloop`` AdamW both map to ``adamw_impl="fused"``: neither
     allocates the moment-sized ``foreach`` temporary."""
-    from trainplan.estimate import estimate
+    from trainplan.services.estimate import estimate
     rc = {"full": "full", "layers": "layers"}.get(cfg.recompute, "none")
     return estimate(model, gpu=gpu, gpus=1,
                     job={"seq_len": cfg.seq_len, "global_batch": cfg.micro_batch,

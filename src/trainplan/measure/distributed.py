@@ -25,6 +25,7 @@ from typing import Any
 from trainplan.conventions import TFLOP, GiB
 from trainplan.errors import InputError
 from trainplan.measure.bench import free_port
+from trainplan.spec.base import evolve
 from trainplan.spec.model import Model, Stack
 
 
@@ -41,14 +42,14 @@ def scale_model(model: Model, k: int | None) -> Model:
         while heads % kv:
             kv -= 1
         d = st.d_head
-        return st.model_copy(update=dict(
+        return evolve(st, **dict(
             layers=max(1, st.layers // k), hidden=heads * d, heads=heads, kv_heads=kv,
             head_dim=None, ffn_hidden=max(8, st.ffn_hidden // k)))
 
     stacks = tuple(sc(s) for s in model.stacks)
     dec = next(s for s in stacks if s.role == "decoder")
     vis = [s for s in stacks if s.role == "vision"]
-    projs = tuple(p.model_copy(update=dict(in_dim=vis[0].hidden if vis else p.in_dim,
+    projs = tuple(evolve(p, **dict(in_dim=vis[0].hidden if vis else p.in_dim,
                                            out_dim=dec.hidden, hidden=0))
                   for p in model.projectors)
     return Model(name=f"{model.name} /{k}", stacks=stacks, projectors=projs, source=model.source)

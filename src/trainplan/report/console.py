@@ -5,26 +5,20 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from trainplan.estimate import Estimate
-
-
-def fmt_num(x: float | None, unit: str = "") -> str:
-    if x is None:
-        return "-"
-    for div, suf in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")):
-        if abs(x) >= div:
-            return f"{x / div:.2f}{suf}{unit}"
-    return f"{x:.3g}{unit}"
+from trainplan.costmodel.estimate import Estimate
+from trainplan.report.fmt import num
 
 
 def render_estimate(e: Estimate, console: Console | None = None) -> None:
-    c = console or Console()
-    fit = "[green]fits[/green]" if e.memory.fits else "[bold red]DOES NOT FIT[/bold red]"
-    c.print(f"[bold]{e.model}[/bold] on {e.gpus} x {e.gpu}   layout [cyan]{e.layout}[/cyan]   {fit}")
-    c.print(f"params {fmt_num(e.params_total)} (active {fmt_num(e.params_active)}), "
-            f"global batch {e.global_batch} seq = {fmt_num(e.tokens_per_step)} tokens, "
-            f"micro-batch {e.micro_batch}, grad. accumulation {e.grad_accum}, {e.zero_name}")
     from rich.markup import escape
+
+    from trainplan.report.echo import console as _console
+    c = console or _console()
+    fit = "[green]fits[/green]" if e.memory.fits else "[bold red]DOES NOT FIT[/bold red]"
+    c.print(f"[bold]{escape(e.model)}[/bold] on {e.gpus} x {e.gpu}   layout [cyan]{e.layout}[/cyan]   {fit}")
+    c.print(f"params {num(e.params_total)} (active {num(e.params_active)}), "
+            f"global batch {e.global_batch} seq = {num(e.tokens_per_step)} tokens, "
+            f"micro-batch {e.micro_batch}, grad. accumulation {e.grad_accum}, {e.zero_name}")
     for a in e.assumptions:
         c.print(f"[dim]assumes: {escape(a)}[/dim]", highlight=False)
 
@@ -60,7 +54,7 @@ def render_estimate(e: Estimate, console: Console | None = None) -> None:
     rt = Table(title="Throughput and run", title_justify="left")
     rt.add_column("quantity")
     rt.add_column("value", justify="right")
-    rt.add_row("tokens/s (per GPU)", f"{fmt_num(e.tokens_per_s)} ({fmt_num(e.tokens_per_s_per_gpu)})")
+    rt.add_row("tokens/s (per GPU)", f"{num(e.tokens_per_s)} ({num(e.tokens_per_s_per_gpu)})")
     rt.add_row("model TFLOP/s per GPU", f"{e.tflops_per_gpu:.1f} of {e.peak_tflops:.0f} peak")
     rt.add_row("MFU / HFU", f"{e.mfu:.1%} / {e.hfu:.1%}")
     rt.add_row("FLOPs/step model / hardware / 6ND",
@@ -79,6 +73,6 @@ def render_estimate(e: Estimate, console: Console | None = None) -> None:
         rt.add_row("energy", f"{tot.energy_mwh:,.1f} MWh")
     c.print(rt)
     if tot.steps and tot.cost_usd is not None:
-        c.print(f"[dim]price: {tot.price_source}; energy: {tot.energy_assumption}[/dim]")
+        c.print(f"price: {tot.price_source}; energy: {tot.energy_assumption}", style="dim", markup=False)
     for w in e.warnings:
-        c.print(f"[yellow]warning:[/yellow] {w}")
+        c.print(f"[yellow]warning:[/yellow] {escape(w)}")

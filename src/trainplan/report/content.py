@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from trainplan.report import figures as F
+from trainplan.report.fmt import num
 
 
 @dataclass
@@ -42,16 +43,10 @@ class Report:
 
 
 def _n(x: float | None, spec: str = ",.0f") -> str:
-    return "-" if x is None else format(x, spec)
+    return num(x, spec)
 
 
-def _si(x: float | None) -> str:
-    if x is None:
-        return "-"
-    for div, suf in ((1e15, "P"), (1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")):
-        if abs(x) >= div:
-            return f"{x / div:.3g}{suf}"
-    return f"{x:.3g}"
+_si = num
 
 
 def assumptions(e: Any, job: Any = None, cluster: Any = None) -> list[tuple[str, str]]:

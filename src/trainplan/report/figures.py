@@ -14,12 +14,12 @@ import math
 from typing import Any, Sequence
 
 
-#: Memory components of :class:`trainplan.estimate.MemoryBreakdown`, bottom to top.
+#: Memory components of :class:`trainplan.costmodel.estimate.MemoryBreakdown`, bottom to top.
 MEMORY_PARTS = (("weights_gib", "weights"), ("gradients_gib", "gradients"),
                 ("optimizer_gib", "optimizer + master"), ("activations_gib", "activations"),
                 ("transient_gib", "backward transient"), ("overhead_gib", "overhead"))
 
-#: Time components of :class:`trainplan.estimate.TimeBreakdown` (they add up to ``step_s``).
+#: Time components of :class:`trainplan.costmodel.estimate.TimeBreakdown` (they add up to ``step_s``).
 TIME_PARTS = (("compute_s", "compute"), ("tp_comm_s", "TP comm."), ("cp_comm_s", "CP comm."),
               ("ep_comm_s", "EP all-to-all"), ("pp_bubble_s", "pipeline bubble"),
               ("pp_p2p_s", "pipeline send/recv"), ("dp_comm_s", "DP / ZeRO comm."),

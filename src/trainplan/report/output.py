@@ -49,7 +49,7 @@ def write_report(path: str | os.PathLike[str], build: Callable[[], object],
         from trainplan.report.html import render_html as render
     else:
         from trainplan.report.markdown import render_markdown as render
-    text = render(report)
+    text = render(report)  # type: ignore[arg-type]  # build() returns the report.content.Report
     try:
         atomic_write(p, text)
     except OSError as e:

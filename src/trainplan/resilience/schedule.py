@@ -96,7 +96,7 @@ class _Planner:
     def estimate(self, job: str, nodes: int):
         key = (job, nodes)
         if key not in self.cache:
-            from trainplan import plan
+            from trainplan.services.plan import plan
             from trainplan.spec.job import Job
             spec = {k: v for k, v in self.jobs[job].items() if k not in ("name", "model")}
             try:

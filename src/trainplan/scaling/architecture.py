@@ -147,7 +147,7 @@ def _toml_value(v: Any) -> str:
 def job_file_text(arch: Architecture, tokens: float, *, gpu: str | None = None, gpus: int | None = None,
                   law: str = "", seq_len: int = 4096) -> str:
     """A job file (TOML) with the proposed model as an inline stack, ``tokens`` training tokens
-    and, when known, the cluster; ``trainplan plan FILE`` reads it (:func:`trainplan.jobfile._model`)."""
+    and, when known, the cluster; ``trainplan plan FILE`` reads it (:func:`trainplan.services.jobfile._model`)."""
     stack = ", ".join(f"{k} = {_toml_value(v)}" for k, v in arch.stack().items())
     name = f"scale-proposal-{arch.n_params / 1e9:.3g}B"
     lines = [

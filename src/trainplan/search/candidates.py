@@ -2,7 +2,7 @@
 
 The candidates are the Cartesian product of the knob vectors of :mod:`.space`, staged so that
 the Layout rules (:data:`trainplan.costmodel.layout.RULES`, the rules of
-:func:`trainplan.spec.validate.complete_strategy`) prune early. :func:`layout_of` and
+:func:`trainplan.costmodel.validate.complete_strategy`) prune early. :func:`layout_of` and
 :func:`strategy_of` turn candidate rows back into an evaluate() ``Layout`` or a ``Strategy``.
 """
 
@@ -42,7 +42,7 @@ def enumerate_candidates(model: Model, job: Job, node_size: int, counts: Sequenc
     are dropped (ZeRO 1-3 with dp = 1 are ZeRO-0 or worse; recompute 'layers' fractions that
     round to the same k; sequence parallelism without TP).
     """
-    from trainplan.catalog.frameworks import get_framework
+    from trainplan.spec.framework import get_framework
     from trainplan.costmodel.layout import context
     dec = model.decoder
     kv = knob_values(model, job, node_size, space)

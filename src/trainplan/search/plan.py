@@ -46,7 +46,7 @@ def plan_specs(model: Model, job: Job, template: Cluster, accelerators: Sequence
             raise InputError(name, v, "a positive number" + (" of days" if name == "deadline_days"
                                                               else " of US dollars"))
     accelerators, skipped = runnable_accelerators(accelerators, job.precision)
-    from trainplan.estimate import run_tokens
+    from trainplan.costmodel.estimate import run_tokens
     tokens = run_tokens(model, job)
     if (deadline_days is not None or budget_usd is not None) and not tokens:
         raise InputError("job.tokens", None, "a total token count (or samples x epochs)",
@@ -133,52 +133,3 @@ def gpu_counts(spec: int | str | Sequence[int], node_size: int = 8) -> list[int]
     if not out or any(g < 1 for g in out):
         raise InputError("gpus", spec, f"counts >= 1, whole nodes of {node_size} above one node")
     return out
-
-
-def plan(model: str | Model = "llama-3-8b", job: Job | dict[str, Any] | None = None, *,
-         gpu: str | Sequence[str] = "h100_sxm", gpus: int | str | Sequence[int] = 8,
-         objective: str = "fastest", deadline_days: float | None = None,
-         budget_usd: float | None = None, headroom_gib: float = 0.0, top: int = 5,
-         space: SearchSpace | dict[str, Any] | None = None,
-         cluster: dict[str, Any] | None = None,
-         progress: Callable[[int, int], None] | None = None, **job_kw: Any) -> PlanResult:
-    """Search every layout of ``model`` on the GPU types and counts; rank by ``objective``.
-
-    >>> r = plan("llama-2-7b", gpu="h100", gpus=8, seq_len=4096, global_batch=256)
-    >>> r.winner.layout  # doctest: +SKIP
-    """
-    from pydantic import ValidationError
-
-    from trainplan.catalog import get_model
-    from trainplan.catalog.accelerators import get_accelerator
-    from trainplan.errors import expect_mapping, from_validation_error
-
-    m = get_model(model) if not isinstance(model, Model) else model
-    try:
-        j = job if isinstance(job, Job) else Job(**{**expect_mapping("job", job), **job_kw})
-    except ValidationError as e:
-        raise from_validation_error(e, "job.") from None
-    gpu_list = [gpu] if isinstance(gpu, str) else list(gpu) if isinstance(gpu, (list, tuple)) else []
-    if not gpu_list:
-        raise InputError("gpu", gpu, "an accelerator id or a list of them (see `trainplan gpus`)")
-    accs = [get_accelerator(g) for g in gpu_list]
-    try:
-        sp = space if isinstance(space, SearchSpace) else \
-            SearchSpace(**expect_mapping("space", space))
-    except ValidationError as e:
-        raise from_validation_error(e, "space.") from None
-    cd = expect_mapping("cluster", cluster)
-    for k in ("gpus", "gpu", "accelerator"):
-        if k in cd:
-            raise InputError(f"cluster.{k}", cd[k], f"not a cluster key in plan(): pass "
-                             f"{'gpus' if k == 'gpus' else 'gpu'}= to plan() itself")
-    try:
-        template = Cluster(accelerator=accs[0], gpus=1, **cd)
-    except ValidationError as e:
-        raise from_validation_error(e, "cluster.") from None
-    node = template.gpus_per_node or accs[0].gpus_per_node
-    counts = gpu_counts(gpus, node)
-    result, _ = plan_specs(m, j, template, accs, counts, objective=objective,
-                           deadline_days=deadline_days, budget_usd=budget_usd,
-                           headroom_gib=headroom_gib, top=top, space=sp, progress=progress)
-    return result

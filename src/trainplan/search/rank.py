@@ -9,7 +9,7 @@ import numpy as np
 from pydantic import Field
 
 from trainplan.conventions import GiB
-from trainplan.estimate import Estimate
+from trainplan.costmodel.estimate import Estimate
 from trainplan.search.space import _Out
 from trainplan.search.sweep import Sweep
 

@@ -16,7 +16,7 @@ import numpy as np
 from trainplan.conventions import GiB
 from trainplan.costmodel.evaluate import evaluate
 from trainplan.costmodel.result import Evaluation
-from trainplan.estimate import Estimate, build_estimate
+from trainplan.costmodel.estimate import Estimate, build_estimate
 from trainplan.search.candidates import enumerate_candidates, layout_of, strategy_of
 from trainplan.search.space import _RC_CODE, SearchSpace
 from trainplan.spec.cluster import Accelerator, Cluster
@@ -140,12 +140,12 @@ def _totals(model: Model, job: Job, cluster: Cluster, cand: dict[str, np.ndarray
             col: dict[str, np.ndarray]) -> None:
     """Run totals through the same function and inputs build_estimate uses."""
     from trainplan.costmodel.totals import run_totals
-    from trainplan.estimate import reliability_inputs
+    from trainplan.costmodel.estimate import reliability_inputs
     step = col["t_step"]
     gpus = cand["gpus"].astype(np.float64)
     rel = reliability_inputs(model, job, cluster)
     rel["nodes"] = np.maximum(1.0, np.ceil(gpus / col["node_size"]))
-    from trainplan.estimate import run_tokens
+    from trainplan.costmodel.estimate import run_tokens
     tokens = run_tokens(model, job)
     if tokens:
         t = run_totals(tokens, job.useful_batch_tokens, step, gpus, col["price"], failures=rel)

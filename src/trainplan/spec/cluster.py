@@ -8,8 +8,11 @@ from pydantic import Field, PositiveInt, model_validator
 
 from trainplan.conventions import MATMUL_DTYPE, PRECISIONS
 from trainplan.errors import InputError
-from trainplan.costmodel.reliability import LLAMA3_FAILURES_PER_GPU_HOUR
 from trainplan.spec.base import Spec
+
+#: Hardware interruptions per GPU-hour in Llama 3's pre-training: 419 unexpected interruptions in
+#: 54 days on 16,384 H100s (Dubey et al. 2024, arXiv:2407.21783 sec. 3.3.4).
+LLAMA3_FAILURES_PER_GPU_HOUR = 419.0 / (54 * 24 * 16384)
 
 
 # Fallback bus bandwidths when the catalog has no measurement:

@@ -80,7 +80,7 @@ class Job(Spec):
                                  f"({impl!r}), not both")
             data["framework"] = impl
         if isinstance(data.get("framework"), str):
-            from trainplan.catalog.frameworks import get_framework
+            from trainplan.spec.framework import get_framework
             data["framework"] = get_framework(data["framework"]).id
         return data
 
@@ -89,19 +89,35 @@ class Job(Spec):
         """The framework id (the v0.1 name of this field)."""
         return self.framework
 
+    @model_validator(mode="before")
+    @classmethod
+    def _batch(cls, data: Any) -> Any:
+        """The global batch in sequences: given, or global_batch_tokens / seq_len when that
+        divides, or 1024 when neither is given (checked again after validation)."""
+        if not isinstance(data, dict):
+            return data
+        gb: Any = data.get("global_batch")
+        gbt: Any = data.get("global_batch_tokens")
+        if gb is None and gbt is None:
+            return {**data, "global_batch": 1024}
+        if gb is None:
+            try:
+                tokens, seq = int(gbt), int(data.get("seq_len", 4096))
+            except (TypeError, ValueError, OverflowError):
+                return data                    # the field validators name the bad value
+            if float(gbt) == tokens and tokens > 0 and seq > 0 and tokens % seq == 0:
+                return {**data, "global_batch": tokens // seq}
+        return data
+
     @model_validator(mode="after")
     def _check(self) -> "Job":
-        if self.global_batch is None and self.global_batch_tokens is None:
-            object.__setattr__(self, "global_batch", 1024)
         if self.global_batch is not None and self.global_batch_tokens is not None:
             if self.global_batch * self.seq_len != self.global_batch_tokens:
                 raise ValueError("give global_batch or global_batch_tokens, not both")
         if self.global_batch is None:
-            if self.global_batch_tokens % self.seq_len:
-                raise ValueError(
-                    f"global_batch_tokens ({self.global_batch_tokens}) must be a multiple of "
-                    f"seq_len ({self.seq_len})")
-            object.__setattr__(self, "global_batch", self.global_batch_tokens // self.seq_len)
+            raise ValueError(
+                f"global_batch_tokens ({self.global_batch_tokens}) must be a multiple of "
+                f"seq_len ({self.seq_len})")
         return self
 
     def images_for(self, model) -> float:

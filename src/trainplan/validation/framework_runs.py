@@ -71,7 +71,7 @@ def build(rec: dict[str, Any]):
     from trainplan.spec.job import Job
     from trainplan.spec.model import Model, Stack
     from trainplan.spec.strategy import Strategy
-    from trainplan.spec.validate import complete_strategy
+    from trainplan.costmodel.validate import complete_strategy
 
     m = rec["model"]
     if "preset" in m:
@@ -143,7 +143,7 @@ def convention_tflops(rec, model, job, step_s: float) -> float:
 
 def predict(rec: dict[str, Any]) -> dict[str, Any]:
     """Reproduce one record: the estimate, and reported vs predicted in the record's metric."""
-    from trainplan.estimate import build_estimate
+    from trainplan.costmodel.estimate import build_estimate
     model, job, cluster, st = build(rec)
     est = build_estimate(model, job, cluster, st)
     rep = reported(rec)

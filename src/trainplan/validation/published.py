@@ -12,6 +12,7 @@ from importlib import resources
 from typing import Any
 
 from trainplan.costmodel import flops as fl
+from trainplan.spec.base import evolve
 
 
 def load_runs() -> list[dict[str, Any]]:
@@ -38,17 +39,17 @@ def predict_run(run: dict[str, Any], efficiency: dict[str, Any] | None = None) -
     """Predict one published run; ``efficiency`` overrides profile fields (for sweeps)."""
     from trainplan.catalog import get_model
     from trainplan.catalog.accelerators import get_accelerator
-    from trainplan.estimate import build_estimate
+    from trainplan.costmodel.estimate import build_estimate
     from trainplan.spec.cluster import Cluster
     from trainplan.spec.job import Job
     from trainplan.spec.strategy import Strategy
-    from trainplan.spec.validate import complete_strategy
+    from trainplan.costmodel.validate import complete_strategy
 
     t = run["trainplan"]
     model = get_model(t["preset"])
     acc = get_accelerator(t["gpu"])
     if efficiency:
-        acc = acc.model_copy(update={"efficiency": acc.efficiency.model_copy(update=efficiency)})
+        acc = evolve(acc, efficiency=evolve(acc.efficiency, **efficiency))
     cluster = Cluster(accelerator=acc, gpus=t["gpus"])
     job = Job(**t["job"])
     st = complete_strategy(model, job, cluster, Strategy(**t["strategy"]))

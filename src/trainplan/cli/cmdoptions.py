@@ -1,0 +1,75 @@
+"""Options shared by the commands, each defined once (after pip's ``cli/cmdoptions.py``).
+
+A command takes one as its parameter's default, e.g. ``model: Optional[str] = MODEL``; typer
+reads the option from it. Choices come from :mod:`trainplan.conventions`, so ``--help`` and the
+parser list the same values the specs accept.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from trainplan.conventions import OPTIMIZERS, PRECISIONS
+
+JOB_FILE: Any = typer.Argument(None, help="TOML/YAML job file; none: built-in example")
+MODEL: Any = typer.Option(None, "--model", "-m", help="preset id or config.json path")
+GPU: Any = typer.Option(None, "--gpu", help="accelerator id or alias (see `trainplan gpus`)")
+GPUS: Any = typer.Option(None, "--gpus", help="total GPUs")
+GPUS_PER_NODE: Any = typer.Option(None, "--gpus-per-node", help="GPUs per node")
+SEQ_LEN: Any = typer.Option(None, "--seq-len", help="tokens per sequence")
+GLOBAL_BATCH: Any = typer.Option(None, "--global-batch", help="sequences per step")
+MICRO_BATCH: Any = typer.Option(None, "--micro-batch", help="sequences per GPU per micro-step")
+TOKENS: Any = typer.Option(None, "--tokens", help="total training tokens")
+PRICE: Any = typer.Option(None, "--price", help="USD per GPU-hour override")
+
+
+def _choice(values: tuple[str, ...]) -> Any:
+    """A callback that accepts None or one of ``values`` (a usage error, exit 2, otherwise)."""
+    def check(value: Optional[str]) -> Optional[str]:
+        if value is not None and value not in values:
+            raise typer.BadParameter(f"{value!r} is not one of: {', '.join(values)}")
+        return value
+    return check
+
+
+def _completion(values: tuple[str, ...]) -> Any:
+    return lambda incomplete: [v for v in values if v.startswith(incomplete)]
+
+
+PRECISION: Any = typer.Option(None, "--precision", callback=_choice(PRECISIONS),
+                              autocompletion=_completion(PRECISIONS),
+                              help="numeric format: " + "|".join(PRECISIONS))
+OPTIMIZER: Any = typer.Option(None, "--optimizer", callback=_choice(OPTIMIZERS),
+                              autocompletion=_completion(OPTIMIZERS),
+                              help="optimizer: " + "|".join(OPTIMIZERS))
+FRAMEWORK: Any = typer.Option(
+    None, "--framework", "--implementation",
+    help="training framework profile: megatron|torchtitan|fsdp|llm-foundry|deepspeed|pytorch|"
+         "analytic (aliases: nemo, fsdp2, accelerate, ddp, hf_trainer...; `trainplan frameworks`)")
+PROFILE: Any = typer.Option(
+    None, "--profile", help="calibrated framework profile (trainplan calibrate --out) or "
+                            "accelerator efficiency profile (trainplan measure bench)")
+JOB: Any = typer.Option(None, "--job", help="TOML/YAML job file (as for trainplan estimate)")
+SET: Any = typer.Option(None, "--set", help="strategy/job field, e.g. zero=3 micro_batch=2 "
+                                            "precision=fp16_mixed (repeatable)")
+JSON: Any = typer.Option(False, "--json", help="print machine-readable JSON")
+FORCE: Any = typer.Option(False, "--force", help="overwrite existing files")
+REPORT: Any = typer.Option(None, "--report", help="write a report: FILE.html or FILE.md")
+EMIT: Any = typer.Option(None, "--emit", help="launch files: deepspeed, megatron, torchtitan, "
+                                              "torchrun, slurm, k8s (repeat or comma list)")
+OUT: Any = typer.Option(None, "--out", help="folder for --emit files (default .)")
+
+
+def split_list(values: Optional[list[str]]) -> list[str]:
+    """Repeated and comma-separated values as one list: ['a,b', 'c'] -> ['a', 'b', 'c']."""
+    out: list[str] = []
+    for v in values or []:
+        out += [x.strip() for x in str(v).split(",") if x.strip()]
+    return out
+
+
+def as_path(p: Optional[Path]) -> Optional[str]:
+    return str(p) if p else None

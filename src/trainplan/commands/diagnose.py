@@ -1,0 +1,45 @@
+"""``trainplan diagnose``: a real run's OOM artifacts, profiler traces and logs against the plan."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from trainplan.cli import cmdoptions as o
+from trainplan.report.echo import print_json
+
+diagnose_app = typer.Typer(name="diagnose", no_args_is_help=True, help="Read a run's own artifacts (OOM message, memory summary or "
+                                "snapshot, profiler trace, training log) against the plan.")
+
+
+
+
+@diagnose_app.command("oom")
+def oom(
+    artifact: Path = typer.Argument(..., help="OOM message, memory_summary() text, snapshot "
+                                              "pickle or memory-timeline JSON (.gz accepted)"),
+    job_file: Optional[Path] = o.JOB, model: Optional[str] = o.MODEL,
+    gpu: Optional[str] = o.GPU, gpus: Optional[int] = o.GPUS,
+    seq_len: Optional[int] = o.SEQ_LEN, global_batch: Optional[int] = o.GLOBAL_BATCH,
+    sets: Optional[list[str]] = o.SET, as_json: bool = o.JSON,
+) -> None:
+    """Measured memory vs the plan by component; the cause, the phase, the changes that fit."""
+    from trainplan.diagnose.oom import read_artifact
+    from trainplan.diagnose.oomplan import diagnose, measured_only
+    from trainplan.diagnose.jobs import job_config
+    meas = read_artifact(artifact)
+    cfg = job_config(job_file, model, gpu, gpus, seq_len, global_batch, sets or [])
+    r = diagnose(meas, cfg) if cfg is not None else measured_only(meas)
+    if as_json:
+        print_json(r, indent=1)
+        return
+    from trainplan.report.diagnose import render_oom
+    render_oom(r)
+
+
+from trainplan.commands.diagnose_run import log, trace  # noqa: E402  (trace and log join this group)
+
+diagnose_app.command("trace")(trace)
+diagnose_app.command("log")(log)

@@ -1,0 +1,85 @@
+"""``trainplan estimate``: one configuration's memory per GPU, step time, MFU and run totals."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from trainplan.cli import cmdoptions as o
+
+
+def estimate_command(
+    job_file: Optional[Path] = o.JOB_FILE,
+    model: Optional[str] = o.MODEL,
+    gpu: Optional[str] = o.GPU,
+    gpus: Optional[int] = o.GPUS,
+    gpus_per_node: Optional[int] = o.GPUS_PER_NODE,
+    price: Optional[float] = o.PRICE,
+    profile: Optional[Path] = typer.Option(None, "--profile",
+                                           help="efficiency profile JSON (trainplan measure bench)"),
+    tp: Optional[int] = typer.Option(None), pp: Optional[int] = typer.Option(None),
+    vp: Optional[int] = typer.Option(None, help="virtual pipeline stages per rank"),
+    uneven_stages: Optional[bool] = typer.Option(None, "--uneven-stages/--even-stages",
+                                                 help="allow layers not divisible by pp x vp"),
+    cp: Optional[int] = typer.Option(None), ep: Optional[int] = typer.Option(None),
+    zero: Optional[int] = typer.Option(None, help="ZeRO stage 0-3 (3 = FSDP full shard)"),
+    micro_batch: Optional[int] = o.MICRO_BATCH,
+    recompute: Optional[str] = typer.Option(None, help="none|selective|full|layers"),
+    recompute_layers: Optional[int] = typer.Option(None, "--recompute-layers"),
+    sequence_parallel: Optional[bool] = typer.Option(None, "--sp/--no-sp"),
+    flash: Optional[bool] = typer.Option(None, "--flash/--eager"),
+    offload_optimizer: Optional[bool] = typer.Option(None, "--offload-optimizer/--no-offload-optimizer"),
+    seq_len: Optional[int] = o.SEQ_LEN,
+    global_batch: Optional[int] = o.GLOBAL_BATCH,
+    tokens: Optional[float] = o.TOKENS,
+    precision: Optional[str] = o.PRECISION,
+    optimizer: Optional[str] = o.OPTIMIZER,
+    framework: Optional[str] = o.FRAMEWORK,
+    compile_: Optional[bool] = typer.Option(None, "--compile/--no-compile",
+                                            help="torch.compile on (fuses elementwise ops)"),
+    adamw_impl: Optional[str] = typer.Option(None, "--adamw", help="foreach|fused AdamW"),
+    as_json: bool = typer.Option(False, "--json", help="print the whole Estimate as JSON"),
+    report: Optional[Path] = o.REPORT,
+    force: bool = typer.Option(False, "--force", help="overwrite existing --report/--emit files"),
+    emit: Optional[list[str]] = o.EMIT,
+    out: Optional[Path] = o.OUT,
+    fail_if_no_fit: bool = typer.Option(False, "--fail-if-no-fit",
+                                        help="exit with status 1 when the layout does not fit"),
+) -> None:
+    """Estimate one configuration: memory per GPU, step time by component, MFU, run totals."""
+    from trainplan.errors import ChecksFailed
+    from trainplan.services.estimate import estimate_job
+    from trainplan.services.jobfile import merge, start
+
+    data = start(job_file, model, use_example=not model)   # --gpu alone keeps the example
+    merge(data, "cluster", gpu=gpu, gpus=gpus, gpus_per_node=gpus_per_node, usd_per_gpu_hour=price,
+          profile=o.as_path(profile))
+    merge(data, "strategy", tp=tp, pp=pp, vp=vp, uneven_stages=uneven_stages, cp=cp, ep=ep,
+          zero=zero, micro_batch=micro_batch, recompute=recompute,
+          recompute_layers=recompute_layers, sequence_parallel=sequence_parallel,
+          flash_attention=flash, offload_optimizer=offload_optimizer)
+    merge(data, "job", seq_len=seq_len, global_batch=global_batch, tokens=tokens,
+          precision=precision, optimizer=optimizer, framework=framework, compile=compile_,
+          adamw_impl=adamw_impl)
+    run = estimate_job(data)
+    est = run.estimate
+    if report is not None:
+        from trainplan.report.content import estimate_report
+        from trainplan.report.output import write_report
+        done = write_report(report, lambda: estimate_report(est, run.inputs.job, run.inputs.cluster), force)
+        typer.echo(f"report written to {done}", err=True)
+    if emit:
+        from trainplan.export import emit_files
+        for p in emit_files(o.split_list(emit), Path(out or "."), run.launch_spec(), force=force):
+            typer.echo(f"wrote {p}", err=True)
+    if as_json:
+        from trainplan.report.echo import print_json
+        print_json(est.model_dump())
+    else:
+        from trainplan.report.console import render_estimate
+        render_estimate(est)
+    if fail_if_no_fit and not est.memory.fits:
+        raise ChecksFailed(f"the layout does not fit: {est.memory.total_gib:.2f} GiB of "
+                           f"{est.memory.capacity_gib:.0f} GiB per GPU")

@@ -1,0 +1,135 @@
+"""``trainplan measure``: memory trace, micro-benchmarks, measured training steps.
+
+torch and transformers are imported inside the commands; without them every command exits with
+status 2 and names the ``torch`` extra.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from trainplan.cli import cmdoptions as o
+from trainplan.report.echo import print_json
+from trainplan.report.progress import progress
+
+measure_app = typer.Typer(
+    name="measure", no_args_is_help=True,
+    help="Ground truth from real PyTorch code (needs the 'torch' extra): memory of one training "
+         "step, micro-benchmarks, measured steps with torchrun.")
+
+
+def _inputs(job_file: Optional[Path], model: Optional[str], seq_len: Optional[int],
+            micro_batch: Optional[int], precision: Optional[str], recompute: Optional[str],
+            flash: Optional[bool]):
+    from trainplan.services.jobfile import build_inputs, merge, read_file
+    data = read_file(job_file) if job_file else {}
+    if model:
+        data["model"] = {"hf_config": model} if model.endswith(".json") or Path(model).exists() \
+            else {"preset": model}
+    merge(data, "job", seq_len=seq_len, precision=precision)
+    merge(data, "strategy", micro_batch=micro_batch, recompute=recompute, flash_attention=flash)
+    return build_inputs(data)
+
+
+@measure_app.command("memory")
+def memory(
+    job_file: Optional[Path] = typer.Argument(None, help="TOML/YAML job file"),
+    model: Optional[str] = typer.Option(None, "--model", "-m", help="preset id or config.json"),
+    seq_len: Optional[int] = o.SEQ_LEN,
+    micro_batch: Optional[int] = o.MICRO_BATCH,
+    precision: Optional[str] = typer.Option(None, help="fp32|bf16_mixed|bf16_pure"),
+    recompute: Optional[str] = typer.Option(None, help="none|full|layers (selective is measured as none)"),
+    flash: Optional[bool] = typer.Option(None, "--flash/--eager", help="SDPA or eager attention"),
+    adamw: str = typer.Option("foreach", help="foreach|fused|forloop"),
+    part: str = typer.Option("all", help="all, or vision: the vision tower alone"),
+    real: bool = typer.Option(False, "--real", help="allocate real tensors (default: FakeTensorMode)"),
+    as_json: bool = o.JSON,
+) -> None:
+    """Trace one training step of the real model (transformers, random init) and print its
+    peak memory beside the analytic estimate (implementation profile 'pytorch'), by component."""
+    from trainplan.measure.build import require_torch
+    require_torch()
+    from trainplan.measure.compare import analytic_peak, measured_components
+    from trainplan.measure.step import StepConfig, measure_step_memory
+    inp = _inputs(job_file, model, seq_len, micro_batch, precision, recompute, flash)
+    rc = inp.strategy.recompute if inp.strategy.recompute in ("full", "layers") else "none"
+    ips = int(round(inp.job.images_for(inp.model))) or 1
+    cfg = StepConfig(seq_len=inp.job.seq_len, micro_batch=inp.strategy.micro_batch,
+                     precision=inp.job.precision, recompute=rc,
+                     recompute_layers=inp.strategy.recompute_layers, dropout=inp.job.dropout,
+                     attn="sdpa" if inp.strategy.flash_attention else "eager", adamw=adamw,
+                     part=part, images_per_sample=ips)
+    cfg.check()
+    with progress(f"tracing a step of {inp.model.name}"):
+        meas = measure_step_memory(inp.model, cfg, fake=not real)
+    pred = analytic_peak(inp.model, cfg)
+    got = measured_components(meas.peak)
+    if as_json:
+        print_json({"config": meas.config, "fake": meas.fake, "params": meas.params,
+                    "measured": meas.peak, "analytic": pred, "phases": meas.phases,
+                    "kernels": meas.sdpa_kernels})
+        return
+    from trainplan.report.measure import render_memory
+    render_memory(inp.model.name, got, pred, meas)
+
+
+@measure_app.command("bench")
+def bench(
+    out: Path = typer.Option(Path("efficiency_profile.json"), "--out", "-o"),
+    device: str = typer.Option("auto", help="cpu, cuda or auto"),
+    ranks: int = typer.Option(2, help="processes for the collective benchmark"),
+    quick: bool = typer.Option(False, help="small sizes (seconds)"),
+) -> None:
+    """Matmul throughput, memory bandwidth and collective bus bandwidth -> an efficiency
+    profile JSON for `estimate`/`plan --profile`."""
+    from trainplan.errors import InputError
+    if out.is_dir() or not (out.parent if str(out.parent) else Path(".")).is_dir():
+        raise InputError("--out", str(out), "a file path in an existing folder",
+                         hint="checked before the benchmarks run")
+    from trainplan.measure.build import require_torch
+    require_torch()
+    from trainplan.measure.bench import run_bench
+    with progress("matmul, memory and collective benchmarks"):
+        prof = run_bench(device=device, ranks=ranks, quick=quick)
+    from trainplan.export.write import atomic_write
+    try:
+        atomic_write(out, json.dumps(prof, indent=2))
+    except OSError as e:
+        raise InputError("--out", str(out), f"a writable file path ({e.strerror or e})") from None
+    typer.echo(json.dumps(prof["profile"], indent=2))
+    typer.echo(f"wrote {out}")
+
+
+@measure_app.command("step")
+def step(
+    job_file: Optional[Path] = typer.Argument(None, help="TOML/YAML job file"),
+    model: Optional[str] = typer.Option(None, "--model", "-m"),
+    nproc: int = typer.Option(2, "--nproc", help="ranks on this machine"),
+    backend: str = typer.Option("auto", help="gloo, nccl or auto (nccl with CUDA)"),
+    steps: int = typer.Option(3, help="training steps (the first is warm-up)"),
+    scale_down: Optional[int] = typer.Option(None, "--scale-down",
+                                             help="divide layers, hidden, FFN and heads by this"),
+    fsdp: bool = typer.Option(False, "--fsdp", help="FSDP2 fully_shard instead of DDP"),
+    seq_len: Optional[int] = o.SEQ_LEN,
+    micro_batch: Optional[int] = o.MICRO_BATCH,
+    precision: Optional[str] = o.PRECISION,
+    as_json: bool = o.JSON,
+) -> None:
+    """Run a few real training steps of the planned layout (DDP or FSDP2) on this machine and
+    compare step time and peak memory with the prediction."""
+    from trainplan.measure.build import require_torch
+    require_torch()
+    from trainplan.measure.distributed import run_measured_steps
+    inp = _inputs(job_file, model, seq_len, micro_batch, precision, None, None)
+    with progress(f"{steps} steps on {nproc} ranks"):
+        res = run_measured_steps(inp, nproc=nproc, backend=backend, steps=steps,
+                                 scale_down=scale_down, fsdp=fsdp)
+    if as_json:
+        print_json(res)
+        return
+    from trainplan.report.measure import render_step
+    render_step(res, fsdp)

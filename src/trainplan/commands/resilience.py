@@ -1,0 +1,55 @@
+"""``trainplan resilience``: on-demand, reserved or spot for one plan, side by side."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from trainplan.cli import cmdoptions as o
+
+
+def resilience_command(
+    job_file: Optional[Path] = typer.Argument(None, help="TOML/YAML job file; none: the source's "
+                                              "7B VLM case on 8 nodes of 8 A100-80GB"),
+    gpu: Optional[str] = o.GPU,
+    gpus: Optional[int] = o.GPUS,
+    provider: str = typer.Option("aws", "--provider", help="aws | gcp | azure (notice window, bands, prices)"),
+    interruptions: Optional[float] = typer.Option(
+        None, "--interruptions", help="spot: fraction of instances interrupted per month "
+        "(AWS Spot Advisor bands: 0.05, 0.10, 0.15, 0.20; default: the lowest band's edge)"),
+    on_demand_price: Optional[float] = typer.Option(None, "--on-demand-price", help="USD/GPU-h"),
+    reserved_price: Optional[float] = typer.Option(None, "--reserved-price", help="USD/GPU-h"),
+    spot_price: Optional[float] = typer.Option(None, "--spot-price", help="USD/GPU-h"),
+    failures: str = typer.Option("llama3", "--failures",
+                                 help="hardware failure rate: llama3 | llama3_all | llama3_gpu_only "
+                                      "or a number per GPU-hour"),
+    restart_minutes: Optional[float] = typer.Option(
+        None, "--restart-minutes", help="detect + reschedule + process start (default: the "
+        "cluster's restart_minutes); checkpoint load time is added"),
+    spot_wait_minutes: float = typer.Option(10.0, "--spot-wait-minutes",
+                                            help="extra wait for spot capacity after a pre-emption"),
+    simulate_runs: int = typer.Option(0, "--simulate", help="Monte Carlo runs for P10/P50/P90 (0: none)"),
+    seed: int = typer.Option(0, "--seed"),
+    emit: Optional[Path] = typer.Option(None, "--emit", help="folder for elastic launch files "
+                                        "(torchrun MIN:MAX, SLURM requeue, PyTorchJob elastic)"),
+    min_nodes: Optional[int] = typer.Option(None, "--min-nodes", help="elastic minimum (default: half)"),
+    max_restarts: int = typer.Option(3, "--max-restarts"),
+    force: bool = o.FORCE,
+    as_json: bool = o.JSON,
+) -> None:
+    """Is spot worth it for this run? Checkpoint size and time, Daly interval, goodput,
+    expected wall-clock and cost per purchase option, and the break-even spot discount."""
+    from trainplan.resilience.options import purchase_options
+
+    out = purchase_options(job_file, gpu, gpus, provider, interruptions, on_demand_price,
+                           reserved_price, spot_price, failures, restart_minutes,
+                           spot_wait_minutes, simulate_runs, seed,
+                           (emit, min_nodes, max_restarts, force))
+    if as_json:
+        from trainplan.report.echo import print_json
+        print_json(out)
+    else:
+        from trainplan.report.resilience import render_options
+        render_options(out)

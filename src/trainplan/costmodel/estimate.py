@@ -1,0 +1,289 @@
+"""The public estimate: one (model, job, cluster, strategy) -> a typed, serialisable Estimate."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from trainplan.conventions import GiB
+from trainplan.costmodel.evaluate import Layout, evaluate
+from trainplan.costmodel.result import Evaluation
+from trainplan.costmodel.totals import run_totals
+from trainplan.spec.cluster import Cluster
+from trainplan.spec.job import Job
+from trainplan.spec.model import Model
+from trainplan.spec.strategy import ZERO_FSDP_NAMES, Strategy
+
+
+class Out(BaseModel):
+    model_config = ConfigDict(frozen=True, protected_namespaces=())
+
+
+class MemoryBreakdown(Out):
+    """Bytes per GPU on the most loaded rank (GiB in ``*_gib``)."""
+
+    stage: str = Field(description="which pipeline stage is the most loaded: first or last")
+    weights_gib: float
+    gradients_gib: float
+    optimizer_gib: float = Field(description="optimizer states and fp32 master weights")
+    activations_gib: float = Field(description="kept for backward, all micro-batches in flight")
+    transient_gib: float = Field(description="backward working set (recomputed layer, MLP grads)")
+    overhead_gib: float = Field(description="CUDA context, NCCL, buckets, ZeRO-3 gathers, allocator reserve")
+    total_gib: float
+    capacity_gib: float
+    headroom_gib: float
+    fits: bool
+    first_stage_gib: float
+    last_stage_gib: float
+    logits_gib: float = Field(description="logits and loss buffers per micro-batch (last stage)")
+
+
+class TimeBreakdown(Out):
+    """Seconds per optimizer step, by component (they add up to ``step_s``)."""
+
+    compute_s: float
+    tp_comm_s: float = Field(description="exposed tensor/sequence-parallel collectives")
+    cp_comm_s: float = Field(description="exposed context-parallel ring exchange")
+    ep_comm_s: float = Field(description="expert-parallel all-to-all")
+    pp_bubble_s: float
+    pp_p2p_s: float
+    dp_comm_s: float = Field(description="exposed data-parallel / ZeRO communication")
+    optimizer_s: float
+    data_s: float
+    step_s: float
+
+
+class Totals(Out):
+    """Run totals. Wall-clock, GPU-hours, cost and energy include the expected time lost to
+    failures and checkpoints (goodput, from ``costmodel.reliability.best_goodput``, the model
+    ``trainplan resilience`` uses); ``ideal_wall_clock_days`` is the steps alone."""
+
+    steps: float | None
+    tokens: float | None
+    ideal_wall_clock_days: float | None
+    wall_clock_days: float | None
+    goodput: float | None = Field(None, description="useful time / wall time")
+    mtbf_hours: float | None = Field(None, description="mean time between interruptions")
+    checkpoint_interval_hours: float | None = Field(None, description="interval that maximises goodput (near Daly 2006's)")
+    checkpoint_write_s: float | None
+    gpu_hours: float | None
+    cost_usd: float | None
+    usd_per_gpu_hour: float | None
+    price_source: str
+    energy_mwh: float | None
+    energy_assumption: str
+
+
+class Estimate(Out):
+    """Everything trainplan concludes for one configuration."""
+
+    model: str
+    gpu: str
+    gpus: int
+    framework: str = Field(description="training framework profile (catalog/data/frameworks.json)")
+    precision: str
+    layout: str
+    strategy: dict[str, Any]
+    zero_name: str
+    params_total: int
+    params_active: int
+    grad_accum: int
+    micro_batch: int
+    global_batch: int
+    tokens_per_step: int
+    model_flops_per_step: float
+    hardware_flops_per_step: float
+    six_nd_per_step: float
+    flops_convention: str
+    memory: MemoryBreakdown
+    time: TimeBreakdown
+    tokens_per_s: float
+    tokens_per_s_per_gpu: float
+    tflops_per_gpu: float = Field(description="achieved model TFLOP/s per GPU")
+    mfu: float
+    hfu: float
+    peak_tflops: float
+    totals: Totals
+    assumptions: list[str] = Field(default_factory=list, description="the inputs the numbers "
+                                   "rest on, in words")
+    inputs: dict[str, Any] = Field(default_factory=dict, description="model, job, cluster and "
+                                   "strategy specs: the JSON alone reproduces the estimate")
+    warnings: list[str]
+
+    @property
+    def fits(self) -> bool:
+        return self.memory.fits
+
+
+def _f(x) -> float:
+    return float(x)
+
+
+def build_estimate(model: Model, job: Job, cluster: Cluster, st: Strategy,
+                   r: Evaluation | None = None) -> Estimate:
+    """Turn evaluate()'s numbers into an Estimate (with totals and warnings)."""
+    cluster.accelerator.check_precision(job.precision)  # no fp8 on A100, no bf16 on V100
+    r = r if r is not None else evaluate(model, job, cluster, Layout.of(st))
+    acc = cluster.accelerator
+    mem = MemoryBreakdown(
+        stage="first" if bool(r.worst_first) else "last",
+        weights_gib=_f(r.mem_weights) / GiB, gradients_gib=_f(r.mem_grads) / GiB,
+        optimizer_gib=_f(r.mem_optimizer) / GiB, activations_gib=_f(r.mem_activations) / GiB,
+        transient_gib=_f(r.mem_transient) / GiB, overhead_gib=_f(r.mem_overhead) / GiB,
+        total_gib=_f(r.mem_total) / GiB, capacity_gib=acc.hbm_gib,
+        headroom_gib=acc.hbm_gib - _f(r.mem_total) / GiB, fits=bool(r.fits),
+        first_stage_gib=_f(r.mem_first) / GiB, last_stage_gib=_f(r.mem_last) / GiB,
+        logits_gib=_f(r.logits_bytes) / GiB)
+    time = TimeBreakdown(
+        compute_s=_f(r.t_compute), tp_comm_s=_f(r.t_tp), cp_comm_s=_f(r.t_cp),
+        ep_comm_s=_f(r.t_ep), pp_bubble_s=_f(r.t_bubble),
+        pp_p2p_s=_f(r.t_p2p), dp_comm_s=_f(r.t_dp), optimizer_s=_f(r.t_optimizer),
+        data_s=_f(r.t_data), step_s=_f(r.t_step))
+    step = time.step_s
+    total_tokens = run_tokens(model, job)
+    price = cluster.price
+    energy = dict(tdp_w=acc.tdp_w, power_share=cluster.utilisation_power, pue=cluster.pue)
+    tot = run_totals(total_tokens, job.useful_batch_tokens, step, cluster.gpus, price, energy,
+                     reliability_inputs(model, job, cluster)) if total_tokens else None
+    t = tot or {}
+    totals = Totals(
+        steps=t.get("steps"), tokens=total_tokens, wall_clock_days=t.get("wall_days"),
+        ideal_wall_clock_days=t.get("ideal_days"), goodput=t.get("goodput"),
+        mtbf_hours=t.get("mtbf_hours"), checkpoint_interval_hours=t.get("checkpoint_interval_hours"),
+        checkpoint_write_s=t.get("checkpoint_write_s"), gpu_hours=t.get("gpu_hours"),
+        cost_usd=t.get("cost"),
+        usd_per_gpu_hour=price,
+        price_source=("user override" if cluster.usd_per_gpu_hour is not None
+                      else acc.price_source or "no price in catalog"),
+        energy_mwh=t.get("energy_mwh"),
+        energy_assumption=f"GPU TDP {acc.tdp_w:.0f} W x {cluster.utilisation_power:.0%} average "
+                          f"draw x PUE {cluster.pue} (GPU power only, host excluded)")
+    warnings = _warnings(model, job, cluster, st, r, mem, time)
+    n = cluster.gpus
+    return Estimate(
+        model=model.name, gpu=acc.name, gpus=n, framework=job.framework,
+        precision=job.precision, layout=st.layout(),
+        strategy=st.model_dump(), zero_name=ZERO_FSDP_NAMES[st.zero],
+        params_total=int(r.params_total), params_active=int(r.params_active),
+        grad_accum=int(round(_f(r.grad_accum))), micro_batch=st.micro_batch,
+        global_batch=job.batch_sequences, tokens_per_step=job.batch_tokens,
+        model_flops_per_step=_f(r.model_flops_step),
+        hardware_flops_per_step=_f(r.hardware_flops_step),
+        six_nd_per_step=_f(r.six_nd_step),
+        flops_convention="model FLOPs: matmuls incl. causal attention and LM head, backward = 2x "
+                         "forward (PaLM App. B MFU convention); hardware FLOPs add recompute",
+        memory=mem, time=time, tokens_per_s=_f(r.tokens_per_s),
+        tokens_per_s_per_gpu=_f(r.tokens_per_s) / n,
+        tflops_per_gpu=_f(r.model_flops_step) / step / n / 1e12,
+        mfu=_f(r.mfu), hfu=_f(r.hfu), peak_tflops=_f(r.peak_flops) / 1e12,
+        totals=totals, warnings=warnings, assumptions=assumptions(model, job, cluster),
+        inputs=dict(model=model.model_dump(mode="json"), job=job.model_dump(mode="json"),
+                    cluster={**cluster.model_dump(mode="json", exclude={"accelerator"}),
+                             "gpu": acc.id},
+                    strategy=st.model_dump(mode="json")))
+
+
+def run_tokens(model: Model, job: Job) -> float | None:
+    """The job's useful tokens, images counted with the model's decoder tokens per image."""
+    if model.vision and job.text_tokens is not None and job.tokens is None:
+        from trainplan.costmodel.vision_tokens import mean_llm_tokens_per_image
+        return job.total_tokens(mean_llm_tokens_per_image(model, job))
+    return job.total_tokens()
+
+
+def assumptions(model: Model, job: Job, cluster: Cluster) -> list[str]:
+    """The inputs an estimate rests on, in words (printed and in the JSON)."""
+    acc = cluster.accelerator
+    tok = run_tokens(model, job)
+    out = [f"sequence {job.seq_len} tokens, global batch {job.batch_sequences} sequences "
+           f"({job.batch_tokens:,} tokens), "
+           + (f"{tok:.3g} training tokens" if tok else "no token count (per-step figures only)"),
+           f"precision {job.precision}, optimizer {job.optimizer}"
+           + (f" ({job.adamw_impl})" if job.adamw_impl else "") + f", framework {job.framework}"
+           + (" with torch.compile" if job.compile else ""),
+           f"packing efficiency {job.packing_efficiency:.0%} (useful tokens / processed)"]
+    if model.vision:
+        out.append(f"{job.images_for(model):g} image(s) per sample"
+                   + (f", {job.text_tokens:g} text tokens per sample" if job.text_tokens else ""))
+    if job.frozen or job.trainable == "lora":
+        out.append("trainable: " + (f"LoRA rank {job.lora_rank}" if job.trainable == "lora"
+                                    else "all but " + ", ".join(job.frozen)))
+    price = cluster.price
+    src = "user override" if cluster.usd_per_gpu_hour is not None else (acc.price_source or "none")
+    out.append(f"{cluster.gpus} x {acc.id}, {cluster.node_size} per node; "
+               + (f"${price:g}/GPU-hour ({src})" if price is not None else "no price"))
+    return out
+
+
+def reliability_inputs(model: Model, job: Job, cluster: Cluster) -> dict[str, Any]:
+    """Arguments of run_totals about failures and checkpoints (shared with the search).
+
+    Checkpoint size: every parameter's weights plus the fp32 master and optimizer moments
+    (the state a restart needs; frozen parts are counted too, an over-estimate for them).
+    """
+    from trainplan.conventions import model_state_bytes
+    from trainplan.costmodel.params import model_params
+    sb = model_state_bytes(job.precision, job.optimizer)
+    return dict(checkpoint_bytes=model_params(model).total * (sb.weights + sb.master + sb.optim),
+                storage_GBps_per_node=cluster.storage_GBps_per_node,
+                storage_GBps_max=cluster.storage_GBps_max,
+                restart_minutes=cluster.restart_minutes, spot_mtbf_hours=cluster.spot_mtbf_hours,
+                failure_rate=cluster.failure_rate_per_gpu_hour, nodes=cluster.nodes)
+
+
+def _warnings(model, job, cluster, st, r, mem, time) -> list[str]:
+    w = []
+    if not mem.fits:
+        parts = sorted([("activations", mem.activations_gib), ("optimizer states", mem.optimizer_gib),
+                        ("weights", mem.weights_gib), ("gradients", mem.gradients_gib),
+                        ("transient", mem.transient_gib), ("overhead", mem.overhead_gib)],
+                       key=lambda x: -x[1])
+        top = ", ".join(f"{k} {v:.1f} GiB" for k, v in parts[:3])
+        w.append(f"DOES NOT FIT: {mem.total_gib:.1f} GiB needed on the {mem.stage} stage, "
+                 f"{mem.capacity_gib:.0f} GiB available. Largest: {top}. Try: "
+                 + _fit_hints(st, parts[0][0]))
+    elif mem.headroom_gib < 0.05 * mem.capacity_gib:
+        w.append(f"tight memory: {mem.headroom_gib:.1f} GiB headroom "
+                 "(allocator fragmentation can still OOM)")
+    if time.pp_bubble_s > 0.15 * time.step_s:
+        w.append(f"pipeline bubble is {time.pp_bubble_s / time.step_s:.0%} of the step: use more "
+                 "micro-batches (smaller micro-batch or larger global batch) or virtual stages")
+    if time.tp_comm_s > 0.2 * time.step_s:
+        w.append(f"TP communication is {time.tp_comm_s / time.step_s:.0%} of the step: "
+                 "keep TP inside a node or lower it")
+    if time.dp_comm_s > 0.15 * time.step_s:
+        w.append(f"exposed DP communication is {time.dp_comm_s / time.step_s:.0%} of the step")
+    if st.tp * st.cp > cluster.node_size:
+        w.append(f"tp*cp = {st.tp * st.cp} spans nodes ({cluster.node_size} GPUs per node)")
+    from trainplan.spec.framework import get_framework
+    fw = get_framework(job.framework)
+    made_on = fw.calibrated_on.get("gpu")
+    if made_on and made_on != cluster.accelerator.id:
+        w.append(f"calibrated profile {fw.id} was fitted on {made_on}, applied to "
+                 f"{cluster.accelerator.id}: recalibrate on this GPU")
+    caveat = fw.validation_caveat
+    if caveat:
+        w.append(f"validation ({job.framework}): {caveat}")
+    if job.precision == "fp16_mixed":
+        w.append("fp16 needs dynamic loss scaling (GradScaler init 2^16); prefer bf16 on A100/H100")
+    return w
+
+
+def _fit_hints(st: Strategy, biggest: str) -> str:
+    hints = []
+    if biggest == "activations":
+        if st.recompute != "full":
+            hints.append("recompute='full'")
+        if st.micro_batch > 1:
+            hints.append("a smaller micro_batch")
+        if st.tp < 8:
+            hints.append("larger tp with sequence parallel")
+        hints.append("more pipeline stages or context parallelism")
+    else:
+        if st.zero < 3:
+            hints.append(f"zero={st.zero + 1}")
+        hints.append("larger tp or pp, more GPUs")
+        if not st.offload_optimizer:
+            hints.append("offload_optimizer=True")
+    return "; ".join(hints)

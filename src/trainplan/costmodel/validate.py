@@ -1,0 +1,62 @@
+"""Cross-spec consistency checks (model x job x cluster x strategy), done once at the edge.
+
+The rules themselves live once, in :data:`trainplan.costmodel.layout.RULES` (the search applies
+the same rules to arrays of candidates); this module turns the first rule a strategy breaks into
+an :class:`InputError` naming the field, the value and what would be valid.
+"""
+
+from __future__ import annotations
+
+from trainplan.errors import InputError
+from trainplan.spec.base import evolve
+from trainplan.spec.cluster import Cluster
+from trainplan.spec.job import Job
+from trainplan.spec.model import Model
+from trainplan.spec.strategy import Strategy
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def _value(field: str, st: Strategy, job: Job, dp: int):
+    if field == "strategy.tp*pp*cp":
+        return st.tp * st.pp * st.cp
+    if field == "strategy.pp*vp":
+        return f"{st.pp}*{st.vp}"
+    if field == "job.global_batch":
+        return job.batch_sequences
+    if field == "strategy.dp":
+        return dp
+    return getattr(st, field.split(".", 1)[1], None)
+
+
+def complete_strategy(model: Model, job: Job, cluster: Cluster, st: Strategy) -> Strategy:
+    """Check a strategy against the model, job, cluster and framework; derive dp.
+    Raises InputError."""
+    from trainplan.spec.framework import get_framework
+    from trainplan.costmodel.layout import Layout, context, first_broken
+
+    mp = st.tp * st.pp * st.cp
+    if cluster.gpus % mp:
+        raise InputError("strategy.tp*pp*cp", mp, f"a divisor of the GPU count {cluster.gpus}")
+    dp = st.dp or cluster.gpus // mp
+    if st.dp and st.dp * mp != cluster.gpus:
+        raise InputError("strategy.dp", st.dp,
+                         f"gpus / (tp*pp*cp) = {cluster.gpus} / {mp} = {cluster.gpus // mp}")
+    fw = get_framework(job.framework)
+    if st.recompute is None:
+        st = evolve(st, recompute="selective" if "selective" in fw.recompute else "none")
+    L = Layout.of(st, dp)
+    ctx = context(model, job, cluster.gpus, fw)._replace(uneven=st.uneven_stages)
+    rule = first_broken(L, ctx)
+    if rule is not None:
+        hint = None
+        if rule.field == "job.global_batch":
+            ok = [mb for mb in _divisors(job.batch_sequences)
+                  if (job.batch_sequences // mb) % dp == 0]
+            hint = (f"micro-batches that work with dp={dp}: {ok[:8]}" if ok else
+                    f"no micro-batch works: make the global batch a multiple of dp={dp}")
+        raise InputError(rule.field, _value(rule.field, st, job, dp), rule.valid(L, ctx),
+                         hint=hint)
+    return evolve(st, dp=dp)

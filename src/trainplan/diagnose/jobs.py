@@ -1,0 +1,106 @@
+"""Diagnose services: the job of a real run (job file, flags and ``--set key=value``) as the
+plan sees it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Optional
+
+
+def job_config(job_file: Optional[Path], model: Optional[str], gpu: Optional[str],
+               gpus: Optional[int], seq_len: Optional[int], global_batch: Optional[int],
+               sets: list[str]):
+    """A :class:`~trainplan.diagnose.oomplan.Config` from a job file and flags, parsed as
+    ``trainplan estimate`` parses them; ``--set key=value`` fills any strategy or job field."""
+    from trainplan.diagnose.oomplan import Config
+    from trainplan.errors import InputError
+    from trainplan.services.jobfile import build_inputs, merge, start
+    from trainplan.spec.job import Job
+    from trainplan.spec.strategy import Strategy
+    data = start(job_file, model, use_example=False)
+    if "model" not in data:
+        return None
+    merge(data, "cluster", gpu=gpu, gpus=gpus)
+    merge(data, "job", seq_len=seq_len, global_batch=global_batch)
+    for kv in sets or []:
+        k, sep, v = kv.partition("=")
+        k = "framework" if k == "implementation" else k         # the v0.1 name
+        sec = "strategy" if k in Strategy.model_fields else "job" if k in Job.model_fields else None
+        if not sep or sec is None:
+            raise InputError("--set", kv, "key=value with a strategy or job field as key")
+        data.setdefault(sec, {})[k] = set_value(v)
+    inp = build_inputs(data)
+    job = inp.job.model_dump(exclude_none=True)
+    seq, gb, impl = job.pop("seq_len"), job.pop("global_batch", None), job.pop("framework")
+    st = {k: v for k, v in inp.strategy.model_dump().items() if v is not None}
+    return Config(inp.model, inp.cluster.accelerator.id, inp.cluster.gpus, seq,
+                  gb or inp.job.batch_sequences, st, impl,
+                  {k: v for k, v in job.items() if k in ("precision", "optimizer", "trainable",
+                                                         "lora_rank", "frozen", "dropout")})
+
+
+def set_value(text: str):
+    """A --set value as JSON (numbers, true/false) where it parses, else the string."""
+    try:
+        return json.loads(text.lower() if text.lower() in ("true", "false") else text)
+    except json.JSONDecodeError:
+        return text
+
+
+def plan_of(job_file, model, gpu, gpus, seq_len, global_batch, sets) -> Any:
+    """The plan's Estimate when a model or job file is given, else None."""
+    from trainplan.diagnose.oomplan import predict
+    cfg = job_config(job_file, model, gpu, gpus, seq_len, global_batch, sets)
+    return predict(cfg) if cfg is not None else None
+
+
+def calibrate_runs(runs_csv: Path, framework: str, boot: int, out: Optional[Path]) -> dict[str, Any]:
+    """Fit the step-time factors on the measured runs of a CSV (written to ``out`` if given)."""
+    from trainplan.diagnose.calibrate import (
+        Run,
+        calibrate,
+        features,
+        read_runs_csv,
+        write,
+    )
+    from trainplan.diagnose.oomplan import predict
+    from trainplan.errors import InputError
+    runs, bases, gpu_ids = [], set(), set()
+    for i, row in enumerate(read_runs_csv(runs_csv), start=2):
+        try:
+            step = float(_cell(row, i, "step_s"))
+        except (TypeError, ValueError):
+            raise InputError(f"line {i}: step_s", row["step_s"], "a number of seconds") from None
+        extra = [f"{k}={v}" for k, v in row.items()
+                 if k not in ("model", "gpu", "gpus", "seq_len", "global_batch", "step_s")
+                 and v not in (None, "")]
+        cfg = job_config(None, _cell(row, i, "model"), _cell(row, i, "gpu"), _int(row, i, "gpus"),
+                         _int(row, i, "seq_len"), _int(row, i, "global_batch"), extra)
+        est = predict(cfg)
+        bases.add(est.framework)
+        from trainplan.catalog.accelerators import get_accelerator
+        gpu_ids.add(get_accelerator(cfg.gpu).id)
+        runs.append(Run(f"line {i}", est.gpu, features(est), step, float(est.time.step_s)))
+    if len(bases) > 1:
+        raise InputError("runs.framework", sorted(bases), "runs of one framework")
+    cal = calibrate(runs, framework, boot, base_framework=next(iter(bases), None),
+                    gpu_id=next(iter(gpu_ids), None))
+    if out:
+        write(cal, out)
+    return cal
+
+
+def _cell(row: dict[str, Any], line: int, key: str) -> Any:
+    from trainplan.errors import InputError
+    if row.get(key) in (None, ""):
+        raise InputError(f"line {line}: {key}", None, f"a value in the {key} column")
+    return row[key]
+
+
+def _int(row: dict[str, Any], line: int, key: str) -> int:
+    from trainplan.errors import InputError
+    try:
+        return int(_cell(row, line, key))
+    except ValueError:
+        raise InputError(f"line {line}: {key}", row[key], "a whole number") from None

@@ -1,0 +1,102 @@
+"""What ``trainplan diagnose`` prints: an OOM against the plan, a trace's breakdown, a log."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+
+
+def render_oom(r: dict[str, Any]) -> None:
+    ms = r["measured"]
+    typer.echo(f"measured ({ms['source']}): " + ", ".join(
+        f"{k.replace('_gib', '')} {v:.2f} GiB" for k, v in ms.items() if k.endswith("_gib")))
+    if r["fragmentation_gib"] is not None:
+        typer.echo(f"fragmentation (reserved - allocated): {r['fragmentation_gib']:.2f} GiB")
+    for k, v in ms.get("components", {}).items():
+        typer.echo(f"  measured {k}: {v:.2f} GiB")
+    for n in ms.get("notes", []):
+        typer.echo(f"  note: {n}")
+    if "predicted" not in r:
+        typer.echo(f"phase: {r['phase'] or 'not recorded in this artifact'}")
+        typer.echo(f"cause: {r['component'] or 'not decidable without the job'}; give the job "
+                   "(--model/--job, --gpu, --gpus, --set ...) to compare with the plan")
+        for a in r["advice"]:
+            typer.echo(f"advice: {a}")
+        return
+    typer.echo(f"plan [{r['layout']}] per GPU, of {r['capacity_gib']:.2f} GiB:")
+    for k, v in r["predicted"].items():
+        typer.echo(f"  {k:<12}{v:8.2f} GiB")
+    if r["measured_peak_allocated_gib"]:
+        typer.echo(f"measured peak allocated {r['measured_peak_allocated_gib']:.2f} GiB vs planned "
+                   f"total {r['predicted']['total']:.2f} GiB (the plan adds CUDA context, NCCL "
+                   "and allocator reserve in overhead)")
+    typer.echo(f"beyond the plan: {r['excess_over_plan_gib']:.2f} GiB")
+    typer.echo(f"component: {r['component']} - {r['reason']}")
+    typer.echo(f"phase: {r['phase'] or 'not recorded in this artifact'}")
+    for a in r["advice"]:
+        typer.echo(f"advice: {a}")
+    for w in r["warnings"]:
+        typer.echo(f"warning: {w}")
+    typer.echo(("smallest changes that fit" if ms.get("oom", True) else "changes that add headroom")
+               + " (ranked by GPU-time per step):" if r["changes"]
+               else "no single or paired change fits: more GPUs of a larger memory")
+    for c in r["changes"]:
+        typer.echo(f"  {c['change']:<40} {c['memory_gib']:7.2f} GiB  step {c['step_s']:.3f} s "
+                   f"(x{c['slowdown']:.2f} time, x{c['gpu_time_factor']:.2f} GPU-time)")
+
+
+def render_trace(out: list[dict[str, Any]], strag: Any, vs: Any) -> None:
+    from trainplan.diagnose.trace import CLASSES
+
+    for o in out:
+        m = o["mean"]
+        step = m["step_us"]
+        typer.echo(f"rank {o['rank']} ({o['device']}): {o['steps']} steps, mean of "
+                   f"{o['steps_averaged']}: step {step / 1e3:.2f} ms (parts sum to "
+                   f"{m['sum_us'] / 1e3:.2f} ms)")
+        for k in CLASSES + ("idle",):
+            if m[f"{k}_us"] > 0:
+                typer.echo(f"  {k:<18}{m[f'{k}_us'] / 1e3:9.2f} ms {100 * m[f'{k}_us'] / step:6.1f}%")
+        typer.echo(f"  comm overlapped   {m['comm_overlapped_us'] / 1e3:8.2f} ms (under compute, "
+                   "not in the sum)")
+        typer.echo(f"  idle by host cause: data-loader wait {m['idle_data_wait_us'] / 1e3:.2f} ms, "
+                   f"host sync {m['idle_host_sync_us'] / 1e3:.2f} ms, launch-bound "
+                   f"{m['idle_launch_bound_us'] / 1e3:.2f} ms")
+        typer.echo("  heuristics (source document: data wait > 5 ms per batch, communication > "
+                   f"15% of step): {', '.join(o['verdicts']) or 'none triggered'}")
+    if strag:
+        typer.echo(f"straggler: rank {strag['straggler']} (last to arrive at "
+                   f"{strag['collectives_matched']} collectives, "
+                   f"{strag['straggler_lateness_us'] / 1e3:.2f} ms late in total; the other "
+                   f"ranks wait {strag['others_wait_us'] / 1e3:.2f} ms for it together)")
+    if vs:
+        typer.echo(f"rank {out[0]['rank']} vs plan: measured {vs['measured_step_s']:.3f} s, "
+                   f"planned {vs['planned_step_s']:.3f} s")
+        for k, v in vs["measured_s"].items():
+            typer.echo(f"  {k:<14} measured {v:8.4f} s  planned {vs['planned_s'][k]:8.4f} s")
+        typer.echo(f"largest deviation: {vs['largest_deviation']} - {vs['advice']}")
+
+
+def render_log(s: dict[str, Any]) -> None:
+    for k, v in s.items():
+        if k in ("advice", "vs_plan") or v is None:
+            continue
+        typer.echo(f"{k:<24}{v:.4g}" if isinstance(v, float) else f"{k:<24}{v}")
+    for k, v in (s.get("vs_plan") or {}).items():
+        typer.echo(f"{k:<24}{v:.4g}")
+    for a in s["advice"]:
+        typer.echo(f"advice: {a}")
+
+
+def render_calibration(cal: dict[str, Any], out: Any) -> None:
+    typer.echo(f"{cal['runs']} runs on {cal['gpu']} ({cal['framework']})")
+    for k, v in cal["factors"].items():
+        lo, hi = cal["interval_5_95"][k]
+        typer.echo(f"  {k:<12} {v:6.3f}  (5-95%: {lo:.3f} .. {hi:.3f})")
+    typer.echo(f"uncalibrated median |error| {cal['planned_abs_error_median']:.1%}; "
+               f"in-sample {cal['in_sample_abs_error_median']:.1%}; leave-one-out "
+               + (f"{cal['loo_abs_error_median']:.1%}" if cal["loo_abs_error_median"] is not None
+                  else "n/a (fewer than 3 runs)"))
+    if out:
+        typer.echo(f"wrote {out}: use it with trainplan estimate/plan --profile {out}")

@@ -1,0 +1,42 @@
+"""Console output shared by the commands: JSON, literal text lines, a rich console.
+
+Text from the user (model names, paths, notes) is printed with markup and emoji substitution
+off, so it appears exactly as given.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+
+def console(stderr: bool = False) -> Any:
+    """A rich console for tables; its ``print`` is called with ``markup=False`` for user text."""
+    from rich.console import Console
+
+    return Console(stderr=stderr, highlight=False, emoji=False)
+
+
+def line(text: str, *, style: str | None = None, err: bool = False, c: Any = None,
+         soft_wrap: bool = False) -> None:
+    """One line of literal text (no markup, no emoji), optionally styled as a whole; wrapped at
+    the console's width unless ``soft_wrap``."""
+    (c or console(err)).print(text, style=style, markup=False, highlight=False, emoji=False,
+                              soft_wrap=soft_wrap)
+
+
+def _default(o: Any) -> Any:
+    if hasattr(o, "tolist"):          # numpy arrays and scalars
+        return o.tolist()
+    if hasattr(o, "model_dump"):      # pydantic models
+        return o.model_dump(mode="json")
+    if isinstance(o, (tuple, set, frozenset)):
+        return list(o)
+    return str(o)
+
+
+def print_json(payload: Any, indent: int = 2) -> None:
+    """``payload`` as JSON on stdout (numpy values, tuples and models converted)."""
+    import typer
+
+    typer.echo(json.dumps(payload, indent=indent, default=_default))

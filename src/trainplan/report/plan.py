@@ -1,0 +1,67 @@
+"""Console output of ``trainplan plan``: the top layouts, the winner and why, the Pareto front.
+
+Tables fold into key-value rows when they do not fit the terminal (:mod:`trainplan.report.tables`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def _counts(counts: list[int]) -> str:
+    return str(counts[0]) if len(counts) == 1 else f"{counts[0]}..{counts[-1]} ({len(counts)} counts)"
+
+
+_RIGHT = ("#", "n", "GiB (free)", "step s", "tok/s", "MFU", "days", "GPU-h", "cost $")
+
+
+def render(result, paths: list[Path]) -> None:
+
+    from trainplan.report.fmt import num
+    from trainplan.report.tables import print_rows
+
+    from rich.markup import escape
+
+    from trainplan.report.echo import console
+    c = console()
+    w = result.winner
+    cons = {k: v for k, v in result.constraints.items() if v}
+    c.print(f"[bold]{escape(result.model)}[/bold]: plan by [cyan]{result.objective}[/cyan] on "
+            f"{', '.join(result.gpu_ids)} x {_counts(result.gpu_counts)} GPUs"
+            + (f"  constraints {cons}" if cons else ""), highlight=False)
+    many_gpus = len(result.gpu_ids) > 1
+    many_counts = len(result.gpu_counts) > 1
+    cols = ["layout"] + (["GPU"] if many_gpus else []) + (["n"] if many_counts else []) \
+        + ["GiB (free)", "step s", "tok/s", "MFU", "days", "GPU-h", "cost $"]
+    rows = []
+    for i, (e, gid) in enumerate(zip(result.top, result.top_gpu_ids), 1):
+        rows.append([f"{i}. {e.layout}"] + ([gid] if many_gpus else []) + ([str(e.gpus)] if many_counts else [])
+                    + [f"{e.memory.total_gib:.1f} ({e.memory.headroom_gib:.1f})", f"{e.time.step_s:.3g}",
+                       num(e.tokens_per_s), f"{e.mfu:.1%}", num(e.totals.wall_clock_days, ".1f"),
+                       num(e.totals.gpu_hours), num(e.totals.cost_usd)])
+    print_rows(f"Top {len(result.top)} layouts", cols, rows, console=c, right=_RIGHT, simple=True)
+    c.print(f"[bold]Winner[/bold] [cyan]{w.layout}[/cyan] on {w.gpus}x {w.gpu} ({w.zero_name}); "
+            f"[bold]binds:[/bold] {result.binding}", highlight=False)
+    for line in result.explanation:
+        c.print(f"  - {line}", markup=False)
+    if result.runner_up:
+        c.print(f"  - {result.runner_up}", markup=False)
+    for a in w.assumptions:
+        c.print(f"  [dim]assumes: {escape(a)}[/dim]", highlight=False)
+    for wtext in w.warnings:
+        c.print(f"  [yellow]! {escape(wtext)}[/yellow]", highlight=False)
+    tables = [("Pareto front, wall-clock against cost (dominated points removed)", result.pareto)]
+    if len(result.per_type) > 1:
+        tables.append(("Best per GPU type (each type's fastest count and layout)", result.per_type))
+    for title, points in tables:
+        if points:
+            print_rows(title, ("GPU", "n", "layout", "step s", "MFU", "days", "GPU-h", "cost $", "meets"),
+                       [(q.gpu_id, str(q.gpus), q.layout, f"{q.step_s:.3g}", f"{q.mfu:.1%}",
+                         num(q.wall_clock_days, ".1f"), num(q.gpu_hours), num(q.cost_usd),
+                         "yes" if q.meets_constraints else "no") for q in points],
+                       console=c, key_columns=3, right=_RIGHT, simple=True)
+    c.print(f"[dim]{result.candidates_evaluated:,} layouts evaluated "
+            f"({result.candidates_fit:,} fit, {result.candidates_feasible:,} feasible) in "
+            f"{result.seconds:.2f} s, {result.candidates_per_s:,.0f} layouts/s[/dim]", highlight=False)
+    for path in paths:
+        c.print(f"wrote {path}", markup=False)

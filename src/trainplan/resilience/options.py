@@ -1,0 +1,89 @@
+"""Resilience services: purchase options (on-demand, reserved, spot) for one plan, and its
+elastic launch files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+
+def purchase_options(job_file, gpu, gpus, provider, interruptions, od, rs, sp, failures, restart_minutes,
+         spot_wait_minutes, runs, seed, emit=(None, None, 3, False)) -> dict:
+    from importlib import resources
+
+    from trainplan.costmodel.estimate import build_estimate
+    from trainplan.errors import InputError
+    from trainplan.resilience import economics as ec
+    from trainplan.services.jobfile import build_inputs, merge, start
+    from trainplan.costmodel.validate import complete_strategy
+
+    if job_file is None:
+        job_file = Path(str(resources.files("trainplan.examples").joinpath("vlm_source_case.toml")))
+        gpus = gpus or 64
+    data = start(job_file, None, use_example=False)
+    merge(data, "cluster", gpu=gpu, gpus=gpus)
+    inp = build_inputs(data)
+    st = complete_strategy(inp.model, inp.job, inp.cluster, inp.strategy)
+    est = build_estimate(inp.model, inp.job, inp.cluster, st)
+    if not est.totals.ideal_wall_clock_days:
+        raise InputError("job.tokens", None, "a token or sample count (the run's length)")
+    c = inp.cluster
+    try:
+        rate = float(failures)
+    except ValueError:
+        rate = ec.failure_rate(failures)
+    if rate < 0:
+        raise InputError("--failures", failures, "a rate >= 0 or a named rate")
+    ck = ec.checkpoint_of(est, c.nodes, c.storage_GBps_per_node, c.storage_GBps_max)
+    restart_h = ((c.restart_minutes if restart_minutes is None else restart_minutes) * 60
+                 + ck.load_s) / 3600.0
+    work_h = est.totals.ideal_wall_clock_days * 24.0
+    opts = ec.catalog_options(c.accelerator.id, provider, c.node_size, c.nodes, interruptions,
+                              spot_wait_minutes / 60.0,
+                              {"on-demand": od, "reserved": rs, "spot": sp})
+    res = [ec.evaluate_option(o, work_h, c.gpus, rate, ck, restart_h, est.time.step_s)
+           for o in opts]
+    rows = []
+    for r in res:
+        row: dict[str, Any] = dict(option=r.option.name, usd_per_gpu_hour=r.option.usd_per_gpu_hour,
+                   price_source=r.option.price_source,
+                   preemptions_per_day=r.option.preempt_per_hour * 24, notice_s=r.option.notice_s,
+                   saves_on_notice=r.saves_on_notice, interval_h=r.interval_h,
+                   daly_interval_h=r.daly_interval_h, goodput=r.goodput,
+                   goodput_first_order=r.goodput_first_order, wall_days=r.wall_h / 24,
+                   cost_usd=r.cost_usd, notes=list(r.option.notes))
+        if runs:
+            from trainplan.resilience.simulate import simulate
+            saves = r.saves_on_notice
+            s = simulate(work_h, r.interval_h, ck.write_s / 3600, restart_h, c.gpus * rate,
+                         r.option.preempt_per_hour, r.option.notice_s / 3600 if saves else 0.0,
+                         restart_h + r.option.extra_restart_h,
+                         c.gpus * (r.option.usd_per_gpu_hour or 0.0), runs=runs, seed=seed)
+            row["sim_days"] = {f"p{q}": v / 24 for q, v in s.percentiles().items()}
+            row["sim_mean_goodput"] = s.goodput
+        rows.append(row)
+    written = emit_elastic(inp, st, ck, work_h, *emit) if emit[0] is not None else []
+    by = {r.option.name: r for r in res}
+    savings = (1 - by["spot"].cost_usd / by["on-demand"].cost_usd
+               if by["spot"].cost_usd is not None and by["on-demand"].cost_usd else None)
+    return dict(model=est.model, gpu=est.gpu, gpus=est.gpus, nodes=c.nodes, layout=est.layout,
+                work_days=work_h / 24, provider=provider,
+                checkpoint=dict(gib=ck.gib, write_s=ck.write_s, load_s=ck.load_s,
+                                writers=ck.writers, read_gib=ck.bytes_read / 2**30),
+                restart_minutes=restart_h * 60, failures_per_gpu_hour=rate,
+                break_even_spot_discount=ec.break_even_discount(by["spot"], by["on-demand"]),
+                spot_savings=savings,
+                options=rows, written=[str(p) for p in written])
+
+
+def emit_elastic(inp, st, ck, work_h, out_dir, min_nodes, max_restarts, force):
+    from trainplan.export import LaunchSpec, check_spec
+    from trainplan.export.elastic import render_elastic
+    from trainplan.export.write import write_files
+    spec = LaunchSpec(model=inp.model, job=inp.job, cluster=inp.cluster, strategy=st,
+                      script_args=("--checkpoint-dir", "$CHECKPOINT_DIR"))
+    check_spec(spec)
+    files = render_elastic(spec, min_nodes or max(1, spec.nodes // 2), spec.nodes, max_restarts,
+                           ck.write_s, time_hours=min(work_h * 1.2, 48.0))
+    return write_files(files, out_dir, force=force,
+                       executable=("torchrun_elastic.sh", "train_requeue.sbatch"))

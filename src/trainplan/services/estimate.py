@@ -1,0 +1,63 @@
+"""Estimate one configuration: the public :func:`trainplan.estimate` and ``trainplan estimate``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from trainplan.costmodel.estimate import Estimate, build_estimate
+from trainplan.services.jobfile import Inputs, build_inputs, build_specs
+from trainplan.spec.cluster import Cluster
+from trainplan.spec.job import Job
+from trainplan.spec.model import Model
+from trainplan.spec.strategy import Strategy
+from trainplan.costmodel.validate import complete_strategy
+
+
+def estimate(model: str | Model = "llama-3-8b", *, gpu: str = "h100_sxm", gpus: int = 8,
+             job: Job | dict[str, Any] | None = None, strategy: Strategy | dict[str, Any] | None = None,
+             cluster: Cluster | dict[str, Any] | None = None, **job_kw: Any) -> Estimate:
+    """Estimate one configuration.
+
+    >>> est = estimate("llama-3-8b", gpu="h100", gpus=8, seq_len=8192, global_batch=512,
+    ...                strategy={"tp": 1, "zero": 1, "micro_batch": 1})
+    """
+    from trainplan.errors import expect_mapping
+
+    j = job if isinstance(job, Job) and not job_kw else {**_as_dict(job), **job_kw}
+    specs = build_specs(model, j, cluster if isinstance(cluster, Cluster) else
+                        expect_mapping("cluster", cluster), strategy,
+                        default_gpu=gpu, default_gpus=gpus)
+    st = complete_strategy(specs.model, specs.job, specs.cluster, specs.strategy)
+    return build_estimate(specs.model, specs.job, specs.cluster, st)
+
+
+def _as_dict(job: Any) -> dict[str, Any]:
+    from trainplan.errors import expect_mapping
+
+    if isinstance(job, Job):
+        return {k: getattr(job, k) for k in job.model_fields_set}
+    return expect_mapping("job", job)
+
+
+@dataclass(frozen=True)
+class EstimateRun:
+    """An estimate with the specs it was made from (for reports and launch files)."""
+
+    inputs: Inputs
+    strategy: Strategy            # completed: dp derived, the framework's rules applied
+    estimate: Estimate
+
+    def launch_spec(self) -> Any:
+        from trainplan.export import LaunchSpec
+
+        wall = self.estimate.totals.wall_clock_days
+        return LaunchSpec(model=self.inputs.model, job=self.inputs.job, cluster=self.inputs.cluster,
+                          strategy=self.strategy, wall_clock_hours=wall * 24.0 if wall else None)
+
+
+def estimate_job(data: dict[str, Any]) -> EstimateRun:
+    """Estimate the configuration of a job file's sections (merged with flags)."""
+    inp = build_inputs(data)
+    st = complete_strategy(inp.model, inp.job, inp.cluster, inp.strategy)
+    return EstimateRun(inp, st, build_estimate(inp.model, inp.job, inp.cluster, st))

@@ -1,0 +1,242 @@
+"""Job files (TOML or YAML) and CLI flags -> validated specs.
+
+A job file has up to five tables; every key is optional and flags override the file::
+
+    [model]      preset = "llama-3-8b"   # or: hf_config = "path/config.json"
+    [job]        seq_len = 8192  global_batch = 512  tokens = 1e12  precision = "bf16_mixed"
+    [cluster]    gpu = "h100"  gpus = 64  usd_per_gpu_hour = 2.5
+    [strategy]   tp = 2  pp = 1  zero = 1  micro_batch = 1  recompute = "selective"
+    [search]     objective = "fastest"  gpus = "8..512"      (used by `trainplan plan`)
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from trainplan.errors import InputError, from_validation_error
+from trainplan.spec.base import evolve
+from trainplan.spec.cluster import Cluster
+from trainplan.spec.job import Job
+from trainplan.spec.model import Model
+from trainplan.spec.specs import Specs
+from trainplan.spec.strategy import Strategy
+
+SECTIONS = ("model", "job", "cluster", "strategy", "search", "claims")
+
+
+class Inputs(Specs):
+    """The specs a job file (with flags) describes, and its ``[search]`` table as given."""
+
+    search: dict[str, Any] = {}
+
+
+def read_file(path: str | Path) -> dict[str, Any]:
+    """Parse a TOML, YAML or JSON job file into a dict of sections."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputError("job file", str(path), "an existing TOML, YAML or JSON file",
+                         hint="it is a folder" if p.is_dir() else None)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise InputError("job file", str(path), "a UTF-8 text file (TOML, YAML or JSON)",
+                         hint="it looks binary") from None
+    except OSError as e:
+        raise InputError("job file", str(path), f"a readable file ({e.strerror})") from None
+    try:
+        if p.suffix in (".yaml", ".yml"):
+            import yaml
+            data = yaml.safe_load(text) or {}
+        elif p.suffix == ".json":
+            data = json.loads(text)
+        else:
+            data = tomllib.loads(text)
+    except Exception as e:  # parser errors of three libraries
+        raise InputError("job file", str(path), f"valid {p.suffix.lstrip('.') or 'TOML'} ({e})") from None
+    if not isinstance(data, dict):
+        raise InputError("job file", str(path), "a mapping of sections " + ", ".join(SECTIONS))
+    unknown = set(data) - set(SECTIONS)
+    if unknown:
+        raise InputError(f"job file section '{sorted(unknown)[0]}'", sorted(unknown)[0],
+                         "one of " + ", ".join(SECTIONS))
+    for k, v in data.items():
+        if not isinstance(v, dict):
+            raise InputError(f"[{k}]", v, "a table of keys")
+    base = p.parent
+    mdl = data.get("model", {})
+    if "hf_config" in mdl and isinstance(mdl["hf_config"], str) \
+            and not Path(mdl["hf_config"]).is_absolute():
+        mdl["hf_config"] = str(base / mdl["hf_config"])
+    return data
+
+
+def example_path(name: str = "vlm_source_case.toml") -> Path:
+    return Path(str(resources.files("trainplan").joinpath(f"examples/{name}")))
+
+
+def _model(d: dict[str, Any]) -> Model:
+    from trainplan.catalog import get_model, load_hf_config
+    d = dict(d)
+    allowed = {"preset", "hf_config", "name", "stacks", "projectors", "source"}
+    bad = set(d) - allowed
+    if bad:
+        k = sorted(bad)[0]
+        raise InputError(f"model.{k}", d[k], "keys: " + ", ".join(sorted(allowed)))
+    given = [k for k in ("preset", "hf_config", "stacks") if k in d]
+    if len(given) > 1:
+        raise InputError(f"model.{given[1]}", d[given[1]],
+                         f"absent when model.{given[0]} is given (one of preset, hf_config, stacks)")
+    for k in ("preset", "hf_config"):
+        if k in d and not isinstance(d[k], str):
+            raise InputError(f"model.{k}", d[k], "a string: "
+                             + ("a preset id (see `trainplan models`)" if k == "preset"
+                                else "the path of a config.json"))
+    for k in ("stacks", "projectors"):
+        if k in d and not isinstance(d[k], (list, tuple)):
+            raise InputError(f"model.{k}", d[k], "a list of tables ([[model.%s]])" % k)
+    if "preset" in d:
+        return get_model(d["preset"])
+    if "hf_config" in d:
+        return load_hf_config(d["hf_config"])
+    if "stacks" in d:
+        try:
+            return Model(name=d.get("name", "custom"), stacks=tuple(d["stacks"]),
+                         projectors=tuple(d.get("projectors", ())), source=d.get("source", "job file"))
+        except ValidationError as e:
+            raise from_validation_error(e, "model.") from None
+    return get_model("llama-3-8b")
+
+
+def build_inputs(data: dict[str, Any]) -> Inputs:
+    """Validated specs from a dict of sections (file contents merged with flags)."""
+    specs = build_specs(data.get("model", {}), data.get("job", {}), data.get("cluster", {}),
+                        data.get("strategy", {}))
+    return Inputs(**{k: getattr(specs, k) for k in Specs.model_fields},
+                  search=dict(data.get("search", {})))
+
+
+def build_specs(model: Any = None, job: Any = None, cluster: Any = None, strategy: Any = None,
+                *, default_gpu: str = "h100_sxm", default_gpus: int | None = None) -> Specs:
+    """The one builder behind job files, flags, :func:`trainplan.estimate` and
+    :func:`trainplan.plan`: each part is a spec already, or a mapping (a job-file table), or for
+    the model a preset id; every error is an InputError naming the section and key."""
+    from trainplan.catalog import get_model
+    from trainplan.catalog.accelerators import get_accelerator
+    from trainplan.errors import expect_mapping
+
+    if isinstance(model, Model):
+        mdl = model
+    elif isinstance(model, str):
+        mdl = get_model(model)
+    else:
+        mdl = _model(expect_mapping("model", model))
+    cd = {} if isinstance(cluster, Cluster) else expect_mapping("cluster", cluster)
+    jd = {} if isinstance(job, Job) else expect_mapping("job", job)
+    fw = framework_profile(cd.get("profile")) if cd.get("profile") is not None else None
+    if fw is not None:                 # a calibrated framework profile (trainplan calibrate)
+        cd.pop("profile")
+        jd["framework"] = fw.id
+    j = job if isinstance(job, Job) else _checked(Job, "job.", jd)
+    if isinstance(cluster, Cluster):
+        c = cluster
+    else:
+        if "accelerator" in cd:
+            raise InputError("cluster.accelerator", cd["accelerator"],
+                             "not a key here: give the catalog id as cluster.gpu (see `trainplan gpus`)")
+        acc = get_accelerator(str(cd.pop("gpu", default_gpu)))
+        if "profile" in cd:
+            acc = apply_profile(acc, cd.pop("profile"))
+        if default_gpus is not None:
+            cd.setdefault("gpus", default_gpus)
+        c = _checked(Cluster, "cluster.", {"accelerator": acc, **cd})
+    st = strategy if isinstance(strategy, Strategy) else \
+        _checked(Strategy, "strategy.", expect_mapping("strategy", strategy))
+    return Specs(model=mdl, job=j, cluster=c, strategy=st)
+
+
+def _checked(cls: type, prefix: str, values: dict[str, Any]) -> Any:
+    try:
+        return cls(**values)
+    except ValidationError as e:
+        raise from_validation_error(e, prefix) from None
+
+
+def start(job_file: str | Path | None, model: str | None, use_example: bool) -> dict[str, Any]:
+    """The sections a command starts from: the job file, else the built-in example (when
+    ``use_example``), else nothing; then ``--model`` (a preset id or a config.json path)."""
+    data = read_file(job_file) if job_file else (read_file(example_path()) if use_example else {})
+    if model:
+        is_file = model.endswith(".json") or Path(model).exists()
+        data["model"] = {"hf_config": model} if is_file else {"preset": model}
+    return data
+
+
+def merge(data: dict[str, Any], section: str, **flags: Any) -> None:
+    """Put non-None flags into ``data[section]`` (flags override the file)."""
+    sec = data.setdefault(section, {})
+    for k, v in flags.items():
+        if v is not None:
+            sec[k] = v
+
+
+def framework_profile(path: Any):
+    """The framework profile in a ``--profile`` file written by ``trainplan calibrate`` (a JSON
+    with a ``frameworks`` list), registered for this process; None for an accelerator
+    efficiency profile (``trainplan measure bench``)."""
+    from trainplan.spec.framework import FrameworkProfile, register
+    if not isinstance(path, (str, Path)):
+        return None
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None                        # apply_profile reports the problem
+    if not isinstance(data, dict) or not isinstance(data.get("frameworks"), list) \
+            or not data["frameworks"]:
+        return None
+    try:
+        return register(FrameworkProfile(**data["frameworks"][0]))
+    except (ValidationError, TypeError) as e:
+        if isinstance(e, ValidationError):
+            raise from_validation_error(e, "profile.frameworks[0].") from None
+        raise InputError("cluster.profile", str(path), "a framework profile record") from None
+
+
+def apply_profile(acc, path: str | Path):
+    """Replace fields of the accelerator's efficiency profile with a measured profile file.
+
+    The file is JSON with EfficiencyProfile fields (as ``trainplan measure bench`` writes),
+    at the top level or under an ``"efficiency"`` or ``"profile"`` key.
+    """
+    from trainplan.spec.cluster import EfficiencyProfile
+    if not isinstance(path, (str, Path)):
+        raise InputError("cluster.profile", path, "the path of a profile JSON file (a string)")
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except (FileNotFoundError, IsADirectoryError):
+        raise InputError("cluster.profile", str(path), "an existing profile JSON file") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise InputError("cluster.profile", str(path),
+                         f"valid JSON ({getattr(e, 'msg', None) or getattr(e, 'reason', e)})") from None
+    except OSError as e:
+        raise InputError("cluster.profile", str(path), f"a readable file ({e.strerror})") from None
+    if isinstance(data, dict):
+        data = data.get("efficiency") or data.get("profile") or data
+    if not isinstance(data, dict):
+        raise InputError("cluster.profile", str(path), "a JSON object of EfficiencyProfile fields")
+    known = set(EfficiencyProfile.model_fields)
+    fields = {k: v for k, v in data.items() if k in known}
+    if not fields:
+        raise InputError("cluster.profile", str(path),
+                         "at least one of: " + ", ".join(sorted(known)))
+    try:
+        eff = EfficiencyProfile(**{**acc.efficiency.model_dump(), **fields})
+    except ValidationError as e:
+        raise from_validation_error(e, "profile.") from None
+    return evolve(acc, efficiency=eff)

@@ -1,0 +1,117 @@
+"""Plan the layout: the public :func:`trainplan.plan` and ``trainplan plan``.
+
+Flags, the job file's ``[search]`` table and the keyword arguments of :func:`plan` all become
+one :class:`~trainplan.services.requests.PlanRequest` through :func:`plan_request`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from trainplan.errors import InputError, expect_mapping
+from trainplan.services.jobfile import build_specs
+from trainplan.services.requests import PlanRequest, SearchOptions, validated
+from trainplan.spec.model import Model
+
+
+def _as_list(v: Any) -> list[str]:
+    if v is None:
+        return []
+    items = v if isinstance(v, (list, tuple)) else [v]
+    return [x.strip() for item in items for x in str(item).split(",") if x.strip()]
+
+
+def plan_request(data: dict[str, Any], **flags: Any) -> PlanRequest:
+    """The request from a job file's sections and the flags (a flag of None: not given).
+
+    ``flags``: gpu (ids), gpus (count, list or "8..4096"), objective, deadline_days, budget_usd,
+    headroom_gib, top, uneven_stages, max_tp, emit, out, space (a SearchSpace or its mapping).
+    """
+    from trainplan.catalog.accelerators import get_accelerator
+    from trainplan.search import SearchSpace, gpu_counts
+
+    space = flags.pop("space", None)
+    search = validated(SearchOptions, "search.", **expect_mapping("search", data.get("search")))
+    given = {k: v for k, v in flags.items() if v is not None}
+    opts = {**search.model_dump(exclude_none=True), **given}
+    if "gpu" in given and not _as_list(given["gpu"]):
+        raise InputError("--gpu", given["gpu"], "one or more accelerator ids (see `trainplan gpus`)")
+    cl = expect_mapping("cluster", data.get("cluster"))
+    gpu_types = _as_list(opts.get("gpu")) or _as_list(cl.get("gpu")) or ["h100_sxm"]
+    count_spec = opts.get("gpus", cl.pop("gpus", 8))
+    cl.update(gpu=gpu_types[0], gpus=1)
+    specs = build_specs(data.get("model", {}), data.get("job", {}), cl)   # the search sets the strategy
+    accs = tuple(get_accelerator(g) for g in gpu_types)
+    node = specs.cluster.gpus_per_node or accs[0].gpus_per_node
+    counts = gpu_counts(count_spec if isinstance(count_spec, (int, list, tuple)) else str(count_spec), node)
+    if not isinstance(space, SearchSpace):
+        sp = {**expect_mapping("space", space)}
+        for k in ("uneven_stages", "max_tp"):
+            if opts.get(k) is not None:
+                sp[k] = opts[k]
+        space = validated(SearchSpace, "space.", **sp)
+    return validated(
+        PlanRequest, "", specs=specs, accelerators=accs, gpu_counts=tuple(counts),
+        objective=opts.get("objective", "fastest"), deadline_days=opts.get("deadline_days"),
+        budget_usd=opts.get("budget_usd"), headroom_gib=opts.get("headroom_gib", 0.0),
+        top=opts.get("top", 5), space=space, emit=tuple(_as_list(opts.get("emit"))),
+        out=str(opts["out"]) if opts.get("out") is not None else None)
+
+
+def run_plan(req: PlanRequest, progress: Callable[[int, int], None] | None = None) -> tuple[Any, Any]:
+    """Search the request: the PlanResult and the Sweep (all candidates)."""
+    from trainplan.search import plan_specs
+
+    s = req.specs
+    return plan_specs(s.model, s.job, s.cluster, req.accelerators, req.gpu_counts,
+                      objective=req.objective, deadline_days=req.deadline_days,
+                      budget_usd=req.budget_usd, headroom_gib=req.headroom_gib, top=req.top,
+                      space=req.space, progress=progress)
+
+
+def emit_winner(req: PlanRequest, result: Any, sweep: Any, out: Path | None, force: bool) -> list[Path]:
+    """Write the launch files of the request's formats for the winner; their paths."""
+    if not req.emit:
+        return []
+    from trainplan.catalog.accelerators import get_accelerator
+    from trainplan.export import LaunchSpec, emit_files
+    from trainplan.spec.strategy import Strategy
+
+    w = result.winner
+    cluster = sweep.cluster(sweep.accelerators.index(get_accelerator(result.top_gpu_ids[0])), w.gpus)
+    wall = w.totals.wall_clock_days
+    spec = LaunchSpec(model=req.specs.model, job=req.specs.job, cluster=cluster,
+                      strategy=Strategy(**w.strategy), wall_clock_hours=wall * 24.0 if wall else None)
+    return emit_files(list(req.emit), Path(out or req.out or "."), spec, force=force)
+
+
+def plan(model: str | Model = "llama-3-8b", job: Any = None, *,
+         gpu: str | Sequence[str] = "h100_sxm", gpus: int | str | Sequence[int] = 8,
+         objective: str = "fastest", deadline_days: float | None = None,
+         budget_usd: float | None = None, headroom_gib: float = 0.0, top: int = 5,
+         space: Any = None, cluster: dict[str, Any] | None = None,
+         progress: Callable[[int, int], None] | None = None, **job_kw: Any) -> Any:
+    """Search every layout of ``model`` on the GPU types and counts; rank by ``objective``.
+
+    >>> r = plan("llama-2-7b", gpu="h100", gpus=8, seq_len=4096, global_batch=256)
+    >>> r.winner.layout  # doctest: +SKIP
+    """
+    from trainplan.spec.job import Job
+
+    cd = expect_mapping("cluster", cluster)
+    for k in ("gpus", "gpu", "accelerator"):
+        if k in cd:
+            raise InputError(f"cluster.{k}", cd[k], f"not a cluster key in plan(): pass "
+                             f"{'gpus' if k == 'gpus' else 'gpu'}= to plan() itself")
+    if not isinstance(gpu, str) and not (isinstance(gpu, (list, tuple)) and gpu):
+        raise InputError("gpu", gpu, "an accelerator id or a list of them (see `trainplan gpus`)")
+    j = job if isinstance(job, Job) and not job_kw else \
+        {**({k: getattr(job, k) for k in job.model_fields_set} if isinstance(job, Job)
+            else expect_mapping("job", job)), **job_kw}
+    req = plan_request({"model": model, "job": j, "cluster": cd}, gpu=gpu,
+                       gpus=list(gpus) if isinstance(gpus, tuple) else gpus, objective=objective,
+                       deadline_days=deadline_days, budget_usd=budget_usd,
+                       headroom_gib=headroom_gib, top=top, space=space)
+    result, _ = run_plan(req, progress)
+    return result
