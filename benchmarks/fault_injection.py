@@ -21,7 +21,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "resilience"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "unit" / "guard"))
 import harness  # noqa: E402
 
 

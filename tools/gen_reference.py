@@ -4,7 +4,7 @@
     PYTHONPATH=src python tools/gen_reference.py --check    # exit 1 if a file is out of date
 
 Each key's type, default and constraints come from ``Model.model_fields`` (and its metadata);
-descriptions from the ``Field(description=...)`` in the source. tests/qa/test_reference_docs.py
+descriptions from the ``Field(description=...)`` in the source. tests/project/test_reference_docs.py
 regenerates into a temporary folder and compares.
 """
 

@@ -2,7 +2,7 @@
 
 Flag names are the ones Megatron-LM's ``megatron/training/arguments.py`` defines (many are
 generated from ``ModelParallelConfig``/``TransformerConfig`` fields by ``ArgumentGroupFactory``);
-``tests/search/megatron_flags.txt`` lists those emitted here, with the commit they were read at.
+``tests/unit/export/megatron_flags.txt`` lists those emitted here, with the commit they were read at.
 Notable current names: virtual stages are ``--num-virtual-stages-per-pipeline-rank``
 (``--virtual-pipeline-model-parallel-size`` is not a CLI flag); uneven stages use
 ``--decoder-first-pipeline-num-layers``/``--decoder-last-pipeline-num-layers``; ZeRO-1 is

@@ -1,0 +1,70 @@
+"""CLI: runs, prints, exits 2 on bad input without a traceback."""
+
+import json
+
+
+from trainplan.cli import app
+from cli_helpers import runner
+
+
+
+def test_estimate_default_example():
+    r = runner.invoke(app, ["estimate"])
+    assert r.exit_code == 0, r.output
+    assert "Memory per GPU" in r.output and "Step time" in r.output
+
+
+def test_estimate_json_flags():
+    r = runner.invoke(app, ["estimate", "--model", "llama-2-7b", "--gpu", "a100-80gb", "--gpus", "8",
+                            "--zero", "3", "--seq-len", "4096", "--global-batch", "64", "--json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    assert d["params_total"] == 6_738_415_616 and d["strategy"]["zero"] == 3
+
+
+def test_estimate_bad_tp_exit_2():
+    r = runner.invoke(app, ["estimate", "--model", "llama-2-7b", "--gpu", "h100", "--gpus", "8",
+                            "--tp", "3"])
+    assert r.exit_code == 2
+    assert "Traceback" not in r.output and "tp" in r.output
+
+
+def test_unknown_gpu_exit_2():
+    r = runner.invoke(app, ["estimate", "--model", "llama-2-7b", "--gpu", "nope"])
+    assert r.exit_code == 2 and "gpu" in r.output
+
+
+def test_bad_job_file_keys(tmp_path):
+    f = tmp_path / "job.toml"
+    f.write_text("[job]\nseq_len = 4096\nbatch = 3\n")
+    r = runner.invoke(app, ["estimate", str(f)])
+    assert r.exit_code == 2 and "batch" in r.output
+    f.write_text("[jobb]\n")
+    r = runner.invoke(app, ["estimate", str(f)])
+    assert r.exit_code == 2 and "jobb" in r.output
+    f.write_text("[job\n")
+    r = runner.invoke(app, ["estimate", str(f)])
+    assert r.exit_code == 2
+
+
+def test_models_and_gpus_lists():
+    r = runner.invoke(app, ["models", "--json"])
+    assert r.exit_code == 0
+    ids = {m["id"] for m in json.loads(r.output)}
+    assert {"llama-2-7b", "llama-3.1-405b", "mixtral-8x7b", "gpt3-175b"} <= ids
+    r = runner.invoke(app, ["gpus", "--json"])
+    assert r.exit_code == 0 and len(json.loads(r.output)) >= 10
+
+
+def test_profile_file_changes_prediction(tmp_path):
+    base = ["estimate", "--model", "llama-2-7b", "--gpu", "h100", "--gpus", "8", "--zero", "1",
+            "--seq-len", "4096", "--global-batch", "64", "--json"]
+    r0 = runner.invoke(app, base)
+    f = tmp_path / "prof.json"
+    f.write_text(json.dumps({"efficiency": {"gemm_max": 0.4}}))
+    r1 = runner.invoke(app, base + ["--profile", str(f)])
+    assert r0.exit_code == 0 and r1.exit_code == 0, r1.output
+    assert json.loads(r1.output)["time"]["step_s"] > 1.5 * json.loads(r0.output)["time"]["step_s"]
+    f.write_text(json.dumps({"gemm_max": 7}))
+    r2 = runner.invoke(app, base + ["--profile", str(f)])
+    assert r2.exit_code == 2 and "gemm_max" in r2.output

@@ -1,0 +1,83 @@
+"""`trainplan plan`: the command, its JSON, its errors (exit 2) and its launch files."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+
+from trainplan.cli import app
+from cli_helpers import runner
+
+
+
+def test_plan_builtin_example():
+    r = runner.invoke(app, ["plan", "--top", "3"])
+    assert r.exit_code == 0, r.output
+    assert "Top 3 layouts" in r.output and "Winner" in r.output and "Pareto" in r.output
+    assert "layouts evaluated" in r.output
+
+
+def test_plan_json_range_and_types():
+    r = runner.invoke(app, ["plan", "--model", "llama-2-7b", "--gpu", "h100", "--gpu", "a100_sxm_80gb",
+                            "--gpus", "8..64", "--tokens", "1e11", "--global-batch", "256",
+                            "--objective", "cheapest", "--json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    assert d["objective"] == "cheapest" and d["gpu_counts"] == [8, 16, 32, 64]
+    assert set(d["gpu_ids"]) == {"h100_sxm", "a100_sxm_80gb"}
+    costs = [e["totals"]["cost_usd"] for e in d["top"]]
+    assert costs == sorted(costs)
+    assert d["candidates_evaluated"] > 1000 and d["pareto"]
+
+
+def test_plan_job_file_search_table(tmp_path):
+    f = tmp_path / "job.toml"
+    f.write_text('[model]\npreset = "llama-2-7b"\n[job]\nseq_len = 4096\nglobal_batch = 128\n'
+                 'tokens = 1e11\n[cluster]\ngpu = "h100"\n'
+                 '[search]\nobjective = "fewest"\ngpus = "8..32"\ndeadline_days = 30\n')
+    r = runner.invoke(app, ["plan", str(f), "--json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    assert d["objective"] == "fewest" and d["top"][0]["totals"]["wall_clock_days"] <= 30
+
+
+def test_plan_bad_inputs_exit_2(tmp_path):
+    cases = [
+        ["--model", "llama-2-7b", "--gpus", "8", "--tokens", "2e12", "--deadline-days", "1"],
+        ["--model", "llama-3.1-405b", "--gpus", "8"],
+        ["--model", "llama-2-7b", "--gpus", "64..8"],
+        ["--model", "llama-2-7b", "--objective", "quickest"],
+        ["--model", "llama-2-7b", "--emit", "ansible", "--out", str(tmp_path)],
+        ["--model", "llama-2-7b", "--gpu", "h9000"],
+    ]
+    for args in cases:
+        r = runner.invoke(app, ["plan", *args])
+        assert r.exit_code == 2, (args, r.output)
+        assert "error" in r.output and "Traceback" not in r.output
+
+
+def test_plan_nothing_fits_names_change():
+    r = runner.invoke(app, ["plan", "--model", "llama-3.1-405b", "--gpus", "8"])
+    assert r.exit_code == 2
+    assert "smallest change" in r.output
+
+
+def test_plan_emit_and_force(tmp_path):
+    args = ["plan", "--model", "llama-2-7b", "--gpus", "16", "--emit", "deepspeed,megatron",
+            "--emit", "slurm", "--out", str(tmp_path)]
+    r = runner.invoke(app, args)
+    assert r.exit_code == 0, r.output
+    assert {"ds_config.json", "megatron_pretrain.sh", "train.sbatch"} <= {p.name for p in tmp_path.iterdir()}
+    r = runner.invoke(app, args)
+    assert r.exit_code == 2 and "--force" in r.output
+    r = runner.invoke(app, args + ["--force"])
+    assert r.exit_code == 0
+
+
+def test_cli_import_stays_light():
+    code = ("import sys, trainplan.cli; "
+            "print(any(m in sys.modules for m in ('numpy', 'rich', 'trainplan.search')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

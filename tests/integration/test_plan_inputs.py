@@ -1,0 +1,78 @@
+"""QA: `trainplan plan` and `trainplan.plan()` with bad search settings, GPU lists and output
+folders exit 2 / raise InputError naming the field; never a traceback."""
+
+from __future__ import annotations
+
+import pytest
+
+import trainplan
+from trainplan.cli import app
+from trainplan.errors import InputError
+from cli_helpers import assert_exits_2, runner
+
+PLAN = ["plan", "--model", "llama-2-7b", "--gpus", "8"]
+
+
+def _bad(args, *words):
+    r = runner.invoke(app, [str(a) for a in args])
+    assert_exits_2(r)
+    assert "Traceback" not in r.output
+    assert r.exception is None or isinstance(r.exception, SystemExit), repr(r.exception)
+    flat = " ".join(r.output.split())            # rich wraps long messages
+    for w in words:
+        assert w in flat, r.output
+    return r.output
+
+
+@pytest.mark.parametrize("line,words", [
+    ('gpus = [8, "x"]', ["gpus", "whole GPU counts"]),
+    ('max_tp = "x"', ["search.max_tp"]),
+    ('top = "x"', ["search.top"]),
+    ('headroom_gib = "x"', ["search.headroom_gib"]),
+    ('deadline_days = "x"', ["search.deadline_days"]),
+    ('budget_usd = -5.0', ["search.budget_usd"]),
+    ('out = 5\nemit = "megatron"', ["search.out"]),
+])
+def test_search_table_values(tmp_path, line, words):
+    p = tmp_path / "job.toml"
+    p.write_text(f'[model]\npreset = "llama-2-7b"\n[search]\n{line}\n')
+    _bad(["plan", p], *words)
+
+
+@pytest.mark.parametrize("extra,words", [
+    (["--gpu", ""], ["--gpu"]),
+    (["--gpu", ","], ["--gpu"]),
+    (["--deadline-days", "nan", "--tokens", "1e11"], ["deadline_days", "positive"]),
+    (["--budget-usd", "nan", "--tokens", "1e11"], ["budget_usd", "positive"]),
+    (["--headroom-gib", "nan"], ["headroom_gib"]),
+])
+def test_plan_flags(extra, words):
+    _bad(PLAN + extra, *words)
+
+
+def test_emit_into_unusable_folders(tmp_path):
+    f = tmp_path / "file"
+    f.write_text("x")
+    _bad(PLAN + ["--emit", "megatron", "--out", f / "sub"], "--out", "nothing was written")
+    (tmp_path / "o" / "ds_config.json").mkdir(parents=True)
+    _bad(PLAN + ["--emit", "deepspeed", "--out", tmp_path / "o", "--force"], "ds_config.json",
+         "folder")
+
+
+@pytest.mark.parametrize("kw", [
+    dict(gpu=[]), dict(gpu=None), dict(gpus=[8, "x"]), dict(gpus=True), dict(top="x"),
+    dict(top=2.5), dict(headroom_gib="x"), dict(headroom_gib=float("nan")),
+    dict(tokens=1e12, deadline_days="x"), dict(tokens=1e12, deadline_days=float("nan")),
+    dict(tokens=1e12, budget_usd="x"), dict(tokens=1e12, budget_usd=-1),
+    dict(space=[1]), dict(space={"tpx": 1}), dict(space={"tp": (0,)}), dict(space={"pp": (0,)}),
+    dict(space={"zero": (5,)}), dict(space={"recompute": ("bogus",)}),
+    dict(space={"recompute_fractions": (2.0,)}), dict(cluster={"gpus": 8}), dict(job=[1]),
+])
+def test_api_plan_bad_arguments(kw):
+    with pytest.raises(InputError):
+        trainplan.plan("llama-2-7b", **kw)
+
+
+def test_api_plan_narrowed_space_is_named():
+    with pytest.raises(InputError, match="widen the search space"):
+        trainplan.plan("llama-2-7b", space={"tp": (3,)})

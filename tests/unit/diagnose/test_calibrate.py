@@ -1,0 +1,65 @@
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+import trainplan
+from trainplan.cli import app
+from trainplan.diagnose.calibrate import Run, apply, calibrate, features, fit
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def _est(seq, mb, rc, gpus=8):
+    return trainplan.estimate("llama-2-7b", gpu="a100_sxm_80gb", gpus=gpus, seq_len=seq,
+                              global_batch=64, implementation="fsdp",
+                              strategy={"zero": 3, "micro_batch": mb, "recompute": rc})
+
+
+def test_fit_recovers_known_factors():
+    true = np.array([1.25, 0.8, 1.5])
+    runs = []
+    for seq, mb, rc in [(2048, 1, "none"), (2048, 2, "full"), (4096, 1, "full"),
+                        (4096, 2, "none"), (1024, 4, "full"), (8192, 1, "full")]:
+        e = _est(seq, mb, rc)
+        f = features(e)
+        runs.append(Run(f"{seq}/{mb}/{rc}", e.gpu, f, float(f @ true), e.time.step_s))
+    assert fit(runs) == pytest.approx(true[:2].tolist() + [fit(runs)[2]], rel=1e-3)
+    cal = calibrate(runs, "test", boot=20)
+    assert cal["loo_abs_error_median"] < 1e-3
+    step, warn = apply(cal, _est(2048, 1, "none"), framework="other")
+    assert step == pytest.approx(float(features(_est(2048, 1, "none")) @ fit(runs)), rel=1e-6)
+    assert warn and "other" in warn[0]
+
+
+def test_public_runs_calibrate_better_than_uncalibrated():
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    try:
+        from calibrate import runs_by_gpu
+    finally:
+        sys.path.pop(0)
+    runs = runs_by_gpu()["a100_sxm_80gb"]
+    cal = calibrate(runs, "llm-foundry FSDP", boot=20)
+    assert cal["loo_abs_error_median"] < cal["planned_abs_error_median"]
+
+
+def test_calibrate_cli_writes_and_rejects(tmp_path):
+    csv = tmp_path / "runs.csv"
+    lines = ["model,gpu,gpus,seq_len,global_batch,step_s,micro_batch,recompute,implementation,zero"]
+    for seq, mb, rc in [(2048, 1, "none"), (2048, 2, "full"), (4096, 1, "full"), (1024, 4, "none")]:
+        e = _est(seq, mb, rc)
+        lines.append(f"llama-2-7b,a100_sxm_80gb,8,{seq},64,{1.2 * e.time.step_s},{mb},{rc},fsdp,3")
+    csv.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "cal.json"
+    res = CliRunner().invoke(app, ["calibrate", str(csv), "--out", str(out), "--boot", "10"])
+    assert res.exit_code == 0, res.output
+    cal = json.loads(out.read_text())
+    assert cal["runs"] == 4 and "A100" in cal["gpu"]
+    assert cal["in_sample_abs_error_median"] < 0.01
+    bad = tmp_path / "bad.csv"
+    bad.write_text("model,step_s\nllama-2-7b,1.0\n")
+    res = CliRunner().invoke(app, ["calibrate", str(bad)])
+    assert res.exit_code == 2

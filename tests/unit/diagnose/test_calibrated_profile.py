@@ -1,0 +1,73 @@
+"""trainplan calibrate writes a framework profile that estimate and plan take with --profile.
+
+The runs are real: torchtitan's published FSDP2 runs on 64 A100-80GB (docs/performance.md,
+src/trainplan/validation/runs_fsdp.json), each measured rate turned into a step time."""
+
+from __future__ import annotations
+
+import json
+
+
+from trainplan.cli import app
+from trainplan.validation.framework_runs import load
+from cli_helpers import runner
+
+RC: dict[str, str] = {}
+
+
+def _csv(path):
+    rows = ["model,gpu,gpus,seq_len,global_batch,step_s,micro_batch,recompute,zero,framework"]
+    for r in load():
+        rep = r["reported"].get("tokens_per_s_per_gpu")
+        if not r.get("set", "").startswith("torchtitan") or not rep:
+            continue
+        step = r["global_batch"] * r["seq_len"] / (rep * r["gpus"])
+        rc = RC.get(r["layout"]["recompute"], r["layout"]["recompute"])
+        extra = "layers" if rc == "layers" else rc
+        rows.append(f"{r['model']['preset']},{r['gpu']},{r['gpus']},{r['seq_len']},"
+                    f"{r['global_batch']},{step:.6f},{r['micro_batch']},{extra},3,torchtitan")
+    path.write_text("\n".join(rows) + "\n")
+    return len(rows) - 1
+
+
+def test_calibrate_writes_a_profile_estimate_and_plan_take(tmp_path):
+    n = _csv(tmp_path / "runs.csv")
+    assert n >= 6
+    out = tmp_path / "prof.json"
+    r = runner.invoke(app, ["calibrate", str(tmp_path / "runs.csv"), "--framework",
+                            "torchtitan (docs/performance.md)", "--out", str(out), "--boot", "20"])
+    assert r.exit_code == 0, r.output
+    prof = json.loads(out.read_text())["frameworks"][0]
+    assert prof["calibrated_on"]["gpu"] == "a100_sxm_80gb"
+    assert set(prof["step_factors"]) == {"a_model", "b_recompute", "c_rest"}
+    base = runner.invoke(app, ["estimate", "--model", "llama-2-13b", "--gpu", "a100_sxm_80gb",
+                               "--gpus", "64", "--seq-len", "4096", "--global-batch", "128",
+                               "--framework", "torchtitan", "--zero", "3", "--micro-batch", "2",
+                               "--recompute", "none", "--json"])
+    cal = runner.invoke(app, ["estimate", "--model", "llama-2-13b", "--gpu", "a100_sxm_80gb",
+                              "--gpus", "64", "--seq-len", "4096", "--global-batch", "128",
+                              "--zero", "3", "--micro-batch", "2", "--recompute", "none",
+                              "--profile", str(out), "--json"])
+    assert base.exit_code == 0 and cal.exit_code == 0, cal.output
+    b, c = json.loads(base.output), json.loads(cal.output)
+    assert c["framework"] == prof["id"]
+    cal_rec = json.loads(out.read_text())
+    assert cal_rec["in_sample_abs_error_median"] < cal_rec["planned_abs_error_median"]
+    # the profile's factors are what the estimate applies, in the cost model itself
+    f = prof["step_factors"]
+    share = b["model_flops_per_step"] / b["hardware_flops_per_step"]
+    expect = b["time"]["compute_s"] * (f["a_model"] * share + f["b_recompute"] * (1 - share)) \
+        + f["c_rest"] * (b["time"]["step_s"] - b["time"]["compute_s"])
+    assert abs(c["time"]["step_s"] / expect - 1) < 1e-9
+    # applied to another GPU it warns
+    other = runner.invoke(app, ["estimate", "--model", "llama-2-13b", "--gpu", "h100",
+                                "--gpus", "64", "--seq-len", "4096", "--global-batch", "128",
+                                "--zero", "3", "--micro-batch", "2", "--recompute", "none",
+                                "--profile", str(out), "--json"])
+    assert other.exit_code == 0 and "fitted on a100_sxm_80gb" in other.output
+    # plan takes it too
+    p = runner.invoke(app, ["plan", "--model", "llama-2-13b", "--gpu", "a100_sxm_80gb",
+                            "--gpus", "64", "--seq-len", "4096", "--global-batch", "128",
+                            "--profile", str(out), "--json"])
+    assert p.exit_code == 0, p.output[-500:]
+    assert json.loads(p.output)["top"][0]["framework"] == prof["id"]

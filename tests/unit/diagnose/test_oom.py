@@ -1,0 +1,135 @@
+import json
+import pickle
+from collections import OrderedDict
+
+import pytest
+from typer.testing import CliRunner
+
+from trainplan.cli import app
+from trainplan.diagnose.oom import parse_message, parse_snapshot, parse_summary, read_artifact, safe_load
+from trainplan.diagnose.oomplan import Config, diagnose
+from trainplan.errors import InputError
+
+from pathlib import Path
+
+FIX = Path(__file__).resolve().parents[2] / "fixtures" / "diagnose"
+
+
+def test_every_real_error_line_parses(shared):
+    cases = json.loads((shared / "oom_cases.json").read_text())["cases"]
+    lines = [c["error_verbatim"] for c in cases if "Tried to allocate" in (c["error_verbatim"] or "")]
+    assert len(lines) >= 10
+    for text in lines:
+        m = parse_message(text)
+        assert m.requested_gib > 0
+        if "total capac" in text:
+            assert 5 < m.capacity_gib < 200
+            if m.allocated_gib is not None:
+                assert m.allocated_gib <= m.capacity_gib
+
+
+def test_both_message_forms_give_the_numbers():
+    old = parse_message("CUDA out of memory. Tried to allocate 388.00 MiB (GPU 3; 31.75 GiB total "
+                        "capacity; 28.42 GiB already allocated; 340.94 MiB free; 30.39 GiB reserved "
+                        "in total by PyTorch)")
+    assert old.capacity_gib == pytest.approx(31.75) and old.reserved_gib == pytest.approx(30.39)
+    assert old.fragmentation_gib == pytest.approx(30.39 - 28.42)
+    new = parse_message("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 388.00 MiB. "
+                        "GPU 0 has a total capacity of 9.68 GiB of which 95.75 MiB is free. "
+                        "Including non-PyTorch memory, this process has 9.54 GiB memory in use. Of "
+                        "the allocated memory 6.61 GiB is allocated by PyTorch, and 2.57 GiB is "
+                        "reserved by PyTorch but unallocated.")
+    assert new.allocated_gib == pytest.approx(6.61) and new.reserved_gib == pytest.approx(9.18)
+    assert new.process_gib == pytest.approx(9.54)
+
+
+def test_memory_summaries_from_issues():
+    m = read_artifact(FIX / "memory_summary_pytorch_35901.txt")
+    assert m.reserved_gib == pytest.approx(12420 / 1024) and m.peak_allocated_gib == pytest.approx(4877 / 1024)
+    cut = read_artifact(FIX / "memory_summary_algoperf_425_criteo.txt")
+    assert cut.reserved_gib is None and cut.allocated_gib == pytest.approx(10344 / 1024)
+    with pytest.raises(InputError):
+        parse_summary("|  PyTorch CUDA memory summary, device ID 0 |\n| Metric | Cur Usage |\n")
+
+
+def test_fragmentation_case_gets_expandable_segments():
+    m = read_artifact(FIX / "memory_summary_pytorch_35901.txt")
+    r = diagnose(m, Config("llama-2-7b", "a100_sxm_40gb", 8, 2048, 8, {"zero": 3, "micro_batch": 1}))
+    assert r["component"] == "fragmentation"
+    assert any("expandable_segments" in a for a in r["advice"])
+
+
+def test_restricted_unpickler_refuses_classes(tmp_path):
+    bad = tmp_path / "snap.pickle"
+    bad.write_bytes(pickle.dumps(OrderedDict(segments=[])))
+    with pytest.raises(InputError):
+        read_artifact(bad)
+    res = CliRunner().invoke(app, ["diagnose", "oom", str(bad), "--model", "llama-2-7b"])
+    assert res.exit_code == 2 and "refused" in res.output
+
+
+def test_snapshot_of_plain_data_gives_totals_and_phase():
+    frames_bwd = [{"filename": "torch/autograd/graph.py", "name": "_engine_run_backward", "line": 1}]
+    snap = {"segments": [{"device": 0, "total_size": 3 << 30, "allocated_size": 2 << 30,
+                          "blocks": [{"size": 2 << 30, "state": "active_allocated",
+                                      "frames": frames_bwd}]}],
+            "device_traces": [[{"action": "oom", "size": 1 << 30, "device_free": 0,
+                                "frames": frames_bwd}]]}
+    m = parse_snapshot(safe_load(pickle.dumps(snap), "x"))
+    assert m.reserved_gib == 3 and m.allocated_gib == 2 and m.phase == "backward"
+    assert m.requested_gib == 1
+
+
+def test_memory_timeline_components(shared):
+    m = read_artifact(shared / "snapshots" / "hta_memory_timeline.raw.gz")
+    assert max(m.components, key=m.components.get) == "activation"
+    assert sum(m.components.values()) == pytest.approx(m.allocated_gib)
+
+
+def test_real_case_names_optimizer_and_a_change_that_fits(shared):
+    cases = {c["id"]: c for c in json.loads((shared / "oom_cases.json").read_text())["cases"]}
+    c = cases["oom_tatsu-lab_stanford_alpaca_223"]
+    r = diagnose(parse_message(c["error_verbatim"]),
+                 Config("llama-2-7b", "v100_sxm2_32gb", 5, 512, 40,
+                        {"zero": 3, "micro_batch": 1, "recompute": "none", "flash_attention": False},
+                        "fsdp", {"precision": "fp16_mixed"}))
+    assert r["component"] == "optimizer"
+    assert r["changes"] and all(ch["with_excess_gib"] <= 0.95 * ch["capacity_gib"] for ch in r["changes"])
+    f = [ch["gpu_time_factor"] for ch in r["changes"]]
+    assert f == sorted(f)
+
+
+def test_summary_without_totals_exits_2(tmp_path):
+    head = (FIX / "memory_summary_vissl_480.txt").read_text().split("| Allocated memory")[0]
+    f = tmp_path / "summary.txt"
+    f.write_text(head)
+    res = CliRunner().invoke(app, ["diagnose", "oom", str(f)])
+    assert res.exit_code == 2 and "Allocated memory" in " ".join(res.output.split())
+
+
+def test_summary_alone_names_fragmentation_without_a_job():
+    res = CliRunner().invoke(app, ["diagnose", "oom", str(FIX / "memory_summary_pytorch_35901.txt")])
+    assert res.exit_code == 0 and "cause: fragmentation" in res.output
+    res = CliRunner().invoke(app, ["diagnose", "oom", str(FIX / "memory_summary_vissl_480.txt")])
+    assert res.exit_code == 0 and "cause: not decidable" in res.output
+
+
+def test_phase_from_a_pasted_traceback():
+    tb = ('Traceback (most recent call last):\n  File "train.py", line 88, in <module>\n'
+          '    loss.backward()\n  File "/usr/lib/python3/site-packages/torch/autograd/__init__.py",'
+          ' line 200, in backward\n    Variable._execution_engine.run_backward(\n'
+          'torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; '
+          '15.78 GiB total capacity; 14.28 GiB already allocated; 6.69 MiB free; 14.32 GiB '
+          'reserved in total by PyTorch)')
+    assert parse_message(tb).phase == "backward"
+    step = tb.replace("loss.backward()", "optimizer.step()").replace(
+        "torch/autograd/__init__.py", "torch/optim/adamw.py").replace("in backward", "in step")
+    assert parse_message(step).phase == "optimizer step"
+    assert parse_message(tb.split("torch.cuda.")[1]).phase is None
+
+
+def test_megatron_memory_line(shared):
+    m = read_artifact(shared / "logs/issues/megatron_lm_756_mixtral8x7b_16xH100.txt")
+    assert m.source.startswith("Megatron") and not m.oom
+    assert m.allocated_gib == pytest.approx(54250.97802734375 / 1024)
+    assert m.reserved_gib == pytest.approx(61480.0 / 1024)

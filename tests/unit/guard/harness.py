@@ -1,0 +1,222 @@
+"""Fault injection around tests/unit/guard/guard_train.py: launch it under torchrun (2 CPU
+ranks, gloo), hit it with SIGKILL, SIGTERM or a metadata-endpoint notice, resume it, and check
+the checkpoints and the final weights. Used by the tests and benchmarks/fault_injection.py."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+SRC = HERE.parents[2] / "src"
+SCRIPT = HERE / "guard_train.py"
+
+
+class MetadataServer:
+    """A local HTTP server standing in for the AWS spot instance-action endpoint: 404 until
+    ``notice`` is set, then 200 with the JSON AWS documents ({action, time})."""
+
+    def __init__(self):
+        owner = self
+
+        class H(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                if owner.notice:
+                    body = json.dumps({"action": "terminate", "time": "2026-11-30T12:00:00Z"}).encode()
+                    self.send_response(200)
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                else:
+                    self.send_error(404)
+
+            def log_message(self, *a):
+                pass
+
+        self.notice = False
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.url = f"http://127.0.0.1:{self.httpd.server_port}/latest/meta-data/spot/instance-action"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+class MotoS3:
+    """An S3-compatible server on localhost (moto's server mode) with one bucket."""
+
+    def __init__(self, bucket: str = "ckpt"):
+        import logging
+        import socket
+
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)
+        from moto.server import ThreadedMotoServer
+        with socket.socket() as sk:
+            sk.bind(("127.0.0.1", 0))
+            port = sk.getsockname()[1]
+        self.server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+        self.server.start()
+        self.endpoint = f"http://127.0.0.1:{port}"
+        os.environ.setdefault("AWS_ACCESS_KEY_ID", "test")
+        os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "test")
+        import s3fs
+        fs = s3fs.S3FileSystem(key="test", secret="test", client_kwargs={"endpoint_url": self.endpoint})
+        fs.mkdir(bucket)
+        self.info = {"endpoint": self.endpoint, "bucket": bucket}
+
+    def close(self):
+        self.server.stop()
+
+
+def launch(ckpt: str, out: Path, *args: str, log: Path | None = None) -> subprocess.Popen:
+    env = dict(os.environ, PYTHONPATH=f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+               OMP_NUM_THREADS="1")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--standalone",
+           "--max_restarts", "0", str(SCRIPT), "--ckpt", ckpt, "--out", str(out), *args]
+    f = open(log or os.devnull, "ab")
+    return subprocess.Popen(cmd, env=env, stdout=f, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+
+
+def progress(out: Path) -> int:
+    p = Path(str(out) + ".progress0")
+    try:
+        lines = p.read_text().split()
+    except FileNotFoundError:
+        return 0
+    return int(lines[-1]) if lines else 0
+
+
+def wait_for(cond, timeout: float, poll: float = 0.005) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if cond():
+            return True
+        time.sleep(poll)
+    return False
+
+
+def kill_group(p: subprocess.Popen, out: Path | None = None) -> None:
+    """SIGKILL the workers (torchrun starts each in its own session; their pids come from the
+    files guard_train.py writes) and torchrun's own session, as a lost node would."""
+    pids = []
+    for r in (0, 1):
+        try:
+            pids.append(int(Path(f"{out}.pid{r}").read_text()))
+        except (FileNotFoundError, ValueError):
+            pass
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    p.wait(timeout=30)
+    for pid in pids:          # wait until the workers are gone (they are not our children)
+        wait_for(lambda: not _alive(pid), 10, 0.01)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split()[2] != "Z"
+    except OSError:
+        return True
+
+
+def store(ckpt: str, opts=None):
+    from trainplan.guard import _Store
+    return _Store(ckpt, opts)
+
+
+def saving_now(ckpt: str, opts=None) -> bool:
+    """A step folder without its manifest exists: a save is under way."""
+    try:
+        s = store(ckpt, opts)
+        return any(not s.complete(n) for n in s.steps())
+    except (FileNotFoundError, OSError):
+        return False
+
+
+def run_case(kind: str, work: Path, ref_digest: str, at: float, steps: int = 40, every: int = 5,
+             s3: dict | None = None, sync: bool = False, timeout: float = 240) -> dict:
+    """One interrupted run and its resume. ``kind``: kill | kill_in_save | sigterm | metadata.
+    ``at``: fraction of the steps after which the interruption comes."""
+    work.mkdir(parents=True, exist_ok=True)
+    ckpt = f"s3://{s3['bucket']}/{work.name}" if s3 else str(work / "ckpt")
+    opts = ({"client_kwargs": {"endpoint_url": s3["endpoint"]}, "key": "test", "secret": "test"}
+            if s3 else None)
+    out = work / "out.json"
+    args = ["--steps", str(steps), "--every", str(every)]
+    args += ["--s3-endpoint", s3["endpoint"]] if s3 else []
+    args += ["--sync"] if sync else []
+    server = MetadataServer() if kind == "metadata" else None
+    if server:
+        args += ["--metadata-url", server.url]
+    log = work / "log.txt"
+    p = launch(ckpt, out, *args, log=log)
+    k = max(2, int(at * steps))
+    res = dict(kind=kind, s3=bool(s3), sync=sync)
+    try:
+        assert wait_for(lambda: progress(out) >= k or p.poll() is not None, timeout, 0.01), "no progress"
+        if kind == "kill":
+            kill_group(p, out)
+        elif kind == "kill_in_save":
+            wait_for(lambda: saving_now(ckpt, opts) or p.poll() is not None, timeout, 0.002)
+            res["hit_save"] = saving_now(ckpt, opts)
+            kill_group(p, out)
+        else:
+            t0 = time.time()
+            if kind == "sigterm":
+                p.send_signal(signal.SIGTERM)        # torchrun forwards it to the workers
+            else:
+                server.notice = True
+            p.wait(timeout=timeout)
+            res["exit_to_notice_s"] = time.time() - t0
+            notice = json.loads(Path(str(out) + ".notice").read_text())
+            res["notice_to_commit_s"] = notice["notice_to_commit_s"]
+    finally:
+        if p.poll() is None:
+            kill_group(p, out)
+        if server:
+            server.close()
+    at_stop = progress(out)
+    st = store(ckpt, opts)
+    names = st.steps()
+    complete = [n for n in names if st.complete(n)]
+    res.update(stopped_at=at_stop, complete=complete, incomplete=[n for n in names if n not in complete])
+    p2 = launch(ckpt, out, *[a for a in args if a != "--metadata-url" and (not server or a != server.url)],
+                log=log)
+    rc = p2.wait(timeout=timeout)
+    res["resume_rc"] = rc
+    if rc == 0:
+        final = json.loads(out.read_text())
+        res["resumed_from"] = final["start"]
+        res["lost_steps"] = at_stop - final["start"]
+        res["same_weights"] = final["digest"] == ref_digest
+    return res
+
+
+def reference(work: Path, steps: int = 40, every: int = 5, timeout: float = 240) -> str:
+    """Digest of an uninterrupted run."""
+    work.mkdir(parents=True, exist_ok=True)
+    out = work / "ref.json"
+    p = launch(str(work / "ref_ckpt"), out, "--steps", str(steps), "--every", str(every),
+               log=work / "ref_log.txt")
+    assert p.wait(timeout=timeout) == 0, (work / "ref_log.txt").read_text()[-3000:]
+    return json.loads(out.read_text())["digest"]
