@@ -51,9 +51,9 @@ BASE = {"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_a
 
 
 @pytest.mark.parametrize("cfg,words", [
-    ({**BASE, "num_attention_heads": 0}, ["config.heads", "greater than 0"]),
-    ({**BASE, "num_attention_heads": "four"}, ["config.heads"]),
-    ({**BASE, "hidden_size": None}, ["config.hidden"]),
+    ({**BASE, "num_attention_heads": 0}, ["config.num_attention_heads", "an integer >= 1"]),
+    ({**BASE, "num_attention_heads": "four"}, ["config.num_attention_heads"]),
+    ({**BASE, "hidden_size": None}, ["config.hidden_size"]),
     ({**BASE, "model_type": ["llama"]}, ["config.model_type"]),
     ({"model_type": "llava", "text_config": 5}, ["config", "llava"]),
     (b"\x80\x81binary", ["UTF-8"]),

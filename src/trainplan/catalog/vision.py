@@ -27,6 +27,7 @@ from trainplan.catalog import vlm_hf
 from trainplan.catalog.hf import decoder_from_hf
 from trainplan.catalog.vision_towers import tower_from_config
 from trainplan.errors import InputError
+from trainplan.spec.base import evolve
 from trainplan.spec.model import Model, Projector, Stack
 
 # transformers LlamaConfig defaults (the llava-hf text_config omits them)
@@ -58,7 +59,7 @@ def _read_layer(vis: Stack, layer: Any, field: str) -> Stack:
     if isinstance(layer, bool) or not isinstance(layer, int) or not -vis.layers - 1 <= layer <= vis.layers:
         raise InputError(field, layer, f"a hidden-state index in -{vis.layers + 1}..{vis.layers}")
     unused = -1 - layer if layer < 0 else vis.layers - layer
-    return vis.model_copy(update={"forward_only_layers": min(unused, vis.layers - 1)})
+    return evolve(vis, forward_only_layers=min(unused, vis.layers - 1))
 
 
 def _llava_decoder(cfg: dict[str, Any]) -> Stack:

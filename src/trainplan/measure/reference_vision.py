@@ -201,12 +201,13 @@ def trainplan_vision_flops(model, height: int, width: int, vision_layers: int | 
         tower_train_flops_per_image,
     )
     from trainplan.costmodel.vision_tokens import encoder_patches, projector_tokens_out
+    from trainplan.spec.base import evolve
     v = model.vision[0]
     if vision_layers is not None:
         upd: dict[str, Any] = {"layers": vision_layers}
         if full_attention is not None:
             upd["full_attention_layers"] = tuple(full_attention)
-        v = v.model_copy(update=upd)
+        v = evolve(v, **upd)
     tower = float(tower_train_flops_per_image(v, True, height, width))
     n = encoder_patches(v, height, width)
     proj = 0.0
