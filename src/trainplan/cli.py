@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import json
+from trainplan.io.jsonout import dumps as strict_json
+
 import sys
 from pathlib import Path
 from typing import Optional
@@ -18,9 +19,8 @@ app = typer.Typer(
 
 
 def print_error(exc: BaseException) -> None:
-    from rich.console import Console
-    from rich.markup import escape
-    Console(stderr=True).print(f"[bold red]error:[/bold red] {escape(str(exc))}", highlight=False)
+    from trainplan.io.console import print_error as literal
+    literal(exc)
 
 
 def fail(exc: BaseException) -> None:
@@ -108,7 +108,7 @@ def estimate(
         fail(e)
         return
     if as_json:
-        typer.echo(json.dumps(est.model_dump(), indent=2))
+        typer.echo(strict_json(est.model_dump()))
     else:
         from trainplan.report.console import render_estimate
         render_estimate(est)
@@ -122,7 +122,7 @@ def frameworks(as_json: bool = typer.Option(False, "--json")) -> None:
     from trainplan.catalog.frameworks import list_frameworks
     fws = list_frameworks()
     if as_json:
-        typer.echo(json.dumps([f.model_dump() for f in fws], indent=2))
+        typer.echo(strict_json([f.model_dump() for f in fws]))
         return
     from rich.console import Console
     from trainplan.tables import print_rows
@@ -149,7 +149,7 @@ def models(as_json: bool = typer.Option(False, "--json")) -> None:
     except TrainplanError as e:
         fail(e)
     if as_json:
-        typer.echo(json.dumps(rows, indent=2))
+        typer.echo(strict_json(rows))
         return
     from trainplan.tables import cut as _cut, print_rows
     print_rows("Model presets", ("id", "name", "params", "active", "source"),
@@ -166,7 +166,7 @@ def gpus(as_json: bool = typer.Option(False, "--json")) -> None:
     except TrainplanError as e:   # a bad $TRAINPLAN_CATALOG file
         fail(e)
     if as_json:
-        typer.echo(json.dumps([a.model_dump() for a in accs], indent=2))
+        typer.echo(strict_json([a.model_dump() for a in accs]))
         return
     from trainplan.tables import print_rows
     print_rows("Accelerators (dense peak TFLOP/s)",

@@ -37,7 +37,7 @@ def test_scale_flags(args, words):
 
 
 def test_scale_outputs_that_are_folders(tmp_path):
-    _bad(["scale", "fit", PILOT, "--bootstrap", "0", "--out", tmp_path], "output path", "folder")
+    _bad(["scale", "fit", PILOT, "--bootstrap", "0", "--out", tmp_path], "--out", "folder")
     _bad(["scale", "--flops", "1e23", "--plot", tmp_path], "plot path", "folder")
 
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import json as _json
+from trainplan.io.jsonout import dumps as strict_json
+
 from pathlib import Path
 
 import typer
@@ -29,14 +30,12 @@ def audit_command(
     try:
         findings = audit(load_claims(claims_file))
     except TrainplanError as e:       # InputError, MissingExtraError
-        from rich.markup import escape
-        Console(stderr=True, soft_wrap=True).print(f"[bold red]error:[/bold red] {escape(str(e))}",
-                                                   highlight=False)
+        from trainplan.io.console import print_error
+        print_error(e)
         raise typer.Exit(2)
     n_bad = sum(f.verdict == "contradiction" for f in findings)
     if json:
-        typer.echo(_json.dumps({"contradictions": n_bad, "findings": findings_as_dicts(findings)},
-                               indent=2))
+        typer.echo(strict_json({"contradictions": n_bad, "findings": findings_as_dicts(findings)}))
     else:
         c = Console(highlight=False, soft_wrap=True)
         for f in findings:

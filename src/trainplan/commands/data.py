@@ -3,7 +3,8 @@ throughput on this machine."""
 
 from __future__ import annotations
 
-import json as _json
+from trainplan.io.jsonout import dumps as strict_json
+
 from pathlib import Path
 from typing import Optional
 
@@ -17,10 +18,8 @@ data_app = typer.Typer(no_args_is_help=True, add_completion=False,
 
 
 def _fail(e: BaseException) -> None:
-    from rich.console import Console
-    from rich.markup import escape
-    Console(stderr=True, soft_wrap=True).print(f"[bold red]error:[/bold red] {escape(str(e))}",
-                                               highlight=False)
+    from trainplan.io.console import print_error
+    print_error(e)
     raise typer.Exit(2)
 
 
@@ -59,7 +58,7 @@ def lengths_command(
         _fail(e)
         return
     if json:
-        typer.echo(_json.dumps(rep.as_dict(), indent=2, default=int))
+        typer.echo(strict_json(rep.as_dict()))
         return
     from rich.console import Console
     from rich.table import Table
@@ -139,9 +138,9 @@ def loader_bench_command(
         rows.append(dict(format=fmt, images_per_s_per_worker=r.images_per_s, decoded=r.images,
                          failed=r.failed, workers_per_gpu=need, stall_share_by_workers=shares))
     if json:
-        typer.echo(_json.dumps({"target_size": size, "samples_per_s_per_gpu": samples_per_s,
+        typer.echo(strict_json({"target_size": size, "samples_per_s_per_gpu": samples_per_s,
                                 "images_per_sample": images_per_sample, "formats": rows,
-                                "failed_files": bench.failed_files}, indent=2))
+                                "failed_files": bench.failed_files}))
         return
     from rich.console import Console
     from rich.table import Table

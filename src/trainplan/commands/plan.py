@@ -5,7 +5,8 @@ Module import stays light (typer only); numpy, rich and the search load inside t
 
 from __future__ import annotations
 
-import json
+from trainplan.io.jsonout import dumps as strict_json
+
 from pathlib import Path
 from typing import Any, Optional
 
@@ -80,7 +81,7 @@ def plan_command(
     if as_json:
         d = result.model_dump(mode="json")
         d["emitted"] = [str(p) for p in paths]
-        typer.echo(json.dumps(d, indent=2))
+        typer.echo(strict_json(d))
     else:
         from trainplan.commands.plan_render import render
         render(result, paths)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from trainplan.io.jsonout import dumps as strict_json
+
 import json
 from pathlib import Path
 from typing import NoReturn, Optional
@@ -87,7 +89,7 @@ def oom(
     except (TrainplanError, ValueError) as e:
         _fail(e)
     if as_json:
-        typer.echo(json.dumps(r, indent=1, default=str))
+        typer.echo(strict_json(r))
         return
     ms = r["measured"]
     typer.echo(f"measured ({ms['source']}): " + ", ".join(

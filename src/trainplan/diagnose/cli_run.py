@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import json
+from trainplan.io.jsonout import dumps as strict_json
+
 from pathlib import Path
 from typing import Any, Optional
 
@@ -51,7 +52,7 @@ def trace(
     except (TrainplanError, ValueError) as e:
         _fail(e)
     if as_json:
-        typer.echo(json.dumps({"ranks": out, "stragglers": strag, "vs_plan": vs}, indent=1))
+        typer.echo(strict_json({"ranks": out, "stragglers": strag, "vs_plan": vs}))
         return
     for o in out:
         m = o["mean"]
@@ -111,7 +112,7 @@ def log(
     except (TrainplanError, ValueError) as e:
         _fail(e)
     if as_json:
-        typer.echo(json.dumps(s, indent=1))
+        typer.echo(strict_json(s))
         return
     for k, v in s.items():
         if k in ("advice", "vs_plan") or v is None:

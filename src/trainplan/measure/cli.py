@@ -6,6 +6,8 @@ status 2 and names the ``torch`` extra.
 
 from __future__ import annotations
 
+from trainplan.io.jsonout import dumps as strict_json
+
 import json
 from pathlib import Path
 from typing import NoReturn, Optional
@@ -85,9 +87,9 @@ def memory(
         _fail(e)
     got = measured_components(meas.peak)
     if as_json:
-        typer.echo(json.dumps({"config": meas.config, "fake": meas.fake, "params": meas.params,
+        typer.echo(strict_json({"config": meas.config, "fake": meas.fake, "params": meas.params,
                                "measured": meas.peak, "analytic": pred,
-                               "phases": meas.phases, "kernels": meas.sdpa_kernels}, indent=2))
+                               "phases": meas.phases, "kernels": meas.sdpa_kernels}))
         return
     from rich.console import Console
     from rich.table import Table
@@ -130,12 +132,12 @@ def bench(
             prof = run_bench(device=device, ranks=ranks, quick=quick)
         from trainplan.export.write import atomic_write
         try:
-            atomic_write(out, json.dumps(prof, indent=2))
+            atomic_write(out, json.dumps(prof))
         except OSError as e:
             raise InputError("--out", str(out), f"a writable file path ({e.strerror or e})") from None
     except USER_ERRORS as e:
         _fail(e)
-    typer.echo(json.dumps(prof["profile"], indent=2))
+    typer.echo(strict_json(prof["profile"]))
     typer.echo(f"wrote {out}")
 
 
@@ -167,7 +169,7 @@ def step(
     except USER_ERRORS as e:
         _fail(e)
     if as_json:
-        typer.echo(json.dumps(res, indent=2))
+        typer.echo(strict_json(res))
         return
     from rich.console import Console
     from rich.table import Table

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import json
+from trainplan.io.jsonout import dumps as strict_json
+
 from pathlib import Path
 from typing import Optional
 
@@ -50,7 +51,7 @@ def resilience_command(
         fail(e)
         return
     if as_json:
-        typer.echo(json.dumps(out, indent=2))
+        typer.echo(strict_json(out))
     else:
         _render(out)
 

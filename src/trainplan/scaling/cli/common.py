@@ -3,7 +3,6 @@ numbers in SI form, JSON output, the choice of laws, and the budget and advice t
 
 from __future__ import annotations
 
-import json
 import math
 from contextlib import contextmanager
 from pathlib import Path
@@ -23,10 +22,9 @@ def handled() -> Iterator[None]:
     try:
         yield
     except (InputError, MissingExtraError) as exc:
-        from rich.console import Console
-        from rich.markup import escape
+        from trainplan.io.console import print_error
 
-        Console(stderr=True).print(f"[bold red]error:[/bold red] {escape(str(exc))}", highlight=False)
+        print_error(exc)
         raise typer.Exit(2) from None
 
 
@@ -52,22 +50,9 @@ def band(ci: Any) -> str:
 
 
 def print_json(payload: Any) -> None:
-    typer.echo(json.dumps(payload, indent=2, default=_json_default))
+    from trainplan.io.jsonout import dumps
 
-
-def _json_default(o: Any) -> Any:
-    try:
-        import numpy as np
-
-        if isinstance(o, np.ndarray):
-            return o.tolist()
-        if isinstance(o, np.generic):
-            return o.item()
-    except ImportError:  # pragma: no cover
-        pass
-    if isinstance(o, tuple):
-        return list(o)
-    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+    typer.echo(dumps(payload))
 
 
 def chosen_laws(names: Optional[List[str]], law_file: Optional[Path]) -> list:

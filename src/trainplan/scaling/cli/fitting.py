@@ -23,6 +23,7 @@ def fit_command(
     seed: int = typer.Option(0, "--seed", help="random seed of the bootstrap"),
     drop_highest: int = typer.Option(0, "--drop-highest", help="drop this many highest-loss runs first"),
     name: str = typer.Option("fitted", "--name", help="name of the fitted law"),
+    force: bool = typer.Option(False, "--force", help="overwrite existing --out and --plot files"),
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Fit L = E + A/N^alpha + B/D^beta (Huber 1e-3 on log-loss, L-BFGS from a grid) with bootstrap intervals."""
@@ -45,12 +46,12 @@ def fit_command(
         if budget_flops is not None:
             require_positive("budget-flops", budget_flops)
             allocation = result.allocation(budget_flops)
-        saved = save_law(result, out) if out is not None else None
+        saved = save_law(result, out, force) if out is not None else None
         plotted = None
         if plot is not None:
             from trainplan.scaling.plots import plot_fit
 
-            plotted = plot_fit(result, plot)
+            plotted = plot_fit(result, plot, force)
         if as_json:
             payload = result.to_dict()
             payload["allocation"] = allocation.to_dict() if allocation else None
