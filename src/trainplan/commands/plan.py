@@ -146,7 +146,9 @@ def _run(job_file, model, gpu, gpus, gpus_per_node, price, objective, deadline_d
         spec = LaunchSpec(model=inp.model, job=inp.job, cluster=cluster,
                           strategy=Strategy(**w.strategy),
                           wall_clock_hours=wall * 24.0 if wall else None)
-        paths = emit_files(formats, Path(out or search.get("out") or "."), spec, force=force)
+        from trainplan.io.files import confined
+        folder = Path(out) if out else confined(".", search.get("out") or ".", "search.out")
+        paths = emit_files(formats, folder, spec, force=force)
     return result, sweep, paths
 
 

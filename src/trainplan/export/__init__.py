@@ -142,10 +142,6 @@ def emit_files(formats: list[str], out_dir: Path, spec: LaunchSpec, *, force: bo
 
 def shell_join(args: list[str]) -> str:
     """Quote arguments for bash, leaving ``$VAR`` and ``"$VAR"`` references expandable."""
-    out = []
-    for a in args:
-        if a.startswith("$") or (a.startswith('"$') and a.endswith('"')):
-            out.append(a)
-        else:
-            out.append(shlex.quote(a))
-    return " ".join(out)
+    import re
+    ref = re.compile(r'\$\w+|"\$\w+(:\$\w+)*"')     # $VAR, "$VAR", "$HOST:$PORT" only
+    return " ".join(a if ref.fullmatch(a) else shlex.quote(a) for a in args)

@@ -102,6 +102,16 @@ def _roll_forward(tmp_dir: Path, out_dir: Path) -> None:
     _fsync_dir(out_dir)
 
 
+def path_kind(path: str | os.PathLike[str]) -> str | None:
+    """"file", "dir", "other" for what is at ``path`` (links followed), or None when nothing is
+    there or the path cannot be used (too long, NUL byte, no permission)."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return "file" if stat.S_ISREG(st.st_mode) else "dir" if stat.S_ISDIR(st.st_mode) else "other"
+
+
 def check_target(path: str | os.PathLike[str], *, force: bool = False,
                  what: str = "output file") -> Path:
     """``path`` if it may be written: its folder exists, it is absent or a regular file (and

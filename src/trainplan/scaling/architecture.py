@@ -22,7 +22,6 @@ The shapes follow published dense decoder families (numbers from their released 
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -136,39 +135,25 @@ def propose_architecture(n_params: float, vocab: int | None = None) -> Architect
     return a
 
 
-def _toml_value(v: Any) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, (int, float)):
-        return repr(v) if isinstance(v, int) else f"{v:.6g}"
-    return json.dumps(str(v))  # a TOML basic string: JSON escaping is valid TOML escaping
-
-
 def job_file_text(arch: Architecture, tokens: float, *, gpu: str | None = None, gpus: int | None = None,
                   law: str = "", seq_len: int = 4096) -> str:
     """A job file (TOML) with the proposed model as an inline stack, ``tokens`` training tokens
     and, when known, the cluster; ``trainplan plan FILE`` reads it (:func:`trainplan.jobfile._model`)."""
-    stack = ", ".join(f"{k} = {_toml_value(v)}" for k, v in arch.stack().items())
+    from trainplan.io.formats import comment, toml_dumps
+
     name = f"scale-proposal-{arch.n_params / 1e9:.3g}B"
-    lines = [
-        f"# Proposed by `trainplan scale`{' under ' + _toml_value(law) if law else ''}: "
-        f"{arch.n_params:.4g} parameters for a target of {arch.target_params:.4g}.",
-        "# Shapes: " + SOURCES.replace("\n", " "),
-        "[model]",
-        f"name = {_toml_value(name)}",
-        f"source = {_toml_value('trainplan scale (' + (law or 'scaling law') + ')')}",
-        f"stacks = [\n  {{ {stack} }},\n]",
-        "",
-        "[job]",
-        f"seq_len = {int(seq_len)}",
-        f"tokens = {_toml_value(float(tokens))}",
-        'precision = "bf16_mixed"',
-        'optimizer = "adamw"',
+    head = [
+        comment(f"Proposed by `trainplan scale`{' under ' + law if law else ''}: "
+                f"{arch.n_params:.4g} parameters for a target of {arch.target_params:.4g}."),
+        comment("Shapes: " + SOURCES),
     ]
+    tables: dict[str, Any] = {
+        "model": {"name": name, "source": f"trainplan scale ({law or 'scaling law'})",
+                  "stacks": [{k: v if isinstance(v, str) else int(v) for k, v in arch.stack().items()}]},
+        "job": {"seq_len": int(seq_len), "tokens": float(f"{float(tokens):.6g}"),
+                "precision": "bf16_mixed", "optimizer": "adamw"},
+    }
     if gpu or gpus:
-        lines += ["", "[cluster]"]
-        if gpu:
-            lines.append(f"gpu = {_toml_value(gpu)}")
-        if gpus:
-            lines.append(f"gpus = {int(gpus)}")
-    return "\n".join(lines) + "\n"
+        tables["cluster"] = {k: v for k, v in (("gpu", str(gpu) if gpu else None),
+                                               ("gpus", int(gpus) if gpus else None)) if v}
+    return "\n".join(head) + "\n" + toml_dumps(tables)

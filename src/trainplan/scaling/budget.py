@@ -135,6 +135,11 @@ def _accelerator(gpu: str):
 
 
 def _check_floor(flops: float, what: str) -> None:
+    from trainplan.io.limits import MAX_FLOPS
+    if flops > MAX_FLOPS:
+        raise InputError(
+            f"budget (from --{what.replace('_', '-')})", f"{flops:.3g} FLOPs",
+            f"at most {MAX_FLOPS:.3g} FLOPs (about a million times the largest runs to date)")
     if flops < MIN_FLOPS:
         raise InputError(
             f"budget (from --{what.replace('_', '-')})", f"{flops:.3g} FLOPs",
@@ -202,8 +207,10 @@ def flops_from_budget(
              if v is not None}
     if not given:
         raise InputError("budget", "none", "at least one of --flops, --gpu-hours, --dollars, --deadline-days")
+    from trainplan.io.limits import MAX_COUNT, MAX_FLOPS, check_range
     for k, v in given.items():
         require_positive(k, v)
+        check_range(k, v, 0.0, MAX_FLOPS if k == "flops" else MAX_COUNT, lo_open=True)
     if mfu is not None:                        # checked even where a FLOPs budget ignores it
         mfu = require_positive("mfu", mfu)
         if mfu > 1:
