@@ -41,6 +41,9 @@ def lengths_command(
     model: Optional[str] = typer.Option(None, "--model", "-m",
                                         help="VLM preset for annotation files (image tokens)"),
     seed: int = typer.Option(0, "--seed"),
+    skip_bad: bool = typer.Option(False, "--skip-bad",
+                                  help="drop corrupt JSONL rows and report their count "
+                                       "(default: stop at the first, naming its line)"),
     json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Report the compute lost to padding for pad-to-max, pad-to-longest with and without length
@@ -52,7 +55,7 @@ def lengths_command(
         if model:
             from trainplan.catalog.vision import resolve_model
             mdl = resolve_model(model)
-        data = read_lengths(file, column, mdl)
+        data = read_lengths(file, column, mdl, skip_bad)
         rep = analyze(data.lengths, max_len, batch_size, buckets, seed, data.skipped)
     except TrainplanError as e:       # InputError, MissingExtraError
         _fail(e)
