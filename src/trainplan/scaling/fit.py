@@ -36,6 +36,10 @@ _REFINE = 16
 #: L-BFGS runs from the grid points with the lowest starting objective (None: every point).
 DEFAULT_MAX_STARTS = 256
 
+#: Most (resample, run) pairs of one bootstrap: its index and data tables are this many float64s
+#: each (an assumption: 2e7 keeps them near 1 GiB together).
+MAX_BOOTSTRAP_ROWS = 20_000_000
+
 
 @dataclass(frozen=True)
 class AllocationBand:
@@ -139,8 +143,14 @@ def fit_law(
         raise InputError("delta", delta, "a number > 0")
     if not (0 < ci_level < 1):
         raise InputError("ci_level", ci_level, "a number between 0 and 1, e.g. 0.95")
-    if n_bootstrap < 0:
-        raise InputError("bootstrap", n_bootstrap, "an integer >= 0")
+    from trainplan.io.limits import MAX_BOOTSTRAP
+    if isinstance(n_bootstrap, bool) or int(n_bootstrap) != n_bootstrap or not 0 <= n_bootstrap <= MAX_BOOTSTRAP:
+        raise InputError("bootstrap", n_bootstrap, f"an integer from 0 to {MAX_BOOTSTRAP:,}")
+    n_bootstrap = int(n_bootstrap)
+    if n_bootstrap * len(runs) > MAX_BOOTSTRAP_ROWS:
+        raise InputError("bootstrap", n_bootstrap,
+                         f"at most {MAX_BOOTSTRAP_ROWS // len(runs):,} resamples of {len(runs):,} runs "
+                         f"(resamples x runs <= {MAX_BOOTSTRAP_ROWS:,}, the resample table in memory)")
     data = (np.log(runs.n_params), np.log(runs.tokens), np.log(runs.loss))
     theta, fun, n_starts = _best_fit(data, delta, grid, max_starts)
     samples = bootstrap_fits(runs, theta, n_bootstrap, delta=delta, seed=seed,

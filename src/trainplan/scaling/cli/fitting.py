@@ -34,6 +34,9 @@ def fit_command(
 
         if drop_highest < 0:
             raise InputError("drop-highest", drop_highest, "an integer >= 0")
+        if out is not None:                       # a bad --out fails before the fit
+            from trainplan.scaling._io import check_target
+            check_target(out, "--out", force)
         runs = load_runs(runs_csv)
         if drop_highest:
             if len(runs) - drop_highest < MIN_RUNS:
