@@ -1,0 +1,189 @@
+"""QA regressions of issue 10's fuzzing: each input that raised an exception other than
+trainplan's own, wrote a non-finite or negative quantity, or ran without bound, now fails with
+an InputError (CLI exit 2, one line, no traceback) or gives a finite answer."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from trainplan.cli import app
+from trainplan.errors import InputError
+
+runner = CliRunner()
+EXAMPLES = Path(__file__).parents[2] / "src" / "trainplan" / "examples"
+
+
+def _run(args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def _bad(args, *words):
+    r = _run(args)
+    assert r.exit_code == 2, r.output
+    assert r.exception is None or isinstance(r.exception, SystemExit), repr(r.exception)
+    flat = " ".join(r.output.split())
+    for w in words:
+        assert w in flat, r.output
+    return flat
+
+
+def _strict(text: str):
+    def no_constant(c):
+        raise ValueError(f"non-JSON constant {c}")
+    return json.loads(text, parse_constant=no_constant)
+
+
+def test_inference_sizing_at_huge_budget_is_bounded():
+    _bad(["scale", "inference", "--inference-tokens", "1e13", "--flops", "1e308"], "flops", "1e+35")
+    r = _run(["scale", "inference", "--inference-tokens", "1e13", "--flops", "1e35", "--json"])
+    assert r.exit_code == 0, r.output
+    out = _strict(r.output)
+    assert out["n_params"] > 0 and out["tokens"] > 0
+    assert all(math.isfinite(v) for v in out.values() if isinstance(v, float))
+
+
+@pytest.mark.parametrize("target", [1.8172000000000001, 1.817200001, 1e300])
+def test_inference_sizing_unreachable_loss_target(target):
+    from trainplan.scaling.inference_sizing import inference_aware
+    with pytest.raises(InputError, match="target_loss"):
+        inference_aware(1e13, target_loss=target)
+
+
+@pytest.mark.parametrize("n", [300, 5000])
+def test_long_model_name_is_an_input_error(n):
+    _bad(["estimate", "--model", "a" * n], "model")
+
+
+def test_huge_job_file_is_refused_before_parsing(tmp_path):
+    p = tmp_path / "big.toml"
+    p.write_text('[model]\npreset = "' + "a" * (5 * 2**20) + '"\n')
+    _bad(["estimate", p], "job file", "MiB")
+
+
+def test_preset_string_of_a_megabyte_is_refused(tmp_path):
+    p = tmp_path / "j.toml"
+    p.write_text('[model]\npreset = "' + "a" * 1_000_000 + '"\n')
+    _bad(["estimate", p], "model", "1,000,000 characters")
+
+
+@pytest.mark.parametrize("space", [dict(max_vp=10**9), dict(max_micro_batch=10**12),
+                                   dict(tp=(2**62,)), dict(pp=(10**30,)),
+                                   dict(cp=tuple(range(1, 200))), dict(max_tp=2**70)])
+def test_unbounded_search_space_values(space):
+    import trainplan
+    with pytest.raises(InputError, match="space"):
+        trainplan.plan("llama-3-8b", dict(tokens=1e12), gpus=8, space=space)
+
+
+@pytest.mark.parametrize("preset", ["llava-1.5-7b", "qwen2-vl-7b", "qwen-vl-7b"])
+@pytest.mark.parametrize("value", ["abc", float("nan"), float("inf"), 1e308, [1], {}])
+def test_vlm_config_with_bad_vision_field(preset, value):
+    import copy
+
+    from trainplan.catalog.hf import model_from_hf_config
+    from trainplan.catalog.models import _index
+    cfg = copy.deepcopy(_index()[preset]["config"])
+    key = "vision_config" if "vision_config" in cfg else "visual"
+    for field in list(cfg[key]):
+        c = copy.deepcopy(cfg)
+        c[key][field] = value
+        try:
+            model_from_hf_config(c, name="x")
+        except InputError:
+            pass
+
+
+def test_audit_with_huge_samples(tmp_path):
+    text = (EXAMPLES / "source_case_claims.toml").read_text()
+    p = tmp_path / "c.toml"
+    p.write_text(text.replace("samples = 20e6 ", "samples = 1e308 "))
+    _bad(["audit", p], "samples")
+
+
+@pytest.mark.parametrize("content,line", [
+    ('{"length": 5}\n{"length": "1.2.3"}\n', 2),
+    ('{"length": 5}\n{"length": 1.2.3}\n', 2),
+    ('{"length": 5}\n{"length": 9\n', 2),
+    ('{"length": 5}\nnot json\n', 2),
+    ('{"length": 5}\n[5]\n', 2),
+    ('{"length": 5}\n{"length": {"length": 7}}\n', 2),
+])
+def test_corrupt_jsonl_names_the_line(tmp_path, content, line):
+    p = tmp_path / "l.jsonl"
+    p.write_text(content)
+    _bad(["data", "lengths", p], f"l.jsonl:{line}", "--skip-bad")
+    r = _run(["data", "lengths", p, "--skip-bad", "--json"])
+    assert r.exit_code == 0, r.output
+    out = _strict(r.output)
+    assert out["samples"] == 1 and out["skipped"] == {"corrupt rows (--skip-bad)": 1}
+
+
+def test_nested_length_key_is_not_a_sample(tmp_path):
+    from trainplan.data.lengths import read_lengths
+    p = tmp_path / "l.jsonl"
+    p.write_text('{"length": 5}\n{"x": {"length": 7}}\n{"length": 9}\n')
+    d = read_lengths(p)
+    assert d.lengths.tolist() == [5, 9] and d.skipped == {"missing length": 1}
+
+
+def test_lora_larger_than_the_model_is_never_negative():
+    from trainplan.estimate import estimate
+    small = estimate("llama-3-8b", job=dict(trainable="lora", lora_rank=16), gpus=8).memory
+    big = estimate("llama-3-8b", job=dict(trainable="lora", lora_rank=8192), gpus=8).memory
+    for m in (small, big):
+        for k in ("weights_gib", "gradients_gib", "optimizer_gib", "total_gib"):
+            assert getattr(m, k) >= 0, (k, getattr(m, k))
+    assert big.weights_gib > small.weights_gib          # the adapters add to the frozen base
+    with pytest.raises(InputError, match="lora_rank"):
+        estimate("llama-3-8b", job=dict(trainable="lora", lora_rank=10**9), gpus=8)
+
+
+def test_zero_failure_rate_writes_strict_json(tmp_path):
+    p = tmp_path / "j.toml"
+    p.write_text('[model]\npreset = "llama-3-8b"\n[cluster]\ngpus = 8\n'
+                 'failure_rate_per_gpu_hour = 0\n')
+    r = _run(["estimate", p, "--json"])
+    assert r.exit_code == 0, r.output
+    _strict(r.output)
+
+
+def test_strict_json_writes_null_for_non_finite():
+    from trainplan.io.jsonout import dumps
+    import numpy as np
+    text = dumps({"a": float("inf"), "b": [float("nan"), np.float64(2.5)], "c": (1, np.int64(3))})
+    assert _strict(text) == {"a": None, "b": [None, 2.5], "c": [1, 3]}
+
+
+def test_bootstrap_is_bounded():
+    _bad(["scale", "fit", EXAMPLES / "pilot_runs.csv", "--bootstrap", "100000000"],
+         "bootstrap", "100,000")
+
+
+def test_fit_out_needs_force_and_a_regular_file(tmp_path):
+    import os
+    csv = EXAMPLES / "pilot_runs.csv"
+    law = tmp_path / "law.json"
+    assert _run(["scale", "fit", csv, "--bootstrap", "0", "--out", law]).exit_code == 0
+    before = law.read_text()
+    _bad(["scale", "fit", csv, "--bootstrap", "0", "--out", law], "--force")
+    link = tmp_path / "link.json"
+    link.symlink_to(law)
+    _bad(["scale", "fit", csv, "--bootstrap", "0", "--out", link, "--force"], "symbolic link")
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    _bad(["scale", "fit", csv, "--bootstrap", "0", "--out", fifo, "--force"], "FIFO")
+    _bad(["scale", "fit", csv, "--bootstrap", "0", "--out", "/dev/null", "--force"], "device")
+    assert law.read_text() == before and link.is_symlink()
+    assert _run(["scale", "fit", csv, "--bootstrap", "0", "--out", law, "--force"]).exit_code == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fifo", "law.json", "link.json"]
+
+
+@pytest.mark.parametrize("value", ["[red]x[/red]", ":smile:", "[bold]:thumbs_up:"])
+def test_error_messages_print_user_values_literally(value):
+    r = _run(["estimate", "--model", value])
+    assert r.exit_code == 2 and value in r.output, r.output
