@@ -187,3 +187,70 @@ def test_fit_out_needs_force_and_a_regular_file(tmp_path):
 def test_error_messages_print_user_values_literally(value):
     r = _run(["estimate", "--model", value])
     assert r.exit_code == 2 and value in r.output, r.output
+
+
+# --- found by the fuzz suite (tests/fuzz, benchmarks/fuzz.py) ---------------------------------
+
+def test_annotation_image_pair_of_one_number(tmp_path):
+    from trainplan.catalog.vision import resolve_model
+    from trainplan.data.lengths import read_lengths
+    p = tmp_path / "a.jsonl"
+    p.write_text('{"text_tokens": 5, "images": [[448, 448]]}\n{"text_tokens": 9, "images": [[5, 5], [6]]}\n')
+    d = read_lengths(p, None, resolve_model("llava-1.5-7b"))
+    assert len(d.lengths) == 1 and d.skipped == {"image size <= 0 or missing": 1}
+
+
+@pytest.mark.parametrize("kw", [dict(batch_size="x"), dict(buckets=[1]), dict(capacity=2.5),
+                                dict(seed=-1), dict(batch_size=True)])
+def test_padding_analysis_checks_its_arguments(kw):
+    from trainplan.data.padding import analyze
+    with pytest.raises(InputError):
+        analyze([5, 7, 9], **kw)
+
+
+@pytest.mark.parametrize("call", [
+    lambda s: s.optimal_allocation(1e308), lambda s: s.optimal_allocation(5e-324),
+    lambda s: s.planned_epochs(1e22, 1e10, 5e-324), lambda s: s.data_constrained_optimum(1e22, 1e-300),
+    lambda s: s.batch_advice(1e22, seq_len="x"), lambda s: s.multimodal_advice(1e22, fusion=[]),
+    lambda s: s.propose_architecture(1e9, vocab=1e-308), lambda s: s.inference_aware("x", flops=1e22),
+])
+def test_scaling_inputs_out_of_range(call):
+    import trainplan.scaling as s
+    with pytest.raises(InputError):
+        call(s)
+
+
+def test_fit_that_diverges_is_an_input_error():
+    from trainplan.scaling import DEFAULT_LAW, fit_law, synthetic_runs
+    from trainplan.scaling.runs import Runs
+    base = synthetic_runs(DEFAULT_LAW, 12, noise=0.0, seed=0)
+    flat = Runs(n_params=base.n_params, tokens=base.tokens, loss=base.loss[::-1].copy(), source="reversed")
+    try:
+        r = fit_law(flat, n_bootstrap=5, max_starts=8)
+    except InputError as e:
+        assert "diverged" in str(e)
+    else:
+        d = r.to_dict()
+        assert all(math.isfinite(v) for v in d["params"].values())
+        assert all(math.isfinite(x) for lo_hi in d["ci"].values() for x in lo_hi)
+
+
+@pytest.mark.parametrize("gpus", [2**64, [8, 2**40], "8.." + str(2**70)])
+def test_plan_gpu_counts_are_bounded(gpus):
+    import trainplan
+    with pytest.raises(InputError, match="gpus"):
+        trainplan.plan("llama-2-7b", dict(tokens=1e12), gpus=gpus)
+
+
+@pytest.mark.parametrize("job", [dict(seq_len=10**30), dict(tokens=1e300), dict(global_batch=2**40),
+                                 dict(samples=5e-324)])
+def test_spec_numbers_are_bounded(job):
+    from trainplan.estimate import estimate
+    with pytest.raises(InputError):
+        estimate("llama-3-8b", job=job)
+
+
+def test_never_interrupted_job_has_no_mtbf():
+    from trainplan.estimate import estimate
+    t = estimate("llama-3-8b", job=dict(tokens=1e12), cluster=dict(failure_rate_per_gpu_hour=0)).totals
+    assert t.mtbf_hours is None and t.checkpoint_interval_hours is None and t.goodput == 1.0

@@ -211,6 +211,7 @@ class _Rows:
 
 def _read_jsonl(p: Path, column, model, skip_bad: bool = False) -> LengthData:
     raw = p.read_bytes()
+    raw.decode("utf-8")                  # a binary file: UnicodeDecodeError, reported by the caller
     numbered = [(i, ln) for i, ln in enumerate(raw.splitlines(), 1) if ln.strip()]
     if not numbered:
         raise InputError("FILE", str(p), "a JSONL file with one object per line")
@@ -263,11 +264,11 @@ def _read_jsonl(p: Path, column, model, skip_bad: bool = False) -> LengthData:
         texts.append(text_v)
         for wh in imgs:
             try:
-                ws.append(float(wh[0]))
-                hs.append(float(wh[1]))
-            except (TypeError, ValueError, IndexError):
-                ws.append(0.0)
-                hs.append(0.0)
+                w_h = (float(wh[0]), float(wh[1]))        # both read before either is kept
+            except (TypeError, ValueError, IndexError, KeyError, OverflowError):
+                w_h = (0.0, 0.0)
+            ws.append(w_h[0])
+            hs.append(w_h[1])
             owner.append(i)
     skipped: dict[str, int] = {}
     text = np.array(texts, dtype=np.float64)

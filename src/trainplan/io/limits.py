@@ -69,3 +69,27 @@ def check_range(field: str, value: Any, lo: float, hi: float, *, lo_open: bool =
         raise InputError(field, value, f"a finite number in {'(' if lo_open else '['}"
                          f"{lo:g}, {hi:g}]")
     return v
+
+
+def check_int(field: str, value: Any, lo: int, hi: int) -> int:
+    """``value`` as an int in [lo, hi] (an integral float is accepted; bools, strings, NaN and
+    fractions are not), else InputError."""
+    ok = False
+    if not isinstance(value, bool) and isinstance(value, (int, float)):
+        try:
+            ok = float(value).is_integer() and lo <= value <= hi
+        except OverflowError:
+            ok = False
+    if not ok:
+        raise InputError(field, value, f"an integer from {lo:,} to {hi:,}")
+    return int(value)
+
+
+#: Smallest compute a scaling-law formula is asked about (FLOPs): the lower end of the
+#: bisection in ``scaling.inference_sizing``; a budget this small has no model worth fitting.
+MIN_LAW_FLOPS = 1e10
+
+
+def check_flops(value: Any, field: str = "flops") -> float:
+    """A compute amount for the scaling laws: a number in [1e10, 1e35] FLOPs."""
+    return check_range(field, value, MIN_LAW_FLOPS, MAX_FLOPS)

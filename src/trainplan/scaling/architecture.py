@@ -26,7 +26,6 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from trainplan.errors import require_positive
 
 #: Target hidden / layers (Llama 3 8B 128, 405B 130; 70B and Chinchilla 102; see module doc).
 TARGET_ASPECT = 128.0
@@ -126,9 +125,10 @@ def propose_architecture(n_params: float, vocab: int | None = None) -> Architect
     """A Llama-3-shaped dense decoder of about ``n_params`` parameters (see the module doc for
     each ratio's source). ``vocab`` fixes the vocabulary; default: 128,256, or 32,000 when the
     embeddings would exceed :data:`MAX_EMBEDDING_SHARE` of the parameters."""
-    n = require_positive("n_params", n_params)
+    from trainplan.io.limits import check_int, check_range
+    n = check_range("n_params", n_params, 1e6, 1e16)
     if vocab is not None:
-        return _best(n, int(require_positive("vocab", vocab)))
+        return _best(n, check_int("vocab", vocab, 1, 2**24))
     a = _best(n, LARGE_VOCAB)
     if 2.0 * LARGE_VOCAB * a.hidden > MAX_EMBEDDING_SHARE * a.n_params:
         a = _best(n, SMALL_VOCAB)

@@ -143,16 +143,19 @@ def fit_law(
         raise InputError("delta", delta, "a number > 0")
     if not (0 < ci_level < 1):
         raise InputError("ci_level", ci_level, "a number between 0 and 1, e.g. 0.95")
-    from trainplan.io.limits import MAX_BOOTSTRAP
-    if isinstance(n_bootstrap, bool) or int(n_bootstrap) != n_bootstrap or not 0 <= n_bootstrap <= MAX_BOOTSTRAP:
-        raise InputError("bootstrap", n_bootstrap, f"an integer from 0 to {MAX_BOOTSTRAP:,}")
-    n_bootstrap = int(n_bootstrap)
+    from trainplan.io.limits import MAX_BOOTSTRAP, check_int
+    n_bootstrap = check_int("bootstrap", n_bootstrap, 0, MAX_BOOTSTRAP)
     if n_bootstrap * len(runs) > MAX_BOOTSTRAP_ROWS:
         raise InputError("bootstrap", n_bootstrap,
                          f"at most {MAX_BOOTSTRAP_ROWS // len(runs):,} resamples of {len(runs):,} runs "
                          f"(resamples x runs <= {MAX_BOOTSTRAP_ROWS:,}, the resample table in memory)")
     data = (np.log(runs.n_params), np.log(runs.tokens), np.log(runs.loss))
     theta, fun, n_starts = _best_fit(data, delta, grid, max_starts)
+    if not np.all(np.isfinite(theta)) or np.max(np.abs(theta[:3])) > 700:   # e^700 ~ 1e304
+        raise InputError("runs", runs.source or f"{len(runs)} runs",
+                         "runs a law can be fitted to (the fit diverged: the losses do not fall "
+                         "with N and D as E + A/N^alpha + B/D^beta)",
+                         hint=f"log-parameters (a, b, e, alpha, beta) = {np.round(theta, 3).tolist()}")
     samples = bootstrap_fits(runs, theta, n_bootstrap, delta=delta, seed=seed,
                                                     on_progress=on_progress) if n_bootstrap else None
     law = _law_from_theta(theta, name, label or f"fitted to {len(runs)} runs", runs.source, samples, ci_level)

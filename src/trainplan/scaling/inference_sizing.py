@@ -79,14 +79,13 @@ def inference_aware(
     lw = as_law(law)
     if not isinstance(lw, ParametricLaw):
         raise InputError("law", lw.name, "a law with a loss of the form E + A/N^alpha + B/D^beta")
-    t_inf = float(inference_tokens)
-    if not math.isfinite(t_inf) or t_inf < 0 or t_inf > 1e30:
-        raise InputError("inference_tokens", inference_tokens, "a number in [0, 1e30]")
+    from trainplan.io.limits import MAX_COUNT, check_range
+    t_inf = check_range("inference_tokens", inference_tokens, 0.0, MAX_COUNT)
     if (flops is None) == (target_loss is None):
         raise InputError("budget", "flops/target_loss", "give exactly one of flops or target_loss")
     if flops is not None:
-        from trainplan.io.limits import MAX_FLOPS, check_range
-        c = check_range("flops", require_positive("flops", flops), 0.0, MAX_FLOPS, lo_open=True)
+        from trainplan.io.limits import check_flops
+        c = check_flops(flops)
         n_c, d_c = lw.optimal(c)
         target = float(lw.loss(n_c, d_c))
     else:
