@@ -254,3 +254,10 @@ def test_never_interrupted_job_has_no_mtbf():
     from trainplan.estimate import estimate
     t = estimate("llama-3-8b", job=dict(tokens=1e12), cluster=dict(failure_rate_per_gpu_hour=0)).totals
     assert t.mtbf_hours is None and t.checkpoint_interval_hours is None and t.goodput == 1.0
+
+
+@pytest.mark.parametrize("model", ["qwen2-vl-7b", "llava-1.5-7b", "qwen-vl-7b"])
+def test_image_smaller_than_a_patch(model):
+    from trainplan.estimate import estimate
+    e = estimate(model, job=dict(image_size=1, tokens=1e10))
+    assert math.isfinite(e.time.step_s) and e.time.step_s > 0
