@@ -16,6 +16,7 @@ def calibrate_command(
     framework: str = typer.Option("unspecified", help="framework and version the runs used"),
     out: Optional[Path] = typer.Option(None, "--out", help="write the calibration JSON here"),
     boot: int = typer.Option(200, help="bootstrap resamples"),
+    force: bool = typer.Option(False, "--force", help="overwrite an existing --out file"),
 ) -> None:
     """Fit the planner's step-time factors (robust loss, bootstrap intervals) on your own
     measured steps and report in-sample and leave-one-out error."""
@@ -24,6 +25,9 @@ def calibrate_command(
         from trainplan.diagnose.cli import job_config
         from trainplan.diagnose.oomplan import predict
         from trainplan.errors import InputError
+        if out:                                   # a bad --out fails before the fit
+            from trainplan.export.write import check_target
+            check_target(out, force=force, what="--out")
         runs, bases, gpu_ids = [], set(), set()
         for i, row in enumerate(read_runs_csv(runs_csv), start=2):
             try:
@@ -45,7 +49,7 @@ def calibrate_command(
         cal = calibrate(runs, framework, boot, base_framework=next(iter(bases), None),
                         gpu_id=next(iter(gpu_ids), None))
         if out:
-            write(cal, out)
+            write(cal, out, force)
     except (TrainplanError, ValueError, KeyError) as e:
         from trainplan.cli import print_error
         print_error(e)
