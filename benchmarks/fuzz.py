@@ -6,8 +6,9 @@
 The cases are the hypothesis strategies of ``tests/fuzz/cases.py`` (the CI suite runs a few
 hundred of them). Cases run in chunks in one worker process (multiprocessing, one worker, so the
 run stays gentle on a shared machine), each case under a time bound (``--timeout``, 30 s; SIGALRM
-stops a case that runs past it and counts it as slow). A tenth of the CLI invocations run the
-real entry point (``python -m trainplan`` in a subprocess), the rest through typer's CliRunner.
+stops a case that runs past it and counts it as slow). A share of the CLI invocations run the
+real entry point (``python -m trainplan`` in a subprocess, ``--subprocess-share``), the rest
+through typer's CliRunner.
 
 Printed: counts of exceptions other than trainplan's own, tracebacks, NaN/inf/negative
 quantities, exit codes other than 0/1/2 and slow cases (all must be 0), with examples.
@@ -48,6 +49,7 @@ def run_chunk(task: tuple) -> dict:
     sys.path.insert(0, str(ROOT / "tests" / "fuzz"))
     warnings.simplefilter("ignore")
     import cases
+    import cli_cases
     from hypothesis import HealthCheck, Phase, given, settings
     from hypothesis import seed as hseed
 
@@ -55,7 +57,7 @@ def run_chunk(task: tuple) -> dict:
     examples: dict[str, list[str]] = collections.defaultdict(list)
     longest = [0.0, ""]
     signal.signal(signal.SIGALRM, _alarm)
-    strategy = cases.api_cases() if kind == "api" else cases.cli_case()
+    strategy = cases.api_cases() if kind == "api" else cli_cases.cli_case()
     base = Path(tempfile.mkdtemp(prefix="trainplan-fuzz-"))
 
     @hseed(seed)
@@ -70,9 +72,9 @@ def run_chunk(task: tuple) -> dict:
                 if kind == "api":
                     res, detail = cases.outcome(case, Path(tmp))
                 elif kind == "cli":
-                    res, detail = cases.run_cli_inprocess(case, Path(tmp))
+                    res, detail = cli_cases.run_cli_inprocess(case, Path(tmp))
                 else:
-                    res, detail = cases.run_cli_subprocess(case, Path(tmp), timeout)
+                    res, detail = cli_cases.run_cli_subprocess(case, Path(tmp), timeout)
         except CaseTimeout:
             res, detail = "slow", f"{str(case)[:200]}: over {timeout:g} s"
         finally:
@@ -98,9 +100,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--chunk", type=int, default=1_000, help="cases per chunk (progress lines)")
     ap.add_argument("--timeout", type=float, default=30.0, help="time bound per case, seconds")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--subprocess-share", type=float, default=0.1,
+                    help="share of the CLI invocations run as python -m trainplan")
     a = ap.parse_args(argv)
 
-    sub = max(1, a.cli // 10) if a.cli else 0
+    sub = max(1, round(a.cli * a.subprocess_share)) if a.cli else 0
     tasks = []
     for kind, total in (("cli-subprocess", sub), ("cli", a.cli - sub), ("api", a.api)):
         done = 0

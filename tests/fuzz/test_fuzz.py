@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 import cases
+import cli_cases
 
 #: Examples per test; TRAINPLAN_FUZZ_EXAMPLES raises it for a longer local run.
 N = int(os.environ.get("TRAINPLAN_FUZZ_EXAMPLES", "40"))
@@ -64,12 +65,12 @@ def test_plan(case, tmp_path_factory):
 
 
 @settings(SETTINGS, max_examples=2 * N)
-@given(case=cases.cli_case())
+@given(case=cli_cases.cli_case())
 def test_cli(case, tmp_path_factory):
     import tempfile
     from pathlib import Path
     with tempfile.TemporaryDirectory(dir=tmp_path_factory.getbasetemp()) as tmp:
-        kind, detail = cases.run_cli_inprocess(case, Path(tmp))
+        kind, detail = cli_cases.run_cli_inprocess(case, Path(tmp))
     assert kind == "ok", detail
 
 
@@ -78,5 +79,5 @@ def test_cli(case, tmp_path_factory):
                                   ["estimate", "--model", ":smile:[red]"]])
 def test_cli_entry_point(argv, tmp_path):
     """The real entry point (``python -m trainplan``): exit status and no traceback."""
-    kind, detail = cases.run_cli_subprocess(("cli", {"argv": argv, "files": {}}), tmp_path)
+    kind, detail = cli_cases.run_cli_subprocess(("cli", {"argv": argv, "files": {}}), tmp_path)
     assert kind == "ok", detail

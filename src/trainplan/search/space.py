@@ -12,7 +12,7 @@ import math
 from typing import Annotated, Any, Literal, Sequence
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt
+from pydantic import BaseModel, ConfigDict, Field
 
 from trainplan.costmodel.layout import RECOMPUTE_NAMES
 from trainplan.spec.job import Job
