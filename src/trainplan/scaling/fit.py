@@ -99,7 +99,8 @@ class FitResult:
         n_ci = d_ci = l_ci = None
         if self.bootstrap is not None:
             ns, ds, ls = bootstrap_allocations(self.bootstrap, flops)
-            n_ci, d_ci, l_ci = (percentile_interval(x, self.ci_level) for x in (ns, ds, ls))
+            n_ci, d_ci, l_ci = (percentile_interval(x, self.ci_level) if x.size else None
+                                for x in (ns, ds, ls))
         return AllocationBand(float(flops), float(n), float(d), n_ci, d_ci, loss, l_ci, self.ci_level if self.bootstrap is not None else None)
 
     def to_dict(self) -> dict[str, Any]:
@@ -151,10 +152,11 @@ def fit_law(
                          f"(resamples x runs <= {MAX_BOOTSTRAP_ROWS:,}, the resample table in memory)")
     data = (np.log(runs.n_params), np.log(runs.tokens), np.log(runs.loss))
     theta, fun, n_starts = _best_fit(data, delta, grid, max_starts)
-    if not np.all(np.isfinite(theta)) or np.max(np.abs(theta[:3])) > 700:   # e^700 ~ 1e304
+    if not np.all(np.isfinite(theta)) or np.max(np.abs(theta[:3])) > 700 \
+            or not (theta[3] > 0 and theta[4] > 0):   # e^700 ~ 1e304; alpha, beta > 0
         raise InputError("runs", runs.source or f"{len(runs)} runs",
-                         "runs a law can be fitted to (the fit diverged: the losses do not fall "
-                         "with N and D as E + A/N^alpha + B/D^beta)",
+                         "runs a law can be fitted to (the fit diverged or its exponents are <= 0: "
+                         "the losses do not fall with N and D as E + A/N^alpha + B/D^beta)",
                          hint=f"log-parameters (a, b, e, alpha, beta) = {np.round(theta, 3).tolist()}")
     samples = bootstrap_fits(runs, theta, n_bootstrap, delta=delta, seed=seed,
                                                     on_progress=on_progress) if n_bootstrap else None
