@@ -127,6 +127,9 @@ def main(argv: list[str] | None = None) -> int:
             bad = sum(out["counts"][k] for k in PROBLEMS)
             print(f"[{time.perf_counter() - t0:7.0f} s] chunk {i}/{len(tasks)} {task[0]}: "
                   f"{out['counts']['cases']} cases, {bad} problems", flush=True)
+            for k, v in out["examples"].items():          # as found, not only at the end
+                for e in v[:2]:
+                    print(f"    {k}: {e}", flush=True)
     api, cli, cls = totals["api"], totals["cli"], totals["cli-subprocess"]
     allc = api + cli + cls
     print()

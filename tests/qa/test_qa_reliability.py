@@ -213,6 +213,8 @@ def test_padding_analysis_checks_its_arguments(kw):
     lambda s: s.planned_epochs(1e22, 1e10, 5e-324), lambda s: s.data_constrained_optimum(1e22, 1e-300),
     lambda s: s.batch_advice(1e22, seq_len="x"), lambda s: s.multimodal_advice(1e22, fusion=[]),
     lambda s: s.propose_architecture(1e9, vocab=1e-308), lambda s: s.inference_aware("x", flops=1e22),
+    lambda s: s.flops_from_budget(gpu_hours=1e5, gpu="h100", gpus=[8]),
+    lambda s: s.batch_advice(1e22, loss=1e-308),
 ])
 def test_scaling_inputs_out_of_range(call):
     import trainplan.scaling as s

@@ -95,7 +95,8 @@ def batch_advice(
         loss_v = float(KAPLAN_2020.loss(n, d))
         loss_src = "Kaplan L(N,D) at his frontier for this budget (WebText2 nats)"
     else:
-        loss_v = check_range("loss", loss, 0.0, 1e6, lo_open=True)
+        # nats per token: 1e-3 .. 100 keeps Kaplan's B_crit = B* / L^(1/alpha_B) finite
+        loss_v = check_range("loss", loss, 1e-3, 100.0)
         loss_src = "given"
     gas = gas_heuristic(global_batch) if global_batch is not None else None
     return BatchAdvice(

@@ -207,7 +207,7 @@ def flops_from_budget(
              if v is not None}
     if not given:
         raise InputError("budget", "none", "at least one of --flops, --gpu-hours, --dollars, --deadline-days")
-    from trainplan.io.limits import MAX_COUNT, MAX_FLOPS, check_range
+    from trainplan.io.limits import MAX_COUNT, MAX_FLOPS, check_int, check_range
     for k, v in given.items():
         require_positive(k, v)
         check_range(k, v, 0.0, MAX_FLOPS if k == "flops" else MAX_COUNT, lo_open=True)
@@ -224,9 +224,7 @@ def flops_from_budget(
         raise InputError("gpu", None, f"an accelerator id (e.g. h100_sxm) to convert {kind0} into FLOPs")
     acc = _accelerator(gpu)
     if gpus is not None:
-        if isinstance(gpus, bool) or int(gpus) != gpus or gpus < 1:
-            raise InputError("gpus", gpus, "an integer >= 1")
-        gpus = int(gpus)
+        gpus = check_int("gpus", gpus, 1, 2**31)
     # bf16 where the hardware has it, else fp16 (V100): the 16-bit matmul rate a run would use.
     peak_dtype = "bf16" if acc.has_math("bf16") else "fp16"
     if not acc.has_math(peak_dtype):
