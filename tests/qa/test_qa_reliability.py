@@ -261,3 +261,9 @@ def test_image_smaller_than_a_patch(model):
     from trainplan.estimate import estimate
     e = estimate(model, job=dict(image_size=1, tokens=1e10))
     assert math.isfinite(e.time.step_s) and e.time.step_s > 0
+
+
+def test_budget_beyond_the_flops_bound_is_an_input_error():
+    from trainplan.scaling import flops_from_budget
+    with pytest.raises(InputError, match="FLOPs"):
+        flops_from_budget(gpu_hours=1e29, gpu="h100_sxm", gpus=8)

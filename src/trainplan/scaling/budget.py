@@ -258,7 +258,7 @@ def flops_from_budget(
         # The best layout's MFU depends on the model size, which depends on the budget: iterate.
         m, m_src = DEFAULT_MFU, DEFAULT_MFU_SOURCE
         for _ in range(8):
-            n, _d = DEFAULT_LAW.optimal(min(to_flops(m), flops or math.inf))
+            n, _d = DEFAULT_LAW.optimal(min(to_flops(m), flops or math.inf, MAX_FLOPS))
             new_m, m_src, mfu_gpus = _mfu_for(acc.id, gpus, mfu_gpus, float(n))
             if abs(new_m - m) <= 1e-4 * m:
                 m = new_m
