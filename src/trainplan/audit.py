@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, PositiveFloat, PositiveInt, ValidationError, model_validator
+from pydantic import Field, PositiveFloat, PositiveInt, ValidationError
 
 from trainplan.conventions import GB, GiB, model_state_bytes
 from trainplan.costmodel.flops import six_nd
@@ -69,17 +69,6 @@ class Claims(Spec):
     frozen: tuple[str, ...] = Field((), description="stack names kept frozen, e.g. [\"vision\"]")
     gas_rule: str | None = Field(None, description="a rule the run says it used to pick the "
                                  "accumulation, e.g. 'ceil(sqrt(batch/4))' (the source's)")
-
-    @model_validator(mode="after")
-    def _bounded(self) -> "Claims":
-        """Every number at most :data:`trainplan.io.limits.MAX_COUNT` (1e30), so the checks'
-        products and quotients stay finite and nonzero in float64."""
-        from trainplan.io.limits import MAX_COUNT
-        for name in type(self).model_fields:
-            v = getattr(self, name)
-            if isinstance(v, (int, float)) and not isinstance(v, bool) and v > MAX_COUNT:
-                raise ValueError(f"{name} = {v:g} is larger than {MAX_COUNT:g}")
-        return self
 
 
 @dataclass

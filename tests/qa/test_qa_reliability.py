@@ -267,3 +267,10 @@ def test_budget_beyond_the_flops_bound_is_an_input_error():
     from trainplan.scaling import flops_from_budget
     with pytest.raises(InputError, match="FLOPs"):
         flops_from_budget(gpu_hours=1e29, gpu="h100_sxm", gpus=8)
+
+
+def test_audit_claims_use_the_spec_bounds(tmp_path):
+    text = (EXAMPLES / "source_case_claims.toml").read_text()
+    p = tmp_path / "c.toml"
+    p.write_text(text.replace("global_batch = 1024", "global_batch = 1000000000000000000000000000000"))
+    _bad(["audit", p], "global_batch")
