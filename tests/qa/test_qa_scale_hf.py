@@ -71,5 +71,5 @@ def test_hf_config_path_that_is_a_folder(tmp_path):
 
 
 def test_measure_bench_out_checked_before_running(tmp_path):
-    _bad(["measure", "bench", "--out", tmp_path], "--out", "before the benchmarks run")
+    _bad(["measure", "bench", "--out", tmp_path], "--out", "it is a folder")
     _bad(["measure", "bench", "--out", tmp_path / "missing" / "p.json"], "--out")
