@@ -215,6 +215,7 @@ def test_padding_analysis_checks_its_arguments(kw):
     lambda s: s.propose_architecture(1e9, vocab=1e-308), lambda s: s.inference_aware("x", flops=1e22),
     lambda s: s.flops_from_budget(gpu_hours=1e5, gpu="h100", gpus=[8]),
     lambda s: s.batch_advice(1e22, loss=1e-308),
+    lambda s: s.flops_from_budget(dollars=1e6, gpu="h100_sxm", gpus=8, usd_per_gpu_hour=1e-308),
 ])
 def test_scaling_inputs_out_of_range(call):
     import trainplan.scaling as s

@@ -234,7 +234,8 @@ def flops_from_budget(
 
     price = price_src = None
     if usd_per_gpu_hour is not None:
-        price, price_src = require_positive("usd_per_gpu_hour", usd_per_gpu_hour), "given"
+        # 1e-6..1e6 USD per GPU-hour: a dollar budget over a vanishing price is not a number of hours
+        price, price_src = check_range("usd_per_gpu_hour", usd_per_gpu_hour, 1e-6, 1e6), "given"
     elif acc.usd_per_gpu_hour:
         price, price_src = float(acc.usd_per_gpu_hour), acc.price_source or "catalog default price"
     elif dollars is not None:
