@@ -36,7 +36,7 @@ def test_scale_flags(args, words):
 
 
 def test_scale_outputs_that_are_folders(tmp_path):
-    _bad(["scale", "fit", PILOT, "--bootstrap", "0", "--out", tmp_path], "output path", "folder")
+    _bad(["scale", "fit", PILOT, "--bootstrap", "0", "--out", tmp_path], "--out", "folder")
     _bad(["scale", "--flops", "1e23", "--plot", tmp_path], "plot path", "folder")
 
 
@@ -70,5 +70,5 @@ def test_hf_config_path_that_is_a_folder(tmp_path):
 
 
 def test_measure_bench_out_checked_before_running(tmp_path):
-    _bad(["measure", "bench", "--out", tmp_path], "--out", "before the benchmarks run")
+    _bad(["measure", "bench", "--out", tmp_path], "--out", "it is a folder")
     _bad(["measure", "bench", "--out", tmp_path / "missing" / "p.json"], "--out")

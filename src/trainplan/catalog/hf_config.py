@@ -35,16 +35,22 @@ def model_from_hf_config(cfg: dict[str, Any], name: str | None = None, source: s
                          f"a {mt} config.json must have '{e.args[0]}'") from None
     except ValidationError as e:
         raise from_validation_error(e, prefix="config.") from None
-    except (TypeError, AttributeError, ZeroDivisionError, OverflowError) as e:  # a key of the wrong JSON type
+    except InputError:
+        raise
+    except (TypeError, AttributeError, ZeroDivisionError, ValueError, OverflowError) as e:
+        # a key of the wrong JSON type (a string or NaN where a number goes, a list for a table)
         raise InputError("config", name, f"a {mt} config.json whose values have the usual JSON "
                          f"types (numbers, objects)", hint=str(e)) from None
 
 
 def load_hf_config(path: str | Path) -> Model:
     """Read a config.json file from disk (a file or a folder holding config.json)."""
-    p = Path(path)
-    if p.is_dir():
+    from trainplan.io.files import path_kind
+    from trainplan.io.limits import check_file_size, check_name
+    p = Path(check_name("model", path))
+    if path_kind(p) == "dir":
         p = p / "config.json"
+    check_file_size("model", p)
     try:
         cfg = json.loads(p.read_text(encoding="utf-8"))
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError):

@@ -69,11 +69,14 @@ def get_model(name: str | Model) -> Model:
     """A Model from a preset id, a config.json path, or a Model (returned as is)."""
     if isinstance(name, Model):
         return name
-    key = str(name).strip().lower()
+    from trainplan.io.files import path_kind
+    from trainplan.io.limits import check_name
+    name = check_name("model", name)
+    key = name.strip().lower()
     if key in _index():
         return _preset(key)
-    p = Path(str(name))
-    if p.suffix == ".json" or p.is_dir() or p.exists():
+    p = Path(name)
+    if p.suffix == ".json" or path_kind(p) is not None:
         return load_hf_config(p)
     raise InputError("model", name, "a preset (" + ", ".join(preset_ids()) +
                      ") or a path to a Hugging Face config.json")

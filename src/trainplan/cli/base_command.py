@@ -23,12 +23,10 @@ from trainplan.errors import ChecksFailed, TrainplanError, from_validation_error
 
 
 def print_error(exc: BaseException, label: str = "error: ") -> None:
-    """``label`` in bold red, then the message verbatim, on stderr."""
-    from rich.console import Console
-    from rich.text import Text
+    """``label`` in bold red, then the message verbatim (no markup, no emoji codes), on stderr."""
+    from trainplan.io.console import print_error as literal
 
-    Console(stderr=True, soft_wrap=True).print(
-        Text.assemble((label, "bold red"), str(exc)), highlight=False)
+    literal(exc, prefix=label)
 
 
 def _is_validation_error(exc: BaseException) -> bool:

@@ -14,10 +14,11 @@ def calibrate_command(
     framework: str = typer.Option("unspecified", help="framework and version the runs used"),
     out: Optional[Path] = typer.Option(None, "--out", help="write the calibration JSON here"),
     boot: int = typer.Option(200, help="bootstrap resamples"),
+    force: bool = typer.Option(False, "--force", help="overwrite an existing --out file"),
 ) -> None:
     """Fit the planner's step-time factors (robust loss, bootstrap intervals) on your own
     measured steps and report in-sample and leave-one-out error."""
     from trainplan.report.diagnose import render_calibration
     from trainplan.diagnose.jobs import calibrate_runs
 
-    render_calibration(calibrate_runs(runs_csv, framework, boot, out), out)
+    render_calibration(calibrate_runs(runs_csv, framework, boot, out, force), out)

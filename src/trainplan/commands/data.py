@@ -28,13 +28,16 @@ def lengths_command(
     model: Optional[str] = typer.Option(None, "--model", "-m",
                                         help="VLM preset for annotation files (image tokens)"),
     seed: int = typer.Option(0, "--seed"),
+    skip_bad: bool = typer.Option(False, "--skip-bad",
+                                  help="drop corrupt JSONL rows and report their count "
+                                       "(default: stop at the first, naming its line)"),
     json: bool = o.JSON,
 ) -> None:
     """Report the compute lost to padding for pad-to-max, pad-to-longest with and without length
     bucketing, and packing; the packing efficiency goes into the job as packing_efficiency."""
     from trainplan.services.data import padding_report
 
-    rep = padding_report(file, column, max_len, batch_size, buckets, model, seed)
+    rep = padding_report(file, column, max_len, batch_size, buckets, model, seed, skip_bad)
     if json:
         print_json(rep.as_dict())
     else:

@@ -6,7 +6,6 @@ status 2 and names the ``torch`` extra.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Optional
 
@@ -83,24 +82,24 @@ def bench(
     device: str = typer.Option("auto", help="cpu, cuda or auto"),
     ranks: int = typer.Option(2, help="processes for the collective benchmark"),
     quick: bool = typer.Option(False, help="small sizes (seconds)"),
+    force: bool = typer.Option(False, "--force", help="overwrite an existing --out file"),
 ) -> None:
     """Matmul throughput, memory bandwidth and collective bus bandwidth -> an efficiency
     profile JSON for `estimate`/`plan --profile`."""
     from trainplan.errors import InputError
-    if out.is_dir() or not (out.parent if str(out.parent) else Path(".")).is_dir():
-        raise InputError("--out", str(out), "a file path in an existing folder",
-                         hint="checked before the benchmarks run")
+    from trainplan.export.write import atomic_write, check_target
+    from trainplan.io.jsonout import dumps
+    check_target(out, force=force, what="--out")          # before the benchmarks run
     from trainplan.measure.build import require_torch
     require_torch()
     from trainplan.measure.bench import run_bench
     with progress("matmul, memory and collective benchmarks"):
         prof = run_bench(device=device, ranks=ranks, quick=quick)
-    from trainplan.export.write import atomic_write
     try:
-        atomic_write(out, json.dumps(prof, indent=2))
+        atomic_write(out, dumps(prof), force=force, what="--out")
     except OSError as e:
         raise InputError("--out", str(out), f"a writable file path ({e.strerror or e})") from None
-    typer.echo(json.dumps(prof["profile"], indent=2))
+    typer.echo(dumps(prof["profile"]))
     typer.echo(f"wrote {out}")
 
 

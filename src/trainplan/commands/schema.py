@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import json
+from trainplan.io.jsonout import dumps as strict_json
+
 from typing import Any
 
 import typer
@@ -51,4 +52,4 @@ def job_file_schema() -> dict[str, Any]:
 
 def schema_command() -> None:
     """Print the JSON Schema of the job file (for editors and validators)."""
-    typer.echo(json.dumps(job_file_schema(), indent=2))
+    typer.echo(strict_json(job_file_schema()))

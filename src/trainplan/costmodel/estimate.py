@@ -150,7 +150,8 @@ def build_estimate(model: Model, job: Job, cluster: Cluster, st: Strategy,
     totals = Totals(
         steps=t.get("steps"), tokens=total_tokens, wall_clock_days=t.get("wall_days"),
         ideal_wall_clock_days=t.get("ideal_days"), goodput=t.get("goodput"),
-        mtbf_hours=t.get("mtbf_hours"), checkpoint_interval_hours=t.get("checkpoint_interval_hours"),
+        mtbf_hours=_finite(t.get("mtbf_hours")),         # None: never interrupted
+        checkpoint_interval_hours=_finite(t.get("checkpoint_interval_hours")),
         checkpoint_write_s=t.get("checkpoint_write_s"), gpu_hours=t.get("gpu_hours"),
         cost_usd=t.get("cost"),
         usd_per_gpu_hour=price,
@@ -230,6 +231,13 @@ def reliability_inputs(model: Model, job: Job, cluster: Cluster) -> dict[str, An
                 storage_GBps_max=cluster.storage_GBps_max,
                 restart_minutes=cluster.restart_minutes, spot_mtbf_hours=cluster.spot_mtbf_hours,
                 failure_rate=cluster.failure_rate_per_gpu_hour, nodes=cluster.nodes)
+
+
+def _finite(x):
+    """``x`` as a float, or None when it is None or not finite (a job that is never interrupted
+    has no mean time between interruptions and needs no checkpoint interval)."""
+    import math
+    return None if x is None or not math.isfinite(float(x)) else float(x)
 
 
 def _warnings(model, job, cluster, st, r, mem, time) -> list[str]:

@@ -3,7 +3,7 @@
 A :class:`Layout` holds the strategy knobs as Python numbers (one layout) or numpy arrays of equal
 length (many candidates, the search). Its derived quantities (GPUs, gradient accumulation, layers
 per stage, the sharding group of the optimizer) and its :data:`RULES` are written once:
-``spec.validate.complete_strategy`` raises the first rule a single strategy breaks, and the
+``costmodel.validate.complete_strategy`` raises the first rule a single strategy breaks, and the
 search keeps the candidates for which every rule holds (as torchtitan's ``ParallelDims`` keeps
 the degrees, their validation and the derived groups in one object).
 """

@@ -155,8 +155,8 @@ def vision_costs(model: Model, job, L, cluster=None) -> dict[str, Any]:
         pr = part.part
         if part.trainable or part.below_trainable:      # gradients pass through it: keep its activations
             act = act + imgs_mb * weighted_mean(projector_activation_bytes(pr, n, act_b), p) / tp
-        if timer is not None:
-            fwd = weighted_mean(projector_forward_flops(pr, n), p)
+        fwd = weighted_mean(projector_forward_flops(pr, n), p)
+        if timer is not None and fwd > 0:      # an image smaller than a patch gives no tokens
             t_mb = t_mb + timer.gemm_total(imgs_mb * fwd / tp) * (train_f / fwd)
     out.update(model_flops_step=flops_step, act_bytes_per_mb=act, time_per_mb=t_mb)
 

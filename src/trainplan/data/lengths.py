@@ -32,13 +32,16 @@ class LengthData:
     skipped: dict[str, int] = field(default_factory=dict)
 
 
-def read_lengths(path: str | Path, column: str | None = None, model=None) -> LengthData:
+def read_lengths(path: str | Path, column: str | None = None, model=None,
+                 skip_bad: bool = False) -> LengthData:
     """Per-sample token lengths from a file.
 
     A length column (``column`` or one of ``length, num_tokens, n_tokens, tokens, len, seq_len``),
     or annotation columns: ``text_tokens`` plus either ``width`` and ``height`` (one image) or
     ``images`` (a list of [width, height]) -- needs ``model`` to count image tokens.
-    Rows with a length <= 0 or an image side <= 0 are skipped and counted.
+    Rows with a length <= 0 or an image side <= 0 are skipped and counted. A corrupt JSONL row
+    (not JSON, not an object, a length that is not a number) is an InputError naming its line;
+    with ``skip_bad`` it is dropped and counted instead.
     """
     p = Path(path)
     if not p.is_file():
@@ -54,7 +57,7 @@ def read_lengths(path: str | Path, column: str | None = None, model=None) -> Len
         return _read_parquet(p, column, model)
     try:
         if suf in (".jsonl", ".json", ".ndjson"):
-            return _read_jsonl(p, column, model)
+            return _read_jsonl(p, column, model, skip_bad)
         return _read_csv(p, column, model)
     except UnicodeDecodeError:
         raise InputError("FILE", str(path), "a UTF-8 text file (JSONL or CSV), a .npy array or a "
@@ -158,68 +161,114 @@ def _loadtxt(p: Path, col: int | None, skip: int) -> np.ndarray:
         raise InputError("FILE", str(p), "numbers in the length column", hint=msg) from None
 
 
-_LEN_RE = {c: re.compile(rb'"' + c.encode() + rb'"\s*:\s*(-?[0-9.eE+]+)') for c in LENGTH_COLUMNS}
+def _simple_line_re(name: str) -> re.Pattern[bytes]:
+    """A whole line that is exactly ``{"name": <JSON number>}``: such lines are read without
+    the JSON parser (the fast path); any other line goes through ``json.loads``."""
+    num = rb"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
+    return re.compile(rb'^[ \t]*\{[ \t]*"' + re.escape(name.encode()) + rb'"[ \t]*:[ \t]*(' + num
+                      + rb')[ \t]*\}[ \t]*\r?$', re.M)
 
 
-def _read_jsonl(p: Path, column, model) -> LengthData:
+class _Rows:
+    """JSONL rows parsed one by one; a corrupt row (not JSON, not an object, or a value of the
+    wrong type) is an InputError naming its line, or with ``skip_bad`` counted and dropped."""
+
+    def __init__(self, p: Path, skip_bad: bool):
+        self.p, self.skip_bad, self.bad = p, skip_bad, 0
+
+    def reject(self, i: int, what: str) -> None:
+        if not self.skip_bad:
+            raise InputError("FILE", f"{self.p}:{i}", what,
+                             hint="fix the line, or pass --skip-bad to drop and count such rows")
+        self.bad += 1
+
+    def parse(self, i: int, ln: bytes) -> dict | None:
+        try:
+            o = json.loads(ln)
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
+            self.reject(i, f"a JSON object per line ({getattr(e, 'msg', 'not JSON')})")
+            return None
+        if not isinstance(o, dict):
+            self.reject(i, "a JSON object per line")
+            return None
+        return o
+
+    def number(self, i: int, key: str, v) -> float | None:
+        """A length value: a JSON number (None: missing); anything else is a corrupt row."""
+        if v is None:
+            return float("nan")
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            self.reject(i, f"a number for '{key}' (got {type(v).__name__} {str(v)[:40]!r})")
+            return None
+        try:
+            return float(v)
+        except OverflowError:
+            return float("inf")
+
+    def skipped(self, skipped: dict[str, int]) -> dict[str, int]:
+        return dict(skipped, **{"corrupt rows (--skip-bad)": self.bad}) if self.bad else skipped
+
+
+def _read_jsonl(p: Path, column, model, skip_bad: bool = False) -> LengthData:
     raw = p.read_bytes()
-    lines = [ln for ln in raw.splitlines() if ln.strip()]
-    if not lines:
+    raw.decode("utf-8")                  # a binary file: UnicodeDecodeError, reported by the caller
+    numbered = [(i, ln) for i, ln in enumerate(raw.splitlines(), 1) if ln.strip()]
+    if not numbered:
         raise InputError("FILE", str(p), "a JSONL file with one object per line")
-    try:
-        first = json.loads(lines[0])
-    except json.JSONDecodeError as e:
-        raise InputError("FILE", f"{p}:1", f"a JSON object per line ({e.msg})") from None
-    if not isinstance(first, dict):
-        raise InputError("FILE", f"{p}:1", "a JSON object per line")
+    rows = _Rows(p, skip_bad)
+    first = None
+    for i, ln in numbered:
+        first = rows.parse(i, ln)
+        if first is not None:
+            break
+    if first is None:
+        raise InputError("FILE", str(p), "at least one JSON object line")
     name = _pick(list(first), column, str(p))
     if name is not None:
-        rx = _LEN_RE.get(name) or re.compile(rb'"' + re.escape(name.encode()) + rb'"\s*:\s*(-?[0-9.eE+]+)')
-        found = rx.findall(raw)
-        if len(found) == len(lines):                     # fast path: one match per line
+        found = _simple_line_re(name).findall(raw)
+        if len(found) == len(numbered):                  # fast path: every line is simple
             return _finish(np.array(found, dtype=np.float64), str(p), {})
         vals, missing = [], 0
-        for i, ln in enumerate(lines, 1):
-            try:
-                v = json.loads(ln).get(name)
-            except (json.JSONDecodeError, AttributeError):
-                raise InputError("FILE", f"{p}:{i}", "a JSON object per line") from None
+        for i, ln in numbered:
+            o = rows.parse(i, ln)
+            if o is None:
+                continue
+            v = rows.number(i, name, o.get(name))
             if v is None:
-                missing += 1
-                v = float("nan")
+                continue
+            missing += v != v
             vals.append(v)
-        try:
-            arr = np.array(vals, dtype=np.float64)
-        except (TypeError, ValueError):
-            raise InputError(name, "non-numeric values", "numbers", hint=str(p)) from None
-        return _finish(arr, str(p), {"missing length": missing} if missing else {})
+        arr = np.array(vals, dtype=np.float64)
+        return _finish(arr, str(p), rows.skipped({"missing length": missing} if missing else {}),
+                       missing)
     text_col = next((c for c in ANNOTATION_TEXT if c in first), None)
     if text_col is None:
         raise InputError("column", column or "length", "a length key (" + ", ".join(LENGTH_COLUMNS)
                          + ") or annotation keys text_tokens + images / width, height",
                          hint=f"{p.name} line 1 has: {', '.join(first)}")
     texts, ws, hs, owner = [], [], [], []
-    for i, ln in enumerate(lines):
-        try:
-            o = json.loads(ln)
-        except json.JSONDecodeError:
-            raise InputError("FILE", f"{p}:{i + 1}", "a JSON object per line") from None
-        if not isinstance(o, dict):
-            raise InputError("FILE", f"{p}:{i + 1}", "a JSON object per line")
+    for line_no, ln in numbered:
+        o = rows.parse(line_no, ln)
+        if o is None:
+            continue
+        text_v = rows.number(line_no, text_col, o.get(text_col))
+        if text_v is None:
+            continue
+        i = len(texts)
         imgs = o.get("images")
         if imgs is None:
             imgs = [[o.get("width", 0), o.get("height", 0)]] if ("width" in o or "height" in o) else []
         elif not isinstance(imgs, list):
-            raise InputError(f"images (line {i + 1})", imgs,
+            raise InputError(f"images (line {line_no})", imgs,
                              "a list of [width, height] pairs, e.g. [[640, 480]]", hint=str(p))
-        texts.append(o.get(text_col, np.nan))
+        texts.append(text_v)
         for wh in imgs:
             try:
-                ws.append(float(wh[0]))
-                hs.append(float(wh[1]))
-            except (TypeError, ValueError, IndexError):
-                ws.append(0.0)
-                hs.append(0.0)
+                w_h = (float(wh[0]), float(wh[1]))        # both read before either is kept
+            except (TypeError, ValueError, IndexError, KeyError, OverflowError):
+                w_h = (0.0, 0.0)
+            ws.append(w_h[0])
+            hs.append(w_h[1])
             owner.append(i)
     skipped: dict[str, int] = {}
     text = np.array(texts, dtype=np.float64)
@@ -230,7 +279,7 @@ def _read_jsonl(p: Path, column, model) -> LengthData:
     n_bad = int(np.isnan(per_sample).sum())
     if n_bad:
         skipped["image size <= 0 or missing"] = n_bad
-    return _finish(text + per_sample, str(p), skipped, n_bad)
+    return _finish(text + per_sample, str(p), rows.skipped(skipped), n_bad)
 
 
 def _read_parquet(p: Path, column, model) -> LengthData:

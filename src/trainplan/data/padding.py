@@ -120,17 +120,20 @@ class PaddingReport:
 def analyze(lengths, capacity: int | None = None, batch_size: int = 16, buckets: int = 8,
             seed: int = 0, skipped: dict[str, int] | None = None) -> PaddingReport:
     """Efficiency (useful / processed tokens) of each policy; 1 - efficiency is lost to padding."""
-    l = np.asarray(lengths, dtype=np.int64)
+    from trainplan.io.limits import check_int
+    try:
+        l = np.asarray(lengths, dtype=np.int64).ravel()
+    except (TypeError, ValueError, OverflowError):
+        raise InputError("lengths", type(lengths).__name__, "integer token counts") from None
     if l.size == 0:
         raise InputError("lengths", "[]", "at least one sample")
-    if batch_size < 1:
-        raise InputError("--batch-size", batch_size, "a positive integer")
-    if buckets < 1:
-        raise InputError("--buckets", buckets, "a positive integer (1: no bucketing)")
-    if seed < 0:
-        raise InputError("--seed", seed, "an integer >= 0")
-    if capacity is not None and capacity < 1:
-        raise InputError("--max-len", capacity, "a positive integer")
+    if (l < 1).any():
+        raise InputError("lengths", int(l.min()), "token counts >= 1 (read_lengths drops others)")
+    batch_size = check_int("--batch-size", batch_size, 1, 2**31)
+    buckets = check_int("--buckets", buckets, 1, 2**16)
+    seed = check_int("--seed", seed, 0, 2**63 - 1)
+    if capacity is not None:
+        capacity = check_int("--max-len", capacity, 1, 2**62)
     cap = int(capacity or l.max())
     if cap > MAX_CAPACITY:
         raise InputError("--max-len", cap, f"at most {MAX_CAPACITY:,} tokens",

@@ -175,6 +175,11 @@ def read_calibration(path: Path) -> dict[str, Any]:
     return cal
 
 
-def write(cal: dict[str, Any], path: Path) -> None:
+def write(cal: dict[str, Any], path: Path, force: bool = False) -> None:
+    """Write the calibration atomically: a regular file only, an existing one with ``force``."""
     from trainplan.export.write import atomic_write
-    atomic_write(Path(path), json.dumps(cal, indent=1) + "\n")
+    try:
+        atomic_write(Path(path), json.dumps(cal, indent=1, allow_nan=False) + "\n", force=force,
+                     what="--out")
+    except OSError as e:
+        raise InputError("--out", str(path), f"a writable file path ({e.strerror or e})") from None

@@ -55,8 +55,10 @@ def plan_of(job_file, model, gpu, gpus, seq_len, global_batch, sets) -> Any:
     return predict(cfg) if cfg is not None else None
 
 
-def calibrate_runs(runs_csv: Path, framework: str, boot: int, out: Optional[Path]) -> dict[str, Any]:
-    """Fit the step-time factors on the measured runs of a CSV (written to ``out`` if given)."""
+def calibrate_runs(runs_csv: Path, framework: str, boot: int, out: Optional[Path],
+                   force: bool = False) -> dict[str, Any]:
+    """Fit the step-time factors on the measured runs of a CSV (written to ``out`` if given;
+    a bad ``out`` fails before the fit, an existing one is replaced only with ``force``)."""
     from trainplan.diagnose.calibrate import (
         Run,
         calibrate,
@@ -66,6 +68,9 @@ def calibrate_runs(runs_csv: Path, framework: str, boot: int, out: Optional[Path
     )
     from trainplan.diagnose.oomplan import predict
     from trainplan.errors import InputError
+    if out:
+        from trainplan.export.write import check_target
+        check_target(out, force=force, what="--out")
     runs, bases, gpu_ids = [], set(), set()
     for i, row in enumerate(read_runs_csv(runs_csv), start=2):
         try:
@@ -87,7 +92,7 @@ def calibrate_runs(runs_csv: Path, framework: str, boot: int, out: Optional[Path
     cal = calibrate(runs, framework, boot, base_framework=next(iter(bases), None),
                     gpu_id=next(iter(gpu_ids), None))
     if out:
-        write(cal, out)
+        write(cal, out, force)
     return cal
 
 

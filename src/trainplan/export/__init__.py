@@ -26,7 +26,7 @@ FORMATS: tuple[str, ...] = ("deepspeed", "megatron", "torchtitan", "torchrun", "
 
 
 def check_spec(spec: LaunchSpec) -> None:
-    """The layout must pass the planner's own checks (``spec.validate.complete_strategy``):
+    """The layout must pass the planner's own checks (``costmodel.validate.complete_strategy``):
     world size = tp x pp x cp x dp, batch divisible by micro-batch x dp, and the rest."""
     complete_strategy(spec.model, spec.job, spec.cluster, spec.strategy)
 

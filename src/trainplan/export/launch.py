@@ -57,7 +57,7 @@ def slurm_time(hours: float | None) -> str:
 def render_slurm(spec: LaunchSpec, time_hours: float | None = None) -> dict[str, str]:
     """train.sbatch: one torchrun per node through srun, c10d rendezvous on the first node."""
     lines = ["#!/bin/bash",
-             f"#SBATCH --job-name={spec.job_name}",
+             f"#SBATCH --job-name={re.sub(r'[^A-Za-z0-9_.-]+', '-', spec.job_name) or 'trainplan'}",
              f"#SBATCH --nodes={spec.nodes}",
              "#SBATCH --ntasks-per-node=1",
              f"#SBATCH --gpus-per-node={spec.procs_per_node}",

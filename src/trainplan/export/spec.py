@@ -74,11 +74,9 @@ class LaunchSpec(Specs):
 
 
 def shell_join(args: list[str]) -> str:
-    """Quote arguments for bash, leaving ``$VAR`` and ``"$VAR"`` references expandable."""
-    out = []
-    for a in args:
-        if a.startswith("$") or (a.startswith('"$') and a.endswith('"')):
-            out.append(a)
-        else:
-            out.append(shlex.quote(a))
-    return " ".join(out)
+    """Quote arguments for bash (``shlex.quote``), leaving only whole ``$VAR``, ``"$VAR"`` and
+    ``"$HOST:$PORT"`` references expandable: ``$(...)`` or backticks in user text stay literal."""
+    import re
+    import shlex
+    ref = re.compile(r'\$\w+|"\$\w+(:\$\w+)*"')
+    return " ".join(a if ref.fullmatch(a) else shlex.quote(a) for a in args)

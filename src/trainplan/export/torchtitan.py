@@ -15,16 +15,7 @@ each stage map to ``selective_ac_option = N`` (every N-th layer, about the same 
 from __future__ import annotations
 
 from trainplan.export.spec import LaunchSpec
-
-
-def _toml_value(v) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, (int, float)):
-        return repr(v)
-    if isinstance(v, list):
-        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
-    return '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"'
+from trainplan.io.formats import comment, toml_dumps
 
 
 def torchtitan_config(spec: LaunchSpec) -> dict[str, dict]:
@@ -86,15 +77,11 @@ def render_torchtitan(spec: LaunchSpec) -> dict[str, str]:
         "# Format: job_config.py at pytorch/torchtitan@238fa99 (TOML, --job.config_file).",
         "# Newer torchtitan (Python configs): Trainer.Config(parallelism=ParallelismConfig("
         + ", ".join(f"{k}={v!r}" for k, v in par.items() if k.endswith("degree")) + "), ...)",
-        "# Set [model] name/flavor to the torchtitan model registry entry for "
-        f"{spec.model.name}.",
+        comment("Set [model] name/flavor to the torchtitan model registry entry for "
+                f"{spec.model.name}."),
     ]
     if spec.job.precision == "fp8_mixed":
         head.append("# [quantize.linear.float8] recipe_name defaults to tensorwise")
-    body = []
-    for name, tab in tables.items():
-        body.append(f"\n[{name}]")
-        body += [f"{k} = {_toml_value(v)}" for k, v in tab.items()]
     launch = "\n".join([
         "#!/bin/bash",
         "# torchtitan launch written by trainplan plan --emit torchtitan",
@@ -105,4 +92,5 @@ def render_torchtitan(spec: LaunchSpec) -> dict[str, str]:
         f'--node_rank "$NODE_RANK" --master_addr "$MASTER_ADDR" --master_port {spec.master_port} '
         "-m torchtitan.train --job.config_file torchtitan.toml",
         ""])
-    return {"torchtitan.toml": "\n".join(head + body) + "\n", "torchtitan_launch.sh": launch}
+    return {"torchtitan.toml": "\n".join(head) + "\n\n" + toml_dumps(tables),
+            "torchtitan_launch.sh": launch}

@@ -6,7 +6,6 @@ off, so it appears exactly as given.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 
@@ -25,18 +24,11 @@ def line(text: str, *, style: str | None = None, err: bool = False, c: Any = Non
                               soft_wrap=soft_wrap)
 
 
-def _default(o: Any) -> Any:
-    if hasattr(o, "tolist"):          # numpy arrays and scalars
-        return o.tolist()
-    if hasattr(o, "model_dump"):      # pydantic models
-        return o.model_dump(mode="json")
-    if isinstance(o, (tuple, set, frozenset)):
-        return list(o)
-    return str(o)
-
-
 def print_json(payload: Any, indent: int = 2) -> None:
-    """``payload`` as JSON on stdout (numpy values, tuples and models converted)."""
+    """``payload`` as strict JSON on stdout (numpy values, tuples and models converted;
+    non-finite numbers as null: :func:`trainplan.io.jsonout.dumps`)."""
     import typer
 
-    typer.echo(json.dumps(payload, indent=indent, default=_default))
+    from trainplan.io.jsonout import dumps
+
+    typer.echo(dumps(payload, indent=indent))

@@ -136,6 +136,8 @@ def evaluate_option(opt: Option, work_h: float, gpus: int, failure_per_gpu_hour:
     A notice saves the work only if it covers the step in flight (the guard saves at a step
     boundary) and the write: ``notice_s >= step_s + write_s``; otherwise a pre-emption counts
     as a failure (the lost partial step is neglected)."""
+    from trainplan.io.limits import check_range
+    failure_per_gpu_hour = check_range("failures (per GPU-hour)", failure_per_gpu_hour, 0.0, 1.0)
     write_h = ck.write_s / 3600.0
     saves = opt.notice_s >= ck.write_s + step_s
     lam_f = gpus * failure_per_gpu_hour + (0.0 if saves else opt.preempt_per_hour)
@@ -145,6 +147,11 @@ def evaluate_option(opt: Option, work_h: float, gpus: int, failure_per_gpu_hour:
     daly = float(rel.daly_interval_hours(write_h, min(1.0 / max(lam_f, 1e-12), 1e6)))
     m_all = 1.0 / (lam_f + lam_p) if lam_f + lam_p > 0 else math.inf
     g1, _ = rel.goodput(write_h, m_all, restart_h, daly)
+    if not g > 0:
+        raise InputError("failures", f"{lam_f + lam_p:.3g} interruptions per hour",
+                         f"a rate at which {opt.name} ever finishes: with checkpoints of "
+                         f"{ck.write_s:.0f} s and restarts of {restart_h * 60:.0f} min no work "
+                         "survives between interruptions")
     wall = work_h / g
     cost = wall * gpus * opt.usd_per_gpu_hour if opt.usd_per_gpu_hour is not None else None
     return OptionResult(opt, tau, daly, g, float(g1), wall, cost, saves)

@@ -16,7 +16,15 @@ def purchase_options(job_file, gpu, gpus, provider, interruptions, od, rs, sp, f
     from trainplan.resilience import economics as ec
     from trainplan.services.jobfile import build_inputs, merge, start
     from trainplan.costmodel.validate import complete_strategy
+    from trainplan.io.limits import check_int, check_range
 
+    for name, v, hi in (("--restart-minutes", restart_minutes, 1e6),
+                        ("--spot-wait-minutes", spot_wait_minutes, 1e6),
+                        ("--interruptions", interruptions, 1.0), ("--on-demand-price", od, 1e6),
+                        ("--reserved-price", rs, 1e6), ("--spot-price", sp, 1e6)):
+        if v is not None:
+            check_range(name, v, 0.0, hi)
+    check_int("--simulate", runs, 0, 100_000)
     if job_file is None:
         job_file = Path(str(resources.files("trainplan.examples").joinpath("vlm_source_case.toml")))
         gpus = gpus or 64

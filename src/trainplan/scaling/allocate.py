@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
-from trainplan.errors import require_positive
+from trainplan.io.limits import MAX_COUNT, check_flops, check_range
 from trainplan.scaling.laws import DEFAULT_LAW, NAMED_LAWS, as_law, tokens_for_compute
 
 
@@ -41,7 +41,7 @@ class Allocation:
 
 def optimal_allocation(flops: float, law: Any = DEFAULT_LAW) -> Allocation:
     """Compute-optimal (N, D) for ``flops`` under ``law`` (a law object or a registered name)."""
-    c = require_positive("flops", flops)
+    c = check_flops(flops)
     lw = as_law(law)
     n, d = lw.optimal(c)
     loss = lw.loss(n, d)
@@ -84,13 +84,13 @@ def isoflop_curve(
 
     Returns ``None`` for laws without a loss function (Hoffmann Approaches 1 and 2).
     """
-    c = require_positive("flops", flops)
+    c = check_flops(flops)
     lw = as_law(law)
     n_opt, _ = lw.optimal(c)
     if n_params is None:
         n = np.geomspace(float(n_opt) / span, float(n_opt) * span, n_points)
     else:
-        n = np.array([require_positive("n_params", x) for x in n_params])
+        n = np.array([check_range("n_params", x, 1.0, MAX_COUNT) for x in n_params])
     d = tokens_for_compute(c, n)
     loss = lw.loss(n, d)
     if loss is None:

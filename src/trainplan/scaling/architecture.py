@@ -22,12 +22,10 @@ The shapes follow published dense decoder families (numbers from their released 
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from trainplan.errors import require_positive
 
 #: Target hidden / layers (Llama 3 8B 128, 405B 130; 70B and Chinchilla 102; see module doc).
 TARGET_ASPECT = 128.0
@@ -127,48 +125,35 @@ def propose_architecture(n_params: float, vocab: int | None = None) -> Architect
     """A Llama-3-shaped dense decoder of about ``n_params`` parameters (see the module doc for
     each ratio's source). ``vocab`` fixes the vocabulary; default: 128,256, or 32,000 when the
     embeddings would exceed :data:`MAX_EMBEDDING_SHARE` of the parameters."""
-    n = require_positive("n_params", n_params)
+    from trainplan.io.limits import check_int, check_range
+    n = check_range("n_params", n_params, 1e6, 1e16)
     if vocab is not None:
-        return _best(n, int(require_positive("vocab", vocab)))
+        return _best(n, check_int("vocab", vocab, 1, 2**24))
     a = _best(n, LARGE_VOCAB)
     if 2.0 * LARGE_VOCAB * a.hidden > MAX_EMBEDDING_SHARE * a.n_params:
         a = _best(n, SMALL_VOCAB)
     return a
 
 
-def _toml_value(v: Any) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, (int, float)):
-        return repr(v) if isinstance(v, int) else f"{v:.6g}"
-    return json.dumps(str(v))  # a TOML basic string: JSON escaping is valid TOML escaping
-
-
 def job_file_text(arch: Architecture, tokens: float, *, gpu: str | None = None, gpus: int | None = None,
                   law: str = "", seq_len: int = 4096) -> str:
     """A job file (TOML) with the proposed model as an inline stack, ``tokens`` training tokens
     and, when known, the cluster; ``trainplan plan FILE`` reads it (:func:`trainplan.services.jobfile._model`)."""
-    stack = ", ".join(f"{k} = {_toml_value(v)}" for k, v in arch.stack().items())
+    from trainplan.io.formats import comment, toml_dumps
+
     name = f"scale-proposal-{arch.n_params / 1e9:.3g}B"
-    lines = [
-        f"# Proposed by `trainplan scale`{' under ' + _toml_value(law) if law else ''}: "
-        f"{arch.n_params:.4g} parameters for a target of {arch.target_params:.4g}.",
-        "# Shapes: " + SOURCES.replace("\n", " "),
-        "[model]",
-        f"name = {_toml_value(name)}",
-        f"source = {_toml_value('trainplan scale (' + (law or 'scaling law') + ')')}",
-        f"stacks = [\n  {{ {stack} }},\n]",
-        "",
-        "[job]",
-        f"seq_len = {int(seq_len)}",
-        f"tokens = {_toml_value(float(tokens))}",
-        'precision = "bf16_mixed"',
-        'optimizer = "adamw"',
+    head = [
+        comment(f"Proposed by `trainplan scale`{' under ' + law if law else ''}: "
+                f"{arch.n_params:.4g} parameters for a target of {arch.target_params:.4g}."),
+        comment("Shapes: " + SOURCES),
     ]
+    tables: dict[str, Any] = {
+        "model": {"name": name, "source": f"trainplan scale ({law or 'scaling law'})",
+                  "stacks": [{k: v if isinstance(v, str) else int(v) for k, v in arch.stack().items()}]},
+        "job": {"seq_len": int(seq_len), "tokens": float(f"{float(tokens):.6g}"),
+                "precision": "bf16_mixed", "optimizer": "adamw"},
+    }
     if gpu or gpus:
-        lines += ["", "[cluster]"]
-        if gpu:
-            lines.append(f"gpu = {_toml_value(gpu)}")
-        if gpus:
-            lines.append(f"gpus = {int(gpus)}")
-    return "\n".join(lines) + "\n"
+        tables["cluster"] = {k: v for k, v in (("gpu", str(gpu) if gpu else None),
+                                               ("gpus", int(gpus) if gpus else None)) if v}
+    return "\n".join(head) + "\n" + toml_dumps(tables)

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from trainplan.errors import require_positive
+from trainplan.io.limits import check_flops, check_int, check_range
 from trainplan.scaling.laws import KAPLAN_2020
 
 #: DeepSeek LLM 2024 (arXiv:2401.02954) fits, C in FLOPs: B_opt = 0.2920 C^0.3271 tokens and
@@ -85,16 +86,17 @@ def batch_advice(
     Without ``loss``, B_crit uses Kaplan's own L(N, D) at his frontier for ``flops`` (same data set and
     units as his B_crit fit).
     """
-    c = require_positive("flops", flops)
+    c = check_flops(flops)
     if seq_len is not None:
-        seq_len = int(require_positive("seq_len", seq_len))
+        seq_len = check_int("seq_len", seq_len, 1, 2**31)
     b_opt = float(deepseek_batch_size(c))
     if loss is None:
         n, d = KAPLAN_2020.optimal(c)
         loss_v = float(KAPLAN_2020.loss(n, d))
         loss_src = "Kaplan L(N,D) at his frontier for this budget (WebText2 nats)"
     else:
-        loss_v = require_positive("loss", loss)
+        # nats per token: 1e-3 .. 100 keeps Kaplan's B_crit = B* / L^(1/alpha_B) finite
+        loss_v = check_range("loss", loss, 1e-3, 100.0)
         loss_src = "given"
     gas = gas_heuristic(global_batch) if global_batch is not None else None
     return BatchAdvice(

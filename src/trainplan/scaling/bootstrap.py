@@ -56,8 +56,15 @@ def percentile_interval(values: np.ndarray, level: float) -> tuple[float, float]
 def percentile_intervals(samples: np.ndarray, level: float = 0.95) -> dict[str, tuple[float, float]]:
     """Percentile intervals of (E, A, B, alpha, beta) samples, plus a = beta/(alpha+beta) and b."""
     law = sample_law(samples)
-    values = {**law.params(), "a": law.a, "b": law.b}
-    return {name: percentile_interval(v, level) for name, v in values.items()}
+    with np.errstate(all="ignore"):
+        values = {**law.params(), "a": law.a, "b": law.b}
+    out = {}
+    for name, v in values.items():
+        v = np.asarray(v, dtype=float)
+        v = v[np.isfinite(v)]            # a refit that diverged (exp overflow) has no interval
+        if v.size:
+            out[name] = percentile_interval(v, level)
+    return out
 
 
 def bootstrap_allocations(samples: np.ndarray, flops: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -135,6 +135,11 @@ def _accelerator(gpu: str):
 
 
 def _check_floor(flops: float, what: str) -> None:
+    from trainplan.io.limits import MAX_FLOPS
+    if flops > MAX_FLOPS:
+        raise InputError(
+            f"budget (from --{what.replace('_', '-')})", f"{flops:.3g} FLOPs",
+            f"at most {MAX_FLOPS:.3g} FLOPs (about a million times the largest runs to date)")
     if flops < MIN_FLOPS:
         raise InputError(
             f"budget (from --{what.replace('_', '-')})", f"{flops:.3g} FLOPs",
@@ -202,8 +207,10 @@ def flops_from_budget(
              if v is not None}
     if not given:
         raise InputError("budget", "none", "at least one of --flops, --gpu-hours, --dollars, --deadline-days")
+    from trainplan.io.limits import MAX_COUNT, MAX_FLOPS, check_int, check_range
     for k, v in given.items():
         require_positive(k, v)
+        check_range(k, v, 0.0, MAX_FLOPS if k == "flops" else MAX_COUNT, lo_open=True)
     if mfu is not None:                        # checked even where a FLOPs budget ignores it
         mfu = require_positive("mfu", mfu)
         if mfu > 1:
@@ -217,9 +224,7 @@ def flops_from_budget(
         raise InputError("gpu", None, f"an accelerator id (e.g. h100_sxm) to convert {kind0} into FLOPs")
     acc = _accelerator(gpu)
     if gpus is not None:
-        if isinstance(gpus, bool) or int(gpus) != gpus or gpus < 1:
-            raise InputError("gpus", gpus, "an integer >= 1")
-        gpus = int(gpus)
+        gpus = check_int("gpus", gpus, 1, 2**31)
     # bf16 where the hardware has it, else fp16 (V100): the 16-bit matmul rate a run would use.
     peak_dtype = "bf16" if acc.has_math("bf16") else "fp16"
     if not acc.has_math(peak_dtype):
@@ -229,7 +234,8 @@ def flops_from_budget(
 
     price = price_src = None
     if usd_per_gpu_hour is not None:
-        price, price_src = require_positive("usd_per_gpu_hour", usd_per_gpu_hour), "given"
+        # 1e-6..1e6 USD per GPU-hour: a dollar budget over a vanishing price is not a number of hours
+        price, price_src = check_range("usd_per_gpu_hour", usd_per_gpu_hour, 1e-6, 1e6), "given"
     elif acc.usd_per_gpu_hour:
         price, price_src = float(acc.usd_per_gpu_hour), acc.price_source or "catalog default price"
     elif dollars is not None:
@@ -253,7 +259,7 @@ def flops_from_budget(
         # The best layout's MFU depends on the model size, which depends on the budget: iterate.
         m, m_src = DEFAULT_MFU, DEFAULT_MFU_SOURCE
         for _ in range(8):
-            n, _d = DEFAULT_LAW.optimal(min(to_flops(m), flops or math.inf))
+            n, _d = DEFAULT_LAW.optimal(min(to_flops(m), flops or math.inf, MAX_FLOPS))
             new_m, m_src, mfu_gpus = _mfu_for(acc.id, gpus, mfu_gpus, float(n))
             if abs(new_m - m) <= 1e-4 * m:
                 m = new_m

@@ -36,6 +36,10 @@ _REFINE = 16
 #: L-BFGS runs from the grid points with the lowest starting objective (None: every point).
 DEFAULT_MAX_STARTS = 256
 
+#: Most (resample, run) pairs of one bootstrap: its index and data tables are this many float64s
+#: each (an assumption: 2e7 keeps them near 1 GiB together).
+MAX_BOOTSTRAP_ROWS = 20_000_000
+
 
 @dataclass(frozen=True)
 class AllocationBand:
@@ -95,7 +99,8 @@ class FitResult:
         n_ci = d_ci = l_ci = None
         if self.bootstrap is not None:
             ns, ds, ls = bootstrap_allocations(self.bootstrap, flops)
-            n_ci, d_ci, l_ci = (percentile_interval(x, self.ci_level) for x in (ns, ds, ls))
+            n_ci, d_ci, l_ci = (percentile_interval(x, self.ci_level) if x.size else None
+                                for x in (ns, ds, ls))
         return AllocationBand(float(flops), float(n), float(d), n_ci, d_ci, loss, l_ci, self.ci_level if self.bootstrap is not None else None)
 
     def to_dict(self) -> dict[str, Any]:
@@ -139,10 +144,20 @@ def fit_law(
         raise InputError("delta", delta, "a number > 0")
     if not (0 < ci_level < 1):
         raise InputError("ci_level", ci_level, "a number between 0 and 1, e.g. 0.95")
-    if n_bootstrap < 0:
-        raise InputError("bootstrap", n_bootstrap, "an integer >= 0")
+    from trainplan.io.limits import MAX_BOOTSTRAP, check_int
+    n_bootstrap = check_int("bootstrap", n_bootstrap, 0, MAX_BOOTSTRAP)
+    if n_bootstrap * len(runs) > MAX_BOOTSTRAP_ROWS:
+        raise InputError("bootstrap", n_bootstrap,
+                         f"at most {MAX_BOOTSTRAP_ROWS // len(runs):,} resamples of {len(runs):,} runs "
+                         f"(resamples x runs <= {MAX_BOOTSTRAP_ROWS:,}, the resample table in memory)")
     data = (np.log(runs.n_params), np.log(runs.tokens), np.log(runs.loss))
     theta, fun, n_starts = _best_fit(data, delta, grid, max_starts)
+    if not np.all(np.isfinite(theta)) or np.max(np.abs(theta[:3])) > 700 \
+            or not (theta[3] > 0 and theta[4] > 0):   # e^700 ~ 1e304; alpha, beta > 0
+        raise InputError("runs", runs.source or f"{len(runs)} runs",
+                         "runs a law can be fitted to (the fit diverged or its exponents are <= 0: "
+                         "the losses do not fall with N and D as E + A/N^alpha + B/D^beta)",
+                         hint=f"log-parameters (a, b, e, alpha, beta) = {np.round(theta, 3).tolist()}")
     samples = bootstrap_fits(runs, theta, n_bootstrap, delta=delta, seed=seed,
                                                     on_progress=on_progress) if n_bootstrap else None
     law = _law_from_theta(theta, name, label or f"fitted to {len(runs)} runs", runs.source, samples, ci_level)

@@ -79,19 +79,24 @@ def inference_aware(
     lw = as_law(law)
     if not isinstance(lw, ParametricLaw):
         raise InputError("law", lw.name, "a law with a loss of the form E + A/N^alpha + B/D^beta")
-    t_inf = float(inference_tokens)
-    if not math.isfinite(t_inf) or t_inf < 0:
-        raise InputError("inference_tokens", inference_tokens, "a finite number >= 0")
+    from trainplan.io.limits import MAX_COUNT, check_range
+    t_inf = check_range("inference_tokens", inference_tokens, 0.0, MAX_COUNT)
     if (flops is None) == (target_loss is None):
         raise InputError("budget", "flops/target_loss", "give exactly one of flops or target_loss")
     if flops is not None:
-        c = require_positive("flops", flops)
+        from trainplan.io.limits import check_flops
+        c = check_flops(flops)
         n_c, d_c = lw.optimal(c)
         target = float(lw.loss(n_c, d_c))
     else:
         target = require_positive("target_loss", target_loss)
         if target <= lw.E:
             raise InputError("target_loss", target_loss, f"a loss above the law's floor E = {lw.E:.4g}")
+        lo, hi = (float(lw.loss(*lw.optimal(math.exp(c)))) for c in _LOG_C_BRACKET[::-1])
+        if not lo <= target <= hi:
+            raise InputError("target_loss", target_loss,
+                             f"a loss reached by compute-optimal runs of 1e10 to 1e35 FLOPs under "
+                             f"{lw.name}: between {lo:.5g} and {hi:.5g}")
         n_c, d_c = _compute_optimal_for_loss(target, lw)
     n_c, d_c = float(n_c), float(d_c)
     n_min = (lw.A / (target - lw.E)) ** (1.0 / lw.alpha)  # below this, no D reaches the target
@@ -114,9 +119,14 @@ def inference_aware(
     )
 
 
+#: Compute bracket (log FLOPs) searched for a loss target: 1e10 FLOPs up to
+#: :data:`trainplan.io.limits.MAX_FLOPS` (1e35).
+_LOG_C_BRACKET = (math.log(1e10), math.log(1e35))
+
+
 def _compute_optimal_for_loss(target: float, law: ParametricLaw) -> tuple[float, float]:
     """The compute-optimal (N, D) whose predicted loss equals ``target`` (bisection on log C)."""
-    lo, hi = math.log(1e10), math.log(1e35)
+    lo, hi = _LOG_C_BRACKET
     for _ in range(200):
         mid = 0.5 * (lo + hi)
         n, d = law.optimal(math.exp(mid))

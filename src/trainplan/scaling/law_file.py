@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from trainplan.errors import InputError
+from trainplan.io.jsonout import dumps
 from trainplan.scaling._io import write_atomic as write_text_atomic
 from trainplan.scaling.fit import FitResult
 from trainplan.scaling.laws import ParametricLaw
@@ -41,13 +42,15 @@ def law_to_dict(law: ParametricLaw, fit: dict[str, Any] | None = None) -> dict[s
     }
 
 
-def save_law(result: FitResult | ParametricLaw, path: str | os.PathLike[str]) -> Path:
-    """Write a fitted law as JSON, atomically (temp file in the same folder, then os.replace)."""
+def save_law(result: FitResult | ParametricLaw, path: str | os.PathLike[str], force: bool = False) -> Path:
+    """Write a fitted law as JSON, atomically (temp file in the same folder, then os.replace); an
+    existing file only with ``force``; only a regular file (:mod:`trainplan.io.files`)."""
     if isinstance(result, FitResult):
         payload = law_to_dict(result.law, result.to_dict())
     else:
         payload = law_to_dict(result)
-    return write_text_atomic(path, json.dumps(payload, indent=2) + "\n")
+    return write_text_atomic(path, dumps(payload) + "\n",
+                             "--out", force)
 
 
 def load_law(path: str | os.PathLike[str]) -> ParametricLaw:

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from trainplan.errors import InputError, require_positive
+from trainplan.io.limits import check_flops
 from trainplan.scaling.laws import DEFAULT_LAW, as_law, training_flops
 
 #: Shukor et al. 2025 (arXiv:2504.07951) compute-optimal exponents: N_opt ~ C^a, D_opt ~ C^b.
@@ -23,13 +24,13 @@ MULTIMODAL_HEURISTIC_WARNING = (
 
 def _fusion_exponents(fusion: str) -> tuple[float, float]:
     """Shukor et al. 2025's (N, D) exponents for ``fusion``; InputError for an unknown fusion."""
-    if fusion not in SHUKOR_2025_EXPONENTS:
+    if not isinstance(fusion, str) or fusion not in SHUKOR_2025_EXPONENTS:
         raise InputError("fusion", fusion, "one of " + ", ".join(SHUKOR_2025_EXPONENTS))
     return SHUKOR_2025_EXPONENTS[fusion]
 
 
 def _check_padding(fraction: float) -> None:
-    if not 0 <= fraction < 1:
+    if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 <= fraction < 1:
         raise InputError("padding", fraction, "a fraction in [0, 1)")
 
 
@@ -102,7 +103,7 @@ def multimodal_advice(
     (``ref_flops``, ``ref_n_params``, ``ref_tokens``), it is also scaled to ``flops`` with Shukor
     et al. 2025's exponents for the chosen fusion.
     """
-    c = require_positive("flops", flops)
+    c = check_flops(flops)
     a, b = _fusion_exponents(fusion)
     _check_padding(padding)
     lw = as_law(law)

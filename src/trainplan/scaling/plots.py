@@ -23,18 +23,19 @@ def pyplot(purpose: str = "Plotting"):
     return plt
 
 
-def _save_atomic(fig: Any, path: str | os.PathLike[str]) -> Path:
+def _save_atomic(fig: Any, path: str | os.PathLike[str], force: bool = False) -> Path:
     """Render a figure in the format its file name ends in, then write it atomically."""
-    check_target(path, "plot path")
+    check_target(path, "plot path", force)
     buf = io.BytesIO()
     try:
         fig.savefig(buf, format=Path(path).suffix.lstrip(".").lower() or "png", dpi=120, bbox_inches="tight")
     except ValueError as exc:
         raise InputError("plot path", str(path), "a file ending in .png, .pdf or .svg", hint=str(exc)) from None
-    return write_atomic(path, buf.getvalue(), "plot path")
+    return write_atomic(path, buf.getvalue(), "plot path", force)
 
 
-def plot_isoflop(curves: Sequence[Any], allocations: Sequence[Any], path: str | os.PathLike[str]) -> Path:
+def plot_isoflop(curves: Sequence[Any], allocations: Sequence[Any], path: str | os.PathLike[str],
+                 force: bool = False) -> Path:
     """Loss against N at fixed C for each law with a loss; every law's N_opt marked."""
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(8, 5))
@@ -57,12 +58,12 @@ def plot_isoflop(curves: Sequence[Any], allocations: Sequence[Any], path: str | 
     ax.legend(fontsize=8)
     ax.grid(True, which="both", alpha=0.3)
     try:
-        return _save_atomic(fig, path)
+        return _save_atomic(fig, path, force)
     finally:
         plt.close(fig)
 
 
-def plot_fit(result: Any, path: str | os.PathLike[str]) -> Path:
+def plot_fit(result: Any, path: str | os.PathLike[str], force: bool = False) -> Path:
     """Observed vs fitted loss for each run, isoFLOP curves of the fit, and log residuals."""
     import numpy as np
 
@@ -95,6 +96,6 @@ def plot_fit(result: Any, path: str | os.PathLike[str]) -> Path:
     for ax in (ax1, ax2):
         ax.grid(True, which="both", alpha=0.3)
     try:
-        return _save_atomic(fig, path)
+        return _save_atomic(fig, path, force)
     finally:
         plt.close(fig)

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from trainplan.errors import require_positive
+from trainplan.io.limits import MAX_COUNT, check_flops, check_range
 from trainplan.scaling.allocate import minimise_over_log_n
 from trainplan.scaling.laws import MUENNIGHOFF_2023, ParametricLaw, tokens_for_compute
 
@@ -82,8 +82,8 @@ def data_constrained_optimum(
     flops: float, unique_tokens: float, law: ParametricLaw = MUENNIGHOFF_2023
 ) -> DataConstrainedResult:
     """Minimise the data-constrained loss over N at fixed C = 6ND (Muennighoff et al. 2023)."""
-    c = require_positive("flops", flops)
-    u = require_positive("unique_tokens", unique_tokens)
+    c = check_flops(flops)
+    u = check_range("unique_tokens", unique_tokens, 1.0, MAX_COUNT)
     n0, d0 = law.optimal(c)
 
     def objective(log_n: float) -> float:
@@ -126,9 +126,9 @@ def planned_epochs(
     """The model size that spends ``flops`` in exactly ``epochs`` passes over ``unique_tokens``
     (C = 6ND, Kaplan et al. 2020 §2.1), its effective data and its data-constrained loss
     (Muennighoff et al. 2023, arXiv:2305.16264), with the loss gap to the best allocation."""
-    c = require_positive("flops", flops)
-    u = require_positive("unique_tokens", unique_tokens)
-    e = require_positive("epochs", epochs)
+    c = check_flops(flops)
+    u = check_range("unique_tokens", unique_tokens, 1.0, MAX_COUNT)
+    e = check_range("epochs", epochs, 1e-6, 1e6)
     d = u * e
     n = c / (6.0 * d)
     loss = float(data_constrained_loss(n, d, u, law))

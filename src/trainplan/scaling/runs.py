@@ -103,9 +103,12 @@ def _norm(col: str) -> str:
 
 def load_runs(path: str | os.PathLike[str]) -> Runs:
     """Read runs from a CSV with columns N, D or C, and loss (aliases accepted; ``#`` comments)."""
-    p = Path(path)
-    if not p.is_file():
+    from trainplan.io.files import path_kind
+    from trainplan.io.limits import check_file_size, check_name
+    p = Path(check_name("runs file", path))
+    if path_kind(p) != "file":
         raise InputError("runs file", str(path), "an existing CSV file")
+    check_file_size("runs file", p)
     try:
         with p.open(newline="", encoding="utf-8") as fh:
             rows = [r for r in csv.reader(line for line in fh

@@ -94,6 +94,10 @@ def plan_specs(model: Model, job: Job, template: Cluster, accelerators: Sequence
 
 
 
+#: Largest GPU count searched: 2^20, far beyond any cluster (the largest runs use ~1e5 GPUs).
+MAX_GPUS = 2**20
+
+
 def gpu_counts(spec: int | str | Sequence[int], node_size: int = 8) -> list[int]:
     """GPU counts from 64, "64", "8..4096" or a list.
 
@@ -129,6 +133,8 @@ def gpu_counts(spec: int | str | Sequence[int], node_size: int = 8) -> list[int]
             except ValueError:
                 raise InputError("gpus", spec, "a count (64), a list (64,128) or a range (8..4096)") \
                     from None
+    if len(s := str(spec)) > 10_000 or any(g > MAX_GPUS for g in out):
+        raise InputError("gpus", s[:60], f"counts of at most {MAX_GPUS:,} GPUs")
     out = sorted(set(g for g in out if g <= node_size or g % node_size == 0))
     if not out or any(g < 1 for g in out):
         raise InputError("gpus", spec, f"counts >= 1, whole nodes of {node_size} above one node")

@@ -22,7 +22,10 @@ def representative_model(n_params: float) -> Model:
     4 above 8) that brings the exact parameter count closest to ``n_params``.
     """
     from trainplan.costmodel.params import stack_params
+    from trainplan.io.limits import check_range
     from trainplan.spec.model import Stack
+
+    n_params = check_range("n_params", n_params, 1e6, 1e16)
 
     # a multiple of 1024 above 1024 keeps heads (h / 128) a multiple of the 8 KV heads
     h = max(256, int(round((128.0 * n_params / 12.0) ** (1.0 / 3.0) / 256.0)) * 256)

@@ -12,7 +12,7 @@ import math
 from typing import Annotated, Any, Literal, Sequence
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt
+from pydantic import BaseModel, ConfigDict, Field
 
 from trainplan.costmodel.layout import RECOMPUTE_NAMES
 from trainplan.spec.job import Job
@@ -25,6 +25,18 @@ _RC_CODE = {name: i for i, name in enumerate(RECOMPUTE_NAMES)}
 
 class _Out(BaseModel):
     model_config = ConfigDict(frozen=True, protected_namespaces=())
+
+
+#: Bounds on the knob values a caller may open (assumptions far beyond real use): every
+#: parallel degree at most 2^20 GPUs, at most 64 values per knob, virtual stages per rank at
+#: most 128, micro-batch at most 4096 sequences. They keep the Cartesian product of the knobs
+#: (built as numpy columns) within memory and its integers within int64.
+MAX_DEGREE = 2**20
+MAX_KNOB_VALUES = 64
+MAX_VP = 128
+MAX_MICRO_BATCH = 4096
+_Degree = Annotated[int, Field(ge=1, le=MAX_DEGREE)]
+_Degrees = Annotated[tuple[_Degree, ...], Field(max_length=MAX_KNOB_VALUES)]
 
 
 class SearchSpace(_Out):
@@ -42,17 +54,18 @@ class SearchSpace(_Out):
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False,
                               protected_namespaces=())
 
-    tp: tuple[PositiveInt, ...] | None = None
-    max_tp: PositiveInt | None = Field(None, description="largest TP (default: GPUs per node)")
-    pp: tuple[PositiveInt, ...] | None = None
-    max_vp: int = Field(8, ge=1)
-    cp: tuple[PositiveInt, ...] = (1, 2, 4, 8, 16)
-    ep: tuple[PositiveInt, ...] | None = None
+    tp: _Degrees | None = None
+    max_tp: _Degree | None = Field(None, description="largest TP (default: GPUs per node)")
+    pp: _Degrees | None = None
+    max_vp: int = Field(8, ge=1, le=MAX_VP)
+    cp: _Degrees = (1, 2, 4, 8, 16)
+    ep: _Degrees | None = None
     zero: tuple[Literal[0, 1, 2, 3], ...] = (0, 1, 2, 3)
-    max_micro_batch: int = Field(16, ge=1)
+    max_micro_batch: int = Field(16, ge=1, le=MAX_MICRO_BATCH)
     recompute: tuple[Literal["none", "selective", "full", "layers", "op_selective"], ...] = \
         RECOMPUTE_NAMES
-    recompute_fractions: tuple[Annotated[float, Field(gt=0, le=1)], ...] = (0.25, 0.5, 0.75)
+    recompute_fractions: Annotated[tuple[Annotated[float, Field(gt=0, le=1)], ...],
+                                   Field(max_length=MAX_KNOB_VALUES)] = (0.25, 0.5, 0.75)
     offload: bool = True
     uneven_stages: bool = Field(False, description="allow pp x vp not dividing the layers")
     sequence_parallel: tuple[bool, ...] = Field(

@@ -9,8 +9,9 @@ from trainplan.services.requests import LoaderBenchRequest
 
 
 def padding_report(file: Path, column: Optional[str], max_len: Optional[int], batch_size: int,
-                   buckets: int, model: Optional[str], seed: int) -> Any:
-    """The padding/packing analysis of the lengths in ``file`` (a ``PaddingReport``)."""
+                   buckets: int, model: Optional[str], seed: int, skip_bad: bool = False) -> Any:
+    """The padding/packing analysis of the lengths in ``file`` (a ``PaddingReport``); corrupt
+    JSONL rows stop it naming their line, or with ``skip_bad`` are dropped and counted."""
     from trainplan.data.lengths import read_lengths
     from trainplan.data.padding import analyze
 
@@ -18,7 +19,7 @@ def padding_report(file: Path, column: Optional[str], max_len: Optional[int], ba
     if model:
         from trainplan.catalog.vlm import resolve_model
         mdl = resolve_model(model)
-    data = read_lengths(file, column, mdl)
+    data = read_lengths(file, column, mdl, skip_bad)
     return analyze(data.lengths, max_len, batch_size, buckets, seed, data.skipped)
 
 

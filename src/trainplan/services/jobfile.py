@@ -38,10 +38,13 @@ class Inputs(Specs):
 
 def read_file(path: str | Path) -> dict[str, Any]:
     """Parse a TOML, YAML or JSON job file into a dict of sections."""
-    p = Path(path)
-    if not p.is_file():
+    from trainplan.io.files import path_kind
+    from trainplan.io.limits import check_file_size, check_name
+    p = Path(check_name("job file", path))
+    if path_kind(p) != "file":
         raise InputError("job file", str(path), "an existing TOML, YAML or JSON file",
-                         hint="it is a folder" if p.is_dir() else None)
+                         hint="it is a folder" if path_kind(p) == "dir" else None)
+    check_file_size("job file", p)
     try:
         text = p.read_text(encoding="utf-8")
     except UnicodeDecodeError:
@@ -172,7 +175,10 @@ def start(job_file: str | Path | None, model: str | None, use_example: bool) -> 
     ``use_example``), else nothing; then ``--model`` (a preset id or a config.json path)."""
     data = read_file(job_file) if job_file else (read_file(example_path()) if use_example else {})
     if model:
-        is_file = model.endswith(".json") or Path(model).exists()
+        from trainplan.io.files import path_kind
+        from trainplan.io.limits import check_name
+        model = check_name("--model", model)
+        is_file = model.endswith(".json") or path_kind(model) is not None
         data["model"] = {"hf_config": model} if is_file else {"preset": model}
     return data
 

@@ -35,6 +35,11 @@ def plan_request(data: dict[str, Any], **flags: Any) -> PlanRequest:
     search = validated(SearchOptions, "search.", **expect_mapping("search", data.get("search")))
     given = {k: v for k, v in flags.items() if v is not None}
     opts = {**search.model_dump(exclude_none=True), **given}
+    if "out" not in given and search.out is not None:
+        # a job file may name a folder only inside the current one (it cannot choose where
+        # files go); --out on the command line is the user's own choice
+        from trainplan.io.files import confined
+        opts["out"] = confined(".", search.out, "search.out")
     if "gpu" in given and not _as_list(given["gpu"]):
         raise InputError("--gpu", given["gpu"], "one or more accelerator ids (see `trainplan gpus`)")
     cl = expect_mapping("cluster", data.get("cluster"))

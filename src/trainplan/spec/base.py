@@ -1,20 +1,50 @@
-"""Shared pydantic configuration for specs: frozen, strict about unknown keys."""
+"""Shared pydantic configuration for specs: frozen, strict about unknown keys, bounded numbers."""
 
 from __future__ import annotations
 
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
+
+#: Largest integer a spec field takes: 2^31 keeps the products of two such counts (sequence
+#: length x batch, GPUs x micro-batch...) within the int64 the layout search computes in.
+MAX_SPEC_INT = 2**31
+#: Magnitude range of a non-zero real spec field: [1e-30, 1e30] keeps products and quotients of
+#: a few such numbers (rates, bandwidths, tokens) finite and non-zero in float64.
+MAX_SPEC_FLOAT = 1e30
+MIN_SPEC_FLOAT = 1e-30
+
+
+def _out_of_range(v: Any) -> bool:
+    if isinstance(v, bool):
+        return False
+    if isinstance(v, int):
+        return abs(v) > MAX_SPEC_INT
+    if isinstance(v, float):
+        return v != 0 and not MIN_SPEC_FLOAT <= abs(v) <= MAX_SPEC_FLOAT
+    if isinstance(v, (tuple, list)):
+        return any(_out_of_range(x) for x in v)
+    return False
 
 S = TypeVar("S", bound=BaseModel)
 
 
 class Spec(BaseModel):
     """Base of every spec: immutable, rejects unknown keys and non-finite numbers (inf, nan),
-    validates defaults."""
+    validates defaults, and bounds every number (:data:`MAX_SPEC_INT`, :data:`MAX_SPEC_FLOAT`)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True,
                               allow_inf_nan=False, protected_namespaces=())
+
+    @model_validator(mode="after")
+    def _bounded(self) -> "Spec":
+        for name in type(self).model_fields:
+            v = getattr(self, name)
+            if _out_of_range(v):
+                raise ValueError(f"{name} = {v!r} is out of range: integers up to "
+                                 f"{MAX_SPEC_INT:,}, real numbers 0 or between "
+                                 f"{MIN_SPEC_FLOAT:g} and {MAX_SPEC_FLOAT:g} in size")
+        return self
 
 
 def evolve(spec: S, **changes: Any) -> S:

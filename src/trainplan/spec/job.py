@@ -29,7 +29,7 @@ class Job(Spec):
     grad_clip: float | None = Field(1.0, ge=0, description="gradient-norm clipping threshold (none: off; costs one norm per step)")
     trainable: Literal["full", "lora"] = Field("full", description="full fine-tune / pre-train, or LoRA adapters on a frozen base")
     frozen: tuple[str, ...] = Field((), description="stack or projector names kept frozen")
-    lora_rank: int = Field(16, ge=1, description="LoRA rank r (trainable = \"lora\")")
+    lora_rank: int = Field(16, ge=1, le=65536, description="LoRA rank r (trainable = \"lora\")")
     dropout: bool = Field(False, description="dropout in attention and MLP (GPT-style); masks are kept")
     framework: str = Field(
         "megatron", description="training framework profile (`trainplan frameworks`): megatron, "

@@ -26,7 +26,7 @@ def scale(
     inference_tokens: Optional[float] = typer.Option(None, "--inference-tokens", help="tokens the model will serve (inference-aware sizing)"),
     plot: Optional[Path] = typer.Option(None, "--plot", help="write the isoFLOP plot (needs the plots extra)"),
     report: Optional[Path] = typer.Option(None, "--report", help="write a report: FILE.html or FILE.md"),
-    force: bool = typer.Option(False, "--force", help="overwrite an existing --report file"),
+    force: bool = typer.Option(False, "--force", help="overwrite existing --report, --plot and --emit-model files"),
     emit_model: Optional[Path] = typer.Option(
         None, "--emit-model", help="write a job file (TOML) with the proposed architecture; `trainplan plan FILE` takes it"),
     budget_opts: Any = None,
@@ -52,11 +52,8 @@ def scale(
     if emit_model is not None:
         from trainplan.scaling._io import write_atomic
 
-        emit_model = Path(emit_model)
-        if emit_model.is_symlink() or (emit_model.exists() and not emit_model.is_file()):
-            raise InputError("emit-model", str(emit_model), "a regular file path (not a link, folder or device)")
         write_atomic(emit_model, job_file_text(arch, rec.recommended.tokens, gpu=budget.gpu,
-                                               gpus=budget.gpus, law=rec.recommended.law), "emit-model")
+                                               gpus=budget.gpus, law=rec.recommended.law), "emit-model", force)
         emitted = str(emit_model)
     grid = common_isoflop_grid(rows)
     table_curves = {}
@@ -83,7 +80,7 @@ def scale(
         from trainplan.scaling.plots import plot_isoflop
 
         curves = [c for c in (isoflop_curve(budget.flops, lw) for lw in laws) if c is not None]
-        plot_path = plot_isoflop(curves, rows, plot)
+        plot_path = plot_isoflop(curves, rows, plot, force)
     if report is not None:
         from trainplan.report.content import scale_report
         from trainplan.report.output import write_report

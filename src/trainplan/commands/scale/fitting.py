@@ -25,6 +25,7 @@ def fit_command(
     seed: int = typer.Option(0, "--seed", help="random seed of the bootstrap"),
     drop_highest: int = typer.Option(0, "--drop-highest", help="drop this many highest-loss runs first"),
     name: str = typer.Option("fitted", "--name", help="name of the fitted law"),
+    force: bool = typer.Option(False, "--force", help="overwrite existing --out and --plot files"),
     as_json: bool = o.JSON,
 ) -> None:
     """Fit L = E + A/N^alpha + B/D^beta (Huber 1e-3 on log-loss, L-BFGS from a grid) with bootstrap intervals."""
@@ -34,6 +35,9 @@ def fit_command(
 
     if drop_highest < 0:
         raise InputError("drop-highest", drop_highest, "an integer >= 0")
+    if out is not None:                       # a bad --out fails before the fit
+        from trainplan.scaling._io import check_target
+        check_target(out, "--out", force)
     runs = load_runs(runs_csv)
     if drop_highest:
         if len(runs) - drop_highest < MIN_RUNS:
@@ -46,12 +50,12 @@ def fit_command(
     if budget_flops is not None:
         require_positive("budget-flops", budget_flops)
         allocation = result.allocation(budget_flops)
-    saved = save_law(result, out) if out is not None else None
+    saved = save_law(result, out, force) if out is not None else None
     plotted = None
     if plot is not None:
         from trainplan.scaling.plots import plot_fit
 
-        plotted = plot_fit(result, plot)
+        plotted = plot_fit(result, plot, force)
     if as_json:
         payload = result.to_dict()
         payload["allocation"] = allocation.to_dict() if allocation else None

@@ -1,0 +1,118 @@
+"""QA: generated files are written by the format's own writer, only as regular files, whole or
+not at all, and never where a job file alone says (issue 10, item 6)."""
+
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from trainplan.cli import app
+from trainplan.errors import InputError
+from trainplan.io.files import TMP_SUFFIX, clean_stale, write_set
+
+runner = CliRunner()
+EVIL = 'x"\n[evil]\nkey = 1\n# \u2028 :smile: $(touch pwned) `id` \'q\''
+
+
+def _run(args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def _job(tmp_path: Path, name: str = EVIL, search: str = "") -> Path:
+    p = tmp_path / "job.toml"
+    stack = dict(name="decoder", layers=4, hidden=512, heads=8, ffn_hidden=1536, vocab=32000)
+    import tomli_w
+    p.write_text(tomli_w.dumps({"model": {"name": name, "stacks": [stack]},
+                                "job": {"seq_len": 1024, "global_batch": 64, "tokens": 1e9}})
+                 + search)
+    return p
+
+
+def _temporaries(folder: Path) -> list[str]:
+    return [p.name for p in folder.rglob("*") if p.name.endswith(TMP_SUFFIX) or p.name.endswith(".tmp")]
+
+
+def test_model_name_cannot_inject_structure(tmp_path):
+    out = tmp_path / "launch"
+    r = _run(["plan", _job(tmp_path), "--gpus", "8", "--emit", "torchtitan,k8s,slurm,torchrun,megatron,deepspeed",
+              "--out", out])
+    assert r.exit_code == 0, r.output
+    cfg = tomllib.loads((out / "torchtitan.toml").read_text())
+    assert "evil" not in cfg and cfg["model"]["flavor"] == EVIL
+    for name in ("trainjob.yaml", "pytorchjob.yaml"):
+        yaml.safe_load((out / name).read_text())
+    json.loads((out / "ds_config.json").read_text())
+    for sh in out.glob("*.sh"):
+        assert "pwned" not in sh.read_text()
+    assert not (tmp_path / "pwned").exists() and not _temporaries(tmp_path)
+
+
+def test_emit_model_law_name_stays_a_string(tmp_path):
+    from trainplan.scaling.architecture import job_file_text, propose_architecture
+    text = job_file_text(propose_architecture(1e9), 2e10, gpu="h100", gpus=8, law=EVIL + "\U0001F600")
+    data = tomllib.loads(text)
+    assert set(data) == {"model", "job", "cluster"} and EVIL in data["model"]["source"]
+
+
+def test_a_set_appears_whole_in_a_new_or_existing_folder(tmp_path):
+    files = {"a.json": "{}\n", "b.sh": "#!/bin/bash\n", "c.yaml": "x: 1\n"}
+    new = tmp_path / "deep" / "new"
+    assert [p.name for p in write_set(files, new, executable=("b.sh",))] == list(files)
+    assert os.access(new / "b.sh", os.X_OK) and not os.access(new / "a.json", os.X_OK)
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / "a.json").write_text("keep")
+    with pytest.raises(InputError, match="--force"):
+        write_set(files, old)
+    assert sorted(p.name for p in old.iterdir()) == ["a.json"]     # nothing of the set written
+    write_set(files, old, force=True)
+    assert (old / "a.json").read_text() == "{}\n" and not _temporaries(tmp_path)
+
+
+def test_special_targets_are_refused_even_with_force(tmp_path):
+    target = tmp_path / "t.json"
+    target.write_text("keep")
+    (tmp_path / "a.json").symlink_to(target)
+    os.mkfifo(tmp_path / "b.json")
+    for name in ("a.json", "b.json"):
+        with pytest.raises(InputError, match="regular file"):
+            write_set({name: "{}"}, tmp_path, force=True)
+    assert target.read_text() == "keep" and (tmp_path / "a.json").is_symlink()
+    with pytest.raises(InputError, match="plain file name"):
+        write_set({"../x.json": "{}"}, tmp_path)
+
+
+def test_stale_temporaries_of_killed_runs_are_cleaned_and_committed_sets_finished(tmp_path):
+    dead = 2**22 + 12345           # above the default pid_max (4,194,304): never a live process
+    (tmp_path / f".a.json.{dead}.0000{TMP_SUFFIX}").write_text("half")
+    torn = tmp_path / f".set.{dead}.0001{TMP_SUFFIX}"
+    torn.mkdir()
+    (torn / "half.json").write_text("{")
+    done = tmp_path / f".set.{dead}.0002{TMP_SUFFIX}"
+    done.mkdir()
+    (done / "x.json").write_text("{}")
+    (done / ".commit").write_text(json.dumps(["w.json", "x.json"]))
+    (tmp_path / "w.json").write_text("{}")       # renamed before the kill
+    assert clean_stale(tmp_path) == 3
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["w.json", "x.json"]
+
+
+def test_job_file_cannot_choose_a_folder_outside_out(tmp_path):
+    for bad in ('"/tmp/elsewhere"', '"../up"', '"a/../../b"'):
+        job = _job(tmp_path, "m", f'\n[search]\nemit = "deepspeed"\nout = {bad}\n')
+        r = _run(["plan", job, "--gpus", "8"])
+        assert r.exit_code == 2 and "search.out" in r.output, r.output
+    job = _job(tmp_path, "m", '\n[search]\nemit = "deepspeed"\nout = "sub"\n')
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        r = _run(["plan", job, "--gpus", "8"])
+    finally:
+        os.chdir(cwd)
+    assert r.exit_code == 0 and (tmp_path / "sub" / "ds_config.json").is_file(), r.output
