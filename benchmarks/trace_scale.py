@@ -13,11 +13,9 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import resource
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / ".." / "shared" / "artifacts" / "traces" / \
@@ -67,7 +65,7 @@ def main() -> None:
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
         f = Path(d) / "big.json"
-        n = build(f, a.size_mb)
+        build(f, a.size_mb)
         size = f.stat().st_size / 1e9
         out = subprocess.run([sys.executable, "-c", CHILD, str(f)], capture_output=True, text=True,
                              check=True).stdout.split()

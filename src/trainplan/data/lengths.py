@@ -246,7 +246,10 @@ def _read_jsonl(p: Path, column, model, skip_bad: bool = False) -> LengthData:
         raise InputError("column", column or "length", "a length key (" + ", ".join(LENGTH_COLUMNS)
                          + ") or annotation keys text_tokens + images / width, height",
                          hint=f"{p.name} line 1 has: {', '.join(first)}")
-    texts, ws, hs, owner = [], [], [], []
+    texts: list[float] = []
+    ws: list[float] = []
+    hs: list[float] = []
+    owner: list[int] = []
     for line_no, ln in numbered:
         o = rows.parse(line_no, ln)
         if o is None:

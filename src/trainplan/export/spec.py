@@ -77,6 +77,5 @@ def shell_join(args: list[str]) -> str:
     """Quote arguments for bash (``shlex.quote``), leaving only whole ``$VAR``, ``"$VAR"`` and
     ``"$HOST:$PORT"`` references expandable: ``$(...)`` or backticks in user text stay literal."""
     import re
-    import shlex
     ref = re.compile(r'\$\w+|"\$\w+(:\$\w+)*"')
     return " ".join(a if ref.fullmatch(a) else shlex.quote(a) for a in args)

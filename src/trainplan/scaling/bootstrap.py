@@ -59,8 +59,8 @@ def percentile_intervals(samples: np.ndarray, level: float = 0.95) -> dict[str, 
     with np.errstate(all="ignore"):
         values = {**law.params(), "a": law.a, "b": law.b}
     out = {}
-    for name, v in values.items():
-        v = np.asarray(v, dtype=float)
+    for name, raw in values.items():
+        v = np.asarray(raw, dtype=float)
         v = v[np.isfinite(v)]            # a refit that diverged (exp overflow) has no interval
         if v.size:
             out[name] = percentile_interval(v, level)
