@@ -280,7 +280,7 @@ def run_api(case: tuple, folder: Path) -> Any:
         return estimate(kw["model"], gpu=kw["gpu"], gpus=kw["gpus"], job=kw["job"],
                         strategy=kw["strategy"], cluster=kw["cluster"])
     if kind == "plan":
-        from trainplan.search import plan
+        from trainplan.services.plan import plan
         return plan(**kw)
     if kind == "data":
         from trainplan.data.lengths import read_lengths

@@ -145,7 +145,7 @@ def vision_costs(model: Model, job, L, cluster=None) -> dict[str, Any]:
                 # (not the forward-only last layers, whose output the VLM does not read)
                 fo = v.forward_only_layers
                 per_img = sum(pi * (sum((nl - (fo if j == 0 else 0)) * layer_activation_bytes(
-                    v, ks[i], ti / ks[i], tp, sp, rc, L.flash, False, act_b)
+                    v, ks[i], ti / np.maximum(ks[i], 1.0), tp, sp, rc, L.flash, False, act_b)   # no tokens: none kept
                     for j, (nl, ks) in enumerate(kinds)) + pixel_bytes(v, ni, act_b))
                     for i, (ti, ni, pi) in enumerate(zip(np.atleast_1d(tok), np.atleast_1d(n), p)))
                 act = act + imgs_mb * per_img

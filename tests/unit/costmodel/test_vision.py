@@ -280,3 +280,16 @@ def test_compose_vlm():
     m = V.compose_vlm("clip-vit-large-patch14-336", "llama-2-7b", "mlp2")
     # Llama-2-7B (vocab 32000) + tower + projector
     assert model_params(m).total == 6_738_415_616 + 303_507_456 + 20_979_712
+
+
+def test_an_image_smaller_than_a_patch_keeps_no_tower_activations():
+    """A 1-pixel image gives the tower no tokens: its kept activations are zero, not 0/0 (NaN;
+    found by benchmarks/fuzz.py)."""
+    import math
+
+    from trainplan.services.estimate import estimate
+
+    tiny = estimate(model="qwen-vl-7b", gpu="h100_sxm", gpus=1, job={"image_size": 1})
+    assert math.isfinite(tiny.memory.total_gib)
+    usual = estimate(model="qwen-vl-7b", gpu="h100_sxm", gpus=1)
+    assert tiny.memory.total_gib < usual.memory.total_gib
