@@ -26,6 +26,12 @@ def _out_of_range(v: Any) -> bool:
         return any(_out_of_range(x) for x in v)
     return False
 
+def _own_upper_bound(info: Any) -> bool:
+    """Whether a field declares its own upper bound (``Field(le=...)`` / ``lt``)."""
+    return any(getattr(m, "le", None) is not None or getattr(m, "lt", None) is not None
+               for m in info.metadata)
+
+
 S = TypeVar("S", bound=BaseModel)
 
 
@@ -38,7 +44,9 @@ class Spec(BaseModel):
 
     @model_validator(mode="after")
     def _bounded(self) -> "Spec":
-        for name in type(self).model_fields:
+        for name, info in type(self).model_fields.items():
+            if _own_upper_bound(info):       # a field with its own declared range keeps it
+                continue
             v = getattr(self, name)
             if _out_of_range(v):
                 raise ValueError(f"{name} = {v!r} is out of range: integers up to "
