@@ -275,3 +275,27 @@ def test_audit_claims_use_the_spec_bounds(tmp_path):
     p = tmp_path / "c.toml"
     p.write_text(text.replace("global_batch = 1024", "global_batch = 1000000000000000000000000000000"))
     _bad(["audit", p], "global_batch")
+
+
+def test_tiny_reals_are_refused_even_where_a_field_has_its_own_upper_bound():
+    """packing_efficiency (0, 1] keeps its own upper bound, but 1e-300 would make the step count
+    infinite (found by benchmarks/fuzz.py): every non-zero real below 1e-30 is refused."""
+    from trainplan.errors import InputError
+    from trainplan.services.estimate import estimate
+
+    with pytest.raises(InputError, match="packing_efficiency"):
+        estimate(model="llama-2-7b", gpu="h100_sxm", gpus=8,
+                 job={"packing_efficiency": 1e-300, "tokens": 1e12})
+
+
+def test_budget_reads_numeric_strings_as_numbers():
+    """A budget given as text ('100') is read as the number, never divided as a string
+    (TypeError found by benchmarks/fuzz.py); non-numeric text is an InputError."""
+    import trainplan.scaling as s
+    from trainplan.errors import InputError
+
+    as_text = s.flops_from_budget(gpu_hours="100", gpu="h100_sxm").to_dict()
+    as_number = s.flops_from_budget(gpu_hours=100.0, gpu="h100_sxm").to_dict()
+    assert as_text == as_number
+    with pytest.raises(InputError, match="dollars"):
+        s.flops_from_budget(dollars="abc", gpu="h100_sxm")

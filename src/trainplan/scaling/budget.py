@@ -208,9 +208,11 @@ def flops_from_budget(
     if not given:
         raise InputError("budget", "none", "at least one of --flops, --gpu-hours, --dollars, --deadline-days")
     from trainplan.io.limits import MAX_COUNT, MAX_FLOPS, check_int, check_range
-    for k, v in given.items():
+    for k, v in given.items():        # numbers from here on (a numeric string is read as one)
         require_positive(k, v)
-        check_range(k, v, 0.0, MAX_FLOPS if k == "flops" else MAX_COUNT, lo_open=True)
+        given[k] = check_range(k, v, 0.0, MAX_FLOPS if k == "flops" else MAX_COUNT, lo_open=True)
+    flops, gpu_hours, dollars, deadline_days = (given.get(k) for k in
+                                                ("flops", "gpu_hours", "dollars", "deadline_days"))
     if mfu is not None:                        # checked even where a FLOPs budget ignores it
         mfu = require_positive("mfu", mfu)
         if mfu > 1:

@@ -15,16 +15,19 @@ MAX_SPEC_FLOAT = 1e30
 MIN_SPEC_FLOAT = 1e-30
 
 
-def _out_of_range(v: Any) -> bool:
+def _out_of_range(v: Any, own_upper: bool = False) -> bool:
+    """Outside the generic bounds; a field with its own upper bound (``own_upper``) keeps that
+    one, but tiny non-zero reals (below 1e-30 in size) are refused everywhere."""
     if isinstance(v, bool):
         return False
     if isinstance(v, int):
-        return abs(v) > MAX_SPEC_INT
+        return not own_upper and abs(v) > MAX_SPEC_INT
     if isinstance(v, float):
-        return v != 0 and not MIN_SPEC_FLOAT <= abs(v) <= MAX_SPEC_FLOAT
+        return v != 0 and (abs(v) < MIN_SPEC_FLOAT or (not own_upper and abs(v) > MAX_SPEC_FLOAT))
     if isinstance(v, (tuple, list)):
-        return any(_out_of_range(x) for x in v)
+        return any(_out_of_range(x, own_upper) for x in v)
     return False
+
 
 def _own_upper_bound(info: Any) -> bool:
     """Whether a field declares its own upper bound (``Field(le=...)`` / ``lt``)."""
@@ -45,10 +48,8 @@ class Spec(BaseModel):
     @model_validator(mode="after")
     def _bounded(self) -> "Spec":
         for name, info in type(self).model_fields.items():
-            if _own_upper_bound(info):       # a field with its own declared range keeps it
-                continue
             v = getattr(self, name)
-            if _out_of_range(v):
+            if _out_of_range(v, _own_upper_bound(info)):
                 raise ValueError(f"{name} = {v!r} is out of range: integers up to "
                                  f"{MAX_SPEC_INT:,}, real numbers 0 or between "
                                  f"{MIN_SPEC_FLOAT:g} and {MAX_SPEC_FLOAT:g} in size")
