@@ -15,6 +15,12 @@ from typing import Any
 from trainplan.errors import InputError
 from trainplan.spec.model import MLA, MoE, Stack
 
+#: transformers ``LlamaConfig`` defaults (configuration_llama.py), for the text configs that
+#: leave them out (llava-hf, Idefics3/SmolVLM default to llama)
+LLAMA_CONFIG_DEFAULTS = dict(model_type="llama", vocab_size=32000, hidden_size=4096,
+                             intermediate_size=11008, num_hidden_layers=32, num_attention_heads=32,
+                             tie_word_embeddings=False)
+
 _REQUIRED = object()
 
 

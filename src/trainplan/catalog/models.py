@@ -35,7 +35,9 @@ def _records() -> list[dict[str, Any]]:
     return recs
 
 
-def _build(rec: dict[str, Any]) -> Model:
+def build_preset(rec: dict[str, Any]) -> Model:
+    """The Model of one preset record: a Hugging Face config (``format: hf``, the default) or
+    trainplan's own stacks and projectors."""
     if rec.get("format", "hf") == "hf":
         return model_from_hf_config(rec["config"], name=rec["name"], source=rec.get("source", ""))
     try:
@@ -52,7 +54,7 @@ def _index() -> dict[str, dict[str, Any]]:
 
 @lru_cache(maxsize=256)
 def _preset(key: str) -> Model:
-    return _build(_index()[key])
+    return build_preset(_index()[key])
 
 
 def list_models() -> list[dict[str, Any]]:

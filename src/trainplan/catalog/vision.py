@@ -25,15 +25,12 @@ from typing import Any, Callable
 
 from trainplan.catalog import vlm_hf
 from trainplan.catalog.hf import decoder_from_hf
+from trainplan.catalog.hf_text import LLAMA_CONFIG_DEFAULTS
 from trainplan.catalog.vision_towers import tower_from_config
 from trainplan.errors import InputError
 from trainplan.spec.base import evolve
 from trainplan.spec.model import Model, Projector, Stack
 
-# transformers LlamaConfig defaults (the llava-hf text_config omits them)
-LLAMA_DEFAULTS = dict(model_type="llama", vocab_size=32000, hidden_size=4096,
-                      intermediate_size=11008, num_hidden_layers=32, num_attention_heads=32,
-                      tie_word_embeddings=False)
 # Qwen2VLVisionConfig defaults (configuration_qwen2_vl.py)
 QWEN2VL_VISION_DEFAULTS = dict(depth=32, embed_dim=1280, hidden_size=3584, mlp_ratio=4,
                                num_heads=16, in_channels=3, patch_size=14, spatial_merge_size=2,
@@ -63,7 +60,7 @@ def _read_layer(vis: Stack, layer: Any, field: str) -> Stack:
 
 
 def _llava_decoder(cfg: dict[str, Any]) -> Stack:
-    text = dict(LLAMA_DEFAULTS)
+    text = dict(LLAMA_CONFIG_DEFAULTS)
     text.update({k: v for k, v in (cfg.get("text_config") or {}).items() if v is not None})
     if "vocab_size" not in (cfg.get("text_config") or {}) and cfg.get("vocab_size"):
         text["vocab_size"] = cfg["vocab_size"]

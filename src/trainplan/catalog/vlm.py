@@ -5,12 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import ValidationError
-
-from trainplan.catalog.hf_config import model_from_hf_config
+from trainplan.catalog.models import build_preset
 from trainplan.catalog.vision import (_mlp_projector, get_vision_tower, vision_tower_from_hf,
                                       vision_tower_records)
-from trainplan.errors import InputError, from_validation_error
+from trainplan.errors import InputError
 from trainplan.spec.model import Model, Projector, Stack
 
 __all__ = ["compose_vlm", "get_vision_tower", "get_vlm_preset", "resolve_model", "vision_presets",
@@ -28,13 +26,7 @@ def get_vlm_preset(name: str) -> Model:
     key = str(name).strip().lower()
     for r in vision_presets():
         if r["id"].lower() == key:
-            if r.get("format", "hf") == "hf":
-                return model_from_hf_config(r["config"], name=r["name"], source=r.get("source", ""))
-            try:
-                return Model(name=r["name"], stacks=tuple(r["stacks"]),
-                             projectors=tuple(r.get("projectors", ())), source=r.get("source", ""))
-            except ValidationError as e:
-                raise from_validation_error(e, prefix=f"preset {r['id']}.") from None
+            return build_preset(r)
     raise InputError("model", name, "one of " + ", ".join(r["id"] for r in vision_presets()))
 
 

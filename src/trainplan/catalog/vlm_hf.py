@@ -25,14 +25,12 @@ from __future__ import annotations
 from typing import Any
 
 from trainplan.catalog.hf import decoder_from_hf
+from trainplan.catalog.hf_text import LLAMA_CONFIG_DEFAULTS
 from trainplan.catalog.vision_fields import Fields
 from trainplan.catalog.vision_towers import internvit_tower, qwen25vl_tower, vit_tower
 from trainplan.errors import InputError
 from trainplan.spec.model import Model, Projector
 
-# transformers LlamaConfig defaults (Idefics3/SmolVLM text_config default to llama)
-LLAMA_TEXT_DEFAULTS = dict(model_type="llama", vocab_size=32000, hidden_size=4096,
-                           intermediate_size=11008, num_hidden_layers=32, num_attention_heads=32)
 # Gemma3TextConfig defaults (configuration_gemma3.py)
 GEMMA3_TEXT_DEFAULTS = dict(model_type="gemma3_text", vocab_size=262_208, hidden_size=2304,
                             intermediate_size=9216, num_hidden_layers=26, num_attention_heads=8,
@@ -124,7 +122,7 @@ def idefics3_from_hf(cfg: dict[str, Any], name: str) -> Model:
     if (vis.image_size // vis.patch_size) % s:
         raise InputError("config.scale_factor", s, "a divisor of the patch grid side "
                          f"({vis.image_size // vis.patch_size})")
-    dec = decoder_from_hf(_text(cfg, dict(LLAMA_TEXT_DEFAULTS), None, _tie(cfg, False, False)))
+    dec = decoder_from_hf(_text(cfg, dict(LLAMA_CONFIG_DEFAULTS), None, _tie(cfg, False, False)))
     proj = Projector(kind="shuffle_linear", in_dim=vis.hidden, out_dim=dec.hidden, merge=s,
                      bias=False)
     return Model(name=name, stacks=(vis, dec), projectors=(proj,),

@@ -96,6 +96,9 @@ def progress(out: Path) -> int:
 
 
 def wait_for(cond, timeout: float, poll: float = 0.005) -> bool:
+    """Poll ``cond`` until it holds; False after ``timeout`` s. A liveness bound only (a hung
+    run fails instead of blocking the suite): no test asserts how long anything took; the
+    notice-to-commit time is measured by the guard and printed by benchmarks/fault_injection.py."""
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         if cond():
@@ -181,13 +184,11 @@ def run_case(kind: str, work: Path, ref_digest: str, at: float, steps: int = 40,
             res["hit_save"] = saving_now(ckpt, opts)
             kill_group(p, out)
         else:
-            t0 = time.time()
             if kind == "sigterm":
                 p.send_signal(signal.SIGTERM)        # torchrun forwards it to the workers
             else:
                 server.notice = True
             p.wait(timeout=timeout)
-            res["exit_to_notice_s"] = time.time() - t0
             notice = json.loads(Path(str(out) + ".notice").read_text())
             res["notice_to_commit_s"] = notice["notice_to_commit_s"]
     finally:
