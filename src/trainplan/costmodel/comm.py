@@ -91,6 +91,24 @@ class DPTime:
     hidden: Any        # seconds overlapped with compute (SM/HBM contention: overlap_slowdown)
 
 
+def chunked_overlap(sync, t_stage_mb, vp, group):
+    """Seconds of a data-parallel sync of ``sync`` seconds that can hide behind compute.
+
+    Without an interleaved pipeline (``vp`` = 1) the sync of a stage's gradients hides behind
+    the backward of the last micro-batch through the stage (``t_stage_mb``; buckets become ready
+    during it), and the parameter all-gather behind the first forward. Megatron's interleaved
+    schedule syncs each of the ``vp`` model chunks on its own (megatron/core/pipeline_parallel/
+    schedules.py, ``backward_step_helper_postprocess``: ``grad_sync_func`` once a chunk's last
+    micro-batch is done; ``forward_step_helper_preprocess``: ``param_sync_func`` for the next
+    chunk): chunk k's sync of ``sync``/vp seconds runs beside the remaining backward of the last
+    micro-batch group (``group`` micro-batches through each later chunk). The window is one
+    chunk's micro-batch plus (vp-1) x group of them; the last chunk's own share stays exposed
+    beyond its micro-batch. vp = 1 gives min(sync, t_stage_mb)."""
+    t_chunk = t_stage_mb / vp
+    window = t_chunk * (1.0 + (vp - 1.0) * group)
+    return np.minimum(np.minimum(sync, window), sync * (1.0 - 1.0 / vp) + t_chunk)
+
+
 def dp_time(net: Net, fw, L, p_train, p_layer, layers, m, w_b, g_b, layer_fwd, layer_bwd):
     """Data-parallel gradient synchronisation and ZeRO gathers of one step on one GPU.
 
@@ -125,10 +143,12 @@ def dp_time(net: Net, fw, L, p_train, p_layer, layers, m, w_b, g_b, layer_fwd, l
     # step hides under the next step's first forward where the framework overlaps it
     # (Megatron --overlap-param-gather), else it is exposed
     t_bwd_last, t_fwd_first = layers * layer_bwd, layers * layer_fwd
+    vp = L.vp if fw.dp_sync_per_chunk else 1.0
+    group = np.minimum(L.pp, m)         # Megatron: micro-batches per group = pp (schedules.py)
     grad_sync = np.where(zero == 0, ar, rs)
-    grad_hidden = np.minimum(grad_sync, t_bwd_last) * fw.grad_overlap(zero)
-    ag_hidden = np.where(zero == 0, 0.0, np.minimum(ag, t_fwd_first) * fw.dp_overlap
-                         * (1.0 if fw.param_gather_overlap else 0.0))
+    grad_hidden = chunked_overlap(grad_sync, t_bwd_last, vp, group) * fw.grad_overlap(zero)
+    ag_hidden = np.where(zero == 0, 0.0, chunked_overlap(ag, t_fwd_first, vp, group)
+                         * fw.dp_overlap * (1.0 if fw.param_gather_overlap else 0.0))
     sync_hidden = grad_hidden + ag_hidden
     sync_exposed = grad_sync + np.where(zero == 0, 0.0, ag) - sync_hidden
     # ZeRO-3

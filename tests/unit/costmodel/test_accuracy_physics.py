@@ -73,3 +73,25 @@ def test_uneven_pipeline_gives_the_first_and_last_stage_fewer_layers():
     assert Layout(pp=16, vp=1).layers_per_stage(126) == 8
     assert Layout(pp=16, vp=2).edge_stage_layers(128) == 8
     assert Layout(pp=1).edge_stage_layers(126) == 126
+
+
+def test_interleaved_pipeline_syncs_each_chunk_under_the_remaining_backward():
+    """Megatron's interleaved schedule launches each model chunk's gradient sync once that
+    chunk's last micro-batch backward is done (pipeline_parallel/schedules.py), so more of the
+    sync hides than under the last micro-batch alone; vp = 1 keeps min(sync, last backward)."""
+    from trainplan.costmodel.comm import chunked_overlap
+    assert chunked_overlap(3.0, 1.0, 1, 4) == 1.0 and chunked_overlap(0.5, 1.0, 1, 4) == 0.5
+    # 8 chunks, groups of 4 micro-batches: the window is 1/8 + 7 x 4/8 of a stage micro-batch,
+    # and the last chunk's eighth of the sync sticks out beyond its own micro-batch
+    assert abs(chunked_overlap(3.0, 1.0, 8, 4) - (3.0 - (3.0 / 8 - 1.0 / 8))) < 1e-12
+    assert abs(chunked_overlap(16.0, 1.0, 8, 4) - (1.0 + 7 * 4) / 8) < 1e-12
+    assert abs(chunked_overlap(2.0, 1.0, 8, 4) - (2.0 * 7 / 8 + 1.0 / 8)) < 1e-12
+    kw = dict(gpu="h100", gpus=256, seq_len=4096, global_batch=64, framework="megatron",
+              strategy={"tp": 8, "pp": 4, "vp": 10, "zero": 1, "recompute": "none",
+                        "micro_batch": 1})
+    base = get_framework("megatron")
+    assert base.dp_sync_per_chunk
+    chunked = estimate("llama-3-70b", **kw).time.dp_comm_s
+    with using(base.model_copy(update={"dp_sync_per_chunk": False})):
+        whole = estimate("llama-3-70b", **kw).time.dp_comm_s
+    assert chunked < whole
