@@ -134,9 +134,13 @@ def convention_tflops(rec, model, job, step_s: float) -> float:
     conv = CONVENTIONS[rec["set"]]
     if conv == "korthikanti_model":
         f = fl.korthikanti_model_flops(B, s, d.layers, d.hidden, d.vocab)
-    else:   # Narayanan eq. 3 (f = 4 forward-equivalents; megatron_eq3_f: 3 without recompute)
+    else:   # Narayanan eq. 3 (f = 4 forward-equivalents; megatron_eq3_f: 3 where the source's
+        # calculator did not count a recompute: without one, or the record's
+        # reported.tflops_counts_recompute false)
         f = fl.megatron_eq3_flops(B, s, d.layers, d.hidden, d.vocab)
-        if conv == "megatron_eq3_f" and rec["layout"].get("recompute", "none") == "none":
+        counted = rec["reported"].get("tflops_counts_recompute",
+                                      rec["layout"].get("recompute", "none") != "none")
+        if conv == "megatron_eq3_f" and not counted:
             f *= 3.0 / 4.0
     return f / step_s / rec["gpus"] / 1e12
 
