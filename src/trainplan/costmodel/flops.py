@@ -170,6 +170,18 @@ def korthikanti_model_flops(batch, seq, layers, hidden, vocab):
         1.0 + seq / (6.0 * hidden) + vocab / (12.0 * layers * hidden))
 
 
+def arctic_causal_model_flops(batch, seq, layers, hidden, heads, kv_heads, head_dim, ffn, vocab):
+    """Model FLOPs of a dense GQA decoder step as ml-engineering counts them (stas00/ml-engineering
+    insights/when-to-upgrade-gpus/benchmark.py ``estimate_tflos``, ported there from
+    arctic_training's FlopsCounter): 6*B*s*(L*(3*h*f + h*(2*a*d + 2*k*d)) + V*h) for the weight
+    matmuls (one vocab matrix: the LM head) plus 6*B*s^2*a*d*L for causal attention; activation
+    recompute is not counted.
+    """
+    dense = layers * (3.0 * hidden * ffn + hidden * (2.0 * heads * head_dim
+                                                      + 2.0 * kv_heads * head_dim)) + vocab * hidden
+    return 6.0 * dense * batch * seq + 6.0 * batch * seq**2 * head_dim * heads * layers
+
+
 def step_flops(model, job, L, vision_flops_step=0.0):
     """(model FLOPs, hardware FLOPs, layers' forward FLOPs per token, attention share) of one
     step. Backward: activation gradients always flow (x1), weight gradients only where the

@@ -43,6 +43,8 @@ CONVENTIONS = {
     "megatron-lm-readme-weak-scaling": "korthikanti_model",
     "deepspeed-azure-blog-2022": "megatron_eq3",
     "megatron-deepspeed-rebase-readme-2023": "megatron_eq3_f",
+    # benchmark.py estimate_tflos at 744d01e (the source's own counter)
+    "ml-engineering-when-to-upgrade-gpus-744d01e": "arctic_causal_model",
 }
 PRECISION = {"bf16": "bf16_mixed", "fp8": "fp8_mixed", "fp16": "fp16_mixed", "fp32": "fp32"}
 RECOMPUTE: dict[str, str] = {}              # record names that differ from trainplan's
@@ -122,6 +124,8 @@ def reported(rec: dict[str, Any]) -> tuple[float, str] | None:
         return float(r["tokens_per_s"]) / rec["gpus"], "tok/s/GPU"
     if r.get("samples_per_s"):
         return float(r["samples_per_s"]) * rec["seq_len"] / rec["gpus"], "tok/s/GPU"
+    if r.get("step_s"):       # a measured step of global_batch sequences
+        return rec["global_batch"] * rec["seq_len"] / float(r["step_s"]) / rec["gpus"], "tok/s/GPU"
     if r.get("tflops_per_gpu") and CONVENTIONS.get(rec.get("set", "")):
         return float(r["tflops_per_gpu"]), "TFLOP/s"
     return None
@@ -134,6 +138,10 @@ def convention_tflops(rec, model, job, step_s: float) -> float:
     conv = CONVENTIONS[rec["set"]]
     if conv == "korthikanti_model":
         f = fl.korthikanti_model_flops(B, s, d.layers, d.hidden, d.vocab)
+    elif conv == "arctic_causal_model":
+        kv = d.kv_heads or d.heads
+        f = fl.arctic_causal_model_flops(B, s, d.layers, d.hidden, d.heads, kv,
+                                         d.head_dim or d.hidden // d.heads, d.ffn_hidden, d.vocab)
     else:   # Narayanan eq. 3 (f = 4 forward-equivalents; megatron_eq3_f: 3 where the source's
         # calculator did not count a recompute: without one, or the record's
         # reported.tflops_counts_recompute false)
