@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from trainplan.costmodel import memory as mem
+from trainplan.spec.framework import fused_groups
 
 
 @dataclass
@@ -47,7 +48,8 @@ def stage_activations(dec, job, fw, L, vis, dropout, act_b, first: bool) -> Stag
     none, full = per_layer(0), per_layer(2)
     k = np.minimum(L.rc_layers, layers)
     stage = np.where(L.rc == 3, k * full + (layers - k) * none, layers * per_layer(L.rc))
-    logits = mem.logits_bytes(dec, s, L.mb, L.tp, cp=cp, logits_fp32_copy=fw.logits_fp32)
+    logits = mem.logits_bytes(dec, s, L.mb, L.tp, cp=cp, logits_fp32_copy=fw.logits_fp32,
+                              linear_ce="linear_cross_entropy" in fused_groups(fw, job))
     if first:
         in_flight = mem.pipeline_in_flight(L.pp, L.vp, L.micro_batches(job.batch_sequences))
         emb = mem.embedding_activation_bytes(dec, s, L.mb, L.tp, sp, dropout, act_b, cp=cp)

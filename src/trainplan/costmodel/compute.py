@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from trainplan.spec.framework import FUSION_GROUPS
+from trainplan.spec.framework import fused_groups
 from trainplan.conventions import ACTIVATION_BYTES, MATMUL_DTYPE
 from trainplan.costmodel import flops as fl
 from trainplan.costmodel import ops as opinv
@@ -62,8 +62,7 @@ class KernelModel:
             * fw.fp8_share(acc.arch or "default")
         self.eta_hbm = eff.hbm * fw.hbm_factor
         self.attn_eta = eff.attn_max * fw.attn_factor
-        self.fused = frozenset(g for g in FUSION_GROUPS
-                               if fw.is_fused(g, job.compile) or g in (job.fused_ops or ()))
+        self.fused = fused_groups(fw, job)
         self.kernels = fw.kernels(job.compile)
         self.compiled = job.compile
 
@@ -169,9 +168,13 @@ def head_time(km: KernelModel, dec, L, T, wgrad, logits_fp32):
     cross-entropy) -- in fp32 where the loss upcasts (4 bytes), else in the activation dtype.
     Unfused, the loss runs ``logits.float()``, ``log_softmax``, ``nll_loss`` and their backward
     as separate kernels: 6 passes (transformers ``ForCausalLMLoss``; the two fp32 s x V backward
-    tensors measured in costmodel/hf_memory.py, item 3)."""
+    tensors measured in costmodel/hf_memory.py, item 3). Fused with the head
+    (``linear_cross_entropy``, Liger-Kernel ops/fused_linear_cross_entropy.py): each chunk's
+    logits are written by the GEMM and read once by the loss kernel, which writes their gradient
+    in place, in the input dtype (2 passes); the three GEMMs are the same, all in the forward."""
     flops = T * fl.lm_head_flops_per_token(dec) / L.tp
-    el = 4.0 if logits_fp32 else km.act_b
-    passes = 3.0 if "cross_entropy" in km.fused else 6.0
+    linear_ce = "linear_cross_entropy" in km.fused
+    el = km.act_b if linear_ce else (4.0 if logits_fp32 else km.act_b)
+    passes = 2.0 if linear_ce else (3.0 if "cross_entropy" in km.fused else 6.0)
     return km.gemm(flops) * (2.0 + wgrad) + memory_time(T * dec.vocab / L.tp * el * passes,
                                                          km.hbm, km.eta_hbm)

@@ -80,7 +80,7 @@ def embedding_activation_bytes(stack: Stack, s, b, t, sp, dropout, act_bytes=2.0
     return tokens * stack.hidden * (1.0 if dropout else 0.0) / np.where(sp, t, 1.0) * act_bytes / 2.0
 
 
-def logits_bytes(stack: Stack, s, b, t, cp=1, logits_fp32_copy=True):
+def logits_bytes(stack: Stack, s, b, t, cp=1, logits_fp32_copy=True, linear_ce=False):
     """LM head output and loss buffers on the last stage.
 
     The logits s*b*V in 16 bits (2 bytes) are split by t (vocab-parallel), and the fused
@@ -88,10 +88,29 @@ def logits_bytes(stack: Stack, s, b, t, cp=1, logits_fp32_copy=True):
     counts 4*s*b*V/t). With a 128K vocabulary and s = 8192 this alone is 4 GiB per sequence.
     The final norm keeps its input and output, 2 + 2 bytes per element: 4*s*b*h (Megatron-LM
     theoretical_memory_usage.py counts the output layer as 4*s*b*h*(1 + V/h)).
+    With the head fused into the loss (``linear_ce``) the logits are never whole:
+    :func:`fused_linear_ce_bytes`.
     """
     tokens = np.asarray(s, dtype=float) / cp * b
     per = 2.0 + (4.0 if logits_fp32_copy else 0.0) + softcap_logits_elems(stack)
-    return tokens * stack.vocab * per / t + tokens * stack.hidden * 2.0 * 2.0
+    whole = tokens * stack.vocab * per / t
+    head = np.where(linear_ce, fused_linear_ce_bytes(stack, tokens, t), whole)
+    return head + tokens * stack.hidden * 2.0 * 2.0
+
+
+def fused_linear_ce_bytes(stack: Stack, tokens, t=1, elem=2.0):
+    """Bytes of Liger-Kernel's fused linear cross-entropy for ``tokens`` tokens (linkedin/
+    Liger-Kernel src/liger_kernel/ops/fused_linear_cross_entropy.py, ``fused_linear_cross_
+    entropy_forward``): the tokens go through the head in chunks of next_pow2(ceil(BT /
+    ceil(V/h))) rows, so one chunk's logits (about as many elements as the hidden states) are
+    alive at a time, in the input dtype, their gradient computed in place; the forward also
+    fills grad_input (BT x h), the fp32 per-token loss and grad_weight (V x h, the weight's
+    dtype), which the backward only scales. ``elem``: bytes of the input dtype."""
+    tokens = np.asarray(tokens, dtype=float)
+    inc = np.ceil(stack.vocab / stack.hidden)
+    chunk = np.minimum(2.0 ** np.ceil(np.log2(np.maximum(np.ceil(tokens / inc), 1.0))), tokens)
+    return (chunk * stack.vocab * elem + stack.vocab * stack.hidden * elem) / t \
+        + tokens * (stack.hidden * elem + 4.0)
 
 
 def softcap_logits_elems(stack: Stack) -> float:

@@ -45,6 +45,12 @@ def complete_strategy(model: Model, job: Job, cluster: Cluster, st: Strategy) ->
         raise InputError("strategy.dp", st.dp,
                          f"gpus / (tp*pp*cp) = {cluster.gpus} / {mp} = {cluster.gpus // mp}")
     fw = get_framework(job.framework)
+    if fw.activations == "hf" and "linear_cross_entropy" in (job.fused_ops or ()):
+        raise InputError("job.fused_ops", "linear_cross_entropy",
+                         f"fused groups without linear_cross_entropy for framework "
+                         f"'{fw.id}': its memory accounting is measured on transformers' own "
+                         f"loss; use framework fsdp, torchtitan or deepspeed for Liger's fused "
+                         f"linear cross-entropy")
     if st.recompute is None:
         st = evolve(st, recompute="selective" if "selective" in fw.recompute else "none")
     L = Layout.of(st, dp)

@@ -25,7 +25,15 @@ from pydantic import Field, ValidationError
 from trainplan.errors import InputError, from_validation_error
 from trainplan.spec.base import Spec
 
-FUSION_GROUPS = ("norm", "rope", "swiglu", "bias_dropout_add", "cross_entropy", "softmax")
+FUSION_GROUPS = ("norm", "rope", "swiglu", "bias_dropout_add", "cross_entropy", "softmax",
+                 "linear_cross_entropy")
+
+
+def fused_groups(fw, job) -> frozenset:
+    """The elementwise op groups a job runs fused: the framework's (compiled or eager) plus the
+    ones the job's model code states (``Job.fused_ops``)."""
+    return frozenset(g for g in FUSION_GROUPS
+                     if fw.is_fused(g, job.compile) or g in (job.fused_ops or ()))
 
 
 class FrameworkProfile(Spec):

@@ -35,10 +35,12 @@ class Job(Spec):
         "megatron", description="training framework profile (`trainplan frameworks`): megatron, "
         "torchtitan, fsdp, deepspeed, pytorch (DDP / HF Trainer), analytic; aliases accepted")
     fused_ops: tuple[Literal["norm", "rope", "swiglu", "bias_dropout_add", "cross_entropy",
-                             "softmax"], ...] | None = Field(
+                             "softmax", "linear_cross_entropy"], ...] | None = Field(
         None, description="elementwise op groups your model code runs as fused kernels (e.g. "
         "flash-attn's fused RMSNorm, rotary, SwiGLU and cross-entropy; softmax: eager attention's "
-        "scale, mask and softmax as one kernel); none: the framework's")
+        "scale, mask and softmax as one kernel; linear_cross_entropy: the LM head and the loss "
+        "in chunks that never hold the whole logits, as Liger-Kernel's fused linear "
+        "cross-entropy); none: the framework's")
     tp_comm_overlap: bool | None = Field(
         None, description="tensor-parallel communication overlapped with the GEMMs it feeds "
         "(Megatron --tp-comm-overlap, Transformer Engine userbuffers); none: the framework's "

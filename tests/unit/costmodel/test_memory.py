@@ -77,3 +77,35 @@ def test_first_stage_activations_match_megatron_estimator():
     megatron = (L * s * b * h * (18 + 4 * f / h) + s * b * h * p + 8 * s * b * p) / t
     assert e.memory.stage == "first"
     assert e.memory.activations_gib * GiB == pytest.approx(megatron, rel=1e-3)
+
+
+def test_fused_linear_cross_entropy_chunks_as_liger():
+    """Liger's example (ops/fused_linear_cross_entropy.py): BT = 4096*4, V = 32000, H = 4096
+    gives inc_factor 8 and chunks of 2048 rows, so 2048 x V logits are alive, not BT x V."""
+    st = Stack(name="x", layers=1, hidden=4096, heads=32, ffn_hidden=11008, vocab=32000)
+    got = mem.fused_linear_ce_bytes(st, 16384.0)
+    want = 2048 * 32000 * 2 + 32000 * 4096 * 2 + 16384 * (4096 * 2 + 4)
+    assert got == want
+    whole = mem.logits_bytes(st, 16384, 1, 1)
+    fused = mem.logits_bytes(st, 16384, 1, 1, linear_ce=True)
+    assert fused < whole / 3
+    # 3 tokens: ceil(3 / 8) = 1 row per chunk
+    assert mem.fused_linear_ce_bytes(st, 3.0) == 1 * 32000 * 2 + 32000 * 4096 * 2 + 3 * (4096 * 2 + 4)
+
+
+def test_fused_linear_cross_entropy_in_the_estimate():
+    """Llama-3-8B at 128K tokens under DeepSpeed ZeRO-3: with Liger's fused linear
+    cross-entropy the fp32 logits (128K x 128K x 6 bytes, about 96 GiB) are gone from the
+    memory and their passes from the head time; plain PyTorch's measured accounting refuses it."""
+    from trainplan import estimate
+    from trainplan.errors import InputError
+    kw = dict(gpu="h200", gpus=8, seq_len=131072, global_batch=8, framework="deepspeed",
+              strategy={"zero": 3, "recompute": "full", "micro_batch": 1})
+    plain = estimate("llama-3-8b", fused_ops=["norm", "rope", "swiglu", "cross_entropy"], **kw)
+    liger = estimate("llama-3-8b", fused_ops=["norm", "rope", "swiglu", "linear_cross_entropy"],
+                     **kw)
+    assert plain.memory.total_gib - liger.memory.total_gib > 80.0
+    assert liger.time.step_s < plain.time.step_s
+    with pytest.raises(InputError, match="fused_ops"):
+        estimate("llama-3-8b", gpu="h100", gpus=1, seq_len=1024, global_batch=1,
+                 framework="pytorch", fused_ops=["linear_cross_entropy"])
