@@ -63,10 +63,7 @@ def evaluate(model, job, cluster, L: Layout) -> Evaluation:
     t_ep = comm.ep_layer_time(net, dec, T, act_b, L, moe_share)
     t_layer = lt.total + compute_tp + t_cp + t_ep
     t_head = compute.head_time(km, dec, L, T, wgrad, fw.logits_fp32)
-    one = np.where(L.pp == 1, 1.0, 0.0)
-    t_first = layers * t_layer + vis["time_per_mb"] + one * t_head
-    t_last = layers * t_layer + t_head + one * vis["time_per_mb"]
-    t_stage = np.maximum(t_first, t_last)
+    t_stage = pipeline.stage_time(L, dec.layers, t_layer, vis["time_per_mb"], t_head)
     # ---- pipeline, data parallelism, optimizer, data loading
     t_compute = m * t_stage
     bubble = pipeline.bubble_time(L.pp, L.vp, t_stage)
