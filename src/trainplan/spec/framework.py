@@ -47,8 +47,12 @@ class FrameworkProfile(Spec):
     fused: tuple[str, ...] = Field((), description="elementwise op groups run as fused kernels")
     fused_compiled: tuple[str, ...] | None = Field(
         None, description="groups fused when the job is compiled (torch.compile)")
-    kernels_per_layer: float = Field(20.0, gt=0)
+    kernels_per_layer: float = Field(20.0, gt=0, description="kernels one layer's forward "
+                                     "launches")
     kernels_per_layer_compiled: float | None = Field(None, gt=0)
+    backward_kernels_per_layer: float | None = Field(
+        None, gt=0, description="kernels one layer's backward launches (autograd: input and "
+        "weight gradients, AccumulateGrad, autocast casts' backward); none: twice the forward")
     gemm_factor: dict[str, float] = Field(
         default_factory=lambda: {"default": 1.0},
         description="share of the accelerator's training GEMM ceiling this framework reaches, by "
@@ -141,6 +145,13 @@ class FrameworkProfile(Spec):
         if compiled and self.kernels_per_layer_compiled:
             return self.kernels_per_layer_compiled
         return self.kernels_per_layer
+
+    def backward_kernels(self, compiled: bool = False) -> float:
+        """Kernels of one layer's backward: the profile's count when eager and given, else
+        twice the forward's (compiled backward graphs are fused like the forward)."""
+        if self.backward_kernels_per_layer and not (compiled and self.kernels_per_layer_compiled):
+            return self.backward_kernels_per_layer
+        return 2.0 * self.kernels(compiled)
 
     def grad_overlap(self, zero):
         """Overlap share of the ZeRO 0-2 gradient sync for ``zero`` (a number or an array)."""
