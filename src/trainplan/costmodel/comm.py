@@ -109,7 +109,8 @@ def chunked_overlap(sync, t_stage_mb, vp, group):
     return np.minimum(np.minimum(sync, window), sync * (1.0 - 1.0 / vp) + t_chunk)
 
 
-def dp_time(net: Net, fw, L, p_train, p_layer, layers, m, w_b, g_b, layer_fwd, layer_bwd):
+def dp_time(net: Net, fw, L, p_train, p_layer, layers, m, w_b, g_b, layer_fwd, layer_bwd,
+            regather=0.0):
     """Data-parallel gradient synchronisation and ZeRO gathers of one step on one GPU.
 
     * ZeRO 0-2, gradients in buckets (DDP ``bucket_cap_mb``, Megatron ``bucket_size``,
@@ -122,6 +123,9 @@ def dp_time(net: Net, fw, L, p_train, p_layer, layers, m, w_b, g_b, layer_fwd, l
       in forward and again in backward (``zero3_collectives_per_layer`` collectives each: FSDP
       one per unit, DeepSpeed one per submodule) and reduce-scatters its gradients, each
       prefetched behind the neighbouring layer's compute; the first gather is exposed.
+      ``regather``: the share of a layer's weights gathered once more in the backward because
+      the recomputed forward released them (:func:`trainplan.costmodel.zero3.
+      recompute_regather_share`; DeepSpeed's reuse distance).
       'stage' (textbook): the aggregate, overlapped with the whole compute.
     """
     over_cp = fw.optimizer_shard == "dp_cp"
@@ -155,14 +159,15 @@ def dp_time(net: Net, fw, L, p_train, p_layer, layers, m, w_b, g_b, layer_fwd, l
     k = np.maximum(fw.zero3_collectives_per_layer, 1.0)
     ag_l = net.coll(coll.AG, p_layer * w_b, n, stride, k)
     rs_l = net.coll(coll.RS, p_layer * g_b, n, stride)
+    ag_bwd = (1.0 + regather) * ag_l
     per_mb = layers * (exposed(ag_l, layer_fwd, fw.dp_overlap)
-                       + exposed(ag_l + rs_l, layer_bwd, fw.dp_overlap)) + ag_l
+                       + exposed(ag_bwd + rs_l, layer_bwd, fw.dp_overlap)) + ag_l
     z3_layer = m * per_mb
-    z3_hidden_layer = m * layers * (2.0 * ag_l + rs_l) - z3_layer
+    z3_hidden_layer = m * layers * (ag_l + ag_bwd + rs_l) - z3_layer
     # textbook aggregate
     t_ag = net.coll(coll.AG, params, n, stride)
     t_rs = net.coll(coll.RS, grads, n, stride)
-    z3_comm = m * (2.0 * t_ag + t_rs)
+    z3_comm = m * ((2.0 + regather) * t_ag + t_rs)
     compute = m * layers * (layer_fwd + layer_bwd)
     z3_stage = exposed(z3_comm, compute, fw.dp_overlap)
     z3 = z3_stage if fw.dp_collective == "stage" else z3_layer

@@ -20,6 +20,7 @@ from trainplan.costmodel import flops as fl
 from trainplan.costmodel import memory as mem
 from trainplan.costmodel import optimizer as opt
 from trainplan.costmodel import states as stt
+from trainplan.costmodel import zero3
 from trainplan.costmodel.calibration import calibrated_step
 from trainplan.costmodel.layout import Layout
 from trainplan.costmodel.params import model_params
@@ -69,8 +70,9 @@ def evaluate(model, job, cluster, L: Layout) -> Evaluation:
     bubble = pipeline.bubble_time(L.pp, L.vp, t_stage)
     t_p2p = pipeline.p2p_time(net, L, m, T, dec.hidden, act_b, cluster.node_size)
     p_train = np.maximum(np.where(p1.total >= p2.total, p1.trainable, p2.trainable), p1.middle)
+    regather = zero3.recompute_regather_share(dec, L, rc_frac, fw.zero3_reuse(job.zero3_max_reuse_params))
     dp = comm.dp_time(net, fw, L, p_train, p1.layer, layers, m, sb.weights, g_b,
-                      lt.forward, lt.backward + lt.recompute)
+                      lt.forward, lt.backward + lt.recompute, regather)
     t_dp = dp.exposed + fw.overlap_slowdown * dp.hidden
     group = L.shard_group(fw.optimizer_shard == "dp_cp")
     p_opt = p_train / np.where(L.zero >= 1, group, 1.0)

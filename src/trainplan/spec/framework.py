@@ -109,6 +109,12 @@ class FrameworkProfile(Spec):
                                  "and transients")
     optimizer_shard: Literal["dp", "dp_cp"] = "dp"
     zero3_prefetch_layers: float = Field(2.0, ge=0)
+    zero3_max_reuse_params: float | None = Field(
+        None, ge=0, description="ZeRO-3 releases a submodule's gathered weights unless they are "
+        "used again within this many parameters of the module trace (DeepSpeed "
+        "stage3_max_reuse_distance); under recompute, weights released after the recomputed "
+        "forward are gathered again for the backward (costmodel/zero3.py). None: a unit stays "
+        "gathered from its recomputed forward through its backward")
     activations: Literal["korthikanti", "hf"] = "korthikanti"
     hf_param_bytes_amp: float | None = None
     hf_weight_cast_bytes_amp: float = 0.0
@@ -162,6 +168,13 @@ class FrameworkProfile(Spec):
         for k, v in self.dp_overlap_by_zero.items():
             out = np.where(z == int(k), v, out)
         return out if out.ndim else float(out)
+
+    def zero3_reuse(self, override: float | None = None) -> float | None:
+        """The ZeRO-3 reuse distance in parameters: the job's setting (a DeepSpeed config's
+        ``stage3_max_reuse_distance``) where the framework has one, else the profile's."""
+        if self.zero3_max_reuse_params is None:
+            return None
+        return self.zero3_max_reuse_params if override is None else float(override)
 
     def gemm_share(self, arch: str) -> float:
         return self.gemm_factor.get(arch, self.gemm_factor.get("default", 1.0))

@@ -51,6 +51,11 @@ class Job(Spec):
         None, description="accumulate and reduce gradients in fp32 (Megatron "
         "--accumulate-allreduce-grads-in-fp32 / ddp.grad_reduce_in_fp32, FSDP reduce_dtype); "
         "none: the framework's default")
+    zero3_max_reuse_params: float | None = Field(
+        None, ge=0, description="DeepSpeed ZeRO-3 stage3_max_reuse_distance in parameters: "
+        "gathered weights used again within it stay gathered (with recompute, larger layers are "
+        "gathered a third time for the backward); none: the framework's default; ignored by "
+        "frameworks without it")
     adamw_impl: Literal["foreach", "fused"] | None = Field(
         None, description="AdamW implementation: foreach allocates a moment-sized temporary "
         "at the step, fused none (torch.optim.AdamW); none: the framework's default")

@@ -1,0 +1,58 @@
+"""ZeRO-3 parameter re-gathers that depend on how the framework releases gathered parameters.
+
+DeepSpeed ZeRO-3 (deepspeed/runtime/zero/partitioned_param_coordinator.py at v0.6.2,
+``PartitionedParameterCoordinator.__params_to_release``) releases a submodule's gathered
+parameters after each use unless the same parameters come back within
+``stage3_max_reuse_distance`` parameters of the recorded module trace (the walk over the trace
+adds each later module's parameter count and stops once the sum exceeds the distance). Under
+full activation recompute the backward of a layer runs its recomputed forward (submodules
+1..k) and then its backward (k..1), so submodule j's weights are used again after the
+recomputed forward of j+1..k and the backward of k..j+1: they stay gathered only if
+``2 x sum(w_i, i > j)`` is within the distance, else they are gathered a third time for the
+backward. FSDP and profiles without a reuse distance keep a unit gathered from its recomputed
+forward through its backward (``None``: no extra gather). All functions broadcast.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from trainplan.costmodel import ops as opinv
+
+
+def submodule_weights(stack, tp, ep=1.0, moe_layer: bool = False) -> list:
+    """Per-GPU weights of a layer's weight-bearing submodules in forward order (the op
+    inventory's GEMMs: fused QKV, output projection, MLP up and down; routed experts split by
+    EP). Norms and biases stay persistent under DeepSpeed's ``stage3_param_persistence_threshold``
+    (1e5 elements by default, deepspeed/runtime/zero/constants.py at v0.6.2) and are left out."""
+    tp = np.asarray(tp, dtype=float)
+    out = []
+    for op in opinv.gemms(stack, moe_layer):
+        div = tp * (np.asarray(ep, dtype=float) if op.name.startswith("expert_") else 1.0)
+        out.append(op.weights / div)
+    return out
+
+
+def released_after_recompute(weights: list, max_reuse):
+    """Weights (per GPU) of one layer released after the recomputed forward and gathered again
+    for the backward: submodule j is re-gathered when twice the weights of the submodules after
+    it exceed ``max_reuse`` (module docstring). ``max_reuse`` None: nothing is released."""
+    if max_reuse is None:
+        return 0.0 * weights[0]
+    total, after = 0.0, 0.0
+    for w in reversed(weights):
+        total = total + np.where(2.0 * after > max_reuse, w, 0.0)
+        after = after + w
+    return total
+
+
+def recompute_regather_share(stack, L, rc_frac, max_reuse):
+    """Share of a layer's weights gathered once more per micro-batch in the backward because
+    the recomputed forward released them (0 without recompute; full recompute counts every
+    layer, a recomputed fraction of layers ``rc_frac`` of them). Dense layers of the stack."""
+    w = submodule_weights(stack, L.tp, L.ep)
+    layer = sum(w)
+    share = np.where(layer > 0, released_after_recompute(w, max_reuse) / np.maximum(layer, 1.0),
+                     0.0)
+    rc = np.asarray(L.rc)
+    return share * np.where(rc == 2, 1.0, np.where(rc == 3, rc_frac, 0.0))

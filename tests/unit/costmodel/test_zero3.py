@@ -1,0 +1,84 @@
+"""ZeRO-3 re-gathers under recompute (costmodel/zero3.py): DeepSpeed releases gathered weights
+not reused within stage3_max_reuse_distance, so large layers are gathered a third time."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from trainplan import estimate
+from trainplan.catalog import get_model
+from trainplan.costmodel import zero3
+
+
+def _walk_trace(weights, max_reuse):
+    """A direct walk of the backward trace of one recomputed layer, as DeepSpeed's
+    ``__params_to_release`` does it: after each recomputed-forward use of submodule j, walk the
+    later modules (recompute j+1..k, backward k..1), stop once the walked count exceeds
+    ``max_reuse``, and release j unless it was met. Returns the released weights."""
+    k = len(weights)
+    trace = list(range(k)) + list(reversed(range(k)))
+    released = 0.0
+    for j in range(k):
+        walked, met = 0.0, False
+        for module in trace[j + 1:]:
+            if walked > max_reuse:
+                break
+            if module == j:
+                met = True
+                break
+            walked += weights[module]
+        released += 0.0 if met else weights[j]
+    return released
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_closed_form_matches_a_walk_of_the_trace(seed):
+    rng = random.Random(seed)
+    w = [rng.uniform(1e7, 5e9) for _ in range(rng.randint(2, 7))]
+    reuse = rng.uniform(1e8, 2e10)
+    assert float(zero3.released_after_recompute(w, reuse)) == pytest.approx(_walk_trace(w, reuse))
+
+
+def test_no_reuse_distance_releases_nothing_and_tp_shrinks_the_release():
+    stack = get_model("gpt3-175b").decoder
+    assert float(zero3.released_after_recompute(zero3.submodule_weights(stack, 1), None)) == 0.0
+    released = zero3.released_after_recompute(zero3.submodule_weights(stack, np.array([1.0, 8.0])),
+                                              1e9)
+    assert released[0] > 0.0 and released[1] < released[0]
+
+
+def test_submodule_weights_are_the_layer_gemm_weights():
+    stack = get_model("llama-3-8b").decoder
+    from trainplan.costmodel import ops
+    full = sum(op.weights for op in ops.gemms(stack))
+    assert sum(zero3.submodule_weights(stack, 4)) == pytest.approx(full / 4)
+
+
+KW = dict(gpu="a100_sxm_80gb", gpus=64, seq_len=1024, global_batch=64, precision="fp16_mixed")
+
+
+def test_deepspeed_regathers_large_layers_under_recompute_only():
+    """GPT-3 175B layers (1.8e9 weights) exceed DeepSpeed's default reuse distance (1e9): the
+    backward gathers again, so a larger distance (the job's DeepSpeed setting) moves less."""
+    st = {"tp": 1, "zero": 3, "recompute": "full", "micro_batch": 1}
+
+    def dp(**kw):
+        e = estimate("gpt3-175b", framework="deepspeed", **KW, strategy=st, **kw)
+        return e.time.dp_comm_s
+    assert dp() > dp(zero3_max_reuse_params=1e12)
+    no_rc = {**st, "recompute": "none"}
+    a = estimate("gpt3-175b", framework="deepspeed", **KW, strategy=no_rc).time.dp_comm_s
+    b = estimate("gpt3-175b", framework="deepspeed", **KW, strategy=no_rc,
+                 zero3_max_reuse_params=1e12).time.dp_comm_s
+    assert a == pytest.approx(b)
+
+
+def test_frameworks_without_a_reuse_distance_ignore_the_setting():
+    st = {"tp": 1, "zero": 3, "recompute": "full", "micro_batch": 1}
+    a = estimate("gpt3-175b", framework="torchtitan", **KW, strategy=st).time.dp_comm_s
+    b = estimate("gpt3-175b", framework="torchtitan", **KW, strategy=st,
+                 zero3_max_reuse_params=1e6).time.dp_comm_s
+    assert a == pytest.approx(b)
