@@ -40,6 +40,16 @@ class LayerTime:
         return self.forward + self.backward + self.recompute
 
 
+def attention_efficiency(eff, kernel=None) -> float:
+    """Fraction of peak the fused attention kernel reaches: the accelerator's ``attn_max``
+    (FlashAttention-2: about 35% on H100, 50-73% on A100), or with ``kernel`` 'fa3' its
+    FlashAttention-3 figure (up to 75% on H100; Shah et al. 2024, arXiv:2407.08608, abstract,
+    which gives both figures). The job is checked at the edge (costmodel/validate.py)."""
+    if kernel == "fa3" and eff.attn_max_fa3:
+        return eff.attn_max_fa3
+    return eff.attn_max
+
+
 class KernelModel:
     """The accelerator's kernel-time model for one precision and framework, shared by the
     decoder and the vision tower so both stacks are timed by the same physics."""
@@ -61,7 +71,7 @@ class KernelModel:
         self.eta_fp8 = (eff.gemm_max_fp8 or eff.gemm_max) * eff.training_gemm_factor * share \
             * fw.fp8_share(acc.arch or "default")
         self.eta_hbm = eff.hbm * fw.hbm_factor
-        self.attn_eta = eff.attn_max * fw.attn_factor
+        self.attn_eta = attention_efficiency(eff, job.attention_kernel) * fw.attn_factor
         self.fused = fused_groups(fw, job)
         self.kernels = fw.kernels(job.compile)
         self.kernels_bwd = fw.backward_kernels(job.compile)

@@ -51,6 +51,10 @@ def complete_strategy(model: Model, job: Job, cluster: Cluster, st: Strategy) ->
                          f"'{fw.id}': its memory accounting is measured on transformers' own "
                          f"loss; use framework fsdp, torchtitan or deepspeed for Liger's fused "
                          f"linear cross-entropy")
+    if job.attention_kernel == "fa3" and not cluster.accelerator.efficiency.attn_max_fa3:
+        raise InputError("job.attention_kernel", "fa3",
+                         f"fa2 or none on {cluster.accelerator.id}: FlashAttention-3 runs on "
+                         f"Hopper GPUs (h100, h200, h800, gh200)")
     if st.recompute is None:
         st = evolve(st, recompute="selective" if "selective" in fw.recompute else "none")
     L = Layout.of(st, dp)

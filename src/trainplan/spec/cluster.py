@@ -51,6 +51,10 @@ class EfficiencyProfile(Spec):
     attn_max: float = Field(0.60, gt=0, le=1, description=(
         "FlashAttention fraction of peak: FlashAttention-2 reaches 50-73% of peak on A100 (Dao "
         "2023, abstract); the catalog sets 0.35 on Hopper (FlashAttention-3 paper, abstract)"))
+    attn_max_fa3: float | None = Field(None, gt=0, le=1, description=(
+        "FlashAttention-3 fraction of peak where the part runs it (Hopper: up to 75%, Shah et al. "
+        "2024, FlashAttention-3, arXiv:2407.08608, abstract); none: FlashAttention-3 does not "
+        "run on this part"))
     hbm: float = Field(0.92, gt=0, le=1, description=(
         "achievable fraction of HBM bandwidth; calibration (Narayanan et al. 2021 Table 1)"))
     intra_busbw_GBps: float | None = Field(None, gt=0, description=(

@@ -41,6 +41,10 @@ class Job(Spec):
         "scale, mask and softmax as one kernel; linear_cross_entropy: the LM head and the loss "
         "in chunks that never hold the whole logits, as Liger-Kernel's fused linear "
         "cross-entropy); none: the framework's")
+    attention_kernel: Literal["fa2", "fa3"] | None = Field(
+        None, description="the fused attention kernel: fa2 (FlashAttention-2 or a kernel of its "
+        "efficiency, trainplan's default) or fa3 (FlashAttention-3, Hopper GPUs only); none: the "
+        "default")
     tp_comm_overlap: bool | None = Field(
         None, description="tensor-parallel communication overlapped with the GEMMs it feeds "
         "(Megatron --tp-comm-overlap, Transformer Engine userbuffers); none: the framework's "

@@ -95,3 +95,23 @@ def test_interleaved_pipeline_syncs_each_chunk_under_the_remaining_backward():
     with using(base.model_copy(update={"dp_sync_per_chunk": False})):
         whole = estimate("llama-3-70b", **kw).time.dp_comm_s
     assert chunked < whole
+
+
+def test_flashattention3_is_a_hopper_kernel_of_its_own_efficiency():
+    """FlashAttention-3 reaches up to 75% of H100's peak against FlashAttention-2's 35% (Shah et
+    al. 2024, abstract): a long-context step is faster with job.attention_kernel 'fa3'; the
+    kernel does not run on Ampere, which is an input error naming the field."""
+    import pytest
+    from trainplan.catalog.accelerators import get_accelerator
+    from trainplan.costmodel.compute import attention_efficiency
+    from trainplan.errors import InputError
+    eff = get_accelerator("h100").efficiency
+    assert attention_efficiency(eff, "fa3") == eff.attn_max_fa3 > attention_efficiency(eff)
+    kw = dict(gpu="h100", gpus=8, seq_len=65536, global_batch=8, framework="fsdp",
+              strategy={"zero": 3, "recompute": "full", "micro_batch": 1})
+    fa2 = estimate("llama-3-8b", **kw).time
+    fa3 = estimate("llama-3-8b", attention_kernel="fa3", **kw).time
+    assert fa3.step_s < 0.8 * fa2.step_s
+    with pytest.raises(InputError, match="attention_kernel"):
+        estimate("llama-3-8b", gpu="a100", gpus=8, seq_len=4096, global_batch=8,
+                 attention_kernel="fa3")
