@@ -63,7 +63,8 @@ class KernelModel:
         self.eta_hbm = eff.hbm * fw.hbm_factor
         self.attn_eta = eff.attn_max * fw.attn_factor
         self.fused = frozenset(g for g in FUSION_GROUPS
-                               if fw.is_fused(g, job.compile) or g in (job.fused_ops or ()))
+                               if (fw.is_fused(g, job.compile) or g in (job.fused_ops or ()))
+                               and g not in (job.unfused_ops or ()))
         self.kernels = fw.kernels(job.compile)
         self.compiled = job.compile
 
@@ -163,15 +164,24 @@ def layer_time(km: KernelModel, dec, job, L, wgrad, rc_frac) -> LayerTime:
     return LayerTime(*mix, attention=d.attention)
 
 
-def head_time(km: KernelModel, dec, L, T, wgrad, logits_fp32):
-    """LM head GEMM (forward, input gradient, weight gradient) and the loss over the logits:
-    written, read for the softmax, gradient written (3 passes; Megatron's fused vocab-parallel
-    cross-entropy) -- in fp32 where the loss upcasts (4 bytes), else in the activation dtype.
-    Unfused, the loss runs ``logits.float()``, ``log_softmax``, ``nll_loss`` and their backward
-    as separate kernels: 6 passes (transformers ``ForCausalLMLoss``; the two fp32 s x V backward
-    tensors measured in costmodel/hf_memory.py, item 3)."""
-    flops = T * fl.lm_head_flops_per_token(dec) / L.tp
+def loss_bytes_per_logit(km: KernelModel, logits_fp32):
+    """HBM bytes the loss moves per logit element, forward and backward.
+
+    Fused: written, read for the softmax, gradient written (3 passes) -- in fp32 where the loss
+    upcasts (4 bytes), else in the activation dtype. Unfused: the framework's own op sequence
+    (``loss_unfused_bytes``, e.g. Megatron's vocab-parallel cross-entropy), else 6 passes
+    (transformers ``ForCausalLMLoss``: ``logits.float()``, ``log_softmax``, ``nll_loss`` and
+    their backward; the two fp32 s x V backward tensors measured in costmodel/hf_memory.py,
+    item 3)."""
     el = 4.0 if logits_fp32 else km.act_b
-    passes = 3.0 if "cross_entropy" in km.fused else 6.0
-    return km.gemm(flops) * (2.0 + wgrad) + memory_time(T * dec.vocab / L.tp * el * passes,
-                                                         km.hbm, km.eta_hbm)
+    if "cross_entropy" in km.fused:
+        return 3.0 * el
+    return km.fw.loss_unfused_bytes if km.fw.loss_unfused_bytes else 6.0 * el
+
+
+def head_time(km: KernelModel, dec, L, T, wgrad, logits_fp32):
+    """LM head GEMM (forward, input gradient, weight gradient) and the loss's HBM traffic over
+    the T x V/tp logits (:func:`loss_bytes_per_logit`)."""
+    flops = T * fl.lm_head_flops_per_token(dec) / L.tp
+    loss_bytes = T * dec.vocab / L.tp * loss_bytes_per_logit(km, logits_fp32)
+    return km.gemm(flops) * (2.0 + wgrad) + memory_time(loss_bytes, km.hbm, km.eta_hbm)

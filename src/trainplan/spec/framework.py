@@ -39,6 +39,10 @@ class FrameworkProfile(Spec):
     fused: tuple[str, ...] = Field((), description="elementwise op groups run as fused kernels")
     fused_compiled: tuple[str, ...] | None = Field(
         None, description="groups fused when the job is compiled (torch.compile)")
+    loss_unfused_bytes: float | None = Field(
+        None, gt=0, description="HBM bytes moved per logit element, forward and backward, by the "
+        "framework's loss when it is not fused (its own op sequence); none: six passes of the "
+        "logit dtype (logits.float(), log_softmax, nll_loss and their backward)")
     kernels_per_layer: float = Field(20.0, gt=0)
     kernels_per_layer_compiled: float | None = Field(None, gt=0)
     gemm_factor: dict[str, float] = Field(

@@ -39,6 +39,11 @@ class Job(Spec):
         None, description="elementwise op groups your model code runs as fused kernels (e.g. "
         "flash-attn's fused RMSNorm, rotary, SwiGLU and cross-entropy; softmax: eager attention's "
         "scale, mask and softmax as one kernel); none: the framework's")
+    unfused_ops: tuple[Literal["norm", "rope", "swiglu", "bias_dropout_add", "cross_entropy",
+                               "softmax"], ...] | None = Field(
+        None, description="elementwise op groups the framework profile fuses but your run does "
+        "not (e.g. cross_entropy for Megatron-LM without --cross-entropy-loss-fusion, its default "
+        "in megatron/training/arguments.py); none: the framework's")
     tp_comm_overlap: bool | None = Field(
         None, description="tensor-parallel communication overlapped with the GEMMs it feeds "
         "(Megatron --tp-comm-overlap, Transformer Engine userbuffers); none: the framework's "
@@ -114,6 +119,9 @@ class Job(Spec):
         if self.global_batch is not None and self.global_batch_tokens is not None:
             if self.global_batch * self.seq_len != self.global_batch_tokens:
                 raise ValueError("give global_batch or global_batch_tokens, not both")
+        both = set(self.fused_ops or ()) & set(self.unfused_ops or ())
+        if both:
+            raise ValueError(f"op groups {sorted(both)} are in both fused_ops and unfused_ops")
         if self.global_batch is None:
             raise ValueError(
                 f"global_batch_tokens ({self.global_batch_tokens}) must be a multiple of "
