@@ -80,5 +80,6 @@ def test_megatron_lm_script_records_state_the_unfused_loss():
     weak = [r for r in fr.load() if r.get("set") == "megatron-lm-readme-weak-scaling"]
     assert len(weak) == 9
     assert all(r["job"]["unfused_ops"] == ["cross_entropy"] for r in weak)
+    assert all(r["job"]["dropout"] is True for r in weak)    # arguments.py defaults 0.1
     old = [r for r in load_runs() if r["id"].startswith(("megatron2021", "korthikanti2022"))]
     assert old and all(r["trainplan"]["job"]["unfused_ops"] == ["cross_entropy"] for r in old)
