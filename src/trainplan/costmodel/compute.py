@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from trainplan.spec.framework import FUSION_GROUPS
+from trainplan.spec.framework import fused_groups
 from trainplan.conventions import ACTIVATION_BYTES, MATMUL_DTYPE
 from trainplan.costmodel import flops as fl
 from trainplan.costmodel import ops as opinv
@@ -62,9 +62,7 @@ class KernelModel:
             * fw.fp8_share(acc.arch or "default")
         self.eta_hbm = eff.hbm * fw.hbm_factor
         self.attn_eta = eff.attn_max * fw.attn_factor
-        self.fused = frozenset(g for g in FUSION_GROUPS
-                               if (fw.is_fused(g, job.compile) or g in (job.fused_ops or ()))
-                               and g not in (job.unfused_ops or ()))
+        self.fused = fused_groups(fw, job)
         self.kernels = fw.kernels(job.compile)
         self.compiled = job.compile
 

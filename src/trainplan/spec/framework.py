@@ -28,6 +28,15 @@ from trainplan.spec.base import Spec
 FUSION_GROUPS = ("norm", "rope", "swiglu", "bias_dropout_add", "cross_entropy", "softmax")
 
 
+def fused_groups(fw: "FrameworkProfile", job) -> frozenset[str]:
+    """The elementwise op groups a job runs fused: the framework's (compiled or not), plus the
+    job's ``fused_ops``, minus its ``unfused_ops`` (e.g. Megatron-LM without
+    --cross-entropy-loss-fusion)."""
+    return frozenset(g for g in FUSION_GROUPS
+                     if (fw.is_fused(g, job.compile) or g in (job.fused_ops or ()))
+                     and g not in (job.unfused_ops or ()))
+
+
 class FrameworkProfile(Spec):
     """One training framework, as data (see the module docstring; each field's source is in
     ``sources``)."""
