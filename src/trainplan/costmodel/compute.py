@@ -180,19 +180,30 @@ def layer_time(km: KernelModel, dec, job, L, wgrad, rc_frac) -> LayerTime:
     return LayerTime(*mix, attention=d.attention)
 
 
-def head_time(km: KernelModel, dec, L, T, wgrad, logits_fp32):
-    """LM head GEMM (forward, input gradient, weight gradient) and the loss over the logits:
-    written, read for the softmax, gradient written (3 passes; Megatron's fused vocab-parallel
-    cross-entropy) -- in fp32 where the loss upcasts (4 bytes), else in the activation dtype.
-    Unfused, the loss runs ``logits.float()``, ``log_softmax``, ``nll_loss`` and their backward
-    as separate kernels: 6 passes (transformers ``ForCausalLMLoss``; the two fp32 s x V backward
-    tensors measured in costmodel/hf_memory.py, item 3). Fused with the head
+def loss_bytes_per_logit(km: KernelModel, logits_fp32):
+    """HBM bytes the loss moves per logit element, forward and backward.
+
+    Fused: written, read for the softmax, gradient written (3 passes) -- in fp32 where the loss
+    upcasts (4 bytes), else in the activation dtype. Fused with the head
     (``linear_cross_entropy``, Liger-Kernel ops/fused_linear_cross_entropy.py): each chunk's
-    logits are written by the GEMM and read once by the loss kernel, which writes their gradient
-    in place, in the input dtype (2 passes); the three GEMMs are the same, all in the forward."""
+    logits are written by the GEMM and read once by the loss kernel, which writes their
+    gradient in place, in the input dtype (2 passes). Unfused: the framework's own op sequence
+    (``loss_unfused_bytes``, e.g. Megatron's vocab-parallel cross-entropy), else 6 passes
+    (transformers ``ForCausalLMLoss``: ``logits.float()``, ``log_softmax``, ``nll_loss`` and
+    their backward; the two fp32 s x V backward tensors measured in costmodel/hf_memory.py,
+    item 3)."""
+    if "linear_cross_entropy" in km.fused:
+        return 2.0 * km.act_b
+    el = 4.0 if logits_fp32 else km.act_b
+    if "cross_entropy" in km.fused:
+        return 3.0 * el
+    return km.fw.loss_unfused_bytes if km.fw.loss_unfused_bytes else 6.0 * el
+
+
+def head_time(km: KernelModel, dec, L, T, wgrad, logits_fp32):
+    """LM head GEMM (forward, input gradient, weight gradient; with the fused linear
+    cross-entropy all three run in the forward) and the loss's HBM traffic over the T x V/tp
+    logits (:func:`loss_bytes_per_logit`)."""
     flops = T * fl.lm_head_flops_per_token(dec) / L.tp
-    linear_ce = "linear_cross_entropy" in km.fused
-    el = km.act_b if linear_ce else (4.0 if logits_fp32 else km.act_b)
-    passes = 2.0 if linear_ce else (3.0 if "cross_entropy" in km.fused else 6.0)
-    return km.gemm(flops) * (2.0 + wgrad) + memory_time(T * dec.vocab / L.tp * el * passes,
-                                                         km.hbm, km.eta_hbm)
+    loss_bytes = T * dec.vocab / L.tp * loss_bytes_per_logit(km, logits_fp32)
+    return km.gemm(flops) * (2.0 + wgrad) + memory_time(loss_bytes, km.hbm, km.eta_hbm)

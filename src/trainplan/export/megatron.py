@@ -108,6 +108,12 @@ def megatron_args(spec: LaunchSpec) -> list[str]:
         per_chunk = max(1, math.ceil(st.recompute_layers / st.vp))
         a += ["--recompute-granularity", "full", "--recompute-method", "block",
               "--recompute-num-layers", str(per_chunk)]
+    # -- what the plan assumed that Megatron-LM does not default to: the fused loss, no dropout
+    from trainplan.spec.framework import fused_groups, get_framework
+    if "cross_entropy" in fused_groups(get_framework(job.framework), job):
+        a.append("--cross-entropy-loss-fusion")
+    if not job.dropout:
+        a += ["--hidden-dropout", "0.0", "--attention-dropout", "0.0"]
     # -- batch and precision
     a += ["--micro-batch-size", str(st.micro_batch), "--global-batch-size", str(job.batch_sequences)]
     if job.precision in ("bf16_mixed", "bf16_pure", "fp8_mixed"):

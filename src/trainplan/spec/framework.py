@@ -29,11 +29,13 @@ FUSION_GROUPS = ("norm", "rope", "swiglu", "bias_dropout_add", "cross_entropy", 
                  "linear_cross_entropy")
 
 
-def fused_groups(fw, job) -> frozenset:
-    """The elementwise op groups a job runs fused: the framework's (compiled or eager) plus the
-    ones the job's model code states (``Job.fused_ops``)."""
+def fused_groups(fw: "FrameworkProfile", job) -> frozenset[str]:
+    """The elementwise op groups a job runs fused: the framework's (compiled or not), plus the
+    job's ``fused_ops``, minus its ``unfused_ops`` (e.g. Megatron-LM without
+    --cross-entropy-loss-fusion)."""
     return frozenset(g for g in FUSION_GROUPS
-                     if fw.is_fused(g, job.compile) or g in (job.fused_ops or ()))
+                     if (fw.is_fused(g, job.compile) or g in (job.fused_ops or ()))
+                     and g not in (job.unfused_ops or ()))
 
 
 class FrameworkProfile(Spec):
@@ -47,6 +49,10 @@ class FrameworkProfile(Spec):
     fused: tuple[str, ...] = Field((), description="elementwise op groups run as fused kernels")
     fused_compiled: tuple[str, ...] | None = Field(
         None, description="groups fused when the job is compiled (torch.compile)")
+    loss_unfused_bytes: float | None = Field(
+        None, gt=0, description="HBM bytes moved per logit element, forward and backward, by the "
+        "framework's loss when it is not fused (its own op sequence); none: six passes of the "
+        "logit dtype (logits.float(), log_softmax, nll_loss and their backward)")
     kernels_per_layer: float = Field(20.0, gt=0, description="kernels one layer's forward "
                                      "launches")
     kernels_per_layer_compiled: float | None = Field(None, gt=0)

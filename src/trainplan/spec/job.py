@@ -45,6 +45,11 @@ class Job(Spec):
         None, description="the fused attention kernel: fa2 (FlashAttention-2 or a kernel of its "
         "efficiency, trainplan's default) or fa3 (FlashAttention-3, Hopper GPUs only); none: the "
         "default")
+    unfused_ops: tuple[Literal["norm", "rope", "swiglu", "bias_dropout_add", "cross_entropy",
+                               "softmax", "linear_cross_entropy"], ...] | None = Field(
+        None, description="elementwise op groups the framework profile fuses but your run does "
+        "not (e.g. cross_entropy for Megatron-LM without --cross-entropy-loss-fusion, its default "
+        "in megatron/training/arguments.py); none: the framework's")
     tp_comm_overlap: bool | None = Field(
         None, description="tensor-parallel communication overlapped with the GEMMs it feeds "
         "(Megatron --tp-comm-overlap, Transformer Engine userbuffers); none: the framework's "
@@ -125,6 +130,9 @@ class Job(Spec):
         if self.global_batch is not None and self.global_batch_tokens is not None:
             if self.global_batch * self.seq_len != self.global_batch_tokens:
                 raise ValueError("give global_batch or global_batch_tokens, not both")
+        both = set(self.fused_ops or ()) & set(self.unfused_ops or ())
+        if both:
+            raise ValueError(f"op groups {sorted(both)} are in both fused_ops and unfused_ops")
         if self.global_batch is None:
             raise ValueError(
                 f"global_batch_tokens ({self.global_batch_tokens}) must be a multiple of "

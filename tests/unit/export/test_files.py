@@ -234,3 +234,17 @@ def test_unknown_format():
 def test_train_steps_from_tokens():
     spec = _spec(**LAYOUTS["single-gpu"])
     assert spec.train_steps == math.ceil(1e11 / (512 * 4096))
+
+
+def test_megatron_launch_runs_the_loss_and_dropout_the_plan_assumed():
+    """Megatron-LM defaults to the unfused loss and 0.1 dropout (megatron/training/arguments.py);
+    the plan assumes the megatron profile's fused loss and the job's dropout, so the launch says
+    so, and a job that states the unfused loss or dropout keeps Megatron's defaults."""
+    spec = _spec(tp=8, zero=1)
+    args = megatron_args(spec)
+    assert "--cross-entropy-loss-fusion" in args
+    i = args.index("--hidden-dropout")
+    assert args[i + 1] == "0.0" and args[args.index("--attention-dropout") + 1] == "0.0"
+    job = spec.job.model_copy(update={"unfused_ops": ("cross_entropy",), "dropout": True})
+    args = megatron_args(spec.model_copy(update={"job": job}))
+    assert "--cross-entropy-loss-fusion" not in args and "--hidden-dropout" not in args
