@@ -40,6 +40,18 @@ class LayerTime:
         return self.forward + self.backward + self.recompute
 
 
+def gemm_half_flops(eff, peak, eta) -> float:
+    """GEMM size at which a GEMM reaches half its ceiling: the part's measured value, else its
+    fixed per-GEMM time ``gemm_half_s`` at the ceiling rate ``eta x peak``. The fixed cost of a
+    GEMM (launch, prologue/epilogue, the last partial wave of output tiles over the SMs:
+    NVIDIA, 'Matrix Multiplication Background User's Guide', wave and tile quantization) is a
+    time, so on a part with twice the rate (or in FP8 at twice the peak) it amounts to twice the
+    FLOPs."""
+    if eff.gemm_half_flops is not None:
+        return eff.gemm_half_flops
+    return eff.gemm_half_s * eta * peak
+
+
 def attention_efficiency(eff, kernel=None) -> float:
     """Fraction of peak the fused attention kernel reaches: the accelerator's ``attn_max``
     (FlashAttention-2: about 35% on H100, 50-73% on A100), or with ``kernel`` 'fa3' its
@@ -81,7 +93,7 @@ class KernelModel:
         """``count`` equal GEMMs adding up to ``total_flops`` (FP8 ones at the FP8 ceiling)."""
         peak, eta = (self.peak_fp8, self.eta_fp8) if fp8 and self.fp8 else (self.peak, self.eta)
         return count * gemm_time(np.asarray(total_flops, dtype=float) / count, peak, eta,
-                                 self.eff.gemm_half_flops)
+                                 gemm_half_flops(self.eff, peak, eta))
 
     def linear_time(self, stack, T, tp, moe_layer=False, ep=1):
         """Forward time of the layer's GEMMs for T tokens. Routed experts run as one GEMM per

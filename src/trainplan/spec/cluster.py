@@ -29,8 +29,9 @@ class EfficiencyProfile(Spec):
     """Achievable fractions of datasheet peaks, and fixed latencies.
 
     One profile per accelerator, not tuned per run. The GEMM model: a matmul of ``flops`` FLOPs
-    reaches ``gemm_max * flops / (flops + gemm_half_flops)`` of dense peak (a saturation curve:
-    small GEMMs cannot fill the machine), and never exceeds the memory roofline.
+    reaches ``gemm_max * flops / (flops + F_half)`` of dense peak (a saturation curve: small
+    GEMMs cannot fill the machine), F_half being ``gemm_half_flops`` where measured, else the
+    fixed time ``gemm_half_s`` at the part's GEMM rate; it never exceeds the memory roofline.
     Defaults come from the catalog entry's measured maximum achievable matmul FLOP/s (MAMF).
     """
 
@@ -40,9 +41,15 @@ class EfficiencyProfile(Spec):
     gemm_max_fp8: float | None = Field(None, gt=0, le=1, description=(
         "max achievable fraction of the dense FP8 peak (measured FP8 MAMF / FP8 peak); none: "
         "gemm_max"))
-    gemm_half_flops: float = Field(2.0e9, ge=0, description=(
-        "GEMM size reaching half of gemm_max; calibration, chosen with training_gemm_factor on "
-        "Narayanan et al. 2021 Table 1 (benchmarks/published_runs.py)"))
+    gemm_half_flops: float | None = Field(None, ge=0, description=(
+        "GEMM size reaching half of the GEMM ceiling, where measured on this part (trainplan "
+        "measure bench); none: the fixed time gemm_half_s at this part's GEMM rate"))
+    gemm_half_s: float = Field(8.43e-6, ge=0, description=(
+        "fixed time of one GEMM beyond its FLOPs at the ceiling rate (launch, prologue and "
+        "epilogue, the last partial wave of tiles): a time, so a faster part reaches half its "
+        "ceiling only at proportionally more FLOPs; calibration: 2e9 FLOPs at the A100's "
+        "training GEMM rate (312 TFLOP/s x 0.8692 x 0.875), chosen with training_gemm_factor "
+        "on Narayanan et al. 2021 Table 1"))
     training_gemm_factor: float = Field(
         0.875, gt=0, le=1,
         description="share of the MAMF ceiling (gemm_max) that a training step's GEMM mix reaches "
