@@ -32,15 +32,15 @@ def test_calibration_sets_reproduce_within_stated_tolerance():
         errs = [abs(fr.predict(r)["error"]) for r in fr.load()
                 if r.get("set") == set_name and r["precision"] == prec and fr.reported(r)]
         assert statistics.median(errs) <= med, (set_name, statistics.median(errs))
-    # DeepSpeed's HBM share was fitted on the DeepSpeed rows of the autotuning table (9.5%)
+    # DeepSpeed's HBM share was fitted on the DeepSpeed rows of the autotuning table (10.6%)
     ds = [abs(fr.predict(r)["error"]) for r in fr.load()
           if r.get("set") == "deepspeedexamples-autotuning-hf-2021" and r["framework"] == "deepspeed"]
-    assert len(ds) == 7 and statistics.median(ds) <= 0.10, statistics.median(ds)
+    assert len(ds) == 7 and statistics.median(ds) <= 0.11, statistics.median(ds)
 
 
 def test_validation_medians_per_framework_family_as_stated_in_readme():
     """README's validation figures (median |error|): Megatron/NeMo 6.5%, FSDP/torchtitan 2.2% (max
-    10.3%), DeepSpeed 51.7% (it misses issue 9's 5% target; this guards against it getting
+    7.1%), DeepSpeed 40% (it misses issue 9's 5% target; this guards against it getting
     worse)."""
     fam = {"megatron": "megatron", "torchtitan": "fsdp", "fsdp": "fsdp", "llm-foundry": "fsdp",
            "deepspeed": "deepspeed"}
@@ -55,7 +55,7 @@ def test_validation_medians_per_framework_family_as_stated_in_readme():
         if not r["id"].startswith("megatron2021"):
             impl = r["trainplan"]["job"].get("implementation", "megatron")
             errs[fam[impl]].append(abs(predict_run(r)["error"]))
-    for name, bound in (("megatron", 0.07), ("fsdp", 0.03), ("deepspeed", 0.55)):
+    for name, bound in (("megatron", 0.07), ("fsdp", 0.03), ("deepspeed", 0.45)):
         assert statistics.median(errs[name]) <= bound, (name, statistics.median(errs[name]))
     assert max(errs["fsdp"]) <= 0.12, max(errs["fsdp"])
 
