@@ -68,3 +68,23 @@ def test_profile_file_changes_prediction(tmp_path):
     f.write_text(json.dumps({"gemm_max": 7}))
     r2 = runner.invoke(app, base + ["--profile", str(f)])
     assert r2.exit_code == 2 and "gemm_max" in r2.output
+
+
+def test_estimate_attention_kernel_and_fused_ops_flags():
+    """--attention-kernel fa3 and --fused-ops reach the job: on an H200 at 128K tokens the
+    fused linear cross-entropy removes the whole fp32 logits and FlashAttention-3 shortens the
+    step; FA3 on an A100 and an unknown op group are refused with exit 2."""
+    import json
+    from cli_helpers import assert_exits_2, invoke
+    base = ["estimate", "--model", "llama-3-8b", "--gpu", "h200", "--gpus", "8", "--seq-len",
+            "131072", "--global-batch", "8", "--framework", "deepspeed", "--zero", "3",
+            "--recompute", "full", "--json"]
+    plain = json.loads(invoke(*base).output)
+    fused = json.loads(invoke(*base, "--fused-ops", "norm,rope,swiglu,linear_cross_entropy",
+                              "--attention-kernel", "fa3").output)
+    assert fused["memory"]["total_gib"] < plain["memory"]["total_gib"] - 80
+    assert fused["time"]["step_s"] < 0.8 * plain["time"]["step_s"]
+    assert_exits_2(invoke("estimate", "--model", "llama-3-8b", "--gpu", "a100",
+                          "--attention-kernel", "fa3"), "job.attention_kernel", "Hopper")
+    assert_exits_2(invoke("estimate", "--model", "llama-3-8b", "--fused-ops", "bogus"),
+                   "job.fused_ops", "linear_cross_entropy")

@@ -52,6 +52,14 @@ FRAMEWORK: Any = typer.Option(
 PROFILE: Any = typer.Option(
     None, "--profile", help="calibrated framework profile (trainplan calibrate --out) or "
                             "accelerator efficiency profile (trainplan measure bench)")
+ATTENTION_KERNEL: Any = typer.Option(
+    None, "--attention-kernel", callback=_choice(("fa2", "fa3")),
+    autocompletion=_completion(("fa2", "fa3")),
+    help="fused attention kernel: fa2 (default) | fa3 (FlashAttention-3, Hopper)")
+FUSED_OPS: Any = typer.Option(
+    None, "--fused-ops", help="op groups your model code fuses (comma list): norm, rope, swiglu, "
+                              "bias_dropout_add, cross_entropy, softmax, linear_cross_entropy "
+                              "(Liger's fused linear cross-entropy)")
 JOB: Any = typer.Option(None, "--job", help="TOML/YAML job file (as for trainplan estimate)")
 SET: Any = typer.Option(None, "--set", help="strategy/job field, e.g. zero=3 micro_batch=2 "
                                             "precision=fp16_mixed (repeatable)")
