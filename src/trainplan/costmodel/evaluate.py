@@ -77,7 +77,7 @@ def evaluate(model, job, cluster, L: Layout) -> Evaluation:
     group = L.shard_group(fw.optimizer_shard == "dp_cp")
     p_opt = p_train / np.where(L.zero >= 1, group, 1.0)
     t_opt = opt.optimizer_time(p_opt, sb, g_b, sb.weights, acc.hbm_bw_tbps * 1e12,
-                               acc.efficiency.hbm, L.off_opt) \
+                               acc.efficiency.hbm, L.off_opt, fw.offload_grad_bytes) \
         + opt.param_offload_time(m, np.maximum(p1.total, p2.total), sb.weights, L.off_par) \
         + compute.fp8_weight_cast_time(km, layers * p1.layer, m)
     t_data = exposed_data_time(vis["data_time_step"], t_compute + bubble)

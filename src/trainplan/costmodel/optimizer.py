@@ -9,19 +9,40 @@ from trainplan.costmodel.timing import memory_time
 
 # CPU-side optimizer throughput when states are offloaded (DeepSpeed CPU-Adam): an assumption
 # of order of magnitude (Ren et al. 2021, ZeRO-Offload, sec. 5 reports CPU-Adam updates of
-# billions of parameters per second on a server CPU).
+# billions of parameters per second on a server CPU), per GPU process.
+# Checked, not replaced, against the host-memory bytes of a DeepSpeed v0.19.2 ZeRO-3 offloaded
+# AdamW step, about 50 per parameter: the fp32 gradient written to pinned memory (4, stage3.py
+# partition_grads), unscale_and_clip_grads in place (8), CPU-Adam reading parameter, gradient
+# and moments and writing parameter and moments (28, csrc/includes/cpu_adam.h Step_AVX), the
+# blocking fp32 -> bf16 copy back converted on the CPU into a pageable temporary (6; PyTorch
+# aten/src/ATen/native/cuda/Copy.cu: "for blocking transfers conversions are performed on CPU")
+# and the driver's pinned staging of that pageable copy (4; NVIDIA, "How to Optimize Data
+# Transfers in CUDA C/C++"). All GPU processes of a host run the step at once (it follows the
+# gradient-norm all-reduce) and share its DRAM: eight processes at this rate move 400 GB/s,
+# 65% of the DDR5 peak of a DGX H100/H200 host (two Xeon Platinum 8480C, NVIDIA DGX H100/H200
+# user guide; 8 channels of DDR5-4800 each, Intel ARK 8480+: 614 GB/s). No stored source gives
+# the achieved share of host bandwidth, so the per-process rate stays.
 CPU_ADAM_PARAMS_PER_S = 1.0e9
 # host<->device: PCIe Gen4 x16 is 32 GB/s per direction (PCI-SIG 4.0 spec); ~25 GB/s achievable
 # with pinned memory (an assumption; measure yours).
 PCIE_GBPS = 25.0
 
 
-def optimizer_time(p_local, sb, g_b, w_b, hbm_bps, eta_hbm, offload):
+def offload_pcie_bytes(g_b, w_b, offload_g_b=None):
+    """Bytes per parameter that cross PCIe in one offloaded step: the gradient down, in the
+    framework's offload dtype (``FrameworkProfile.offload_grad_bytes``; DeepSpeed casts to
+    fp32 on the GPU first) or else its buffer dtype, and the working weights up."""
+    return (g_b if offload_g_b is None else offload_g_b) + w_b
+
+
+def optimizer_time(p_local, sb, g_b, w_b, hbm_bps, eta_hbm, offload, offload_g_b=None):
     """Seconds of one optimizer step over ``p_local`` parameters: read and write the master
     weights and moments, read the gradient, write the working weights (GPU), or CPU-Adam plus
-    the PCIe transfer of gradients and weights (ZeRO-Offload, Ren et al. 2021)."""
+    the PCIe transfer of gradients and weights (ZeRO-Offload, Ren et al. 2021;
+    :func:`offload_pcie_bytes`)."""
     gpu = memory_time(p_local * (2.0 * (sb.master + sb.optim) + g_b + w_b), hbm_bps, eta_hbm)
-    cpu = p_local / CPU_ADAM_PARAMS_PER_S + p_local * (g_b + w_b) / (PCIE_GBPS * 1e9)
+    cpu = p_local / CPU_ADAM_PARAMS_PER_S \
+        + p_local * offload_pcie_bytes(g_b, w_b, offload_g_b) / (PCIE_GBPS * 1e9)
     return np.where(offload, cpu, gpu)
 
 

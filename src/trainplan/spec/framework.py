@@ -128,6 +128,10 @@ class FrameworkProfile(Spec):
                                                    "step temporaries in moment-sized buffers, by "
                                                    "AdamW implementation (foreach, fused)")
     grads_persistent: bool = True
+    offload_grad_bytes: float | None = Field(
+        None, gt=0, description="bytes per gradient element copied to the host under optimizer "
+        "offload (DeepSpeed casts to the fp32 master dtype on the GPU before the copy); none: "
+        "the gradient buffer's own bytes")
     adamw_impl: Literal["foreach", "fused"] = Field("fused", description="the framework's default "
                                                     "AdamW implementation")
     # ---- what the framework can run

@@ -1,0 +1,53 @@
+"""The offloaded optimizer step (costmodel/optimizer.py): gradients cross PCIe in the framework's
+offload dtype. DeepSpeed casts them to the fp32 master dtype on the GPU before the copy
+(deepspeed/runtime/zero/stage3.py ``partition_grads`` at v0.19.2), so a bf16 run moves 4 bytes
+per gradient element to the host, not 2."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from trainplan import estimate
+from trainplan.conventions import model_state_bytes
+from trainplan.costmodel import optimizer as opt
+from trainplan.spec.framework import get_framework, using
+
+KW = dict(gpu="h100_sxm", gpus=8, seq_len=2048, global_batch=8, precision="bf16_mixed")
+OFFLOAD = {"tp": 1, "zero": 3, "recompute": "full", "micro_batch": 1, "offload_optimizer": True}
+
+
+def test_pcie_bytes_use_the_offload_dtype_when_the_framework_has_one():
+    assert opt.offload_pcie_bytes(2.0, 2.0) == 4.0
+    assert opt.offload_pcie_bytes(2.0, 2.0, 4.0) == 6.0
+    assert opt.offload_pcie_bytes(4.0, 2.0, None) == 6.0
+
+
+def test_offload_time_grows_by_the_extra_gradient_bytes_over_pcie():
+    sb = model_state_bytes("bf16_mixed", "adamw")
+    p = np.array([1e8, 1e9, 3e9])
+    args = (p, sb, 2.0, 2.0, 3.35e12, 0.8, True)
+    own, fp32 = opt.optimizer_time(*args), opt.optimizer_time(*args, offload_g_b=4.0)
+    np.testing.assert_allclose(fp32 - own, p * 2.0 / (opt.PCIE_GBPS * 1e9), rtol=1e-12)
+    # without offload the GPU step does not read the offload dtype
+    gpu = (p, sb, 2.0, 2.0, 3.35e12, 0.8, False)
+    np.testing.assert_allclose(opt.optimizer_time(*gpu), opt.optimizer_time(*gpu, offload_g_b=4.0))
+
+
+def test_deepspeed_profile_offloads_fp32_gradients_with_a_source():
+    ds = get_framework("deepspeed")
+    assert ds.offload_grad_bytes == 4.0
+    assert "stage3.py" in ds.sources["offload_grad_bytes"]
+    assert get_framework("fsdp").offload_grad_bytes is None
+
+
+def test_estimate_charges_the_offload_dtype_only_under_offload():
+    """The same DeepSpeed job with the profile's field removed: the offloaded step is slower by
+    exactly the extra PCIe bytes of its local shard; without offload nothing moves."""
+    def optimizer_s(strategy, **profile):
+        with using(get_framework("deepspeed").model_copy(update=profile)):
+            return estimate("llama-3-8b", framework="deepspeed", **KW,
+                            strategy=strategy).time.optimizer_s
+    fp32, own = optimizer_s(OFFLOAD), optimizer_s(OFFLOAD, offload_grad_bytes=None)
+    assert fp32 > own
+    no_off = {**OFFLOAD, "offload_optimizer": False}
+    assert optimizer_s(no_off) == optimizer_s(no_off, offload_grad_bytes=None)
