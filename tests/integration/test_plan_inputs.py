@@ -76,3 +76,22 @@ def test_api_plan_bad_arguments(kw):
 def test_api_plan_narrowed_space_is_named():
     with pytest.raises(InputError, match="widen the search space"):
         trainplan.plan("llama-2-7b", space={"tp": (3,)})
+
+
+def test_plan_refuses_job_settings_the_gpu_or_framework_cannot_run(tmp_path):
+    """The same job checks as estimate: FlashAttention-3 off Hopper, Liger's fused linear
+    cross-entropy under the measured plain-PyTorch accounting."""
+    from cli_helpers import assert_exits_2, invoke
+    import pytest
+    import trainplan
+    from trainplan.errors import InputError
+    with pytest.raises(InputError, match="attention_kernel"):
+        trainplan.plan("llama-3-8b", gpu="a100", gpus=8, seq_len=4096, global_batch=64,
+                       tokens=1e9, attention_kernel="fa3")
+    with pytest.raises(InputError, match="fused_ops"):
+        trainplan.plan("llama-3-8b", gpu="h100", gpus=8, seq_len=4096, global_batch=64,
+                       tokens=1e9, framework="pytorch", fused_ops=["linear_cross_entropy"])
+    job = tmp_path / "job.toml"
+    job.write_text('[model]\npreset = "llama-3-8b"\n[job]\nseq_len = 4096\nglobal_batch = 64\n'
+                   'tokens = 1e9\nattention_kernel = "fa3"\n[cluster]\ngpu = "a100"\ngpus = 8\n')
+    assert_exits_2(invoke("plan", str(job)), "job.attention_kernel", "Hopper")

@@ -31,6 +31,24 @@ def _value(field: str, st: Strategy, job: Job, dp: int):
     return getattr(st, field.split(".", 1)[1], None)
 
 
+def check_job(job: Job, accelerator) -> None:
+    """Job settings the framework or the accelerator cannot run (InputError): Liger's fused
+    linear cross-entropy under the measured plain-PyTorch accounting, FlashAttention-3 off
+    Hopper."""
+    from trainplan.spec.framework import get_framework
+    fw = get_framework(job.framework)
+    if fw.activations == "hf" and "linear_cross_entropy" in (job.fused_ops or ()):
+        raise InputError("job.fused_ops", "linear_cross_entropy",
+                         f"fused groups without linear_cross_entropy for framework "
+                         f"'{fw.id}': its memory accounting is measured on transformers' own "
+                         f"loss; use framework fsdp, torchtitan or deepspeed for Liger's fused "
+                         f"linear cross-entropy")
+    if job.attention_kernel == "fa3" and not accelerator.efficiency.attn_max_fa3:
+        raise InputError("job.attention_kernel", "fa3",
+                         f"fa2 or none on {accelerator.id}: FlashAttention-3 runs on Hopper "
+                         f"GPUs (h100, h200, h800, gh200)")
+
+
 def complete_strategy(model: Model, job: Job, cluster: Cluster, st: Strategy) -> Strategy:
     """Check a strategy against the model, job, cluster and framework; derive dp.
     Raises InputError."""
@@ -45,16 +63,7 @@ def complete_strategy(model: Model, job: Job, cluster: Cluster, st: Strategy) ->
         raise InputError("strategy.dp", st.dp,
                          f"gpus / (tp*pp*cp) = {cluster.gpus} / {mp} = {cluster.gpus // mp}")
     fw = get_framework(job.framework)
-    if fw.activations == "hf" and "linear_cross_entropy" in (job.fused_ops or ()):
-        raise InputError("job.fused_ops", "linear_cross_entropy",
-                         f"fused groups without linear_cross_entropy for framework "
-                         f"'{fw.id}': its memory accounting is measured on transformers' own "
-                         f"loss; use framework fsdp, torchtitan or deepspeed for Liger's fused "
-                         f"linear cross-entropy")
-    if job.attention_kernel == "fa3" and not cluster.accelerator.efficiency.attn_max_fa3:
-        raise InputError("job.attention_kernel", "fa3",
-                         f"fa2 or none on {cluster.accelerator.id}: FlashAttention-3 runs on "
-                         f"Hopper GPUs (h100, h200, h800, gh200)")
+    check_job(job, cluster.accelerator)
     if st.recompute is None:
         st = evolve(st, recompute="selective" if "selective" in fw.recompute else "none")
     L = Layout.of(st, dp)

@@ -66,9 +66,12 @@ def plan_request(data: dict[str, Any], **flags: Any) -> PlanRequest:
 
 def run_plan(req: PlanRequest, progress: Callable[[int, int], None] | None = None) -> tuple[Any, Any]:
     """Search the request: the PlanResult and the Sweep (all candidates)."""
+    from trainplan.costmodel.validate import check_job
     from trainplan.search import plan_specs
 
     s = req.specs
+    for acc in req.accelerators:
+        check_job(s.job, acc)
     return plan_specs(s.model, s.job, s.cluster, req.accelerators, req.gpu_counts,
                       objective=req.objective, deadline_days=req.deadline_days,
                       budget_usd=req.budget_usd, headroom_gib=req.headroom_gib, top=req.top,
