@@ -82,6 +82,10 @@ class KernelModel:
         self.eta = eff.gemm_eta * share
         self.eta_fp8 = (eff.gemm_max_fp8 or eff.gemm_max) * eff.training_gemm_factor * share \
             * fw.fp8_share(acc.arch or "default")
+        self.recipe = fw.fp8_recipe_for(job)
+        # FP8 GEMMs take TN operands only before Blackwell: a transposed copy is needed there
+        # (Transformer Engine nvte_is_non_tn_fp8_gemm_supported, SM 10.x)
+        self.fp8_transpose = acc.arch != "blackwell"
         self.eta_hbm = eff.hbm * fw.hbm_factor
         self.attn_eta = attention_efficiency(eff, job.attention_kernel) * fw.attn_factor
         self.fused = fused_groups(fw, job)
@@ -131,13 +135,12 @@ class KernelModel:
         t_attn = np.where(flash, t_flash, t_eager)
         ew = opinv.elementwise_bytes_per_token(stack, self.fused, sp_div, tp, self.act_b, dropout,
                                                bool(moe_layer and stack.moe))
-        n_fp8 = 0.0
-        cast_f = cast_b = 0.0
+        cast_f = cast_b = kf = kb = 0.0
         if self.fp8:
-            cf, cb = opinv.fp8_cast_bytes_per_token(stack, bool(moe_layer and stack.moe))
+            cf, cb, kf, kb = opinv.fp8_cast_bytes_per_token(
+                stack, bool(moe_layer and stack.moe), self.recipe, self.fp8_transpose)
             cast_f, cast_b = T * cf / tp, T * cb / tp
-            n_fp8 = sum(1.0 for op in opinv.gemms(stack, moe_layer) if op.fp8)
-        kernels, kernels_bwd = self.kernels + n_fp8, self.kernels_bwd + 2.0 * n_fp8
+        kernels, kernels_bwd = self.kernels + kf, self.kernels_bwd + kb
         t_mem = memory_time(T * ew + cast_f, self.hbm, self.eta_hbm)
         t_ew = t_mem + kernels * self.eff.kernel_overhead_s
         fwd = t_lin + t_attn + t_ew
@@ -162,14 +165,40 @@ def launch_floor(fwd, bwd, kernels_fwd, kernels_bwd, cpu_launch_s):
     return np.maximum(fwd, kernels_fwd * cpu_launch_s), np.maximum(bwd, kernels_bwd * cpu_launch_s)
 
 
-def fp8_weight_cast_time(km: KernelModel, weights_on_gpu, micro_batches):
-    """FP8 weight casts per step: read the BF16 weight, write FP8 and its transpose (4 bytes per
-    parameter), once per step with weight caching (Transformer Engine ``is_first_microbatch``),
-    else once per micro-batch (torchao Float8Linear)."""
+def fp8_step_time(km: KernelModel, net, L, weights_on_gpu, micro_batches):
+    """FP8 work per step outside the layers: the weight casts and, under delayed scaling, the
+    amax reductions.
+
+    Weights: read the 2-byte weight and write its FP8 copies (:func:`~trainplan.costmodel.
+    ops.fp8_cast_bytes`, with current scaling's amax pass), once per step with weight caching
+    (Transformer Engine ``is_first_microbatch``), else once per micro-batch (torchao
+    Float8Linear). Delayed scaling: at the end of each forward and each backward of an FP8
+    region TE all-reduces (MAX, synchronous) the concatenated amaxes over the FP8 group and
+    runs the fused history/scale update (``pytorch/quantization.py``
+    ``reduce_and_update_fp8_tensors``, NVIDIA/TransformerEngine d0067d0); Megatron-Core opens
+    one region per model chunk and micro-batch for delayed scaling
+    (``transformer/transformer_block.py``, outer quantization context) over the tensor-, data-
+    and context-parallel group (``parallel_state.get_amax_reduction_group``, Megatron-LM
+    d98e8a6). The buffer is a few KB: a latency-bound all-reduce, :func:`small_allreduce_time`.
+    """
     if not km.fp8:
         return 0.0
     times = 1.0 if km.fw.fp8_weight_cache else micro_batches
-    return times * memory_time(4.0 * weights_on_gpu, km.hbm, km.eta_hbm)
+    per_w, _ = opinv.fp8_cast_bytes(km.recipe, km.fp8_transpose)
+    t = times * memory_time(per_w * weights_on_gpu, km.hbm, km.eta_hbm)
+    if km.recipe == "delayed":
+        n = L.tp * L.dp * L.cp
+        alpha = np.where(n > net.node, net.a_inter, net.a_intra)
+        t = t + 2.0 * micro_batches * L.vp * small_allreduce_time(n, alpha)
+    return t
+
+
+def small_allreduce_time(n, alpha):
+    """All-reduce of a few bytes over ``n`` ranks: latency only, a binomial-tree reduce and
+    broadcast of ceil(log2 n) steps each (Thakur, Rabenseifner & Gropp 2005, sec. 2; NCCL
+    picks its tree algorithm for small messages)."""
+    n = np.asarray(n, dtype=float)
+    return np.where(n > 1, 2.0 * np.ceil(np.log2(np.maximum(n, 1.0))) * alpha, 0.0)
 
 
 def layer_time(km: KernelModel, dec, job, L, wgrad, rc_frac) -> LayerTime:

@@ -79,7 +79,7 @@ def evaluate(model, job, cluster, L: Layout) -> Evaluation:
     t_opt = opt.optimizer_time(p_opt, sb, g_b, sb.weights, acc.hbm_bw_tbps * 1e12,
                                acc.efficiency.hbm, L.off_opt, fw.offload_grad_bytes) \
         + opt.param_offload_time(m, np.maximum(p1.total, p2.total), sb.weights, L.off_par) \
-        + compute.fp8_weight_cast_time(km, layers * p1.layer, m)
+        + compute.fp8_step_time(km, net, L, layers * p1.layer, m)
     t_data = exposed_data_time(vis["data_time_step"], t_compute + bubble)
     step = t_compute + bubble + t_p2p + t_dp + t_opt + t_data
     pure = m * (t_stage - layers * (t_tp + t_cp + t_ep))

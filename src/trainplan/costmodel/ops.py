@@ -74,6 +74,8 @@ class Op:
     fp8: bool = False          # a linear layer that FP8 recipes run in FP8
     d_in: float = 0.0          # input features (FP8 casts)
     d_out: float = 0.0         # output features (FP8 casts)
+    norm_in: bool = False      # input written by the layer's norm (Transformer Engine
+    #                            LayerNormLinear: the norm kernel quantizes or takes the amax)
 
 
 def _mlp_ops(stack: Stack, f: float, gemm_flops: float, gemm_weights: float, tag: str,
@@ -88,7 +90,7 @@ def _mlp_ops(stack: Stack, f: float, gemm_flops: float, gemm_weights: float, tag
     up_w = gemm_weights * (n - 1) / n
     return [
         Op(f"{tag}up", "gemm", flops=gemm_flops * (n - 1) / n, gemms=(n - 1) * gemm_count,
-           weights=up_w, fp8=True, d_in=h, d_out=(n - 1) * f),
+           weights=up_w, fp8=True, d_in=h, d_out=(n - 1) * f, norm_in=not tag),
         act,
         Op(f"{tag}down", "gemm", flops=gemm_flops / n, gemms=gemm_count,
            weights=gemm_weights - up_w, keep=2.0 * f, keep_fp8=1.0 * f, fp8=True, d_in=f, d_out=h),
@@ -126,7 +128,8 @@ def layer_ops(stack: Stack, moe_layer: bool = False) -> tuple[Op, ...]:
         norm,
         Op("qkv", "gemm", flops=lin["qkv"], gemms=n_gemm,
            weights=pm.attention_params(stack) - out_w - qkn_w,
-           keep=2.0 * h, keep_split=False, keep_fp8=1.0 * h, fp8=True, d_in=h, d_out=d_out),
+           keep=2.0 * h, keep_split=False, keep_fp8=1.0 * h, fp8=True, d_in=h, d_out=d_out,
+           norm_in=True),
     ]
     if rq or rkv:   # MLA latents: the norm input and the up-projection input of each
         ops.append(Op("mla_latent", "elementwise", "norm", keep=4.0 * (rq + rkv),
@@ -238,23 +241,75 @@ def eager_score_bytes(score_elems, fused_softmax: bool, act_bytes, dropout):
     return np.asarray(score_elems, dtype=float) * (passes * act_bytes + drop)
 
 
+MXFP8_BLOCK = 32.0   # elements per E8M0 scale (OCP MX spec; TE docs 'MXFP8')
+
+
 def gemms(stack: Stack, moe_layer: bool = False) -> tuple[Op, ...]:
     """The GEMM ops of one layer (the MLP of an MoE layer counts top-k + shared experts)."""
     return tuple(op for op in layer_ops(stack, moe_layer) if op.kind == "gemm")
 
 
-def fp8_cast_bytes_per_token(stack: Stack, moe_layer: bool = False) -> tuple[float, float]:
-    """(forward, backward) HBM bytes per token of FP8 casts in the linear layers.
+def fp8_cast_bytes_per_token(stack: Stack, moe_layer: bool = False, recipe: str = "delayed",
+                             transpose: bool = True):
+    """(forward bytes, backward bytes, forward kernels, backward kernels) per token of the FP8
+    casts of one layer's linear layers under Transformer Engine ``recipe``, at 2-byte inputs.
 
-    Forward: each FP8 linear casts its bf16 input to FP8 (read 2, write 1 byte per input
-    feature). Backward: the output gradient is cast and transposed (read 2, write 2 per output
-    feature) and the saved FP8 input transposed for the weight gradient (read 1, write 1 per
-    input feature). Transformer Engine's cast-transpose kernels (``te.Linear``, docs 'FP8
-    primer'); torchao Float8Linear does the same casts.
+    Each FP8 linear quantizes its input (``d_in`` per token) in the forward and its output
+    gradient (``d_out``) in the backward, each once as row-wise data and, for the weight- and
+    input-gradient GEMMs, once column-wise: the copies come from the cast itself
+    (:func:`fp8_copy_bytes`), the saved column-wise input serves the weight gradient (TE
+    ``module/linear.py``: ``input_quantizer.set_usage(columnwise=backward_needs_input)``, the
+    row-wise copy dropped after the forward). Per recipe (TE ``pytorch/csrc/quantizer.cpp``,
+    ``extensions/normalization.cpp``, NVIDIA/TransformerEngine d0067d0):
+
+    * delayed (``Float8Quantizer``): one cast kernel, the amax taken in the same pass; a
+      LayerNormLinear input is written in FP8 by the norm kernel itself (``FULLY_FUSED``: 1 byte
+      instead of the 2-byte norm output the elementwise traffic counts, and no cast), the
+      column-wise copy by a transpose (``normalization/layernorm/ln_api.cpp``, read 1 write 1).
+    * current (``Float8CurrentScalingQuantizer::quantize_impl``): an amax kernel reads the
+      input (2 bytes), a scale kernel, then the cast reads it again; the norm kernel takes the
+      amax of a LayerNormLinear input (``FUSED_NORM_AMAX_FP8``: no amax pass) but writes 2-byte
+      output that the cast reads.
+    * mxfp8 (``MXFP8Quantizer``): one kernel computes the 1x32 block scales and writes both
+      copies with their E8M0 scales; the norm runs unfused (``UNFUSED`` unless
+      NVTE_NORM_FWD_USE_CUDNN) and the cast reads its 2-byte output.
+    Megatron-Core's bias-SwiGLU and residual produce the other inputs and all gradients, so
+    those are stand-alone casts.
     """
-    fwd = bwd = 0.0
+    fwd = bwd = kf = kb = 0.0
     for op in gemms(stack, moe_layer):
-        if op.fp8:
-            fwd += 3.0 * op.d_in
-            bwd += 4.0 * op.d_out + 2.0 * op.d_in
-    return fwd, bwd
+        if not op.fp8:
+            continue
+        if recipe == "delayed" and op.norm_in:
+            fwd += op.d_in * (-1.0 + (2.0 if transpose else 0.0))
+            kf += 1.0 if transpose else 0.0
+        else:
+            b, k = fp8_cast_bytes(recipe, transpose, amax_fused=op.norm_in)
+            fwd, kf = fwd + b * op.d_in, kf + k
+        b, k = fp8_cast_bytes(recipe, transpose)
+        bwd, kb = bwd + b * op.d_out, kb + k
+    return fwd, bwd, kf, kb
+
+
+def fp8_copy_bytes(recipe: str, transpose: bool) -> float:
+    """Bytes written per element by one FP8 quantization with row-wise and column-wise use.
+
+    Per-tensor scaling (delayed, current) writes 1 byte, plus a transposed 1-byte copy where the
+    GPU's FP8 GEMM takes only TN operands (before Blackwell; TE
+    ``nvte_is_non_tn_fp8_gemm_supported``: SM 10.x and 13.x run non-TN FP8 GEMMs, so the
+    row-wise data serves both uses). MXFP8 scales along rows and along columns differ, so it
+    always writes two 1-byte copies plus one E8M0 scale byte per 32 elements each (TE docs
+    'MXFP8', block size 32)."""
+    if recipe == "mxfp8":
+        return 2.0 * (1.0 + 1.0 / MXFP8_BLOCK)
+    return 2.0 if transpose else 1.0
+
+
+def fp8_cast_bytes(recipe: str, transpose: bool, amax_fused: bool = False):
+    """(HBM bytes per element, kernels) of quantizing one 2-byte tensor: read it, write
+    :func:`fp8_copy_bytes`; current scaling adds an amax pass (read 2) and a scale kernel,
+    the amax pass left out where the producing kernel computes it (``amax_fused``)."""
+    if recipe == "current":
+        amax = 0.0 if amax_fused else 2.0
+        return 2.0 + amax + fp8_copy_bytes(recipe, transpose), (2.0 if amax_fused else 3.0)
+    return 2.0 + fp8_copy_bytes(recipe, transpose), 1.0

@@ -71,6 +71,9 @@ class FrameworkProfile(Spec):
         default_factory=lambda: {"default": 1.0}, description="share of the FP8 GEMM ceiling "
         "reached (scaling and recipe overheads), by architecture; calibration where not 1")
     fp8_linear: bool = Field(False, description="runs linear-layer GEMMs in FP8 (attention BF16)")
+    fp8_recipe: Literal["delayed", "current", "mxfp8"] = Field(
+        "delayed", description="FP8 scaling recipe when the job names none (Transformer "
+        "Engine's fp8_autocast default: DelayedScaling)")
     fp8_weight_cache: bool = Field(False, description="casts weights to FP8 once per step, not "
                                    "per micro-batch")
     cpu_launch_s: float = Field(5e-6, ge=0, description="host time to launch one kernel (eager "
@@ -188,6 +191,10 @@ class FrameworkProfile(Spec):
 
     def gemm_share(self, arch: str) -> float:
         return self.gemm_factor.get(arch, self.gemm_factor.get("default", 1.0))
+
+    def fp8_recipe_for(self, job) -> str:
+        """The job's FP8 recipe, else this framework's default."""
+        return job.fp8_recipe or self.fp8_recipe
 
     def fp8_share(self, arch: str) -> float:
         return self.fp8_gemm_factor.get(arch, self.fp8_gemm_factor.get("default", 1.0))

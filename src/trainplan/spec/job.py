@@ -50,6 +50,11 @@ class Job(Spec):
         None, description="elementwise op groups the framework profile fuses but your run does "
         "not (e.g. cross_entropy for Megatron-LM without --cross-entropy-loss-fusion, its default "
         "in megatron/training/arguments.py); none: the framework's")
+    fp8_recipe: Literal["delayed", "current", "mxfp8"] | None = Field(
+        None, description="FP8 scaling recipe (precision fp8_mixed): delayed (per-tensor scales "
+        "from an amax history, Transformer Engine DelayedScaling), current (per-tensor scales "
+        "from the tensor itself, Float8CurrentScaling; Megatron fp8_recipe 'tensorwise') or "
+        "mxfp8 (one scale per 32 values, Blackwell GPUs only); none: the framework's default")
     tp_comm_overlap: bool | None = Field(
         None, description="tensor-parallel communication overlapped with the GEMMs it feeds "
         "(Megatron --tp-comm-overlap, Transformer Engine userbuffers); none: the framework's "

@@ -48,6 +48,8 @@ CONVENTIONS = {
 }
 PRECISION = {"bf16": "bf16_mixed", "fp8": "fp8_mixed", "fp16": "fp16_mixed", "fp32": "fp32"}
 RECOMPUTE: dict[str, str] = {}              # record names that differ from trainplan's
+# records' FP8 recipe names -> Job.fp8_recipe ('tensor_current': Megatron 'tensorwise', FP8-CS)
+FP8_RECIPE = {"delayed": "delayed", "tensor_current": "current", "mxfp8": "mxfp8"}
 
 
 def load(kind: str = "runs") -> list[dict[str, Any]]:
@@ -87,6 +89,7 @@ def build(rec: dict[str, Any]):
               optimizer=rec.get("optimizer", "adamw"),
               framework=rec["framework"] if rec["framework"] != "ddp" else "pytorch",
               compile=bool(lay.get("compile", False)), fused_ops=rec.get("fused_ops"),
+              fp8_recipe=FP8_RECIPE[rec["fp8_recipe"]] if rec.get("fp8_recipe") else None,
               **rec.get("job", {}))              # job settings the record states (with sources)
     cluster = Cluster(accelerator=get_accelerator(rec["gpu"]), gpus=rec["gpus"],
                       gpus_per_node=rec.get("gpus_per_node"))
