@@ -13,7 +13,7 @@
   README rows and the Azure blog's peak numbers are validation.
 * Megatron-Core FP8 on Megatron-Bridge's 25.09 performance summary
   (``megatron-bridge-perf-25.09``: H100, B200 and GB200 rows of one release): the FP8 GEMM share
-  of the FP8 ceiling per architecture (recipe scaling overheads).
+  of the FP8 ceiling per architecture, and for MXFP8 on Blackwell (the set's FP8-MX rows).
 
 The fit minimises a robust (soft-L1) loss of log(predicted / reported) throughput with
 scipy.optimize.least_squares. ``--write`` stores the fitted values in
@@ -97,8 +97,11 @@ def main(write: bool) -> None:
     base = get_framework("megatron")
     print(f"megatron FP8 (calibration set {FP8_SET}, {len(nemo)} rows)")
     report("before", nemo, base)
-    prof, vals = fit(nemo, base, ["fp8_gemm_factor.hopper", "fp8_gemm_factor.blackwell"],
-                     [1.0, 1.0], ([0.3, 0.3], [1.5, 1.5]))
+    # the set has per-tensor current-scaling and MXFP8 rows of the same workloads on Blackwell:
+    # MXFP8's block-scaled GEMMs get their own share (no published MXFP8 vs FP8 GEMM rate)
+    prof, vals = fit(nemo, base, ["fp8_gemm_factor.hopper", "fp8_gemm_factor.blackwell",
+                                  "fp8_gemm_factor.blackwell.mxfp8"],
+                     [1.0, 1.0, 1.0], ([0.3, 0.3, 0.3], [1.5, 1.5, 1.5]))
     report("after ", nemo, prof)
     print("  fitted:", {k: round(v, 4) for k, v in vals.items()})
     out["megatron"] = {k: round(v, 4) for k, v in vals.items()}
@@ -148,8 +151,10 @@ def _write(fitted: dict[str, dict]) -> None:
         if f["id"] == "megatron":
             mg = fitted["megatron"]
             f["fp8_gemm_factor"] = {"default": 1.0, "hopper": mg["fp8_gemm_factor.hopper"],
-                                    "blackwell": mg["fp8_gemm_factor.blackwell"]}
-            note.append(f"fp8_gemm_factor (hopper, blackwell): calibration, fitted once on {FP8_SET} "
+                                    "blackwell": mg["fp8_gemm_factor.blackwell"],
+                                    "blackwell.mxfp8": mg["fp8_gemm_factor.blackwell.mxfp8"]}
+            note.append("fp8_gemm_factor (hopper, blackwell, blackwell.mxfp8): calibration, "
+                        f"fitted once on {FP8_SET} "
                         "(benchmarks/calibrate_frameworks.py); BF16 uses the accelerator "
                         "profile's Narayanan et al. 2021 calibration")
         if note:

@@ -74,6 +74,10 @@ class KernelModel:
         self.hbm = acc.hbm_bw_tbps * 1e12
         fp8 = job.precision == "fp8_mixed"
         self.fp8 = fp8 and fw.fp8_linear
+        self.recipe = fw.fp8_recipe_for(job)
+        # FP8 GEMMs take TN operands only before Blackwell: a transposed copy is needed there
+        # (Transformer Engine nvte_is_non_tn_fp8_gemm_supported, SM 10.x)
+        self.fp8_transpose = acc.arch != "blackwell"
         # with FP8 the non-linear matmuls (attention, and linears a framework keeps in BF16) run
         # at the BF16 peak
         self.peak = acc.peak(MATMUL_DTYPE[job.precision] if not fp8 else "bf16")
@@ -81,11 +85,7 @@ class KernelModel:
         share = fw.gemm_share(acc.arch or "default")
         self.eta = eff.gemm_eta * share
         self.eta_fp8 = (eff.gemm_max_fp8 or eff.gemm_max) * eff.training_gemm_factor * share \
-            * fw.fp8_share(acc.arch or "default")
-        self.recipe = fw.fp8_recipe_for(job)
-        # FP8 GEMMs take TN operands only before Blackwell: a transposed copy is needed there
-        # (Transformer Engine nvte_is_non_tn_fp8_gemm_supported, SM 10.x)
-        self.fp8_transpose = acc.arch != "blackwell"
+            * fw.fp8_share(acc.arch or "default", self.recipe)
         self.eta_hbm = eff.hbm * fw.hbm_factor
         self.attn_eta = attention_efficiency(eff, job.attention_kernel) * fw.attn_factor
         self.fused = fused_groups(fw, job)

@@ -69,7 +69,8 @@ class FrameworkProfile(Spec):
                               "achievable HBM rate its memory-bound kernels reach")
     fp8_gemm_factor: dict[str, float] = Field(
         default_factory=lambda: {"default": 1.0}, description="share of the FP8 GEMM ceiling "
-        "reached (scaling and recipe overheads), by architecture; calibration where not 1")
+        "reached (scaling and recipe overheads), by architecture or 'architecture.recipe' "
+        "(e.g. 'blackwell.mxfp8'); calibration where not 1")
     fp8_linear: bool = Field(False, description="runs linear-layer GEMMs in FP8 (attention BF16)")
     fp8_recipe: Literal["delayed", "current", "mxfp8"] = Field(
         "delayed", description="FP8 scaling recipe when the job names none (Transformer "
@@ -196,8 +197,11 @@ class FrameworkProfile(Spec):
         """The job's FP8 recipe, else this framework's default."""
         return job.fp8_recipe or self.fp8_recipe
 
-    def fp8_share(self, arch: str) -> float:
-        return self.fp8_gemm_factor.get(arch, self.fp8_gemm_factor.get("default", 1.0))
+    def fp8_share(self, arch: str, recipe: str | None = None) -> float:
+        """Share of the FP8 GEMM ceiling: 'arch.recipe' (e.g. 'blackwell.mxfp8'), else the
+        architecture's, else 'default'."""
+        g = self.fp8_gemm_factor
+        return g.get(f"{arch}.{recipe}", g.get(arch, g.get("default", 1.0)))
 
     def grad_bytes_for(self, precision: str, default: float, fp32: bool | None = None) -> float:
         """Bytes per gradient element: the job's choice (fp32 main grads or the precision's
