@@ -19,6 +19,9 @@ from trainplan.errors import InputError
 from trainplan.export.spec import LaunchSpec, shell_join
 
 
+# trainplan's FP8 recipe -> Megatron-Core TransformerConfig.fp8_recipe / --fp8-recipe
+MEGATRON_FP8_RECIPE = {"delayed": "delayed", "current": "tensorwise", "mxfp8": "mxfp8"}
+
 def uneven_split(layers: int, pp: int, vp: int = 1) -> tuple[int, int, int]:
     """(first, middle, last) layers per pipeline rank when pp x vp does not divide the layers.
 
@@ -120,9 +123,11 @@ def megatron_args(spec: LaunchSpec) -> list[str]:
         a.append("--bf16")
     elif job.precision == "fp16_mixed":
         a += ["--fp16", "--initial-loss-scale", "65536"]
-    if job.precision == "fp8_mixed":
-        a += ["--fp8-format", "hybrid", "--fp8-amax-history-len", "1024",
-              "--fp8-amax-compute-algo", "max"]
+    if job.precision == "fp8_mixed":   # the recipe the plan timed (TransformerConfig.fp8_recipe)
+        recipe = get_framework(job.framework).fp8_recipe_for(job)
+        a += ["--fp8-format", "hybrid", "--fp8-recipe", MEGATRON_FP8_RECIPE[recipe]]
+        if recipe == "delayed":
+            a += ["--fp8-amax-history-len", "1024", "--fp8-amax-compute-algo", "max"]
     # -- training loop (placeholders where trainplan has no opinion)
     a += ["--train-iters", str(spec.train_steps), "--lr", "3.0e-4", "--min-lr", "3.0e-5",
           "--lr-decay-style", "cosine", "--lr-warmup-iters", str(min(2000, spec.train_steps // 10 + 1)),

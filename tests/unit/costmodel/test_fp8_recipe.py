@@ -1,0 +1,107 @@
+"""FP8 scaling recipes (delayed, per-tensor current, MXFP8): what each moves through HBM, which
+GPU needs transposed copies, how the job and the framework choose, and the records' recipes."""
+
+from __future__ import annotations
+
+import pytest
+
+from trainplan import estimate
+from trainplan.catalog import get_model
+from trainplan.costmodel import compute, ops
+from trainplan.errors import InputError
+from trainplan.spec.framework import get_framework
+
+STACK = get_model("llama-3-8b").decoder
+KW = dict(gpus=8, seq_len=8192, global_batch=64, precision="fp8_mixed",
+          strategy={"tp": 1, "pp": 1, "zero": 1, "recompute": "none", "micro_batch": 1})
+
+
+def _fp8_gemms(stack=STACK):
+    return [op for op in ops.gemms(stack) if op.fp8]
+
+
+@pytest.mark.parametrize("transpose", [True, False])
+def test_current_scaling_reads_each_unfused_input_once_more(transpose):
+    """Current scaling = delayed + an amax pass (2 bytes) over every input whose producer does
+    not take the amax; the norm-fed inputs differ by the quantized-norm path instead."""
+    d = ops.fp8_cast_bytes_per_token(STACK, False, "delayed", transpose)
+    c = ops.fp8_cast_bytes_per_token(STACK, False, "current", transpose)
+    gemms = _fp8_gemms()
+    assert c[1] - d[1] == pytest.approx(2.0 * sum(op.d_out for op in gemms))
+    unfused = sum(op.d_in for op in gemms if not op.norm_in)
+    norm_fed = sum(op.d_in for op in gemms if op.norm_in)
+    # norm-fed: current casts the 2-byte norm output (read 2, write copies); delayed writes FP8
+    # from the norm (1 byte less) and only transposes
+    copies = ops.fp8_copy_bytes("delayed", transpose)
+    per_norm_fed = (2.0 + copies) - (-1.0 + (2.0 if transpose else 0.0))
+    assert c[0] - d[0] == pytest.approx(2.0 * unfused + per_norm_fed * norm_fed)
+    assert c[2] > d[2] and c[3] > d[3]     # amax and scale kernels
+
+
+def test_blackwell_needs_no_transposed_copy_but_mxfp8_always_writes_two():
+    for recipe in ("delayed", "current"):
+        hopper = ops.fp8_cast_bytes_per_token(STACK, False, recipe, True)
+        blackwell = ops.fp8_cast_bytes_per_token(STACK, False, recipe, False)
+        assert blackwell[0] < hopper[0] and blackwell[1] < hopper[1]
+    assert ops.fp8_cast_bytes_per_token(STACK, False, "mxfp8", True) == \
+        ops.fp8_cast_bytes_per_token(STACK, False, "mxfp8", False)
+    assert ops.fp8_copy_bytes("mxfp8", False) == pytest.approx(2.0 * (1.0 + 1.0 / 32.0))
+    assert ops.fp8_copy_bytes("delayed", False) == 1.0
+
+
+def test_kernel_model_takes_the_transpose_from_the_architecture():
+    from trainplan.catalog.accelerators import get_accelerator
+    from trainplan.spec.cluster import Cluster
+    from trainplan.spec.job import Job
+    job = Job(seq_len=4096, global_batch=8, precision="fp8_mixed")
+    fw = get_framework("megatron")
+    for gpu, transpose in (("h100", True), ("b200", False)):
+        km = compute.KernelModel(Cluster(accelerator=get_accelerator(gpu), gpus=8), job, fw)
+        assert km.fp8_transpose is transpose and km.recipe == fw.fp8_recipe == "delayed"
+
+
+def test_job_recipe_overrides_the_framework_default():
+    runs = {r: estimate("llama-3-8b", gpu="b200", fp8_recipe=r, **KW).time.step_s
+            for r in ("delayed", "current", "mxfp8")}
+    default = estimate("llama-3-8b", gpu="b200", **KW).time.step_s
+    assert default == runs[get_framework("megatron").fp8_recipe]
+    assert len(set(runs.values())) == 3
+    assert runs["current"] > runs["delayed"]     # same GEMM share, more cast traffic
+
+
+def test_mxfp8_off_blackwell_is_an_input_error():
+    with pytest.raises(InputError, match="fp8_recipe"):
+        estimate("llama-3-8b", gpu="h100", fp8_recipe="mxfp8", **KW)
+
+
+def test_delayed_scaling_amax_reductions():
+    """Two latency-bound all-reduces per micro-batch and model chunk over the TP x DP x CP
+    group: nothing on one GPU, log2 tree steps otherwise."""
+    assert float(compute.small_allreduce_time(1, 1e-5)) == 0.0
+    assert float(compute.small_allreduce_time(8, 1e-5)) == pytest.approx(2 * 3 * 1e-5)
+    assert float(compute.small_allreduce_time(1024, 1e-5)) == pytest.approx(2 * 10 * 1e-5)
+
+
+def test_fp8_gemm_share_by_recipe():
+    fw = get_framework("megatron").model_copy(update={"fp8_gemm_factor": {
+        "default": 1.0, "blackwell": 0.7, "blackwell.mxfp8": 0.6}})
+    assert fw.fp8_share("blackwell", "mxfp8") == 0.6
+    assert fw.fp8_share("blackwell", "current") == 0.7
+    assert fw.fp8_share("hopper", "mxfp8") == 1.0
+
+
+def test_records_name_their_recipe():
+    """Megatron-Bridge rows carry the page's FP8-CS / FP8-MX; the NeMo 24.07 and 25.02 rows
+    delayed scaling from their own configs (SOURCES.md, Corrections); build() passes it on."""
+    from trainplan.validation import framework_runs as fr
+    recs = [r for r in fr.load() if r["framework"] == "megatron" and r["precision"] == "fp8"]
+    for r in recs:
+        if r["set"] in ("nemo-perf-summary-24.07", "nemo-perf-summary-25.02"):
+            assert r.get("fp8_recipe") == "delayed", r["id"]
+        if r["set"].startswith("megatron-bridge-perf"):
+            assert r.get("fp8_recipe") in ("tensor_current", "mxfp8"), r["id"]
+            assert (r["fp8_recipe"] == "mxfp8") == ("mx" in r["id"].rsplit("-", 1)[-1]), r["id"]
+    mx = next(r for r in recs if r.get("fp8_recipe") == "mxfp8")
+    assert fr.build(mx)[1].fp8_recipe == "mxfp8"
+    cs = next(r for r in recs if r.get("fp8_recipe") == "tensor_current")
+    assert fr.build(cs)[1].fp8_recipe == "current"
