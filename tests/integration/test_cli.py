@@ -88,3 +88,6 @@ def test_estimate_attention_kernel_and_fused_ops_flags():
                           "--attention-kernel", "fa3"), "job.attention_kernel", "Hopper")
     assert_exits_2(invoke("estimate", "--model", "llama-3-8b", "--fused-ops", "bogus"),
                    "job.fused_ops", "linear_cross_entropy")
+    assert_exits_2(invoke("estimate", "--model", "llama-3-8b", "--gpu", "h100",
+                          "--precision", "fp8_mixed", "--fp8-recipe", "mxfp8"),
+                   "job.fp8_recipe", "Blackwell")

@@ -56,6 +56,11 @@ ATTENTION_KERNEL: Any = typer.Option(
     None, "--attention-kernel", callback=_choice(("fa2", "fa3")),
     autocompletion=_completion(("fa2", "fa3")),
     help="fused attention kernel: fa2 (default) | fa3 (FlashAttention-3, Hopper)")
+FP8_RECIPE: Any = typer.Option(
+    None, "--fp8-recipe", callback=_choice(("delayed", "current", "mxfp8")),
+    autocompletion=_completion(("delayed", "current", "mxfp8")),
+    help="FP8 scaling recipe with --precision fp8_mixed: delayed|current|mxfp8 (Blackwell); "
+         "none: the framework's default")
 FUSED_OPS: Any = typer.Option(
     None, "--fused-ops", help="op groups your model code fuses (comma list): norm, rope, swiglu, "
                               "bias_dropout_add, cross_entropy, softmax, linear_cross_entropy "
