@@ -66,6 +66,13 @@ JOB_VALUES: dict[str, st.SearchStrategy] = {
     "grad_clip": pos(0, 10),
     "dropout": odd_or(st.booleans()),
     "frozen": odd_or(st.sampled_from([(), ("vision",), ("decoder",)])),
+    "fused_ops": odd_or(st.lists(st.sampled_from(["norm", "rope", "swiglu", "cross_entropy",
+                                                  "softmax", "linear_cross_entropy"]),
+                                 max_size=3, unique=True)),
+    "unfused_ops": odd_or(st.lists(st.sampled_from(["cross_entropy", "norm"]), max_size=2,
+                                   unique=True)),
+    "attention_kernel": odd_or(st.sampled_from(["fa2", "fa3"])),
+    "fp8_recipe": odd_or(st.sampled_from(["delayed", "current", "mxfp8"])),
 }
 STRATEGY_VALUES: dict[str, st.SearchStrategy] = {
     "tp": ints(1, 16), "pp": ints(1, 16), "vp": ints(1, 8), "cp": ints(1, 8), "ep": ints(1, 8),

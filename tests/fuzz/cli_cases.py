@@ -30,11 +30,15 @@ FLAG_VALUES: dict[str, st.SearchStrategy] = {
     "--provider": st.sampled_from(["aws", "gcp", "azure", "x"]),
     "--failures": st.sampled_from(["llama3", "0", "1e-5", "x"]),
     "--name": st.text(max_size=12),
+    "--attention-kernel": st.sampled_from(["fa2", "fa3", "x"]),
+    "--fp8-recipe": st.sampled_from(["delayed", "current", "mxfp8", "x"]),
+    "--fused-ops": st.sampled_from(["norm,rope", "linear_cross_entropy", "cross_entropy,x", ""]),
 }
 COMMANDS: dict[tuple[str, ...], list[str]] = {
     ("estimate",): ["--model", "--gpu", "--gpus", "--tp", "--pp", "--zero", "--micro-batch",
                     "--recompute", "--seq-len", "--global-batch", "--tokens", "--precision",
-                    "--optimizer", "--framework", "--fail-if-no-fit", "--emit"],
+                    "--optimizer", "--framework", "--fail-if-no-fit", "--emit",
+                    "--attention-kernel", "--fp8-recipe", "--fused-ops"],
     ("plan",): ["--model", "--gpu", "--gpus", "--objective", "--deadline-days", "--budget-usd",
                 "--headroom-gib", "--top", "--seq-len", "--global-batch", "--tokens", "--precision",
                 "--emit"],
