@@ -28,7 +28,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import ValidationError
+
 from trainplan.diagnose.oom import Measured
+from trainplan.errors import from_validation_error
 from trainplan.spec.base import evolve
 
 COMPONENTS = ("weights", "gradients", "optimizer", "activations", "transient", "overhead")
@@ -65,7 +68,11 @@ def predict(cfg: Config, strategy: dict[str, Any] | None = None, gpus: int | Non
               implementation=cfg.implementation, strategy=st, **cfg.job)
     if cfg.capacity_gib:
         acc = evolve(get_accelerator(cfg.gpu), hbm_gib=cfg.capacity_gib)
-        return estimate(cfg.model, cluster=Cluster(accelerator=acc, gpus=n), **kw)
+        try:
+            cluster = Cluster(accelerator=acc, gpus=n)
+        except ValidationError as e:
+            raise from_validation_error(e, "cluster.") from None
+        return estimate(cfg.model, cluster=cluster, **kw)
     return estimate(cfg.model, gpu=cfg.gpu, gpus=n, **kw)
 
 

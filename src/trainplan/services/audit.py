@@ -254,7 +254,11 @@ def check_memory_activations(model, claims: Claims, tokens_per_sample: float, mi
               precision=claims.precision, optimizer=claims.optimizer,
               images_per_sample=claims.images_per_sample if model.vision else 0.0,
               image_size=claims.image_size, frozen=claims.frozen, framework="analytic")
-    cluster = Cluster(accelerator=get_accelerator(claims.gpu), gpus=claims.gpus)
+    acc = get_accelerator(claims.gpu)
+    # memory per GPU does not depend on how the claimed GPUs split into nodes: a count that is
+    # not a whole number of the part's nodes (12 GPUs of 8-GPU nodes) is one domain here
+    node = acc.gpus_per_node if claims.gpus % acc.gpus_per_node == 0 else claims.gpus
+    cluster = Cluster(accelerator=acc, gpus=claims.gpus, gpus_per_node=node)
     names = {0: "none", 1: "selective", 2: "full"}
     zs = [claims.zero] if claims.zero is not None else [0, 1, 2, 3]
     rcs = [{"none": 0, "selective": 1, "full": 2}[claims.recompute]] if claims.recompute else [0, 1, 2]

@@ -109,3 +109,13 @@ def test_source_case_job_file_estimates():
     # claimed 11.25 days
     assert est.totals.steps == pytest.approx(60e6 * 913 / (1024 * 1024 * 0.89), rel=1e-6)
     assert est.totals.wall_clock_days > 15
+
+
+def test_memory_check_with_a_gpu_count_that_is_not_whole_nodes():
+    """Found by benchmarks/fuzz.py: claims of 12 GPUs of an 8-GPU-node part made the memory
+    check build an invalid Cluster (a pydantic error, not trainplan's). Memory per GPU does not
+    depend on the node split, so the check runs."""
+    from trainplan.catalog import get_model
+    claims = A.Claims(gpu="a100", gpus=12, global_batch=96)
+    f = A.check_memory_activations(get_model("llama-2-7b"), claims, 2048, 1, 80.0)
+    assert f.arithmetic and "ZeRO-3" in " ".join(f.arithmetic)
