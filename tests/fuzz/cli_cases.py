@@ -160,7 +160,8 @@ def run_cli_inprocess(case: tuple, folder: Path) -> tuple[str, str]:
     return check_cli(argv, r.exit_code, r.stdout, r.stderr, r.exception)
 
 
-def run_cli_subprocess(case: tuple, folder: Path, timeout: float = 30.0) -> tuple[str, str]:
+def run_cli_subprocess(case: tuple, folder: Path,
+                       timeout: float | None = 30.0) -> tuple[str, str]:
     """Run a CLI case as ``python -m trainplan`` in ``folder`` (the real entry point)."""
     import os
     import subprocess

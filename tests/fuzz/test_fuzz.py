@@ -79,5 +79,6 @@ def test_cli(case, tmp_path_factory):
                                   ["estimate", "--model", ":smile:[red]"]])
 def test_cli_entry_point(argv, tmp_path):
     """The real entry point (``python -m trainplan``): exit status and no traceback."""
-    kind, detail = cli_cases.run_cli_subprocess(("cli", {"argv": argv, "files": {}}), tmp_path)
+    kind, detail = cli_cases.run_cli_subprocess(("cli", {"argv": argv, "files": {}}), tmp_path,
+                                                timeout=None)     # no clock in the suite
     assert kind == "ok", detail

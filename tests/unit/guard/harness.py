@@ -95,16 +95,13 @@ def progress(out: Path) -> int:
     return int(lines[-1]) if lines else 0
 
 
-def wait_for(cond, timeout: float, poll: float = 0.005) -> bool:
-    """Poll ``cond`` until it holds; False after ``timeout`` s. A liveness bound only (a hung
-    run fails instead of blocking the suite): no test asserts how long anything took; the
-    notice-to-commit time is measured by the guard and printed by benchmarks/fault_injection.py."""
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if cond():
-            return True
+def wait_for(cond, poll: float = 0.005) -> None:
+    """Poll ``cond`` until it holds. No clock: every condition waited on here includes an event
+    that must come (the run's exit, or a SIGKILLed process gone), so nothing depends on how
+    long the machine takes; the notice-to-commit time is measured by the guard and printed by
+    benchmarks/fault_injection.py, never asserted."""
+    while not cond():
         time.sleep(poll)
-    return False
 
 
 def kill_group(p: subprocess.Popen, out: Path | None = None) -> None:
@@ -125,9 +122,9 @@ def kill_group(p: subprocess.Popen, out: Path | None = None) -> None:
         os.killpg(p.pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
-    p.wait(timeout=30)
+    p.wait()
     for pid in pids:          # wait until the workers are gone (they are not our children)
-        wait_for(lambda: not _alive(pid), 10, 0.01)
+        wait_for(lambda: not _alive(pid), 0.01)
 
 
 def _alive(pid: int) -> bool:
@@ -157,7 +154,7 @@ def saving_now(ckpt: str, opts=None) -> bool:
 
 
 def run_case(kind: str, work: Path, ref_digest: str, at: float, steps: int = 40, every: int = 5,
-             s3: dict | None = None, sync: bool = False, timeout: float = 240) -> dict:
+             s3: dict | None = None, sync: bool = False) -> dict:
     """One interrupted run and its resume. ``kind``: kill | kill_in_save | sigterm | metadata.
     ``at``: fraction of the steps after which the interruption comes."""
     work.mkdir(parents=True, exist_ok=True)
@@ -176,11 +173,12 @@ def run_case(kind: str, work: Path, ref_digest: str, at: float, steps: int = 40,
     k = max(2, int(at * steps))
     res = dict(kind=kind, s3=bool(s3), sync=sync)
     try:
-        assert wait_for(lambda: progress(out) >= k or p.poll() is not None, timeout, 0.01), "no progress"
+        wait_for(lambda: progress(out) >= k or p.poll() is not None, 0.01)
+        assert progress(out) >= k, (log.read_text()[-3000:] if log.exists() else "no progress")
         if kind == "kill":
             kill_group(p, out)
         elif kind == "kill_in_save":
-            wait_for(lambda: saving_now(ckpt, opts) or p.poll() is not None, timeout, 0.002)
+            wait_for(lambda: saving_now(ckpt, opts) or p.poll() is not None, 0.002)
             res["hit_save"] = saving_now(ckpt, opts)
             kill_group(p, out)
         else:
@@ -188,7 +186,7 @@ def run_case(kind: str, work: Path, ref_digest: str, at: float, steps: int = 40,
                 p.send_signal(signal.SIGTERM)        # torchrun forwards it to the workers
             else:
                 server.notice = True
-            p.wait(timeout=timeout)
+            p.wait()
             notice = json.loads(Path(str(out) + ".notice").read_text())
             res["notice_to_commit_s"] = notice["notice_to_commit_s"]
     finally:
@@ -203,7 +201,7 @@ def run_case(kind: str, work: Path, ref_digest: str, at: float, steps: int = 40,
     res.update(stopped_at=at_stop, complete=complete, incomplete=[n for n in names if n not in complete])
     p2 = launch(ckpt, out, *[a for a in args if a != "--metadata-url" and (not server or a != server.url)],
                 log=log)
-    rc = p2.wait(timeout=timeout)
+    rc = p2.wait()
     res["resume_rc"] = rc
     if rc == 0:
         final = json.loads(out.read_text())
@@ -213,11 +211,11 @@ def run_case(kind: str, work: Path, ref_digest: str, at: float, steps: int = 40,
     return res
 
 
-def reference(work: Path, steps: int = 40, every: int = 5, timeout: float = 240) -> str:
+def reference(work: Path, steps: int = 40, every: int = 5) -> str:
     """Digest of an uninterrupted run."""
     work.mkdir(parents=True, exist_ok=True)
     out = work / "ref.json"
     p = launch(str(work / "ref_ckpt"), out, "--steps", str(steps), "--every", str(every),
                log=work / "ref_log.txt")
-    assert p.wait(timeout=timeout) == 0, (work / "ref_log.txt").read_text()[-3000:]
+    assert p.wait() == 0, (work / "ref_log.txt").read_text()[-3000:]
     return json.loads(out.read_text())["digest"]
