@@ -20,6 +20,7 @@ import numpy as np
 
 from trainplan.spec.framework import fused_groups
 from trainplan.conventions import ACTIVATION_BYTES, MATMUL_DTYPE
+from trainplan.costmodel import collectives as coll
 from trainplan.costmodel import flops as fl
 from trainplan.costmodel import ops as opinv
 from trainplan.costmodel.timing import (FLASH_BACKWARD_RATIO, flash_attention_time, gemm_time,
@@ -179,7 +180,8 @@ def fp8_step_time(km: KernelModel, net, L, weights_on_gpu, micro_batches):
     one region per model chunk and micro-batch for delayed scaling
     (``transformer/transformer_block.py``, outer quantization context) over the tensor-, data-
     and context-parallel group (``parallel_state.get_amax_reduction_group``, Megatron-LM
-    d98e8a6). The buffer is a few KB: a latency-bound all-reduce, :func:`small_allreduce_time`.
+    d98e8a6). The buffer is a few KB: a latency-bound all-reduce
+    (:func:`trainplan.costmodel.collectives.tree_allreduce_latency`).
     """
     if not km.fp8:
         return 0.0
@@ -189,16 +191,9 @@ def fp8_step_time(km: KernelModel, net, L, weights_on_gpu, micro_batches):
     if km.recipe == "delayed":
         n = L.tp * L.dp * L.cp
         alpha = np.where(n > net.node, net.a_inter, net.a_intra)
-        t = t + 2.0 * micro_batches * L.vp * small_allreduce_time(n, alpha)
+        t = t + 2.0 * micro_batches * L.vp * coll.tree_allreduce_latency(n, alpha)
     return t
 
-
-def small_allreduce_time(n, alpha):
-    """All-reduce of a few bytes over ``n`` ranks: latency only, a binomial-tree reduce and
-    broadcast of ceil(log2 n) steps each (Thakur, Rabenseifner & Gropp 2005, sec. 2; NCCL
-    picks its tree algorithm for small messages)."""
-    n = np.asarray(n, dtype=float)
-    return np.where(n > 1, 2.0 * np.ceil(np.log2(np.maximum(n, 1.0))) * alpha, 0.0)
 
 
 def layer_time(km: KernelModel, dec, job, L, wgrad, rc_frac) -> LayerTime:

@@ -17,10 +17,11 @@ import math
 
 from trainplan.errors import InputError
 from trainplan.export.spec import LaunchSpec, shell_join
-
+from trainplan.spec.framework import fused_groups, get_framework
 
 # trainplan's FP8 recipe -> Megatron-Core TransformerConfig.fp8_recipe / --fp8-recipe
 MEGATRON_FP8_RECIPE = {"delayed": "delayed", "current": "tensorwise", "mxfp8": "mxfp8"}
+
 
 def uneven_split(layers: int, pp: int, vp: int = 1) -> tuple[int, int, int]:
     """(first, middle, last) layers per pipeline rank when pp x vp does not divide the layers.
@@ -112,7 +113,6 @@ def megatron_args(spec: LaunchSpec) -> list[str]:
         a += ["--recompute-granularity", "full", "--recompute-method", "block",
               "--recompute-num-layers", str(per_chunk)]
     # -- what the plan assumed that Megatron-LM does not default to: the fused loss, no dropout
-    from trainplan.spec.framework import fused_groups, get_framework
     if "cross_entropy" in fused_groups(get_framework(job.framework), job):
         a.append("--cross-entropy-loss-fusion")
     if not job.dropout:

@@ -142,9 +142,8 @@ def convention_tflops(rec, model, job, step_s: float) -> float:
     if conv == "korthikanti_model":
         f = fl.korthikanti_model_flops(B, s, d.layers, d.hidden, d.vocab)
     elif conv == "arctic_causal_model":
-        kv = d.kv_heads or d.heads
-        f = fl.arctic_causal_model_flops(B, s, d.layers, d.hidden, d.heads, kv,
-                                         d.head_dim or d.hidden // d.heads, d.ffn_hidden, d.vocab)
+        f = fl.arctic_causal_model_flops(B, s, d.layers, d.hidden, d.heads, d.n_kv, d.d_head,
+                                         d.ffn_hidden, d.vocab)
     else:   # Narayanan eq. 3 (f = 4 forward-equivalents; megatron_eq3_f: 3 where the source's
         # calculator did not count a recompute: without one, or the record's
         # reported.tflops_counts_recompute false)

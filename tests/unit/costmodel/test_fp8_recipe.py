@@ -7,7 +7,7 @@ import pytest
 
 from trainplan import estimate
 from trainplan.catalog import get_model
-from trainplan.costmodel import compute, ops
+from trainplan.costmodel import collectives, compute, ops
 from trainplan.errors import InputError
 from trainplan.spec.framework import get_framework
 
@@ -77,9 +77,9 @@ def test_mxfp8_off_blackwell_is_an_input_error():
 def test_delayed_scaling_amax_reductions():
     """Two latency-bound all-reduces per micro-batch and model chunk over the TP x DP x CP
     group: nothing on one GPU, log2 tree steps otherwise."""
-    assert float(compute.small_allreduce_time(1, 1e-5)) == 0.0
-    assert float(compute.small_allreduce_time(8, 1e-5)) == pytest.approx(2 * 3 * 1e-5)
-    assert float(compute.small_allreduce_time(1024, 1e-5)) == pytest.approx(2 * 10 * 1e-5)
+    assert float(collectives.tree_allreduce_latency(1, 1e-5)) == 0.0
+    assert float(collectives.tree_allreduce_latency(8, 1e-5)) == pytest.approx(2 * 3 * 1e-5)
+    assert float(collectives.tree_allreduce_latency(1024, 1e-5)) == pytest.approx(2 * 10 * 1e-5)
 
 
 def test_fp8_gemm_share_by_recipe():
