@@ -22,6 +22,7 @@ from collections import defaultdict
 warnings.filterwarnings("ignore")
 
 from trainplan.validation import framework_runs as fr  # noqa: E402
+from trainplan.validation import repeats as rp  # noqa: E402
 from trainplan.validation.published import load_runs, predict_run  # noqa: E402
 
 FAMILY = {"megatron": "Megatron/NeMo", "torchtitan": "FSDP/torchtitan", "fsdp": "FSDP/torchtitan",
@@ -46,6 +47,29 @@ def paper_rows():
                         unit="TFLOP/s", error=p["error"], fits=p["fits"], mem_gib=p["mem_gib"],
                         trained=True, unmodelled=None))
     return out
+
+
+def print_repeats(rows) -> None:
+    """How far the sources' own numbers move when one configuration is re-measured in a later
+    release, beside trainplan's error on the same rows (trainplan.validation.repeats)."""
+    errs = {r["id"]: r["error"] for r in rows if r["error"] is not None}
+    recs = {r["id"]: r for r in fr.load()}
+    reps = rp.repeats(list(recs.values()))
+    if not reps:
+        return
+    sm = rp.summary(reps)
+    print("\nReproducibility of the published numbers: configurations reported in more than one "
+          "release")
+    print(f"  {sm['n']} configurations; spread (max/min - 1) median {sm['median_spread']:.1%}, "
+          f"max {sm['max_spread']:.1%}; the best a version-agnostic prediction can do on them: "
+          f"max |error| >= {sm['max_floor']:.1%}")
+    for rep in reps:
+        e = [errs[i] for i in rep.ids if i in errs]
+        fitted = any(fr.role(recs[i]) == "calibration" for i in rep.ids)
+        cal = " (incl. calibration rows)" if fitted else ""
+        print(f"    {rep.model[:14]:14s} {rep.gpu:13s} {rep.gpus:5d} {rep.layout:34s} "
+              f"{len(rep.values)} releases  spread {rep.spread:5.1%}  floor {rep.floor:4.1%}  "
+              f"trainplan {min(e):+6.1%}..{max(e):+6.1%}{cal}")
 
 
 def main(show_rows: bool) -> None:
@@ -82,6 +106,7 @@ def main(show_rows: bool) -> None:
             fam_errs[fam] += [r["error"] for r in g]
     for fam, es in sorted(fam_errs.items()):
         print(f"  {fam:16s} {_stats(es)}   (targets: median <= 5%, max <= 12%)")
+    print_repeats(rows)
     print("\nMemory: published runs that trained, predicted per GPU")
     trained = [r for r in rows if r.get("trained")]
     given = [r for r in trained if not r["unmodelled"]]
