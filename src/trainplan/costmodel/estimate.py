@@ -273,6 +273,8 @@ def _warnings(model, job, cluster, st, r, mem, time) -> list[str]:
     caveat = fw.validation_caveat
     if caveat:
         w.append(f"validation ({job.framework}): {caveat}")
+    w += [f"validation ({job.framework}, {f.field} >= {f.min}): {f.text}"
+          for f in fw.validation_flags if f.applies(st)]
     if job.precision == "fp16_mixed":
         w.append("fp16 needs dynamic loss scaling (GradScaler init 2^16); prefer bf16 on A100/H100")
     return w

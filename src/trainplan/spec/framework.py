@@ -38,6 +38,23 @@ def fused_groups(fw: "FrameworkProfile", job) -> frozenset[str]:
                      and g not in (job.unfused_ops or ()))
 
 
+class ValidationFlag(Spec):
+    """A systematic residual of the validation, for the layouts it applies to: printed with an
+    estimate whose strategy has ``strategy.<field> >= min``. The figures in ``text`` are checked
+    against the published runs by tests/unit/validation/test_validation_flags.py."""
+
+    field: Literal["tp", "cp", "pp", "ep", "zero", "offload_optimizer"]
+    min: int = Field(ge=1)
+    text: str
+    rows: str = Field(description="which published runs the figure is the median over: "
+                      "'all' (calibration and validation) or 'validation'")
+    median_error: float = Field(description="the median signed error (predicted/reported - 1) "
+                                "of those runs, as stated in text")
+
+    def applies(self, strategy) -> bool:
+        return int(getattr(strategy, self.field)) >= self.min
+
+
 class FrameworkProfile(Spec):
     """One training framework, as data (see the module docstring; each field's source is in
     ``sources``)."""
@@ -153,6 +170,9 @@ class FrameworkProfile(Spec):
     validation_caveat: str = Field("", description="what the validation sets say about this "
                                    "profile's step time where it misses the targets; printed "
                                    "with every estimate")
+    validation_flags: tuple[ValidationFlag, ...] = Field(
+        (), description="systematic residuals of the validation for some layouts (e.g. "
+        "context parallelism), printed with estimates of such layouts")
     sources: dict[str, str] = Field(default_factory=dict)
 
     def is_fused(self, group: str, compiled: bool = False) -> bool:
