@@ -56,8 +56,10 @@ def gemm_half_flops(eff, peak, eta) -> float:
 def attention_efficiency(eff, kernel=None) -> float:
     """Fraction of peak the fused attention kernel reaches: the accelerator's ``attn_max``
     (FlashAttention-2: about 35% on H100, 50-73% on A100), or with ``kernel`` 'fa3' its
-    FlashAttention-3 figure (up to 75% on H100; Shah et al. 2024, arXiv:2407.08608, abstract,
-    which gives both figures). The job is checked at the edge (costmodel/validate.py)."""
+    FlashAttention-3 figure (0.628 on H100 at head dim 128, measured in pytorch/benchmark PR
+    #2391; Shah et al. 2024, arXiv:2407.08608, abstract, give 35% for FlashAttention-2 and up to
+    75% for FlashAttention-3 in its best case). The job is checked at the edge
+    (costmodel/validate.py)."""
     if kernel == "fa3" and eff.attn_max_fa3:
         return eff.attn_max_fa3
     return eff.attn_max

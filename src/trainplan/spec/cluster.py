@@ -59,9 +59,9 @@ class EfficiencyProfile(Spec):
         "FlashAttention fraction of peak: FlashAttention-2 reaches 50-73% of peak on A100 (Dao "
         "2023, abstract); the catalog sets 0.35 on Hopper (FlashAttention-3 paper, abstract)"))
     attn_max_fa3: float | None = Field(None, gt=0, le=1, description=(
-        "FlashAttention-3 fraction of peak where the part runs it (Hopper: up to 75%, Shah et al. "
-        "2024, FlashAttention-3, arXiv:2407.08608, abstract); none: FlashAttention-3 does not "
-        "run on this part"))
+        "FlashAttention-3 fraction of peak where the part runs it (Hopper: 0.628 measured at head "
+        "dim 128, pytorch/benchmark PR #2391; up to 75% in its best case, Shah et al. 2024, "
+        "arXiv:2407.08608, abstract); none: FlashAttention-3 does not run on this part"))
     hbm: float = Field(0.92, gt=0, le=1, description=(
         "achievable fraction of HBM bandwidth; calibration (Narayanan et al. 2021 Table 1)"))
     intra_busbw_GBps: float | None = Field(None, gt=0, description=(
