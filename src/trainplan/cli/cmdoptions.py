@@ -53,9 +53,10 @@ PROFILE: Any = typer.Option(
     None, "--profile", help="calibrated framework profile (trainplan calibrate --out) or "
                             "accelerator efficiency profile (trainplan measure bench)")
 ATTENTION_KERNEL: Any = typer.Option(
-    None, "--attention-kernel", callback=_choice(("fa2", "fa3")),
-    autocompletion=_completion(("fa2", "fa3")),
-    help="fused attention kernel: fa2 (default) | fa3 (FlashAttention-3, Hopper)")
+    None, "--attention-kernel", callback=_choice(("fa2", "fa3", "cudnn")),
+    autocompletion=_completion(("fa2", "fa3", "cudnn")),
+    help="fused attention kernel: fa2 | fa3 (FlashAttention-3, Hopper) | cudnn (cuDNN fused "
+         "attention); default: the framework's (Megatron: cudnn, others: fa2)")
 FP8_RECIPE: Any = typer.Option(
     None, "--fp8-recipe", callback=_choice(("delayed", "current", "mxfp8")),
     autocompletion=_completion(("delayed", "current", "mxfp8")),

@@ -58,10 +58,13 @@ def attention_efficiency(eff, kernel=None) -> float:
     (FlashAttention-2: about 35% on H100, 50-73% on A100), or with ``kernel`` 'fa3' its
     FlashAttention-3 figure (0.628 on H100 at head dim 128, measured in pytorch/benchmark PR
     #2391; Shah et al. 2024, arXiv:2407.08608, abstract, give 35% for FlashAttention-2 and up to
-    75% for FlashAttention-3 in its best case). The job is checked at the edge
-    (costmodel/validate.py)."""
+    75% for FlashAttention-3 in its best case), or with 'cudnn' its cuDNN fused-attention figure
+    (0.52 on H100 over a forward and backward, Transformer Engine's own benchmark; where a part
+    has none, FlashAttention-2's). The job is checked at the edge (costmodel/validate.py)."""
     if kernel == "fa3" and eff.attn_max_fa3:
         return eff.attn_max_fa3
+    if kernel == "cudnn" and eff.attn_max_cudnn:
+        return eff.attn_max_cudnn
     return eff.attn_max
 
 
@@ -90,7 +93,8 @@ class KernelModel:
         self.eta_fp8 = (eff.gemm_max_fp8 or eff.gemm_max) * eff.training_gemm_factor * share \
             * fw.fp8_share(acc.arch or "default", self.recipe)
         self.eta_hbm = eff.hbm * fw.hbm_factor
-        self.attn_eta = attention_efficiency(eff, job.attention_kernel) * fw.attn_factor
+        self.attn_eta = attention_efficiency(eff, job.attention_kernel or fw.attention_kernel) \
+            * fw.attn_factor
         self.fused = fused_groups(fw, job)
         self.kernels = fw.kernels(job.compile)
         self.kernels_bwd = fw.backward_kernels(job.compile)

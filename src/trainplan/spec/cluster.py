@@ -62,6 +62,10 @@ class EfficiencyProfile(Spec):
         "FlashAttention-3 fraction of peak where the part runs it (Hopper: 0.628 measured at head "
         "dim 128, pytorch/benchmark PR #2391; up to 75% in its best case, Shah et al. 2024, "
         "arXiv:2407.08608, abstract); none: FlashAttention-3 does not run on this part"))
+    attn_max_cudnn: float | None = Field(None, gt=0, le=1, description=(
+        "cuDNN fused attention (Transformer Engine FusedAttention) fraction of peak over a "
+        "forward and backward (Hopper: 0.52 measured, Transformer Engine docs/examples/attention/"
+        "attention.ipynb); none: no figure for this part, FlashAttention-2's attn_max is used"))
     hbm: float = Field(0.92, gt=0, le=1, description=(
         "achievable fraction of HBM bandwidth; calibration (Narayanan et al. 2021 Table 1)"))
     intra_busbw_GBps: float | None = Field(None, gt=0, description=(

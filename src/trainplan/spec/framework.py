@@ -92,6 +92,9 @@ class FrameworkProfile(Spec):
     fp8_recipe: Literal["delayed", "current", "mxfp8"] = Field(
         "delayed", description="FP8 scaling recipe when the job names none (Transformer "
         "Engine's fp8_autocast default: DelayedScaling)")
+    attention_kernel: Literal["fa2", "fa3", "cudnn"] = Field(
+        "fa2", description="the fused attention kernel the framework runs when the job names "
+        "none (Transformer Engine prefers cuDNN's on Hopper and newer)")
     fp8_weight_cache: bool = Field(False, description="casts weights to FP8 once per step, not "
                                    "per micro-batch")
     cpu_launch_s: float = Field(5e-6, ge=0, description="host time to launch one kernel (eager "

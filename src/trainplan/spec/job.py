@@ -41,10 +41,11 @@ class Job(Spec):
         "scale, mask and softmax as one kernel; linear_cross_entropy: the LM head and the loss "
         "in chunks that never hold the whole logits, as Liger-Kernel's fused linear "
         "cross-entropy); none: the framework's")
-    attention_kernel: Literal["fa2", "fa3"] | None = Field(
+    attention_kernel: Literal["fa2", "fa3", "cudnn"] | None = Field(
         None, description="the fused attention kernel: fa2 (FlashAttention-2 or a kernel of its "
-        "efficiency, trainplan's default) or fa3 (FlashAttention-3, Hopper GPUs only); none: the "
-        "default")
+        "efficiency), fa3 (FlashAttention-3, Hopper GPUs only) or cudnn (cuDNN fused attention, "
+        "Transformer Engine's FusedAttention; timed at FlashAttention-2's rate where the GPU has "
+        "no cuDNN figure); none: the framework's (Megatron: cudnn, others: fa2)")
     unfused_ops: tuple[Literal["norm", "rope", "swiglu", "bias_dropout_add", "cross_entropy",
                                "softmax", "linear_cross_entropy"], ...] | None = Field(
         None, description="elementwise op groups the framework profile fuses but your run does "
