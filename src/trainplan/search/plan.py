@@ -16,6 +16,7 @@ from trainplan.search.rank import (PlanResult, _distinct, _explain, _pareto, _pe
                                    _rank_order)
 from trainplan.search.space import OBJECTIVES, SearchSpace
 from trainplan.search.sweep import Sweep, run_sweep
+from trainplan.spec.base import evolve
 from trainplan.spec.cluster import Accelerator, Cluster, runnable_accelerators
 from trainplan.spec.job import Job
 from trainplan.spec.model import Model
@@ -76,6 +77,7 @@ def plan_specs(model: Model, job: Job, template: Cluster, accelerators: Sequence
     rs = sw.evaluate_rows(chosen)
     ests = [sw.estimate(i, r) for i, r in zip(chosen, rs)]
     binding, lines, runner = _explain(sw, order, feasible, ests, objective, headroom_gib)
+    lines += _uneven_hint(model, job, template, sw, int(chosen[0]), ests[0], space, headroom_gib)
     lines = [f"GPU type skipped for {job.precision}: {why}" for why in skipped.values()] + lines
     secs = time.perf_counter() - t0
     result = PlanResult(
@@ -92,6 +94,37 @@ def plan_specs(model: Model, job: Job, template: Cluster, accelerators: Sequence
         space=(space or SearchSpace()).model_dump(), skipped_gpus=skipped)
     return result, sw
 
+
+
+#: Share by which a layout with uneven pipeline stages must beat the winner to be pointed out.
+UNEVEN_HINT_GAIN = 0.05
+
+
+def _uneven_hint(model: Model, job: Job, template: Cluster, sw: Sweep, i0: int, winner: Any,
+                 space: SearchSpace | None, headroom_gib: float) -> list[str]:
+    """With even stages only, the pipeline degrees are the divisors of the layer count, which a
+    power-of-two cluster may not share (Llama 3.1 405B's 126 layers on 16,384 GPUs leave PP 1
+    and 2). Megatron (``--decoder-first/last-pipeline-num-layers``, or
+    ``account_for_embedding/loss_in_pipeline_split``), torchtitan and DeepSpeed's pipeline
+    engine split layers unevenly, so the search is run once more on the winner's GPUs with
+    uneven stages, and a layout at least :data:`UNEVEN_HINT_GAIN` faster per step is named."""
+    space = space or SearchSpace()
+    if space.uneven_stages:
+        return []
+    acc = sw.accelerators[int(sw.cand["acc"][i0])]
+    gpus = int(sw.cand["gpus"][i0])
+    alt = run_sweep(model, job, template, [acc], [gpus],
+                    evolve(space, uneven_stages=True))
+    ok = alt.cols["mem_total"] <= alt.cols["capacity"] - headroom_gib * GiB
+    if not ok.any():
+        return []
+    j = int(_rank_order("fastest", alt, np.flatnonzero(ok))[0])
+    gain = 1.0 - float(alt.cols["t_step"][j]) / winner.time.step_s
+    if gain < UNEVEN_HINT_GAIN:
+        return []
+    return [f"uneven pipeline stages would allow {alt.estimate(j).layout} on these GPUs: "
+            f"step {alt.cols['t_step'][j]:.3g} s instead of {winner.time.step_s:.3g} s "
+            f"(search again with --uneven-stages)"]
 
 
 #: Largest GPU count searched: 2^20, far beyond any cluster (the largest runs use ~1e5 GPUs).

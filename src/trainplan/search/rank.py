@@ -115,11 +115,11 @@ def _explain(sw: Sweep, order: np.ndarray, feasible: np.ndarray, top: list[Estim
     same = (cand["acc"] == cand["acc"][i0]) & (cand["gpus"] == cand["gpus"][i0])
     fastest_any = np.flatnonzero(same)[np.argmin(col["t_step"][same])]
     if col["t_step"][fastest_any] < t.step_s * (1 - 0.005) and not feasible[fastest_any]:
-        st = sw.strategy(int(fastest_any))
+        label = sw.estimate(int(fastest_any)).layout     # the label the tables use
         need = col["mem_total"][fastest_any] / GiB
         binding = "memory"
         lines.append(
-            f"memory binds: {st.layout()} would be "
+            f"memory binds: {label} would be "
             f"{1 - col['t_step'][fastest_any] / t.step_s:.1%} faster per step but needs "
             f"{need:.1f} GiB per GPU (capacity {w.memory.capacity_gib:.0f} GiB"
             + (f", headroom {headroom_gib:g} GiB" if headroom_gib else "") + ")")

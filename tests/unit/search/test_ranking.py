@@ -31,3 +31,22 @@ def test_pareto_has_no_dominated_point():
 def test_every_gpu_type_keeps_its_best_row():
     r = _plan()
     assert {p.gpu_id for p in r.per_type} == {"h100_sxm", "a100_sxm_80gb"}
+
+
+def test_even_stages_that_miss_a_much_faster_uneven_layout_say_so():
+    """126 layers on 16,384 GPUs: with even stages only PP 1 and 2 divide both, so the winner
+    shards everything (ZeRO-3); the plan names the uneven-stage layout the framework could run
+    and its step, and says nothing once uneven stages are searched or where they gain nothing."""
+    kw = dict(gpu="h100", gpus=16384, seq_len=8192, global_batch=2048, framework="megatron",
+              top=2)
+    even = plan("llama-3.1-405b", **kw)
+    hint = [x for x in even.explanation if x.startswith("uneven pipeline stages")]
+    assert len(hint) == 1 and "--uneven-stages" in hint[0]
+    uneven = plan("llama-3.1-405b", space={"uneven_stages": True}, **kw)
+    assert not any(x.startswith("uneven pipeline stages") for x in uneven.explanation)
+    named = hint[0].split("allow ")[1].split(" on these GPUs")[0]
+    assert uneven.top[0].layout == named
+    assert uneven.top[0].time.step_s < 0.95 * even.top[0].time.step_s
+    small = plan("llama-3-8b", gpu="h100", gpus=64, seq_len=8192, global_batch=512,
+                 framework="megatron", top=1)     # 32 layers: the divisors already reach PP 32
+    assert not any(x.startswith("uneven pipeline stages") for x in small.explanation)
