@@ -71,7 +71,7 @@ JOB_VALUES: dict[str, st.SearchStrategy] = {
                                  max_size=3, unique=True)),
     "unfused_ops": odd_or(st.lists(st.sampled_from(["cross_entropy", "norm"]), max_size=2,
                                    unique=True)),
-    "attention_kernel": odd_or(st.sampled_from(["fa2", "fa3"])),
+    "attention_kernel": odd_or(st.sampled_from(["fa2", "fa3", "cudnn"])),
     "fp8_recipe": odd_or(st.sampled_from(["delayed", "current", "mxfp8"])),
 }
 STRATEGY_VALUES: dict[str, st.SearchStrategy] = {

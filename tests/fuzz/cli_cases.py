@@ -30,7 +30,7 @@ FLAG_VALUES: dict[str, st.SearchStrategy] = {
     "--provider": st.sampled_from(["aws", "gcp", "azure", "x"]),
     "--failures": st.sampled_from(["llama3", "0", "1e-5", "x"]),
     "--name": st.text(max_size=12),
-    "--attention-kernel": st.sampled_from(["fa2", "fa3", "x"]),
+    "--attention-kernel": st.sampled_from(["fa2", "fa3", "cudnn", "x"]),
     "--fp8-recipe": st.sampled_from(["delayed", "current", "mxfp8", "x"]),
     "--fused-ops": st.sampled_from(["norm,rope", "linear_cross_entropy", "cross_entropy,x", ""]),
 }
