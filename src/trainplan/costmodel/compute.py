@@ -93,6 +93,11 @@ class KernelModel:
         self.eta_fp8 = (eff.gemm_max_fp8 or eff.gemm_max) * eff.training_gemm_factor * share \
             * fw.fp8_share(acc.arch or "default", self.recipe)
         self.eta_hbm = eff.hbm * fw.hbm_factor
+        # FP8 casts run in the FP8 library's own kernels: Transformer Engine's fused cast and
+        # transpose kernels at the part's HBM efficiency, eager casts (torchao without compile)
+        # at the framework's
+        self.eta_hbm_fp8 = eff.hbm * (fw.fp8_cast_hbm_factor if fw.fp8_cast_hbm_factor
+                                      is not None else fw.hbm_factor)
         self.attn_eta = attention_efficiency(eff, job.attention_kernel or fw.attention_kernel) \
             * fw.attn_factor
         self.fused = fused_groups(fw, job)
@@ -148,12 +153,16 @@ class KernelModel:
                 stack, bool(moe_layer and stack.moe), self.recipe, self.fp8_transpose)
             cast_f, cast_b = T * cf / tp, T * cb / tp
         kernels, kernels_bwd = self.kernels + kf, self.kernels_bwd + kb
-        t_mem = memory_time(T * ew + cast_f, self.hbm, self.eta_hbm)
-        t_ew = t_mem + kernels * self.eff.kernel_overhead_s
+        t_mem = memory_time(T * ew, self.hbm, self.eta_hbm)
+        t_cast_f = memory_time(cast_f, self.hbm, self.eta_hbm_fp8)
+        t_ew = t_mem + t_cast_f + kernels * self.eff.kernel_overhead_s
         fwd = t_lin + t_attn + t_ew
+        # the backward's memory-bound ops move twice the forward's elementwise bytes; its FP8
+        # casts are the gradients' own (cast_b: the inputs' column-wise copies were saved in
+        # the forward, TE module/linear.py), not the forward's again
         bwd = (wgrad + igrad) * t_lin + (FLASH_BACKWARD_RATIO * t_attn + 2.0 * t_mem
                                          + kernels_bwd * self.eff.kernel_overhead_s
-                                         + memory_time(cast_b, self.hbm, self.eta_hbm)) * igrad
+                                         + memory_time(cast_b, self.hbm, self.eta_hbm_fp8)) * igrad
         fwd, bwd = launch_floor(fwd, bwd, kernels, kernels_bwd * igrad, self.fw.cpu_launch_s)
         rc = np.asarray(rc)
         op_sac = fl.OP_SAC_RECOMPUTED_SHARE * t_lin + t_ew   # per-op policy (flops.py)
@@ -193,7 +202,7 @@ def fp8_step_time(km: KernelModel, net, L, weights_on_gpu, micro_batches):
         return 0.0
     times = 1.0 if km.fw.fp8_weight_cache else micro_batches
     per_w, _ = opinv.fp8_cast_bytes(km.recipe, km.fp8_transpose)
-    t = times * memory_time(per_w * weights_on_gpu, km.hbm, km.eta_hbm)
+    t = times * memory_time(per_w * weights_on_gpu, km.hbm, km.eta_hbm_fp8)
     if km.recipe == "delayed":
         n = L.tp * L.dp * L.cp
         alpha = np.where(n > net.node, net.a_inter, net.a_intra)

@@ -95,6 +95,10 @@ class FrameworkProfile(Spec):
     attention_kernel: Literal["fa2", "fa3", "cudnn"] = Field(
         "fa2", description="the fused attention kernel the framework runs when the job names "
         "none (Transformer Engine prefers cuDNN's on Hopper and newer)")
+    fp8_cast_hbm_factor: float | None = Field(
+        None, gt=0, le=1.5, description="share of the accelerator's achievable HBM rate the "
+        "FP8 cast and transpose kernels reach: 1 for Transformer Engine's own fused kernels; "
+        "none: the framework's hbm_factor (eager casts)")
     fp8_weight_cache: bool = Field(False, description="casts weights to FP8 once per step, not "
                                    "per micro-batch")
     cpu_launch_s: float = Field(5e-6, ge=0, description="host time to launch one kernel (eager "

@@ -9,7 +9,7 @@ from trainplan import estimate
 from trainplan.catalog import get_model
 from trainplan.costmodel import collectives, compute, ops
 from trainplan.errors import InputError
-from trainplan.spec.framework import get_framework
+from trainplan.spec.framework import get_framework, using
 
 STACK = get_model("llama-3-8b").decoder
 KW = dict(gpus=8, seq_len=8192, global_batch=64, precision="fp8_mixed",
@@ -105,3 +105,41 @@ def test_records_name_their_recipe():
     assert fr.build(mx)[1].fp8_recipe == "mxfp8"
     cs = next(r for r in recs if r.get("fp8_recipe") == "tensor_current")
     assert fr.build(cs)[1].fp8_recipe == "current"
+
+
+def _fp8_layer(monkeypatch, fw_id, fwd_cast, bwd_cast):
+    """One FP8 layer's times with the cast bytes per token set to (fwd_cast, bwd_cast)."""
+    from trainplan.catalog.accelerators import get_accelerator
+    from trainplan.spec.cluster import Cluster
+    from trainplan.spec.job import Job
+    monkeypatch.setattr(ops, "fp8_cast_bytes_per_token",
+                        lambda *a, **k: (fwd_cast, bwd_cast, 0.0, 0.0))
+    job = Job(seq_len=4096, global_batch=8, precision="fp8_mixed")
+    km = compute.KernelModel(Cluster(accelerator=get_accelerator("h100"), gpus=8), job,
+                             get_framework(fw_id))
+    return km.layer(STACK, 4096.0, 1, 4096, 4096, 1, 1.0, True, 0, 0.0, 1.0, 1.0, False)
+
+
+def test_forward_casts_are_not_charged_again_in_the_backward(monkeypatch):
+    """The backward quantizes the output gradients (the backward cast bytes); the inputs'
+    column-wise FP8 copies were saved by the forward (TE module/linear.py), so more forward cast
+    traffic makes the forward longer and leaves the backward as it is."""
+    small, big = (_fp8_layer(monkeypatch, "megatron", c, 100.0) for c in (10.0, 1000.0))
+    assert big.forward > small.forward
+    assert big.backward == pytest.approx(small.backward, rel=1e-12)
+    more_bwd = _fp8_layer(monkeypatch, "megatron", 10.0, 1000.0)
+    assert more_bwd.backward > small.backward
+
+
+def test_transformer_engine_casts_run_at_the_parts_hbm_rate(monkeypatch):
+    """llm-foundry's FP8 is Composer amp_fp8 = Transformer Engine: its casts are TE's kernels at
+    the accelerator's HBM efficiency, not the eager share its other elementwise ops reach; a
+    framework without the field casts at its own hbm_factor."""
+    lf, titan = get_framework("llm-foundry"), get_framework("torchtitan")
+    assert lf.fp8_cast_hbm_factor == 1.0 and lf.hbm_factor < 1.0
+    assert titan.fp8_cast_hbm_factor is None
+    base = _fp8_layer(monkeypatch, "llm-foundry", 0.0, 0.0).forward
+    te = _fp8_layer(monkeypatch, "llm-foundry", 1e4, 0.0).forward - base
+    with using(lf.model_copy(update={"fp8_cast_hbm_factor": None})):
+        eager = _fp8_layer(monkeypatch, "llm-foundry", 1e4, 0.0).forward - base
+    assert eager == pytest.approx(te / lf.hbm_factor, rel=1e-9)
