@@ -49,11 +49,11 @@ def paper_rows():
     return out
 
 
-def print_repeats(rows) -> None:
+def print_repeats(rows, records) -> None:
     """How far the sources' own numbers move when one configuration is re-measured in a later
     release, beside trainplan's error on the same rows (trainplan.validation.repeats)."""
     errs = {r["id"]: r["error"] for r in rows if r["error"] is not None}
-    recs = {r["id"]: r for r in fr.load()}
+    recs = {r["id"]: r for r in records}
     reps = rp.repeats(list(recs.values()))
     if not reps:
         return
@@ -74,7 +74,8 @@ def print_repeats(rows) -> None:
 
 def main(show_rows: bool) -> None:
     rows, skipped = paper_rows(), []
-    for rec in fr.load():
+    records = fr.load()
+    for rec in records:
         try:
             rows.append(fr.predict(rec))
         except Exception as e:      # a record trainplan cannot express: listed, never hidden
@@ -106,7 +107,7 @@ def main(show_rows: bool) -> None:
             fam_errs[fam] += [r["error"] for r in g]
     for fam, es in sorted(fam_errs.items()):
         print(f"  {fam:16s} {_stats(es)}   (targets: median <= 5%, max <= 12%)")
-    print_repeats(rows)
+    print_repeats(rows, records)
     print("\nMemory: published runs that trained, predicted per GPU")
     trained = [r for r in rows if r.get("trained")]
     given = [r for r in trained if not r["unmodelled"]]

@@ -12,7 +12,7 @@ from typing import Any, Optional
 
 import typer
 
-from trainplan.conventions import OPTIMIZERS, PRECISIONS
+from trainplan.conventions import ATTENTION_KERNELS, FP8_RECIPES, OPTIMIZERS, PRECISIONS
 
 JOB_FILE: Any = typer.Argument(None, help="TOML/YAML job file; none: built-in example")
 MODEL: Any = typer.Option(None, "--model", "-m", help="preset id or config.json path")
@@ -53,13 +53,13 @@ PROFILE: Any = typer.Option(
     None, "--profile", help="calibrated framework profile (trainplan calibrate --out) or "
                             "accelerator efficiency profile (trainplan measure bench)")
 ATTENTION_KERNEL: Any = typer.Option(
-    None, "--attention-kernel", callback=_choice(("fa2", "fa3", "cudnn")),
-    autocompletion=_completion(("fa2", "fa3", "cudnn")),
+    None, "--attention-kernel", callback=_choice(ATTENTION_KERNELS),
+    autocompletion=_completion(ATTENTION_KERNELS),
     help="fused attention kernel: fa2 | fa3 (FlashAttention-3, Hopper) | cudnn (cuDNN fused "
          "attention); default: the framework's (Megatron: cudnn, others: fa2)")
 FP8_RECIPE: Any = typer.Option(
-    None, "--fp8-recipe", callback=_choice(("delayed", "current", "mxfp8")),
-    autocompletion=_completion(("delayed", "current", "mxfp8")),
+    None, "--fp8-recipe", callback=_choice(FP8_RECIPES),
+    autocompletion=_completion(FP8_RECIPES),
     help="FP8 scaling recipe with --precision fp8_mixed: delayed|current|mxfp8 (Blackwell); "
          "none: the framework's default")
 FUSED_OPS: Any = typer.Option(

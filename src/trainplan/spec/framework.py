@@ -22,11 +22,9 @@ import numpy as np
 
 from pydantic import Field, ValidationError
 
+from trainplan.conventions import FUSION_GROUPS, AttentionKernel, Fp8Recipe
 from trainplan.errors import InputError, from_validation_error
 from trainplan.spec.base import Spec
-
-FUSION_GROUPS = ("norm", "rope", "swiglu", "bias_dropout_add", "cross_entropy", "softmax",
-                 "linear_cross_entropy")
 
 
 def fused_groups(fw: "FrameworkProfile", job) -> frozenset[str]:
@@ -89,10 +87,10 @@ class FrameworkProfile(Spec):
         "reached (scaling and recipe overheads), by architecture or 'architecture.recipe' "
         "(e.g. 'blackwell.mxfp8'); calibration where not 1")
     fp8_linear: bool = Field(False, description="runs linear-layer GEMMs in FP8 (attention BF16)")
-    fp8_recipe: Literal["delayed", "current", "mxfp8"] = Field(
+    fp8_recipe: Fp8Recipe = Field(
         "delayed", description="FP8 scaling recipe when the job names none (Transformer "
         "Engine's fp8_autocast default: DelayedScaling)")
-    attention_kernel: Literal["fa2", "fa3", "cudnn"] = Field(
+    attention_kernel: AttentionKernel = Field(
         "fa2", description="the fused attention kernel the framework runs when the job names "
         "none (Transformer Engine prefers cuDNN's on Hopper and newer)")
     fp8_cast_hbm_factor: float | None = Field(

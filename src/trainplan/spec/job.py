@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import Field, PositiveInt, model_validator
 
-from trainplan.conventions import Optimizer, Precision
+from trainplan.conventions import AttentionKernel, Fp8Recipe, FusionGroup, Optimizer, Precision
 from trainplan.spec.base import Spec
 
 
@@ -34,24 +34,22 @@ class Job(Spec):
     framework: str = Field(
         "megatron", description="training framework profile (`trainplan frameworks`): megatron, "
         "torchtitan, fsdp, deepspeed, pytorch (DDP / HF Trainer), analytic; aliases accepted")
-    fused_ops: tuple[Literal["norm", "rope", "swiglu", "bias_dropout_add", "cross_entropy",
-                             "softmax", "linear_cross_entropy"], ...] | None = Field(
+    fused_ops: tuple[FusionGroup, ...] | None = Field(
         None, description="elementwise op groups your model code runs as fused kernels (e.g. "
         "flash-attn's fused RMSNorm, rotary, SwiGLU and cross-entropy; softmax: eager attention's "
         "scale, mask and softmax as one kernel; linear_cross_entropy: the LM head and the loss "
         "in chunks that never hold the whole logits, as Liger-Kernel's fused linear "
         "cross-entropy); none: the framework's")
-    attention_kernel: Literal["fa2", "fa3", "cudnn"] | None = Field(
+    attention_kernel: AttentionKernel | None = Field(
         None, description="the fused attention kernel: fa2 (FlashAttention-2 or a kernel of its "
         "efficiency), fa3 (FlashAttention-3, Hopper GPUs only) or cudnn (cuDNN fused attention, "
         "Transformer Engine's FusedAttention; timed at FlashAttention-2's rate where the GPU has "
         "no cuDNN figure); none: the framework's (Megatron: cudnn, others: fa2)")
-    unfused_ops: tuple[Literal["norm", "rope", "swiglu", "bias_dropout_add", "cross_entropy",
-                               "softmax", "linear_cross_entropy"], ...] | None = Field(
+    unfused_ops: tuple[FusionGroup, ...] | None = Field(
         None, description="elementwise op groups the framework profile fuses but your run does "
         "not (e.g. cross_entropy for Megatron-LM without --cross-entropy-loss-fusion, its default "
         "in megatron/training/arguments.py); none: the framework's")
-    fp8_recipe: Literal["delayed", "current", "mxfp8"] | None = Field(
+    fp8_recipe: Fp8Recipe | None = Field(
         None, description="FP8 scaling recipe (precision fp8_mixed): delayed (per-tensor scales "
         "from an amax history, Transformer Engine DelayedScaling), current (per-tensor scales "
         "from the tensor itself, Float8CurrentScaling; Megatron fp8_recipe 'tensorwise') or "
