@@ -129,10 +129,12 @@ class KernelModel:
         return t
 
     def layer(self, stack, T, seqs, queries, keys, tp, sp_div, flash, rc, rc_frac, wgrad,
-              igrad, dropout, moe_layer=False, ep=1, causal=True) -> LayerTime:
+              igrad, dropout, moe_layer=False, ep=1, causal=True, host=(0.0, 0.0)) -> LayerTime:
         """Forward, backward and recompute seconds of one layer: T tokens in ``seqs`` sequences
         of ``queries`` tokens attending to ``keys`` keys. ``rc``: 0 none, 1 selective (the
-        attention core; nothing extra with flash), 2 full, 3 a fraction ``rc_frac`` of layers."""
+        attention core; nothing extra with flash), 2 full, 3 a fraction ``rc_frac`` of layers.
+        ``host``: host seconds of the forward and backward beyond the kernel launches
+        (:func:`zero3_hook_time`)."""
         t_lin = self.linear_time(stack, T, tp, moe_layer, ep)
         a_f = T * fl.attention_core_flops_per_token(stack, keys, causal) / tp
         t_flash = flash_attention_time(a_f, self.peak, self.attn_eta)
@@ -163,7 +165,8 @@ class KernelModel:
         bwd = (wgrad + igrad) * t_lin + (FLASH_BACKWARD_RATIO * t_attn + 2.0 * t_mem
                                          + kernels_bwd * self.eff.kernel_overhead_s
                                          + memory_time(cast_b, self.hbm, self.eta_hbm_fp8)) * igrad
-        fwd, bwd = launch_floor(fwd, bwd, kernels, kernels_bwd * igrad, self.fw.cpu_launch_s)
+        fwd, bwd = launch_floor(fwd, bwd, kernels, kernels_bwd * igrad, self.fw.cpu_launch_s,
+                                host[0], host[1] * igrad)
         rc = np.asarray(rc)
         op_sac = fl.OP_SAC_RECOMPUTED_SHARE * t_lin + t_ew   # per-op policy (flops.py)
         redo = np.select([rc == 0, rc == 1, rc == 2, rc == 4],
@@ -172,13 +175,27 @@ class KernelModel:
         return LayerTime(forward=fwd, backward=bwd, recompute=redo, attention=t_attn)
 
 
-def launch_floor(fwd, bwd, kernels_fwd, kernels_bwd, cpu_launch_s):
+def launch_floor(fwd, bwd, kernels_fwd, kernels_bwd, cpu_launch_s, host_fwd=0.0, host_bwd=0.0):
     """Eager frameworks cannot run faster than the host launches their kernels: each pass takes
-    at least its kernel count x the host time per launch. The counts are the profile's, measured
-    for eager HF GPT-2 blocks by benchmarks/eager_kernel_counts.py (autograd launches its own
-    backward kernels: 68 against 42 forward under torch.amp, 54 against 30 in DeepSpeed's fp16
-    engine -- not twice the forward)."""
-    return np.maximum(fwd, kernels_fwd * cpu_launch_s), np.maximum(bwd, kernels_bwd * cpu_launch_s)
+    at least its kernel count x the host time per launch, plus the host's other work in that
+    pass (``host_fwd``/``host_bwd``: :func:`zero3_hook_time`). The counts are the profile's,
+    measured for eager HF GPT-2 blocks by benchmarks/eager_kernel_counts.py (autograd launches
+    its own backward kernels: 68 against 42 forward under torch.amp, 54 against 30 in
+    DeepSpeed's fp16 engine -- not twice the forward)."""
+    return (np.maximum(fwd, kernels_fwd * cpu_launch_s + host_fwd),
+            np.maximum(bwd, kernels_bwd * cpu_launch_s + host_bwd))
+
+
+def zero3_hook_time(fw, zero):
+    """Host seconds per layer that ZeRO-3's module hooks add to a forward and to a backward:
+    ``zero3_hooked_modules_per_layer`` x ``zero3_hook_s`` (DeepSpeed's partitioned-parameter
+    coordinator runs trace, fetch, prefetch and release bookkeeping in Python around every
+    submodule: deepspeed/runtime/zero/parameter_offload.py, partitioned_param_coordinator.py;
+    per-module time measured with the real engine by benchmarks/deepspeed_zero3_host.py).
+    Zero below ZeRO-3 and for profiles without a measurement."""
+    on = np.asarray(zero) >= 3
+    n = fw.zero3_hooked_modules_per_layer
+    return np.where(on, n * fw.zero3_hook_s[0], 0.0), np.where(on, n * fw.zero3_hook_s[1], 0.0)
 
 
 def fp8_step_time(km: KernelModel, net, L, weights_on_gpu, micro_batches):
@@ -217,9 +234,11 @@ def layer_time(km: KernelModel, dec, job, L, wgrad, rc_frac) -> LayerTime:
     T = L.mb * s / L.cp
     sp_div = np.where(L.sp_on, L.tp, 1.0)
 
+    host = zero3_hook_time(km.fw, L.zero)
+
     def one(moe_layer):
         return km.layer(dec, T, L.mb, s / L.cp, s, L.tp, sp_div, L.flash, L.rc, rc_frac, wgrad,
-                        1.0, job.dropout, moe_layer=moe_layer, ep=L.ep)
+                        1.0, job.dropout, moe_layer=moe_layer, ep=L.ep, host=host)
 
     d = one(False)
     moe_layers = (dec.layers - dec.moe.dense_layers) if dec.moe else 0

@@ -103,6 +103,13 @@ class FrameworkProfile(Spec):
                                 "PyTorch dispatch); a layer cannot run faster than its launches. "
                                 "5 us is an assumption of the order of PyTorch's per-op eager "
                                 "overhead (a few microseconds per op)")
+    zero3_hook_s: tuple[float, float] = Field(
+        (0.0, 0.0), description="host seconds the ZeRO-3 engine's per-module hooks add to each "
+        "hooked module in one forward and one backward pass (DeepSpeed's parameter coordinator); "
+        "with the kernel launches they bound a layer's pass from below")
+    zero3_hooked_modules_per_layer: float = Field(
+        0.0, ge=0, description="modules of one decoder layer the ZeRO-3 hooks run on (the layer, "
+        "its submodules and their linears and norms); routed experts are not counted")
     tp_exposed: float = Field(1.0, ge=0, le=1)
     tp_comm_overlap: bool = Field(False, description="TP communication overlap on by default")
     tp_overlap_exposed: float = Field(1.0, ge=0, le=1, description="share of TP communication "

@@ -1,0 +1,107 @@
+"""Measurement: host time DeepSpeed ZeRO-3 adds per hooked module and pass (real DeepSpeed, CPU).
+
+ZeRO-3 registers forward and backward hooks on every submodule (deepspeed/runtime/zero/
+parameter_offload.py ``_register_deepspeed_module``; partitioned_param_coordinator.py
+``fetch_sub_module``/``release_sub_module``: trace recording, fetch, prefetch and release
+bookkeeping in Python). That host work bounds a pass from below when the GPU work per layer is
+short (small per-GPU batches). This script runs transformers' ``LlamaForCausalLM`` under
+DeepSpeed's real engine on the CPU accelerator (gloo, one rank, tiny widths so the math is
+negligible), at ZeRO stage 0 and stage 3, with 4 and 12 layers; the per-layer difference between
+the stages over the module count of one decoder layer is the per-module host time the profile's
+``zero3_host_s_per_module`` holds. A GPU host also issues CUDA stream and event calls in those
+hooks, so on GPUs this is a lower bound.
+
+    python benchmarks/deepspeed_zero3_host.py          # needs the test extra and deepspeed
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import time
+import warnings
+
+os.environ.setdefault("DS_ACCELERATOR", "cpu")
+for k, v in (("MASTER_ADDR", "127.0.0.1"), ("MASTER_PORT", "29561"), ("RANK", "0"),
+             ("WORLD_SIZE", "1"), ("LOCAL_RANK", "0")):
+    os.environ.setdefault(k, v)
+warnings.filterwarnings("ignore")
+
+STEPS, WARMUP, TOKENS = 15, 3, 16
+
+
+def llama(layers: int):
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+    cfg = LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=layers,
+                      num_attention_heads=4, num_key_value_heads=2, vocab_size=128,
+                      max_position_embeddings=64, attn_implementation="sdpa")
+    torch.manual_seed(0)
+    return LlamaForCausalLM(cfg).train()
+
+
+def pass_times(stage: int, layers: int, persistence: int) -> tuple[float, float]:
+    """Mean seconds of the forward and of the backward of one training step."""
+    import deepspeed
+    import torch
+    model = llama(layers)
+    zero = {"stage": stage}
+    if stage == 3:      # 0: every parameter partitioned, as a large model's weights are
+        zero["stage3_param_persistence_threshold"] = persistence
+    cfg = {"train_micro_batch_size_per_gpu": 1, "zero_optimization": zero,
+           "optimizer": {"type": "AdamW", "params": {"lr": 1e-4, "torch_adam": True}}}
+    eng, *_ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=cfg)
+    ids = torch.randint(0, 128, (1, TOKENS))
+    tf = tb = 0.0
+    for i in range(WARMUP + STEPS):
+        a = time.perf_counter()
+        out = eng(input_ids=ids, labels=ids)
+        b = time.perf_counter()
+        eng.backward(out.loss)
+        c = time.perf_counter()
+        eng.step()
+        if i >= WARMUP:
+            tf, tb = tf + b - a, tb + c - b
+    return tf / STEPS, tb / STEPS
+
+
+def hooked_modules_per_layer() -> int:
+    """Modules of one transformers Llama decoder layer, the layer itself included."""
+    return sum(1 for _ in llama(1).model.layers[0].modules())
+
+
+def cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            names = [ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")]
+        return f"{names[0]} x {len(names)}" if names else platform.machine()
+    except OSError:
+        return platform.processor() or platform.machine()
+
+
+def main() -> None:
+    import deepspeed
+    import torch
+    import transformers
+    torch.set_num_threads(1)
+    deepspeed.init_distributed(dist_backend="gloo")
+    n_mod = hooked_modules_per_layer()
+    print(f"host: {cpu_name()}, DeepSpeed {deepspeed.__version__}, "
+          f"torch {torch.__version__}, transformers {transformers.__version__}; "
+          f"{n_mod} modules per Llama decoder layer")
+    per_layer = {}
+    for stage, pers in ((0, 0), (3, 0), (3, 100_000)):
+        (f4, b4), (f12, b12) = (pass_times(stage, n, pers) for n in (4, 12))
+        per_layer[(stage, pers)] = ((f12 - f4) / 8, (b12 - b4) / 8)
+        print(f"  stage {stage} (persistence threshold {pers:>6}): per layer forward "
+              f"{per_layer[(stage, pers)][0] * 1e6:6.0f} us, backward "
+              f"{per_layer[(stage, pers)][1] * 1e6:6.0f} us")
+    f0, b0 = per_layer[(0, 0)]
+    for pers in (0, 100_000):
+        f3, b3 = per_layer[(3, pers)]
+        print(f"ZeRO-3 host time per hooked module (threshold {pers}): forward "
+              f"{(f3 - f0) / n_mod * 1e6:5.0f} us, backward {(b3 - b0) / n_mod * 1e6:5.0f} us")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,90 @@
+"""ZeRO-3 host time: DeepSpeed's per-module hooks bound a small layer's pass from below
+(compute.zero3_hook_time; per-module time measured by benchmarks/deepspeed_zero3_host.py)."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from trainplan import estimate
+from trainplan.catalog import get_model
+from trainplan.costmodel.compute import zero3_hook_time
+from trainplan.spec.framework import get_framework
+
+
+def test_hook_time_only_at_zero3_and_broadcasts():
+    ds = get_framework("deepspeed")
+    f, b = zero3_hook_time(ds, np.array([0, 1, 2, 3]))
+    n = ds.zero3_hooked_modules_per_layer
+    assert list(f[:3]) == [0.0, 0.0, 0.0] and list(b[:3]) == [0.0, 0.0, 0.0]
+    assert f[3] == pytest.approx(n * ds.zero3_hook_s[0])
+    assert b[3] == pytest.approx(n * ds.zero3_hook_s[1])
+    # a profile without a measurement adds nothing
+    assert zero3_hook_time(get_framework("fsdp"), 3) == (0.0, 0.0)
+
+
+def _step(zero, seq, micro_batch=1):
+    st = {"tp": 1, "pp": 1, "dp": 8, "zero": zero, "micro_batch": micro_batch,
+          "recompute": "full"}
+    return estimate("llama-3-8b", gpu="h100_sxm", gpus=8, seq_len=seq,
+                    global_batch=8 * micro_batch, precision="bf16_mixed", framework="deepspeed",
+                    strategy=st)
+
+
+def test_small_batch_zero3_is_host_bound_by_its_hooks():
+    """512 tokens per GPU: a Llama-3-8B layer's GPU work is shorter than the hooks' host time,
+    so each pass of each layer takes the host time (forward, recomputed forward, backward)."""
+    ds = get_framework("deepspeed")
+    z3 = _step(3, 512)
+    layers = get_model("llama-3-8b").decoder.layers
+    f, b = zero3_hook_time(ds, 3)
+    floor = layers * (2 * f + b)
+    assert z3.time.compute_s >= floor * 0.999
+    # without the hooks (ZeRO-2) the same layers' GPU work is well under that floor
+    assert _step(2, 512).time.compute_s < 0.5 * floor
+
+
+def test_long_sequences_stay_gpu_bound():
+    """At 32K tokens per GPU the GPU work per layer dwarfs the hooks: the same compute time
+    with and without them."""
+    with_hooks = _step(3, 32768).time.compute_s
+    assert with_hooks == pytest.approx(_step(2, 32768).time.compute_s, rel=1e-9)
+
+
+def test_module_count_is_transformers_llama_layer_and_deepspeed_hooks_each():
+    """The profile's module count is the module tree of transformers' Llama decoder layer, and
+    DeepSpeed's ZeRO-3 engine puts its hooks on every one of them (real engine on the CPU)."""
+    pytest.importorskip("transformers")
+    deepspeed = pytest.importorskip("deepspeed")
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    cfg = LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, vocab_size=128)
+    model = LlamaForCausalLM(cfg)
+    layer_modules = list(model.model.layers[0].modules())
+    assert len(layer_modules) == get_framework("deepspeed").zero3_hooked_modules_per_layer
+    env = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29571", "RANK": "0", "WORLD_SIZE": "1",
+           "LOCAL_RANK": "0"}
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    own = not torch.distributed.is_initialized()
+    try:
+        if own:
+            deepspeed.init_distributed(dist_backend="gloo")
+        cfg_ds = {"train_micro_batch_size_per_gpu": 1,
+                  "zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": 0},
+                  "optimizer": {"type": "AdamW", "params": {"lr": 1e-4, "torch_adam": True}}}
+        deepspeed.initialize(model=model, model_parameters=model.parameters(), config=cfg_ds)
+        hooked = [m for m in layer_modules if m._forward_pre_hooks and m._forward_hooks]
+        assert len(hooked) == len(layer_modules)
+    finally:
+        if own and torch.distributed.is_initialized():
+            torch.distributed.destroy_process_group()
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
