@@ -150,7 +150,8 @@ def vision_costs(model: Model, job, L, cluster=None) -> dict[str, Any]:
                     for i, (ti, ni, pi) in enumerate(zip(np.atleast_1d(tok), np.atleast_1d(n), p)))
                 act = act + imgs_mb * per_img
             if timer is not None:
-                t_mb = t_mb + timer.tower(v, tok, n, p, imgs_mb, tp, rc, L.flash, wg, ig, kinds)
+                t_mb = t_mb + timer.tower(v, tok, n, p, imgs_mb, tp, rc, L.flash, wg, ig, kinds,
+                                          L.zero)
             continue
         pr = part.part
         if part.trainable or part.below_trainable:      # gradients pass through it: keep its activations
@@ -180,16 +181,19 @@ class _Timer:
     def gemm_total(self, flops):
         return self.km.gemm(flops)
 
-    def tower(self, v: Stack, tok, n, p, imgs_mb, tp, rc, flash, wg, ig, kinds):
+    def tower(self, v: Stack, tok, n, p, imgs_mb, tp, rc, flash, wg, ig, kinds, zero=0):
         """Forward + backward seconds of one micro-batch through tower ``v`` on one GPU.
-        ``kinds``: (layers, keys per query token) for full and windowed layers."""
+        ``kinds``: (layers, keys per query token) for full and windowed layers; ``zero``: the
+        ZeRO stage, whose hooks bound each layer's pass (compute.zero3_hook_time)."""
+        from trainplan.costmodel.compute import zero3_hook_time
+        host = zero3_hook_time(self.km.fw, zero)
         t = 0.0
         for i, (ti, ni, pi) in enumerate(zip(np.atleast_1d(tok), np.atleast_1d(n), p)):
             T = imgs_mb * ti                                    # tokens per micro-batch per GPU
 
             def lt(ks, w, g):
                 return self.km.layer(v, T, imgs_mb, ti, ks[i], tp, 1.0, flash, rc, 1.0, w, g,
-                                     False, causal=False).total
+                                     False, causal=False, host=host).total
             layers = sum(nl * lt(ks, wg, ig) for nl, ks in kinds)
             if v.forward_only_layers:       # the last layers: forward only (full-attention kind)
                 layers = layers - v.forward_only_layers * (lt(kinds[0][1], wg, ig)

@@ -88,3 +88,26 @@ def test_module_count_is_transformers_llama_layer_and_deepspeed_hooks_each():
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+def test_vision_tower_layers_take_the_same_hook_floor():
+    """A frozen CLIP tower under ZeRO-3 runs its forward through the same hooks (ZeRO-3
+    partitions frozen weights too): one image per micro-batch is host-bound at ZeRO-3, and its
+    forward takes at least the tower's layers x the forward hook time."""
+    import trainplan.catalog.vlm as V
+    from trainplan.catalog.accelerators import get_accelerator
+    from trainplan.costmodel import vision as cv
+    from trainplan.costmodel.evaluate import Layout
+    from trainplan.spec.cluster import Cluster
+    from trainplan.spec.job import Job
+
+    m = V.get_vlm_preset("llava-1.5-7b")
+    job = Job(seq_len=1024, global_batch=8, images_per_sample=1, frozen=("vision",),
+              framework="deepspeed")
+    cl = Cluster(accelerator=get_accelerator("h100_sxm"), gpus=8)
+    t = {z: cv.vision_costs(m, job, Layout(dp=8, mb=1, zero=z), cl)["time_per_mb"]
+         for z in (2, 3)}
+    f, _ = zero3_hook_time(get_framework("deepspeed"), 3)
+    tower_layers = m.vision[0].layers
+    assert t[2] < 0.5 * tower_layers * f          # without hooks: GPU work, well under it
+    assert t[3] >= tower_layers * f * 0.999
