@@ -262,6 +262,7 @@ def _warnings(model, job, cluster, st, r, mem, time) -> list[str]:
                  "keep TP inside a node or lower it")
     if time.dp_comm_s > 0.15 * time.step_s:
         w.append(f"exposed DP communication is {time.dp_comm_s / time.step_s:.0%} of the step")
+    w += _host_bound_warning(model, job, st, r, time)
     if st.tp * st.cp > cluster.node_size:
         w.append(f"tp*cp = {st.tp * st.cp} spans nodes ({cluster.node_size} GPUs per node)")
     from trainplan.spec.framework import get_framework
@@ -278,6 +279,23 @@ def _warnings(model, job, cluster, st, r, mem, time) -> list[str]:
     if job.precision == "fp16_mixed":
         w.append("fp16 needs dynamic loss scaling (GradScaler init 2^16); prefer bf16 on A100/H100")
     return w
+
+
+def _host_bound_warning(model, job, st, r, time) -> list[str]:
+    """ZeRO-3's per-module hooks (compute.zero3_hook_time) set the pace: their host time per
+    step, every layer's forward, recomputed forward and backward, is most of the compute time."""
+    from trainplan.costmodel.compute import zero3_hook_time
+    from trainplan.spec.framework import get_framework
+    f, b = (float(x) for x in zero3_hook_time(get_framework(job.framework), st.zero))
+    if f + b <= 0:
+        return []
+    fwd_passes = 2.0 if st.recompute == "full" else 1.0
+    host = float(r.grad_accum) * model.decoder.layers / st.pp * (fwd_passes * f + b)
+    if host < 0.9 * time.compute_s:
+        return []
+    return [f"host-bound: ZeRO-3's per-module hooks take about {host:.3g} s of host time per "
+            f"step, {host / time.compute_s:.0%} of the compute time; more tokens per micro-batch "
+            "(a larger micro_batch or seq_len) or zero=2 would let the GPU set the pace"]
 
 
 def _fit_hints(st: Strategy, biggest: str) -> str:

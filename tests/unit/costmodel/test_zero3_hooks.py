@@ -111,3 +111,11 @@ def test_vision_tower_layers_take_the_same_hook_floor():
     tower_layers = m.vision[0].layers
     assert t[2] < 0.5 * tower_layers * f          # without hooks: GPU work, well under it
     assert t[3] >= tower_layers * f * 0.999
+
+
+def test_estimate_says_when_the_hooks_set_the_pace():
+    def host_bound(est):
+        return [w for w in est.warnings if w.startswith("host-bound")]
+    assert host_bound(_step(3, 512))
+    assert not host_bound(_step(2, 512))         # no ZeRO-3 hooks
+    assert not host_bound(_step(3, 32768))       # the GPU sets the pace
