@@ -53,41 +53,48 @@ def test_long_sequences_stay_gpu_bound():
     assert with_hooks == pytest.approx(_step(2, 32768).time.compute_s, rel=1e-9)
 
 
+_HOOK_COUNT = """
+import json, os
+os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=os.environ["TP_PORT"], RANK="0",
+                  WORLD_SIZE="1", LOCAL_RANK="0")
+import deepspeed
+from transformers import LlamaConfig, LlamaForCausalLM
+cfg = LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                  num_attention_heads=4, num_key_value_heads=2, vocab_size=128)
+model = LlamaForCausalLM(cfg)
+layer = list(model.model.layers[0].modules())
+deepspeed.init_distributed(dist_backend="gloo")
+ds = {"train_micro_batch_size_per_gpu": 1,
+      "zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": 0},
+      "optimizer": {"type": "AdamW", "params": {"lr": 1e-4, "torch_adam": True}}}
+deepspeed.initialize(model=model, model_parameters=model.parameters(), config=ds)
+hooked = [m for m in layer if m._forward_pre_hooks and m._forward_hooks]
+print("RESULT", json.dumps({"modules": len(layer), "hooked": len(hooked)}))
+"""
+
+
 def test_module_count_is_transformers_llama_layer_and_deepspeed_hooks_each():
     """The profile's module count is the module tree of transformers' Llama decoder layer, and
-    DeepSpeed's ZeRO-3 engine puts its hooks on every one of them (real engine on the CPU)."""
-    pytest.importorskip("transformers")
-    deepspeed = pytest.importorskip("deepspeed")
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
+    DeepSpeed's ZeRO-3 engine puts its hooks on every one of them (the real engine on the CPU,
+    in its own process: DeepSpeed's initialisation changes torch's global state)."""
+    import json
+    import socket
+    import subprocess
+    import sys
 
-    cfg = LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, vocab_size=128)
-    model = LlamaForCausalLM(cfg)
-    layer_modules = list(model.model.layers[0].modules())
-    assert len(layer_modules) == get_framework("deepspeed").zero3_hooked_modules_per_layer
-    env = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29571", "RANK": "0", "WORLD_SIZE": "1",
-           "LOCAL_RANK": "0"}
-    old = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    own = not torch.distributed.is_initialized()
-    try:
-        if own:
-            deepspeed.init_distributed(dist_backend="gloo")
-        cfg_ds = {"train_micro_batch_size_per_gpu": 1,
-                  "zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": 0},
-                  "optimizer": {"type": "AdamW", "params": {"lr": 1e-4, "torch_adam": True}}}
-        deepspeed.initialize(model=model, model_parameters=model.parameters(), config=cfg_ds)
-        hooked = [m for m in layer_modules if m._forward_pre_hooks and m._forward_hooks]
-        assert len(hooked) == len(layer_modules)
-    finally:
-        if own and torch.distributed.is_initialized():
-            torch.distributed.destroy_process_group()
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    pytest.importorskip("transformers")
+    pytest.importorskip("deepspeed")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = dict(os.environ, TP_PORT=str(port), DS_ACCELERATOR="cpu")
+    out = subprocess.run([sys.executable, "-c", _HOOK_COUNT], capture_output=True, text=True,
+                         env=env, timeout=600)
+    lines = [ln for ln in out.stdout.splitlines() if ln.startswith("RESULT ")]
+    assert lines, out.stderr[-2000:]
+    got = json.loads(lines[-1][len("RESULT "):])
+    assert got["modules"] == get_framework("deepspeed").zero3_hooked_modules_per_layer
+    assert got["hooked"] == got["modules"]
 
 
 def test_vision_tower_layers_take_the_same_hook_floor():
