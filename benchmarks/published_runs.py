@@ -59,7 +59,7 @@ def print_repeats(rows, records) -> None:
         return
     sm = rp.summary(reps)
     print("\nReproducibility of the published numbers: configurations reported in more than one "
-          "release")
+          "release or software stack")
     print(f"  {sm['n']} configurations; spread (max/min - 1) median {sm['median_spread']:.1%}, "
           f"max {sm['max_spread']:.1%}; the best a version-agnostic prediction can do on them: "
           f"max |error| >= {sm['max_floor']:.1%}")
@@ -68,7 +68,7 @@ def print_repeats(rows, records) -> None:
         fitted = any(fr.role(recs[i]) == "calibration" for i in rep.ids)
         cal = " (incl. calibration rows)" if fitted else ""
         print(f"    {rep.model[:14]:14s} {rep.gpu:13s} {rep.gpus:5d} {rep.layout:34s} "
-              f"{len(rep.values)} releases  spread {rep.spread:5.1%}  floor {rep.floor:4.1%}  "
+              f"{len(rep.values)} reports   spread {rep.spread:5.1%}  floor {rep.floor:4.1%}  "
               f"trainplan {min(e):+6.1%}..{max(e):+6.1%}{cal}")
 
 

@@ -2,9 +2,10 @@
 
 Several sources publish the same configuration more than once: NVIDIA's NeMo and Megatron-Bridge
 performance summaries list the same model, GPU count, layout, batch and precision in release
-after release (24.07 ... 26.06). The reported throughput of one configuration moves between
-releases as the software stack changes, while trainplan's profile for that framework is one
-set of values. The spread of those repeats is a floor under what any version-agnostic model can
+after release (24.07 ... 26.06), and a source may re-measure one configuration on several
+software stacks (a record's ``software``: ml-engineering's H200 8K row under torch 2.10-2.13 and
+CUDA 12.9/13.0). The reported throughput of one configuration moves with the software stack,
+while trainplan's profile for that framework is one set of values. The spread of those repeats is a floor under what any version-agnostic model can
 reach on them: a prediction can be within half the spread of every repeat at best. This module
 finds the repeats in the validation records and measures their spread, in each source's own
 metric (:func:`trainplan.validation.framework_runs.reported`).
@@ -31,7 +32,8 @@ _RELEASE = re.compile(r"(\d\d\.\d\d(?:\.\d\d)?)$")
 
 @dataclass(frozen=True)
 class Repeat:
-    """One configuration reported by more than one set (release)."""
+    """One configuration reported by more than one release (a set, or a set's software
+    stack)."""
 
     model: str
     gpu: str
@@ -80,10 +82,17 @@ def config_key(rec: dict[str, Any]) -> str:
                       default=str)
 
 
+def release(rec: dict[str, Any]) -> tuple[str, str]:
+    """What a record was measured with: its set (a release of the source) and, where the
+    record names one, its software stack."""
+    return rec.get("set", ""), str(rec.get("software", ""))
+
+
 def repeats(records: list[dict[str, Any]], framework: str | None = None) -> list[Repeat]:
-    """Configurations reported by at least two different sets, validation rows only (the
-    calibration set is fitted, so its repeat would not be an outside measurement of drift --
-    it is included as one value among the others when it repeats a validation row)."""
+    """Configurations reported by at least two different releases (:func:`release`),
+    validation rows only (the calibration set is fitted, so its repeat would not be an outside
+    measurement of drift -- it is included as one value among the others when it repeats a
+    validation row)."""
     groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in records:
         if framework and r.get("framework") != framework:
@@ -93,10 +102,9 @@ def repeats(records: list[dict[str, Any]], framework: str | None = None) -> list
         groups[config_key(r)].append(r)
     out = []
     for recs in groups.values():
-        sets = {r.get("set", "") for r in recs}
-        if len(sets) < 2 or all(fr.role(r) == "calibration" for r in recs):
+        if len({release(r) for r in recs}) < 2 or all(fr.role(r) == "calibration" for r in recs):
             continue
-        recs = sorted(recs, key=lambda r: release_key(r.get("set", "")))
+        recs = sorted(recs, key=lambda r: (release_key(r.get("set", "")), release(r)[1]))
         vals = []
         for r in recs:
             value, unit = fr.reported(r) or (0.0, "")
