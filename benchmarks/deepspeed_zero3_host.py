@@ -1,4 +1,4 @@
-"""Measurement: host time DeepSpeed ZeRO-3 adds per hooked module and pass (real DeepSpeed, CPU).
+"""Measurement: host time ZeRO-3 engines add per hooked module and pass (real engines, CPU).
 
 ZeRO-3 registers forward and backward hooks on every submodule (deepspeed/runtime/zero/
 parameter_offload.py ``_register_deepspeed_module``; partitioned_param_coordinator.py
@@ -8,8 +8,11 @@ short (small per-GPU batches). This script runs transformers' ``LlamaForCausalLM
 DeepSpeed's real engine on the CPU accelerator (gloo, one rank, tiny widths so the math is
 negligible), at ZeRO stage 0 and stage 3, with 4 and 12 layers; the per-layer difference between
 the stages over the module count of one decoder layer is the per-module host time the profile's
-``zero3_host_s_per_module`` holds. A GPU host also issues CUDA stream and event calls in those
-hooks, so on GPUs this is a lower bound.
+``zero3_hook_s`` holds. The same measurement for PyTorch FSDP2 (``fully_shard`` on each decoder
+layer, one hooked unit per layer: its pre/post-forward and backward hooks gather, reshard and
+reduce-scatter) gives torchtitan's. Each figure is the best of three runs (a shared machine only
+adds time). A GPU host also issues CUDA stream and event calls in those hooks, so on GPUs these
+are lower bounds.
 
     python benchmarks/deepspeed_zero3_host.py          # needs the test extra and deepspeed
 """
@@ -40,8 +43,46 @@ def llama(layers: int):
     return LlamaForCausalLM(cfg).train()
 
 
+def timed(step, ids) -> tuple[float, float]:
+    """Mean seconds of the forward and of the backward of ``step`` (forward, backward, update
+    callables), after a warm-up; the best of three runs."""
+    best = (float("inf"), float("inf"))
+    for _ in range(3):
+        tf = tb = 0.0
+        for i in range(WARMUP + STEPS):
+            a = time.perf_counter()
+            loss = step[0](ids)
+            b = time.perf_counter()
+            step[1](loss)
+            c = time.perf_counter()
+            step[2]()
+            if i >= WARMUP:
+                tf, tb = tf + b - a, tb + c - b
+        best = (min(best[0], tf / STEPS), min(best[1], tb / STEPS))
+    return best
+
+
+def fsdp2_pass_times(layers: int, shard: bool) -> tuple[float, float]:
+    """Forward and backward seconds with every decoder layer (and the model) under FSDP2's
+    ``fully_shard``, or plain."""
+    import torch
+    from torch.distributed.fsdp import fully_shard
+    model = llama(layers)
+    if shard:
+        for layer in model.model.layers:
+            fully_shard(layer)
+        fully_shard(model)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
+
+    def update():
+        opt.step()
+        opt.zero_grad()
+    return timed((lambda ids: model(input_ids=ids, labels=ids).loss, lambda loss: loss.backward(),
+                  update), torch.randint(0, 128, (1, TOKENS)))
+
+
 def pass_times(stage: int, layers: int, persistence: int) -> tuple[float, float]:
-    """Mean seconds of the forward and of the backward of one training step."""
+    """Forward and backward seconds of one training step under DeepSpeed at ZeRO ``stage``."""
     import deepspeed
     import torch
     model = llama(layers)
@@ -51,18 +92,8 @@ def pass_times(stage: int, layers: int, persistence: int) -> tuple[float, float]
     cfg = {"train_micro_batch_size_per_gpu": 1, "zero_optimization": zero,
            "optimizer": {"type": "AdamW", "params": {"lr": 1e-4, "torch_adam": True}}}
     eng, *_ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=cfg)
-    ids = torch.randint(0, 128, (1, TOKENS))
-    tf = tb = 0.0
-    for i in range(WARMUP + STEPS):
-        a = time.perf_counter()
-        out = eng(input_ids=ids, labels=ids)
-        b = time.perf_counter()
-        eng.backward(out.loss)
-        c = time.perf_counter()
-        eng.step()
-        if i >= WARMUP:
-            tf, tb = tf + b - a, tb + c - b
-    return tf / STEPS, tb / STEPS
+    return timed((lambda ids: eng(input_ids=ids, labels=ids).loss, eng.backward, eng.step),
+                 torch.randint(0, 128, (1, TOKENS)))
 
 
 def hooked_modules_per_layer() -> int:
@@ -84,6 +115,12 @@ def main() -> None:
     import torch
     import transformers
     torch.set_num_threads(1)
+    torch.distributed.init_process_group("gloo")
+    # FSDP2 first: DeepSpeed's initialisation changes torch's global state
+    unit = {}
+    for shard in (False, True):
+        (f4, b4), (f12, b12) = (fsdp2_pass_times(n, shard) for n in (4, 12))
+        unit[shard] = ((f12 - f4) / 8, (b12 - b4) / 8)
     deepspeed.init_distributed(dist_backend="gloo")
     n_mod = hooked_modules_per_layer()
     print(f"host: {cpu_name()}, DeepSpeed {deepspeed.__version__}, "
@@ -99,8 +136,11 @@ def main() -> None:
     f0, b0 = per_layer[(0, 0)]
     for pers in (0, 100_000):
         f3, b3 = per_layer[(3, pers)]
-        print(f"ZeRO-3 host time per hooked module (threshold {pers}): forward "
+        print(f"DeepSpeed ZeRO-3 host time per hooked module (threshold {pers}): forward "
               f"{(f3 - f0) / n_mod * 1e6:5.0f} us, backward {(b3 - b0) / n_mod * 1e6:5.0f} us")
+    print(f"FSDP2 host time per unit (one per decoder layer): forward "
+          f"{(unit[True][0] - unit[False][0]) * 1e6:5.0f} us, backward "
+          f"{(unit[True][1] - unit[False][1]) * 1e6:5.0f} us")
 
 
 if __name__ == "__main__":

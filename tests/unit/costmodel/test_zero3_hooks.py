@@ -23,6 +23,10 @@ def test_hook_time_only_at_zero3_and_broadcasts():
     assert b[3] == pytest.approx(n * ds.zero3_hook_s[1])
     # a profile without a measurement adds nothing
     assert zero3_hook_time(get_framework("fsdp"), 3) == (0.0, 0.0)
+    # FSDP2 (torchtitan): one hooked unit per layer, far cheaper than DeepSpeed's 13 modules
+    tt = get_framework("torchtitan")
+    assert tt.zero3_hooked_modules_per_layer == 1
+    assert sum(zero3_hook_time(tt, 3)) < 0.2 * sum(zero3_hook_time(ds, 3))
 
 
 def _step(zero, seq, micro_batch=1):
