@@ -184,7 +184,8 @@ class _Timer:
     def tower(self, v: Stack, tok, n, p, imgs_mb, tp, rc, flash, wg, ig, kinds, zero=0):
         """Forward + backward seconds of one micro-batch through tower ``v`` on one GPU.
         ``kinds``: (layers, keys per query token) for full and windowed layers; ``zero``: the
-        ZeRO stage, whose hooks bound each layer's pass (compute.zero3_hook_time)."""
+        ZeRO stage, whose hooks bound each layer's pass (compute.zero3_hook_time; the decoder
+        layer's module count stands in for the tower's: 12 in a transformers CLIP layer)."""
         from trainplan.costmodel.compute import zero3_hook_time
         host = zero3_hook_time(self.km.fw, zero)
         t = 0.0
