@@ -191,7 +191,7 @@ def zero3_hook_time(fw, zero):
     ``zero3_hooked_modules_per_layer`` x ``zero3_hook_s`` (DeepSpeed's partitioned-parameter
     coordinator runs trace, fetch, prefetch and release bookkeeping in Python around every
     submodule: deepspeed/runtime/zero/parameter_offload.py, partitioned_param_coordinator.py;
-    per-module time measured with the real engine by benchmarks/deepspeed_zero3_host.py).
+    per-module time measured with the real engine by benchmarks/zero3_hook_time.py).
     Zero below ZeRO-3 and for profiles without a measurement."""
     on = np.asarray(zero) >= 3
     n = fw.zero3_hooked_modules_per_layer

@@ -1,5 +1,5 @@
 """ZeRO-3 host time: DeepSpeed's per-module hooks bound a small layer's pass from below
-(compute.zero3_hook_time; per-module time measured by benchmarks/deepspeed_zero3_host.py)."""
+(compute.zero3_hook_time; per-module time measured by benchmarks/zero3_hook_time.py)."""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ reduce-scatter) gives torchtitan's. Each figure is the best of three runs (a sha
 adds time). A GPU host also issues CUDA stream and event calls in those hooks, so on GPUs these
 are lower bounds.
 
-    python benchmarks/deepspeed_zero3_host.py          # needs the test extra and deepspeed
+    python benchmarks/zero3_hook_time.py          # needs the test extra and deepspeed
 """
 
 from __future__ import annotations
