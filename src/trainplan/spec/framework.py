@@ -20,7 +20,7 @@ from typing import Iterator, Literal
 
 import numpy as np
 
-from pydantic import Field, ValidationError
+from pydantic import Field, NonNegativeFloat, ValidationError
 
 from trainplan.conventions import FUSION_GROUPS, AttentionKernel, Fp8Recipe
 from trainplan.errors import InputError, from_validation_error
@@ -103,7 +103,7 @@ class FrameworkProfile(Spec):
                                 "PyTorch dispatch); a layer cannot run faster than its launches. "
                                 "5 us is an assumption of the order of PyTorch's per-op eager "
                                 "overhead (a few microseconds per op)")
-    zero3_hook_s: tuple[float, float] = Field(
+    zero3_hook_s: tuple[NonNegativeFloat, NonNegativeFloat] = Field(
         (0.0, 0.0), description="host seconds the ZeRO-3 engine's per-module hooks add to each "
         "hooked module in one forward and one backward pass (DeepSpeed's parameter coordinator); "
         "with the kernel launches they bound a layer's pass from below")

@@ -130,3 +130,23 @@ def test_estimate_says_when_the_hooks_set_the_pace():
     assert host_bound(_step(3, 512))
     assert not host_bound(_step(2, 512))         # no ZeRO-3 hooks
     assert not host_bound(_step(3, 32768))       # the GPU sets the pace
+
+
+def test_a_users_profile_with_negative_hook_time_is_a_clear_input_error(tmp_path, monkeypatch):
+    import json
+
+    from trainplan.errors import InputError
+    from trainplan.spec import framework as fwmod
+
+    row = get_framework("deepspeed").model_dump()
+    row.update(id="my-ds", zero3_hook_s=[-1e-4, 1e-4])
+    f = tmp_path / "fw.json"
+    f.write_text(json.dumps({"frameworks": [row]}))
+    monkeypatch.setenv("TRAINPLAN_FRAMEWORKS", str(f))
+    fwmod._catalog.cache_clear()
+    try:
+        with pytest.raises(InputError) as e:
+            get_framework("my-ds")
+        assert "zero3_hook_s" in str(e.value)
+    finally:
+        fwmod._catalog.cache_clear()
