@@ -35,6 +35,7 @@ import numpy as np
 
 warnings.filterwarnings("ignore")
 
+from trainplan.catalog.accelerators import get_accelerator  # noqa: E402
 from trainplan.spec.framework import get_framework, using  # noqa: E402
 from trainplan.validation.framework_runs import load, predict  # noqa: E402
 
@@ -96,12 +97,12 @@ def main(write: bool) -> None:
     # top of the BF16 shares just fitted (validation.framework_runs.CALIBRATION names this set
     # for llm-foundry FP8 too)
     lf8 = _records("llm-foundry-mpt-benchmarks-8c8dd48", "fp8")
-    base8 = prof
     print(f"llm-foundry FP8 (same set, {len(lf8)} FP8 rows)")
-    report("before", lf8, base8)
-    # physical range: the FP8 GEMMs cannot beat the part's MAMF (share <= 1/training factor)
-    top8 = 1.0 / 0.875
-    prof8, vals8 = fit(lf8, base8, ["fp8_gemm_factor.hopper"], [1.0], ([0.3], [top8]))
+    report("before", lf8, prof)
+    # physical range: the FP8 GEMMs cannot beat the part's MAMF (share <= 1 / the H100 profile's
+    # training_gemm_factor, the share of MAMF a training step's GEMM mix reaches)
+    top8 = 1.0 / get_accelerator("h100_sxm").efficiency.training_gemm_factor
+    prof8, vals8 = fit(lf8, prof, ["fp8_gemm_factor.hopper"], [1.0], ([0.3], [top8]))
     report("after ", lf8, prof8)
     print("  fitted:", {k: round(v, 4) for k, v in vals8.items()})
     if vals8["fp8_gemm_factor.hopper"] > top8 - 1e-3:

@@ -262,11 +262,11 @@ def _warnings(model, job, cluster, st, r, mem, time) -> list[str]:
                  "keep TP inside a node or lower it")
     if time.dp_comm_s > 0.15 * time.step_s:
         w.append(f"exposed DP communication is {time.dp_comm_s / time.step_s:.0%} of the step")
-    w += _host_bound_warning(model, job, st, r, time)
-    if st.tp * st.cp > cluster.node_size:
-        w.append(f"tp*cp = {st.tp * st.cp} spans nodes ({cluster.node_size} GPUs per node)")
     from trainplan.spec.framework import get_framework
     fw = get_framework(job.framework)
+    w += _host_bound_warning(fw, model, st, r, time)
+    if st.tp * st.cp > cluster.node_size:
+        w.append(f"tp*cp = {st.tp * st.cp} spans nodes ({cluster.node_size} GPUs per node)")
     made_on = fw.calibrated_on.get("gpu")
     if made_on and made_on != cluster.accelerator.id:
         w.append(f"calibrated profile {fw.id} was fitted on {made_on}, applied to "
@@ -281,12 +281,11 @@ def _warnings(model, job, cluster, st, r, mem, time) -> list[str]:
     return w
 
 
-def _host_bound_warning(model, job, st, r, time) -> list[str]:
+def _host_bound_warning(fw, model, st, r, time) -> list[str]:
     """ZeRO-3's per-module hooks (compute.zero3_hook_time) set the pace: their host time per
     step, every layer's forward, recomputed forward and backward, is most of the compute time."""
     from trainplan.costmodel.compute import zero3_hook_time
-    from trainplan.spec.framework import get_framework
-    f, b = (float(x) for x in zero3_hook_time(get_framework(job.framework), st.zero))
+    f, b = (float(x) for x in zero3_hook_time(fw, st.zero))
     if f + b <= 0:
         return []
     fwd_passes = 2.0 if st.recompute == "full" else 1.0

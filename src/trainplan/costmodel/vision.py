@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from trainplan.conventions import ACTIVATION_BYTES
+from trainplan.costmodel.compute import KernelModel, zero3_hook_time
 from trainplan.costmodel.memory import layer_activation_bytes
 from trainplan.costmodel.params import projector_params, stack_params
 from trainplan.costmodel.vision_attention import attention_keys
@@ -175,7 +176,6 @@ class _Timer:
 
     def __init__(self, job, cluster):
         from trainplan.spec.framework import get_framework
-        from trainplan.costmodel.compute import KernelModel
         self.km = KernelModel(cluster, job, get_framework(job.framework))
 
     def gemm_total(self, flops):
@@ -186,7 +186,6 @@ class _Timer:
         ``kinds``: (layers, keys per query token) for full and windowed layers; ``zero``: the
         ZeRO stage, whose hooks bound each layer's pass (compute.zero3_hook_time; the decoder
         layer's module count stands in for the tower's: 12 in a transformers CLIP layer)."""
-        from trainplan.costmodel.compute import zero3_hook_time
         host = zero3_hook_time(self.km.fw, zero)
         t = 0.0
         for i, (ti, ni, pi) in enumerate(zip(np.atleast_1d(tok), np.atleast_1d(n), p)):

@@ -5,10 +5,11 @@ performance summaries list the same model, GPU count, layout, batch and precisio
 after release (24.07 ... 26.06), and a source may re-measure one configuration on several
 software stacks (a record's ``software``: ml-engineering's H200 8K row under torch 2.10-2.13 and
 CUDA 12.9/13.0). The reported throughput of one configuration moves with the software stack,
-while trainplan's profile for that framework is one set of values. The spread of those repeats is a floor under what any version-agnostic model can
-reach on them: a prediction can be within half the spread of every repeat at best. This module
-finds the repeats in the validation records and measures their spread, in each source's own
-metric (:func:`trainplan.validation.framework_runs.reported`).
+while trainplan's profile for that framework is one set of values. The spread of those repeats
+is a floor under what any version-agnostic model can reach on them: a prediction can be within
+half the spread of every repeat at best. This module finds the repeats in the validation records
+and measures their spread, in each source's own metric
+(:func:`trainplan.validation.framework_runs.reported`).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ class Repeat:
     precision: str
     layout: str
     unit: str
-    values: tuple[tuple[str, float], ...]   # (set, reported value), in release order
+    values: tuple[tuple[str, float], ...]   # (release, reported value), in release order
     ids: tuple[str, ...] = ()                # the records, in the same order
 
     @property
@@ -108,7 +109,8 @@ def repeats(records: list[dict[str, Any]], framework: str | None = None) -> list
         vals = []
         for r in recs:
             value, unit = fr.reported(r) or (0.0, "")
-            vals.append((r.get("set", ""), value, unit))
+            set_id, software = release(r)
+            vals.append((f"{set_id} ({software})" if software else set_id, value, unit))
         units = {u for _, _, u in vals}
         if len(units) != 1:
             continue
