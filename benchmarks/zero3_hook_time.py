@@ -10,8 +10,12 @@ negligible), at ZeRO stage 0 and stage 3, with 4 and 12 layers; the per-layer di
 the stages over the module count of one decoder layer is the per-module host time the profile's
 ``zero3_hook_s`` holds. The same measurement for PyTorch FSDP2 (``fully_shard`` on each decoder
 layer, one hooked unit per layer: its pre/post-forward and backward hooks gather, reshard and
-reduce-scatter) gives torchtitan's. Each figure is the best of three runs (a shared machine only
-adds time). A GPU host also issues CUDA stream and event calls in those hooks, so on GPUs these
+reduce-scatter) gives torchtitan's. PyTorch FSDP1 (``FullyShardedDataParallel`` with one unit per
+decoder layer, as HF Accelerate's transformer-layer auto-wrap and Composer wrap it) falls back to
+NO_SHARD on one rank, so it runs FULL_SHARD over torch's in-process fake process group of eight
+ranks (``torch.testing._internal.distributed.fake_pg``: every collective returns at once, so only
+the library's own host work is timed); that gives the ``fsdp`` and ``llm-foundry`` profiles'.
+Each figure is the best of three runs (a shared machine only adds time). A GPU host also issues CUDA stream and event calls in those hooks, so on GPUs these
 are lower bounds.
 
     python benchmarks/zero3_hook_time.py          # needs the test extra and deepspeed
@@ -81,6 +85,43 @@ def fsdp2_pass_times(layers: int, shard: bool) -> tuple[float, float]:
                   update), torch.randint(0, 128, (1, TOKENS)))
 
 
+def fsdp1_pass_times(layers: int, shard: bool) -> tuple[float, float]:
+    """Forward and backward seconds with each decoder layer an FSDP1 FULL_SHARD unit (the model
+    the root unit), or plain; needs a process group of more than one rank."""
+    import torch
+    from torch.distributed.fsdp import FullyShardedDataParallel, ShardingStrategy
+    from torch.distributed.fsdp.wrap import ModuleWrapPolicy
+    from transformers.models.llama.modeling_llama import LlamaDecoderLayer
+    model = llama(layers)
+    if shard:
+        model = FullyShardedDataParallel(
+            model, auto_wrap_policy=ModuleWrapPolicy({LlamaDecoderLayer}),
+            sharding_strategy=ShardingStrategy.FULL_SHARD, device_id=torch.device("cpu"),
+            use_orig_params=True)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
+
+    def update():
+        opt.step()
+        opt.zero_grad()
+    return timed((lambda ids: model(input_ids=ids, labels=ids).loss, lambda loss: loss.backward(),
+                  update), torch.randint(0, 128, (1, TOKENS)))
+
+
+def fsdp1_unit_time() -> tuple[float, float]:
+    """FSDP1's host seconds per unit, forward and backward, over a fake group of eight ranks."""
+    import torch.distributed as dist
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=8)
+    try:
+        per = {}
+        for shard in (False, True):
+            (f4, b4), (f12, b12) = (fsdp1_pass_times(n, shard) for n in (4, 12))
+            per[shard] = ((f12 - f4) / 8, (b12 - b4) / 8)
+    finally:
+        dist.destroy_process_group()
+    return per[True][0] - per[False][0], per[True][1] - per[False][1]
+
+
 def pass_times(stage: int, layers: int, persistence: int) -> tuple[float, float]:
     """Forward and backward seconds of one training step under DeepSpeed at ZeRO ``stage``."""
     import deepspeed
@@ -115,6 +156,7 @@ def main() -> None:
     import torch
     import transformers
     torch.set_num_threads(1)
+    fsdp1 = fsdp1_unit_time()
     torch.distributed.init_process_group("gloo")
     # FSDP2 first: DeepSpeed's initialisation changes torch's global state
     unit = {}
@@ -141,6 +183,8 @@ def main() -> None:
     print(f"FSDP2 host time per unit (one per decoder layer): forward "
           f"{(unit[True][0] - unit[False][0]) * 1e6:5.0f} us, backward "
           f"{(unit[True][1] - unit[False][1]) * 1e6:5.0f} us")
+    print(f"FSDP1 host time per unit (one per decoder layer, FULL_SHARD over 8 fake ranks): "
+          f"forward {fsdp1[0] * 1e6:5.0f} us, backward {fsdp1[1] * 1e6:5.0f} us")
 
 
 if __name__ == "__main__":

@@ -22,7 +22,12 @@ def test_hook_time_only_at_zero3_and_broadcasts():
     assert f[3] == pytest.approx(n * ds.zero3_hook_s[0])
     assert b[3] == pytest.approx(n * ds.zero3_hook_s[1])
     # a profile without a measurement adds nothing
-    assert zero3_hook_time(get_framework("fsdp"), 3) == (0.0, 0.0)
+    assert zero3_hook_time(get_framework("megatron"), 3) == (0.0, 0.0)
+    # FSDP1 (HF Accelerate, Composer): one unit per layer, measured like FSDP2
+    for name in ("fsdp", "llm-foundry"):
+        fw = get_framework(name)
+        assert fw.zero3_hooked_modules_per_layer == 1
+        assert 0.0 < sum(zero3_hook_time(fw, 3)) < sum(zero3_hook_time(ds, 3))
     # FSDP2 (torchtitan): one hooked unit per layer, far cheaper than DeepSpeed's 13 modules
     tt = get_framework("torchtitan")
     assert tt.zero3_hooked_modules_per_layer == 1
@@ -99,6 +104,46 @@ def test_module_count_is_transformers_llama_layer_and_deepspeed_hooks_each():
     got = json.loads(lines[-1][len("RESULT "):])
     assert got["modules"] == get_framework("deepspeed").zero3_hooked_modules_per_layer
     assert got["hooked"] == got["modules"]
+
+
+_FSDP1_UNITS = """
+import json, torch, torch.distributed as dist
+from torch.testing._internal.distributed.fake_pg import FakeStore
+from torch.distributed.fsdp import FullyShardedDataParallel as FSDP, ShardingStrategy
+from torch.distributed.fsdp.wrap import ModuleWrapPolicy
+from transformers import LlamaConfig, LlamaForCausalLM
+from transformers.models.llama.modeling_llama import LlamaDecoderLayer
+dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=8)
+cfg = LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=3,
+                  num_attention_heads=4, num_key_value_heads=2, vocab_size=128)
+model = FSDP(LlamaForCausalLM(cfg), auto_wrap_policy=ModuleWrapPolicy({LlamaDecoderLayer}),
+             sharding_strategy=ShardingStrategy.FULL_SHARD, device_id=torch.device("cpu"),
+             use_orig_params=True)
+units = [m for m in model.modules() if isinstance(m, FSDP)]
+ids = torch.randint(0, 128, (1, 8))
+model(input_ids=ids, labels=ids).loss.backward()
+print("RESULT", json.dumps({"units": len(units) - 1, "layers": 3,
+                            "strategy": str(units[1].sharding_strategy)}))
+"""
+
+
+def test_fsdp1_wraps_one_unit_per_layer_over_the_fake_group():
+    """The FSDP1 measurement's set-up (benchmarks/zero3_hook_time.py): over torch's fake process
+    group of eight ranks, FULL_SHARD stays FULL_SHARD (one rank would fall back to NO_SHARD) and
+    the transformer-layer wrap policy gives one unit per decoder layer besides the root: the
+    profile's count. Own process: it installs its own default process group."""
+    import json
+    import subprocess
+    import sys
+
+    pytest.importorskip("transformers")
+    out = subprocess.run([sys.executable, "-c", _FSDP1_UNITS], capture_output=True, text=True,
+                         timeout=600)
+    lines = [ln for ln in out.stdout.splitlines() if ln.startswith("RESULT ")]
+    assert lines, out.stderr[-2000:]
+    got = json.loads(lines[-1][len("RESULT "):])
+    assert got["units"] == got["layers"] * get_framework("fsdp").zero3_hooked_modules_per_layer
+    assert got["strategy"].endswith("FULL_SHARD")
 
 
 def test_vision_tower_layers_take_the_same_hook_floor():
