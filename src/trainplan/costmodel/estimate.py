@@ -241,6 +241,8 @@ def _finite(x):
 
 
 def _warnings(model, job, cluster, st, r, mem, time) -> list[str]:
+    from trainplan.spec.framework import get_framework
+    fw = get_framework(job.framework)
     w = []
     if not mem.fits:
         parts = sorted([("activations", mem.activations_gib), ("optimizer states", mem.optimizer_gib),
@@ -249,8 +251,8 @@ def _warnings(model, job, cluster, st, r, mem, time) -> list[str]:
                        key=lambda x: -x[1])
         top = ", ".join(f"{k} {v:.1f} GiB" for k, v in parts[:3])
         w.append(f"DOES NOT FIT: {mem.total_gib:.1f} GiB needed on the {mem.stage} stage, "
-                 f"{mem.capacity_gib:.0f} GiB available. Largest: {top}. Try: "
-                 + _fit_hints(st, parts[0][0]))
+                 f"{mem.capacity_gib:.0f} GiB available. Largest: {top}. "
+                 + _fit_hint(model, job, cluster, st, fw))
     elif mem.headroom_gib < 0.05 * mem.capacity_gib:
         w.append(f"tight memory: {mem.headroom_gib:.1f} GiB headroom "
                  "(allocator fragmentation can still OOM)")
@@ -262,8 +264,6 @@ def _warnings(model, job, cluster, st, r, mem, time) -> list[str]:
                  "keep TP inside a node or lower it")
     if time.dp_comm_s > 0.15 * time.step_s:
         w.append(f"exposed DP communication is {time.dp_comm_s / time.step_s:.0%} of the step")
-    from trainplan.spec.framework import get_framework
-    fw = get_framework(job.framework)
     w += _host_bound_warning(fw, model, st, r, time)
     if st.tp * st.cp > cluster.node_size:
         w.append(f"tp*cp = {st.tp * st.cp} spans nodes ({cluster.node_size} GPUs per node)")
@@ -297,20 +297,15 @@ def _host_bound_warning(fw, model, st, r, time) -> list[str]:
             "(a larger micro_batch or seq_len) or zero=2 would let the GPU set the pace"]
 
 
-def _fit_hints(st: Strategy, biggest: str) -> str:
-    hints = []
-    if biggest == "activations":
-        if st.recompute != "full":
-            hints.append("recompute='full'")
-        if st.micro_batch > 1:
-            hints.append("a smaller micro_batch")
-        if st.tp < 8:
-            hints.append("larger tp with sequence parallel")
-        hints.append("more pipeline stages or context parallelism")
-    else:
-        if st.zero < 3:
-            hints.append(f"zero={st.zero + 1}")
-        hints.append("larger tp or pp, more GPUs")
-        if not st.offload_optimizer:
-            hints.append("offload_optimizer=True")
-    return "; ".join(hints)
+def _fit_hint(model, job, cluster, st, fw) -> str:
+    """The changes of one knob (else two) the physics predicts to fit (costmodel.fit_hints),
+    or where to look when none does."""
+    from trainplan.costmodel.fit_hints import fitting_changes
+    knobs, fixes = fitting_changes(model, job, cluster, st, fw)
+    if fixes:
+        head = "Each of these alone fits: " if knobs == 1 else \
+            "No single change fits; each of these pairs does: "
+        return head + "; ".join(fixes) + ". `trainplan plan` searches every knob together"
+    return (f"No change of one or two of zero, recompute, micro_batch, tp, pp, cp and optimizer "
+            f"offload fits on {cluster.gpus} GPUs: `trainplan plan` searches every knob together; "
+            "or more GPUs, a GPU with more memory, a shorter sequence")

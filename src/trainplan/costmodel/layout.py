@@ -97,6 +97,7 @@ class Context(NamedTuple):
     zero_stages: tuple[int, ...]
     max_zero_with_pp: int
     max_tp: int | None
+    max_pp: int | None
     recompute: tuple[int, ...]
     framework: str
 
@@ -130,6 +131,9 @@ RULES: tuple[Rule, ...] = (
     Rule("strategy.tp", ("tp",), lambda L, c: (L.tp <= c.max_tp) if c.max_tp else True,
          lambda L, c: f"at most {c.max_tp}: the {c.framework} framework has no tensor "
                       "parallelism (choose framework megatron or torchtitan for TP)"),
+    Rule("strategy.pp", ("pp",), lambda L, c: (L.pp <= c.max_pp) if c.max_pp else True,
+         lambda L, c: f"at most {c.max_pp}: the {c.framework} framework has no pipeline "
+                      "parallelism (choose framework megatron, torchtitan or deepspeed for PP)"),
     Rule("strategy.vp", ("pp", "vp"), lambda L, c: (L.vp == 1) | (L.pp > 1),
          lambda L, c: "1 unless pp > 1 (virtual stages need a pipeline)"),
     # with uneven stages the embedding and the loss may take a virtual stage each (Megatron
@@ -165,9 +169,8 @@ RULES: tuple[Rule, ...] = (
          lambda L, c: f"one of {list(c.zero_stages)} (the stages the {c.framework} framework "
                       "offers)"),
     Rule("strategy.zero", ("zero", "pp"), lambda L, c: (L.pp == 1) | (L.zero <= c.max_zero_with_pp),
-         lambda L, c: (f"at most {c.max_zero_with_pp} with pipeline parallelism in the "
-                       f"{c.framework} framework" if c.max_zero_with_pp else
-                       f"pp = 1: the {c.framework} framework has no pipeline parallelism")),
+         lambda L, c: f"at most {c.max_zero_with_pp} with pipeline parallelism in the "
+                      f"{c.framework} framework"),
     Rule("strategy.offload_optimizer", ("off_opt", "zero"), lambda L, c: ~np.asarray(L.off_opt)
          | (L.zero >= 1), lambda L, c: "false unless zero >= 1 (ZeRO-Offload)"),
     Rule("strategy.offload_params", ("off_par", "zero"), lambda L, c: ~np.asarray(L.off_par)
@@ -182,7 +185,7 @@ def context(model, job, gpus, fw) -> Context:
         heads=dec.heads, kv_heads=dec.n_kv, layers=dec.layers, seq_len=job.seq_len,
         global_batch=job.batch_sequences, experts=dec.moe.num_experts if dec.moe else 0,
         gpus=gpus, uneven=False, zero_stages=tuple(fw.zero_stages), max_zero_with_pp=fw.max_zero_with_pp,
-        max_tp=fw.max_tp, recompute=tuple(RECOMPUTE_NAMES.index(r) for r in fw.recompute),
+        max_tp=fw.max_tp, max_pp=fw.max_pp, recompute=tuple(RECOMPUTE_NAMES.index(r) for r in fw.recompute),
         framework=fw.id)
 
 

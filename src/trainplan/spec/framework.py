@@ -171,6 +171,8 @@ class FrameworkProfile(Spec):
     zero_stages: tuple[int, ...] = Field((0, 1, 2, 3), description="ZeRO/FSDP stages offered")
     max_zero_with_pp: int = Field(3, ge=0, le=3)
     max_tp: int | None = Field(None, ge=1)
+    max_pp: int | None = Field(None, ge=1, description="largest pipeline-parallel degree the "
+                               "framework runs (1: no pipeline parallelism); none: no limit")
     recompute: tuple[str, ...] = ("none", "selective", "full", "layers")
     calibration: str = ""
     step_factors: dict[str, float] = Field(

@@ -1,0 +1,152 @@
+"""What one change would make a layout that does not fit, fit.
+
+An estimate that does not fit names the changes of a single knob (the next ZeRO stage the
+framework offers, a stronger recompute, a smaller micro-batch, more tensor, pipeline or context
+parallelism on the same GPUs, the optimizer on the CPU) that are valid under the framework's
+Layout rules (:data:`trainplan.costmodel.layout.RULES`, the rules ``complete_strategy`` and the
+search apply) and that the same physics (:func:`trainplan.costmodel.evaluate.evaluate`, one
+vectorised call over all of them) predicts to fit, the fastest first. Knobs are changed one at a
+time so that each suggestion is a small edit of the user's own layout; where no single change
+fits, pairs of changes to two different knobs are tried the same way. ``trainplan plan`` searches
+them all together.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+from pydantic import ValidationError
+
+from trainplan.conventions import GiB
+from trainplan.costmodel.evaluate import evaluate
+from trainplan.costmodel.layout import RECOMPUTE_NAMES, Layout, context, rules_mask
+from trainplan.spec.base import evolve
+
+class Fix(NamedTuple):
+    """A change that fits: its label, the Strategy fields it sets, memory and step time."""
+    label: str
+    update: dict
+    gib: float
+    step_s: float
+
+
+_STRONGER = {"none": ("selective", "full"), "selective": ("full",), "op_selective": ("full",),
+             "layers": ("full",), "full": ()}
+
+
+def _changes(st, fw, gpus: int, node: int) -> list[tuple[str, dict]]:
+    """(label, Strategy fields) of every single-knob change worth trying (``min_zero``: the
+    ZeRO stage optimizer offload needs, applied by :func:`_with_dp`)."""
+    out: list[tuple[str, dict]] = []
+    for z in fw.zero_stages:
+        if z > st.zero:
+            out.append((f"zero={z}", {"zero": z}))
+    for rc in _STRONGER[st.recompute or "none"]:
+        if rc in fw.recompute:
+            out.append((f"recompute='{rc}'", {"recompute": rc, "recompute_layers": 0}))
+    if st.micro_batch > 1:
+        out.append(("micro_batch=1", {"micro_batch": 1}))
+    for k in (2, 4, 8):
+        if st.tp * k <= node:
+            out.append((f"tp={st.tp * k} with sequence parallel",
+                        {"tp": st.tp * k, "sequence_parallel": True}))
+    for k in (2, 4):
+        out.append((f"pp={st.pp * k}", {"pp": st.pp * k}))
+    out.append((f"cp={st.cp * 2}", {"cp": st.cp * 2}))
+    if not st.offload_optimizer:
+        out.append(("offload_optimizer=True" + (" with zero=1" if st.zero < 1 else ""),
+                    {"offload_optimizer": True, "min_zero": 1}))
+    return out
+
+
+def _with_dp(changes, st, gpus: int) -> list[tuple[str, dict]]:
+    """The changes that tile the GPUs, as Strategy fields: dp re-derived from their
+    tp x pp x cp, the ZeRO stage raised to ``min_zero``."""
+    keep = []
+    for label, upd in changes:
+        upd = dict(upd)
+        floor = upd.pop("min_zero", 0)
+        if floor > upd.get("zero", st.zero):
+            upd["zero"] = floor
+        shard = upd.get("tp", st.tp) * upd.get("pp", st.pp) * upd.get("cp", st.cp)
+        if gpus % shard == 0:
+            keep.append((label, {**upd, "dp": gpus // shard}))
+    return keep
+
+
+def _pairs(changes) -> list[tuple[str, dict]]:
+    """Two changes to different knobs at once."""
+    out = []
+    for i, (a, ua) in enumerate(changes):
+        for b, ub in changes[i + 1:]:
+            if not set(ua) & set(ub):
+                out.append((f"{a} and {b}", {**ua, **ub}))
+    return out
+
+
+_LAYOUT_FIELD = {"sequence_parallel": "sp", "micro_batch": "mb", "recompute_layers": "rc_layers",
+                 "offload_optimizer": "off_opt"}
+
+
+def _layouts(st, changes) -> Layout:
+    """One Layout of arrays: ``st``'s layout with each change's fields (Strategy names)."""
+    base = Layout.of(st)
+    rows = []
+    for _, upd in changes:
+        row = {f: getattr(base, f) for f in Layout.__dataclass_fields__}
+        for k, v in upd.items():
+            row["rc" if k == "recompute" else _LAYOUT_FIELD.get(k, k)] = \
+                RECOMPUTE_NAMES.index(v) if k == "recompute" else v
+        rows.append(row)
+    return Layout(**{f: np.asarray([r[f] for r in rows]) for f in Layout.__dataclass_fields__})
+
+
+def _fitting(model, job, cluster, st, fw, changes, limit=None) -> list[Fix]:
+    """The valid changes that fit, fastest first (at most ``limit``). Validity is the Layout
+    rules (they include the Strategy spec's own checks); the fixes returned are validated as
+    Strategy specs too."""
+    if not changes:
+        return []
+    L = _layouts(st, changes)
+    ctx = context(model, job, cluster.gpus, fw)._replace(uneven=st.uneven_stages)
+    n = len(changes)
+    ok = np.broadcast_to(rules_mask(L, ctx), (n,))
+    r = evaluate(model, job, cluster, L)
+    fits, mem, step = (np.broadcast_to(x, (n,)) for x in (r.fits, r.mem_total, r.t_step))
+    good = np.flatnonzero(ok & fits)
+    out = []
+    for i in good[np.argsort(step[good], kind="stable")]:
+        if limit is not None and len(out) >= limit:
+            break
+        try:
+            evolve(st, **changes[i][1])
+        except ValidationError:       # a change the Strategy spec itself refuses
+            continue
+        out.append(Fix(changes[i][0], changes[i][1], float(mem[i]) / GiB, float(step[i])))
+    return out
+
+
+def fitting_layouts(model, job, cluster, st, fw, limit=None) -> tuple[int, list[Fix]]:
+    """(knobs changed, fixes): the changes of one knob of ``st`` that the physics predicts to
+    fit, fastest first (at most ``limit``); where none does, the changes of two knobs (2, ...);
+    (0, []) when no pair fits either. Pairs are evaluated only where no single change fits."""
+    single = _with_dp(_changes(st, fw, cluster.gpus, cluster.node_size), st, cluster.gpus)
+    pairs = _with_dp(_pairs(_changes(st, fw, cluster.gpus, cluster.node_size)), st, cluster.gpus)
+    for knobs, group in ((1, single), (2, pairs)):
+        fixes = _fitting(model, job, cluster, st, fw, group, limit)
+        if fixes:
+            return knobs, fixes
+    return 0, []
+
+
+def fitting_changes(model, job, cluster, st, fw, limit: int = 3) -> tuple[int, list[str]]:
+    """:func:`fitting_layouts` in words: up to ``limit`` fixes, each with its memory per GPU
+    and step time."""
+    knobs, fixes = fitting_layouts(model, job, cluster, st, fw, limit)
+    return knobs, [f"{f.label} ({f.gib:.1f} GiB, step {_seconds(f.step_s)} s)"
+                   for f in fixes[:limit]]
+
+
+def _seconds(x: float) -> str:
+    return f"{x:.3g}" if x < 1000 else f"{x:,.0f}"

@@ -1,0 +1,94 @@
+"""A layout that does not fit names the changes that would: each valid for the framework and
+predicted to fit by the same physics (costmodel.fit_hints)."""
+
+from __future__ import annotations
+
+import pytest
+
+from trainplan import estimate
+from trainplan.catalog import get_model
+from trainplan.catalog.accelerators import get_accelerator
+from trainplan.costmodel.fit_hints import fitting_layouts
+from trainplan.costmodel.validate import complete_strategy
+from trainplan.errors import InputError
+from trainplan.spec.base import evolve
+from trainplan.spec.cluster import Cluster
+from trainplan.spec.framework import get_framework
+from trainplan.spec.job import Job
+from trainplan.spec.strategy import Strategy
+
+
+def _case(model, gpu, gpus, framework, seq, batch, **strategy):
+    m = get_model(model)
+    job = Job(seq_len=seq, global_batch=batch, framework=framework)
+    cl = Cluster(accelerator=get_accelerator(gpu), gpus=gpus)
+    st = complete_strategy(m, job, cl, Strategy(**strategy))
+    return m, job, cl, st
+
+
+def _check_each_fix_fits(model, gpu, gpus, framework, seq, batch, fixes, st):
+    for f in fixes:
+        s = evolve(st, **f.update).model_dump()
+        e = estimate(model, gpu=gpu, gpus=gpus, seq_len=seq, global_batch=batch,
+                     framework=framework, strategy=s)
+        assert e.memory.fits, f.label
+        assert e.memory.total_gib == pytest.approx(f.gib, rel=1e-9)
+        assert e.time.step_s == pytest.approx(f.step_s, rel=1e-9)
+
+
+def test_one_knob_fixes_respect_the_framework():
+    """Llama-3-8B under FSDP1 without sharding on 8 A100-80GB: the optimizer states do not
+    fit; sharding does, and nothing the FSDP1 trainers cannot run (TP, PP) is offered."""
+    args = ("llama-3-8b", "a100_sxm_80gb", 8, "fsdp", 4096, 64)
+    m, job, cl, st = _case(*args, zero=0)
+    knobs, fixes = fitting_layouts(m, job, cl, st, get_framework("fsdp"))
+    assert knobs == 1 and fixes
+    labels = [f.label for f in fixes]
+    assert "zero=2" in labels and "zero=3" in labels
+    assert not any(x.startswith(("tp=", "pp=")) for x in labels)
+    assert [f.step_s for f in fixes] == sorted(f.step_s for f in fixes)
+    _check_each_fix_fits(*args, fixes, st)
+
+
+def test_two_knob_fixes_when_no_single_change_fits():
+    """Llama-3-70B on 64 H100 in Megatron with TP1 and the distributed optimizer: no one knob
+    is enough; the pairs offered are valid Megatron layouts that fit."""
+    args = ("llama-3-70b", "h100_sxm", 64, "megatron", 8192, 128)
+    m, job, cl, st = _case(*args, tp=1, pp=1, zero=1)
+    knobs, fixes = fitting_layouts(m, job, cl, st, get_framework("megatron"))
+    assert knobs == 2 and fixes
+    assert all(" and " in f.label for f in fixes)
+    assert not any("zero=2" in f.label for f in fixes)      # Megatron offers ZeRO 0, 1, 3
+    _check_each_fix_fits(*args, fixes, st)
+
+
+def test_the_warning_names_the_fixes_or_says_there_are_none():
+    e = estimate("llama-3-8b", gpu="a100_sxm_80gb", gpus=8, seq_len=4096, global_batch=64,
+                 framework="fsdp", strategy={"zero": 0})
+    w = next(x for x in e.warnings if x.startswith("DOES NOT FIT"))
+    assert "Each of these alone fits: zero=2" in w or "Each of these alone fits: zero=3" in w
+    e = estimate("llama-3.1-405b", gpu="a100_sxm_40gb", gpus=8, seq_len=8192, global_batch=8,
+                 framework="megatron")
+    w = next(x for x in e.warnings if x.startswith("DOES NOT FIT"))
+    assert "No change of one or two" in w and "trainplan plan" in w
+
+
+def test_frameworks_without_a_pipeline_refuse_pp():
+    """FSDP1 trainers, llm-foundry and DDP/HF Trainer have no pipeline schedule: pp > 1 is an
+    input error naming the field, with or without ZeRO (it used to pass with ZeRO-0)."""
+    for fw in ("fsdp", "llm-foundry", "pytorch"):
+        with pytest.raises(InputError) as e:
+            estimate("llama-3-8b", gpu="a100_sxm_80gb", gpus=8, seq_len=4096, global_batch=64,
+                     framework=fw, strategy={"pp": 2, "zero": 0})
+        assert e.value.field == "strategy.pp" and "no pipeline" in str(e.value)
+
+
+def test_the_search_offers_no_pipeline_to_frameworks_without_one():
+    from trainplan.search.candidates import enumerate_candidates
+    from trainplan.search.space import SearchSpace
+    m = get_model("llama-3-70b")
+    for fw, pipelines in (("fsdp", False), ("pytorch", False), ("megatron", True)):
+        c = enumerate_candidates(m, Job(seq_len=4096, global_batch=64, framework=fw), 8,
+                                 [16, 64], SearchSpace())
+        assert len(c["pp"])
+        assert bool((c["pp"] > 1).any()) == pipelines, fw
