@@ -115,7 +115,7 @@ def _fitting(model, job, cluster, st, fw, changes, limit=None) -> list[Fix]:
     r = evaluate(model, job, cluster, L)
     fits, mem, step = (np.broadcast_to(x, (n,)) for x in (r.fits, r.mem_total, r.t_step))
     good = np.flatnonzero(ok & fits)
-    out = []
+    out: list[Fix] = []
     for i in good[np.argsort(step[good], kind="stable")]:
         if limit is not None and len(out) >= limit:
             break

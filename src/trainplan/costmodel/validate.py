@@ -54,6 +54,15 @@ def check_job(job: Job, accelerator) -> None:
                          f"Megatron-Core fp8_recipe 'mxfp8')")
 
 
+def default_zero(fw, pp: int) -> int:
+    """The stage a strategy without one runs: the framework's ``default_zero`` (with a pipeline
+    its ``default_zero_with_pp``, else that capped at ``max_zero_with_pp``), the highest stage
+    it offers at or below that."""
+    with_pp = fw.default_zero if fw.default_zero_with_pp is None else fw.default_zero_with_pp
+    cap = fw.default_zero if pp == 1 else min(with_pp, fw.max_zero_with_pp)
+    return max((z for z in fw.zero_stages if z <= cap), default=min(fw.zero_stages))
+
+
 def complete_strategy(model: Model, job: Job, cluster: Cluster, st: Strategy) -> Strategy:
     """Check a strategy against the model, job, cluster and framework; derive dp.
     Raises InputError."""
@@ -71,6 +80,8 @@ def complete_strategy(model: Model, job: Job, cluster: Cluster, st: Strategy) ->
     check_job(job, cluster.accelerator)
     if st.recompute is None:
         st = evolve(st, recompute="selective" if "selective" in fw.recompute else "none")
+    if "zero" not in st.model_fields_set:
+        st = evolve(st, zero=default_zero(fw, st.pp))
     L = Layout.of(st, dp)
     ctx = context(model, job, cluster.gpus, fw)._replace(uneven=st.uneven_stages)
     rule = first_broken(L, ctx)

@@ -170,6 +170,11 @@ class FrameworkProfile(Spec):
     # ---- what the framework can run
     zero_stages: tuple[int, ...] = Field((0, 1, 2, 3), description="ZeRO/FSDP stages offered")
     max_zero_with_pp: int = Field(3, ge=0, le=3)
+    default_zero: int = Field(1, ge=0, le=3, description="the ZeRO/FSDP stage a strategy that "
+                              "names none runs (the framework's own default sharding)")
+    default_zero_with_pp: int | None = Field(None, ge=0, le=3, description="the default stage "
+                                             "with pipeline parallelism; none: default_zero "
+                                             "capped at max_zero_with_pp")
     max_tp: int | None = Field(None, ge=1)
     max_pp: int | None = Field(None, ge=1, description="largest pipeline-parallel degree the "
                                "framework runs (1: no pipeline parallelism); none: no limit")

@@ -31,7 +31,9 @@ class Strategy(Spec):
     cp: PositiveInt = Field(1, description="context-parallel degree (sequence split across GPUs)")
     ep: PositiveInt = Field(1, description="expert-parallel degree (MoE)")
     sequence_parallel: bool = Field(True, description="Megatron SP (only meaningful with tp > 1)")
-    zero: Literal[0, 1, 2, 3] = Field(1, description="ZeRO stage: 0 none, 1 optimizer states, 2 + gradients, 3 + weights sharded")
+    zero: Literal[0, 1, 2, 3] = Field(1, description="ZeRO stage: 0 none, 1 optimizer states, 2 + gradients, 3 + weights sharded; "
+                                      "not given: the framework's default (FSDP1, llm-foundry, torchtitan 3, or 2 with a "
+                                      "pipeline; Megatron, DeepSpeed 1; DDP/HF Trainer 0)")
     micro_batch: PositiveInt = Field(1, description="sequences per GPU per forward/backward")
     recompute: Recompute | None = Field(None, description="activation recompute; none given: "
                                         "selective where the framework offers it, else none")
