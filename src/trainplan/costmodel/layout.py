@@ -98,6 +98,8 @@ class Context(NamedTuple):
     max_zero_with_pp: int
     max_tp: int | None
     max_pp: int | None
+    max_cp: int | None
+    max_ep: int | None
     recompute: tuple[int, ...]
     framework: str
 
@@ -145,6 +147,13 @@ RULES: tuple[Rule, ...] = (
     Rule("strategy.pp*vp", ("pp", "vp"), lambda L, c: (c.layers % (L.pp * L.vp) == 0) | c.uneven,
          lambda L, c: f"pp x vp must divide the decoder layers {c.layers}: "
                       f"{_divisors(c.layers)} (or set uneven_stages = true)"),
+    Rule("strategy.cp", ("cp",), lambda L, c: (L.cp <= c.max_cp) if c.max_cp else True,
+         lambda L, c: f"at most {c.max_cp}: the {c.framework} framework has no context "
+                      "parallelism (choose framework megatron or torchtitan for CP)"),
+    Rule("strategy.ep", ("ep",), lambda L, c: (L.ep <= c.max_ep) if c.max_ep else True,
+         lambda L, c: f"at most {c.max_ep}: the {c.framework} framework has no expert "
+                      "parallelism (choose framework megatron, torchtitan, deepspeed or "
+                      "llm-foundry for EP)"),
     Rule("strategy.cp", ("cp",),
          lambda L, c: (L.cp == 1) | (c.seq_len % (2 * L.cp) == 0),
          lambda L, c: f"cp such that seq_len {c.seq_len} divides by 2*cp (load-balanced ring)"),
@@ -185,7 +194,8 @@ def context(model, job, gpus, fw) -> Context:
         heads=dec.heads, kv_heads=dec.n_kv, layers=dec.layers, seq_len=job.seq_len,
         global_batch=job.batch_sequences, experts=dec.moe.num_experts if dec.moe else 0,
         gpus=gpus, uneven=False, zero_stages=tuple(fw.zero_stages), max_zero_with_pp=fw.max_zero_with_pp,
-        max_tp=fw.max_tp, max_pp=fw.max_pp, recompute=tuple(RECOMPUTE_NAMES.index(r) for r in fw.recompute),
+        max_tp=fw.max_tp, max_pp=fw.max_pp, max_cp=fw.max_cp, max_ep=fw.max_ep,
+        recompute=tuple(RECOMPUTE_NAMES.index(r) for r in fw.recompute),
         framework=fw.id)
 
 

@@ -34,9 +34,11 @@ def render_gpus(accs: Sequence[Any]) -> None:
 def render_frameworks(fws: Sequence[Any]) -> None:
     c = console()
     print_rows("Framework profiles (layouts each can run)",
-               ("id", "ZeRO", "ZeRO w/ PP", "TP", "recompute", "FP8", "fused ops"),
-               [(f.id, ",".join(map(str, f.zero_stages)), f"<={f.max_zero_with_pp}",
-                 "no" if f.max_tp == 1 else "yes", ",".join(f.recompute),
+               ("id", "ZeRO", "ZeRO w/ PP", "TP", "PP", "CP", "EP", "recompute", "FP8", "fused ops"),
+               [(f.id, ",".join(map(str, f.zero_stages)),
+                 "-" if f.max_pp == 1 else f"<={f.max_zero_with_pp}",
+                 *("no" if m == 1 else "yes" for m in (f.max_tp, f.max_pp, f.max_cp, f.max_ep)),
+                 ",".join(f.recompute),
                  "yes" if f.fp8_linear else "no", str(len(f.fused))) for f in fws], console=c)
     for f in fws:
         line(f"{f.id}: {f.name}", c=c)

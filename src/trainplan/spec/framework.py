@@ -178,6 +178,10 @@ class FrameworkProfile(Spec):
     max_tp: int | None = Field(None, ge=1)
     max_pp: int | None = Field(None, ge=1, description="largest pipeline-parallel degree the "
                                "framework runs (1: no pipeline parallelism); none: no limit")
+    max_cp: int | None = Field(None, ge=1, description="largest context-parallel degree the "
+                               "framework runs (1: none); none: no limit")
+    max_ep: int | None = Field(None, ge=1, description="largest expert-parallel degree the "
+                               "framework runs (1: none); none: no limit")
     recompute: tuple[str, ...] = ("none", "selective", "full", "layers")
     calibration: str = ""
     step_factors: dict[str, float] = Field(

@@ -10,7 +10,6 @@ from trainplan.catalog import get_model
 from trainplan.catalog.accelerators import get_accelerator
 from trainplan.costmodel.fit_hints import fitting_layouts
 from trainplan.costmodel.validate import complete_strategy
-from trainplan.errors import InputError
 from trainplan.spec.base import evolve
 from trainplan.spec.cluster import Cluster
 from trainplan.spec.framework import get_framework
@@ -71,24 +70,3 @@ def test_the_warning_names_the_fixes_or_says_there_are_none():
                  framework="megatron")
     w = next(x for x in e.warnings if x.startswith("DOES NOT FIT"))
     assert "No change of one or two" in w and "trainplan plan" in w
-
-
-def test_frameworks_without_a_pipeline_refuse_pp():
-    """FSDP1 trainers, llm-foundry and DDP/HF Trainer have no pipeline schedule: pp > 1 is an
-    input error naming the field, with or without ZeRO (it used to pass with ZeRO-0)."""
-    for fw in ("fsdp", "llm-foundry", "pytorch"):
-        with pytest.raises(InputError) as e:
-            estimate("llama-3-8b", gpu="a100_sxm_80gb", gpus=8, seq_len=4096, global_batch=64,
-                     framework=fw, strategy={"pp": 2, "zero": 0})
-        assert e.value.field == "strategy.pp" and "no pipeline" in str(e.value)
-
-
-def test_the_search_offers_no_pipeline_to_frameworks_without_one():
-    from trainplan.search.candidates import enumerate_candidates
-    from trainplan.search.space import SearchSpace
-    m = get_model("llama-3-70b")
-    for fw, pipelines in (("fsdp", False), ("pytorch", False), ("megatron", True)):
-        c = enumerate_candidates(m, Job(seq_len=4096, global_batch=64, framework=fw), 8,
-                                 [16, 64], SearchSpace())
-        assert len(c["pp"])
-        assert bool((c["pp"] > 1).any()) == pipelines, fw

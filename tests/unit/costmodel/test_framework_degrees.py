@@ -1,0 +1,45 @@
+"""What each framework can run at all: FSDP1 trainers, llm-foundry and DDP/HF Trainer have no
+pipeline schedule and no context parallelism; FSDP1 and DDP no expert parallelism (profile
+fields max_pp, max_cp, max_ep, the Layout rules). Before, pp > 1 passed with ZeRO-0 and the
+search offered CP layouts to FSDP1."""
+
+from __future__ import annotations
+
+import pytest
+
+from trainplan import estimate
+from trainplan.catalog import get_model
+from trainplan.errors import InputError
+from trainplan.search.candidates import enumerate_candidates
+from trainplan.search.space import SearchSpace
+from trainplan.spec.job import Job
+
+KW = dict(gpu="a100_sxm_80gb", gpus=8, seq_len=4096, global_batch=64)
+
+
+@pytest.mark.parametrize("framework", ["fsdp", "llm-foundry", "pytorch"])
+@pytest.mark.parametrize("knob", ["pp", "cp"])
+def test_no_pipeline_or_context_parallelism(framework, knob):
+    with pytest.raises(InputError) as e:
+        estimate("llama-3-8b", framework=framework, strategy={knob: 2, "zero": 0}, **KW)
+    assert e.value.field == f"strategy.{knob}"
+    assert ("no pipeline" if knob == "pp" else "no context") in str(e.value)
+
+
+@pytest.mark.parametrize("framework", ["fsdp", "pytorch"])
+def test_no_expert_parallelism(framework):
+    with pytest.raises(InputError) as e:
+        estimate("mixtral-8x7b", framework=framework, strategy={"ep": 2, "zero": 3},
+                 gpu="h100_sxm", gpus=16, seq_len=4096, global_batch=64)
+    assert e.value.field == "strategy.ep" and "no expert" in str(e.value)
+
+
+@pytest.mark.parametrize("framework, others", [("fsdp", False), ("pytorch", False),
+                                               ("megatron", True)])
+def test_the_search_offers_only_what_the_framework_runs(framework, others):
+    m = get_model("llama-3-70b")
+    c = enumerate_candidates(m, Job(seq_len=8192, global_batch=64, framework=framework), 8,
+                             [16, 64], SearchSpace())
+    assert len(c["pp"])
+    assert bool((c["pp"] > 1).any()) == others
+    assert bool((c["cp"] > 1).any()) == others
