@@ -63,14 +63,25 @@ def tp_layer_time(net: Net, fw, stack, T, act_b, L, rc_frac, overlap=None):
     return n * net.coll(coll.AR, msg, L.tp, 1) * (fw.tp_overlap_exposed if on else fw.tp_exposed)
 
 
-def cp_layer_time(net: Net, stack, T, act_b, L, t_attn):
-    """Context-parallel ring exchange of K and V: cp-1 steps in forward and backward (x2 for
-    dK, dV), hidden behind the attention core (Liu et al. 2023, Ring Attention)."""
+def cp_layer_time(net: Net, fw, stack, T, act_b, L, t_attn):
+    """Context-parallel communication of one layer, by the framework's ``cp_collective``.
+
+    'ring': the ring exchange of K and V, cp-1 steps in forward and backward (x2 for dK, dV),
+    hidden behind the attention core (Liu et al. 2023, Ring Attention). 'all_to_all':
+    DeepSpeed-Ulysses (Jacobs et al. 2023, arXiv:2309.14509, sec. 3): before attention each
+    of Q, K and V is re-split from sequence to heads by an all-to-all, and the output back
+    after it, in forward and again for the gradients in backward, not overlapped with the
+    attention (deepspeed/sequence/layer.py DistributedAttention: _SeqAllToAll on query, key,
+    value and the context; sp_overlap_comm off by default). Recompute is not counted in either."""
     if stack.mla:   # MLA: the decompressed per-head K and V (trainplan.costmodel.attention)
         from trainplan.costmodel.attention import k_width, v_width
-        kv_bytes = T * float(k_width(stack) + v_width(stack)) / L.tp * act_b
+        kv_width = float(k_width(stack) + v_width(stack))
     else:
-        kv_bytes = T * 2.0 * stack.n_kv * stack.d_head / L.tp * act_b
+        kv_width = 2.0 * stack.n_kv * stack.d_head
+    kv_bytes = T * kv_width / L.tp * act_b
+    if fw.cp_collective == "all_to_all":
+        moved = T * 2.0 * stack.heads * stack.d_head / L.tp * act_b + kv_bytes   # q, out, k, v
+        return 2.0 * net.coll(coll.A2A, moved, L.cp, L.tp, 4.0)
     t = 3.0 * (L.cp - 1) * net.p2p(kv_bytes, L.tp * L.cp > net.node)
     return np.maximum(t - (1.0 + FLASH_BACKWARD_RATIO) * t_attn, 0.0)
 

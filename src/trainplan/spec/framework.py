@@ -122,6 +122,10 @@ class FrameworkProfile(Spec):
     overlap_slowdown: float = Field(0.0, ge=0, le=1, description="share of the overlapped "
                                     "communication time that still slows compute (SM and HBM "
                                     "contention)")
+    cp_collective: Literal["ring", "all_to_all"] = Field(
+        "ring", description="how context parallelism exchanges data: 'ring' (K/V passed round "
+        "the ring beside the attention: Megatron-Core, torchtitan) or 'all_to_all' "
+        "(DeepSpeed-Ulysses: Q, K, V and the output re-split between sequence and heads)")
     dp_collective: Literal["stage", "bucket", "layer"] = Field(
         "stage", description="how data-parallel gradients and ZeRO-3 gathers are issued")
     dp_bucket_params: float = Field(0.0, ge=0, description="parameters per bucket ('bucket')")
