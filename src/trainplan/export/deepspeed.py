@@ -89,8 +89,9 @@ def _notes(spec: LaunchSpec) -> list[str]:
         out.append("DeepSpeed's PipelineEngine supports ZeRO-1 only: use zero=1 with pp > 1, "
                    "or Megatron-DeepSpeed with --no-pipeline-parallel")
     if st.cp > 1:
-        out.append(f"CP={st.cp}: DeepSpeed has Ulysses sequence parallelism "
-                   "(sequence_parallel_size), not ring attention; the estimate assumed ring CP")
+        out.append(f"CP={st.cp}: DeepSpeed's sequence parallelism is Ulysses "
+                   "(sequence_parallel_size; --ds-sequence-parallel-size in Megatron-DeepSpeed), "
+                   "all-to-alls of Q, K, V and the output, as the estimate timed it")
     if st.recompute != "none":
         out.append(f"recompute '{st.recompute}' is set in the model code "
                    "(deepspeed.checkpointing.checkpoint or torch.utils.checkpoint)")
