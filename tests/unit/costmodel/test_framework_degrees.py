@@ -43,3 +43,11 @@ def test_the_search_offers_only_what_the_framework_runs(framework, others):
     assert len(c["pp"])
     assert bool((c["pp"] > 1).any()) == others
     assert bool((c["cp"] > 1).any()) == others
+
+
+def test_megatron_deepspeed_is_the_deepspeed_profile():
+    """Megatron-DeepSpeed runs DeepSpeed's engine (its validation rows are DeepSpeed's), so the
+    alias names the DeepSpeed profile, not Megatron-Core's."""
+    from trainplan.spec.framework import get_framework
+    assert get_framework("megatron-deepspeed").id == "deepspeed"
+    assert get_framework("megatron-lm").id == "megatron"
