@@ -5,7 +5,7 @@ framework offers, a stronger recompute, a smaller micro-batch, more tensor, pipe
 parallelism on the same GPUs, the optimizer on the CPU) that are valid under the framework's
 Layout rules (:data:`trainplan.costmodel.layout.RULES`, the rules ``complete_strategy`` and the
 search apply) and that the same physics (:func:`trainplan.costmodel.evaluate.evaluate`, one
-vectorised call over all of them) predicts to fit, the fastest first. Knobs are changed one at a
+vectorised call over the candidates) predicts to fit, the fastest first. Knobs are changed one at a
 time so that each suggestion is a small edit of the user's own layout; where no single change
 fits, pairs of changes to two different knobs are tried the same way. ``trainplan plan`` searches
 them all together.
@@ -22,6 +22,7 @@ from trainplan.conventions import GiB
 from trainplan.costmodel.evaluate import evaluate
 from trainplan.costmodel.layout import RECOMPUTE_NAMES, Layout, context, rules_mask
 from trainplan.spec.base import evolve
+
 
 class Fix(NamedTuple):
     """A change that fits: its label, the Strategy fields it sets, memory and step time."""
