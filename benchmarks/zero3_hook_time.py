@@ -66,16 +66,9 @@ def timed(step, ids) -> tuple[float, float]:
     return best
 
 
-def fsdp2_pass_times(layers: int, shard: bool) -> tuple[float, float]:
-    """Forward and backward seconds with every decoder layer (and the model) under FSDP2's
-    ``fully_shard``, or plain."""
+def plain_step_times(model) -> tuple[float, float]:
+    """Forward and backward seconds of ``model`` (wrapped or not) with a plain AdamW step."""
     import torch
-    from torch.distributed.fsdp import fully_shard
-    model = llama(layers)
-    if shard:
-        for layer in model.model.layers:
-            fully_shard(layer)
-        fully_shard(model)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
 
     def update():
@@ -83,6 +76,18 @@ def fsdp2_pass_times(layers: int, shard: bool) -> tuple[float, float]:
         opt.zero_grad()
     return timed((lambda ids: model(input_ids=ids, labels=ids).loss, lambda loss: loss.backward(),
                   update), torch.randint(0, 128, (1, TOKENS)))
+
+
+def fsdp2_pass_times(layers: int, shard: bool) -> tuple[float, float]:
+    """Forward and backward seconds with every decoder layer (and the model) under FSDP2's
+    ``fully_shard``, or plain."""
+    from torch.distributed.fsdp import fully_shard
+    model = llama(layers)
+    if shard:
+        for layer in model.model.layers:
+            fully_shard(layer)
+        fully_shard(model)
+    return plain_step_times(model)
 
 
 def fsdp1_pass_times(layers: int, shard: bool) -> tuple[float, float]:
@@ -98,13 +103,7 @@ def fsdp1_pass_times(layers: int, shard: bool) -> tuple[float, float]:
             model, auto_wrap_policy=ModuleWrapPolicy({LlamaDecoderLayer}),
             sharding_strategy=ShardingStrategy.FULL_SHARD, device_id=torch.device("cpu"),
             use_orig_params=True)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
-
-    def update():
-        opt.step()
-        opt.zero_grad()
-    return timed((lambda ids: model(input_ids=ids, labels=ids).loss, lambda loss: loss.backward(),
-                  update), torch.randint(0, 128, (1, TOKENS)))
+    return plain_step_times(model)
 
 
 def fsdp1_unit_time() -> tuple[float, float]:
