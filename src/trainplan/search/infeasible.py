@@ -12,6 +12,19 @@ from trainplan.search.space import SearchSpace, divisors
 from trainplan.search.sweep import Sweep, run_sweep
 
 
+def _framework_lacks(framework: str) -> str:
+    """The memory-saving parallelisms the framework cannot run (profile max_tp/max_pp/max_cp),
+    in words; empty when it runs them all."""
+    from trainplan.spec.framework import get_framework
+    fw = get_framework(framework)
+    names = [n for n, m in (("tensor", fw.max_tp), ("pipeline", fw.max_pp),
+                            ("context", fw.max_cp)) if m == 1]
+    if not names:
+        return ""
+    words = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
+    return words + " parallelism"
+
+
 def _nothing_feasible(sw: Sweep, fits, feasible, meets, deadline_days, budget_usd, headroom_gib,
                       objective) -> InputError:
     """A clear error that names the smallest change that would give a feasible layout."""
@@ -48,6 +61,10 @@ def _nothing_feasible(sw: Sweep, fits, feasible, meets, deadline_days, budget_us
             hints.append("or a GPU with >= {:.0f} GiB ({})".format(
                 need + headroom_gib, ", ".join(x[1] for x in sorted(bigger)[:3])))
         hints.append("or a shorter sequence / smaller model")
+        lacks = _framework_lacks(sw.job.framework)
+        if lacks:
+            hints.append(f"or a framework with {lacks} (the {sw.job.framework} framework has "
+                         "none; `trainplan frameworks`)")
         return InputError(
             "gpus", counts,
             f"enough memory: nothing fits on {counts} x {gpu_names}; the leanest layout "

@@ -191,3 +191,15 @@ def test_objectives():
     slow = few.winner.totals.wall_clock_days
     few2 = plan("llama-2-7b", objective="fewest", deadline_days=slow / 3, **kw)
     assert few2.winner.gpus > 8 and few2.winner.totals.wall_clock_days <= slow / 3
+
+
+def test_nothing_fits_names_the_parallelisms_the_framework_lacks():
+    """FSDP1 at 64K tokens: without context, tensor or pipeline parallelism nothing fits; the
+    message says the framework is what lacks them. Megatron's message has no such line."""
+    with pytest.raises(InputError) as e:
+        plan("llama-3-8b", gpu="h100_sxm", gpus=16, seq_len=65536, global_batch=64,
+             framework="fsdp")
+    assert "framework with tensor, pipeline or context parallelism" in str(e.value)
+    with pytest.raises(InputError) as e:
+        plan("llama-3.1-405b", gpu="h100", gpus=8, seq_len=8192, global_batch=64)
+    assert "framework with" not in str(e.value)
