@@ -20,7 +20,7 @@ from pydantic import ValidationError
 
 from trainplan.conventions import GiB
 from trainplan.costmodel.evaluate import evaluate
-from trainplan.costmodel.layout import RECOMPUTE_NAMES, Layout, context, rules_mask
+from trainplan.costmodel.layout import Layout, context, rules_mask
 from trainplan.spec.base import evolve
 
 
@@ -86,30 +86,13 @@ def _pairs(changes) -> list[tuple[str, dict]]:
     return out
 
 
-_LAYOUT_FIELD = {"sequence_parallel": "sp", "micro_batch": "mb", "recompute_layers": "rc_layers",
-                 "offload_optimizer": "off_opt"}
-
-
-def _layouts(st, changes) -> Layout:
-    """One Layout of arrays: ``st``'s layout with each change's fields (Strategy names)."""
-    base = Layout.of(st)
-    rows = []
-    for _, upd in changes:
-        row = {f: getattr(base, f) for f in Layout.__dataclass_fields__}
-        for k, v in upd.items():
-            row["rc" if k == "recompute" else _LAYOUT_FIELD.get(k, k)] = \
-                RECOMPUTE_NAMES.index(v) if k == "recompute" else v
-        rows.append(row)
-    return Layout(**{f: np.asarray([r[f] for r in rows]) for f in Layout.__dataclass_fields__})
-
-
 def _fitting(model, job, cluster, st, fw, changes, limit=None) -> list[Fix]:
     """The valid changes that fit, fastest first (at most ``limit``). Validity is the Layout
     rules (they include the Strategy spec's own checks); the fixes returned are validated as
     Strategy specs too."""
     if not changes:
         return []
-    L = _layouts(st, changes)
+    L = Layout.stack([Layout.of(st, **upd) for _, upd in changes])
     ctx = context(model, job, cluster.gpus, fw)._replace(uneven=st.uneven_stages)
     n = len(changes)
     ok = np.broadcast_to(rules_mask(L, ctx), (n,))
@@ -132,10 +115,9 @@ def fitting_layouts(model, job, cluster, st, fw, limit=None) -> tuple[int, list[
     """(knobs changed, fixes): the changes of one knob of ``st`` that the physics predicts to
     fit, fastest first (at most ``limit``); where none does, the changes of two knobs (2, ...);
     (0, []) when no pair fits either. Pairs are evaluated only where no single change fits."""
-    single = _with_dp(_changes(st, fw, cluster.gpus, cluster.node_size), st, cluster.gpus)
-    pairs = _with_dp(_pairs(_changes(st, fw, cluster.gpus, cluster.node_size)), st, cluster.gpus)
-    for knobs, group in ((1, single), (2, pairs)):
-        fixes = _fitting(model, job, cluster, st, fw, group, limit)
+    single = _changes(st, fw, cluster.gpus, cluster.node_size)
+    for knobs, group in ((1, single), (2, _pairs(single))):
+        fixes = _fitting(model, job, cluster, st, fw, _with_dp(group, st, cluster.gpus), limit)
         if fixes:
             return knobs, fixes
     return 0, []

@@ -39,13 +39,22 @@ class Layout:
     flash: Any = True
 
     @classmethod
-    def of(cls, st, dp=None) -> "Layout":
-        """The layout of one ``spec.strategy.Strategy`` (dp: the strategy's, or given)."""
-        return cls(tp=st.tp, pp=st.pp, vp=st.vp, dp=dp or st.dp, cp=st.cp, ep=st.ep,
-                   sp=st.sequence_parallel, zero=st.zero, mb=st.micro_batch,
-                   rc=RECOMPUTE_NAMES.index(st.recompute or "selective"),
-                   rc_layers=st.recompute_layers, off_opt=st.offload_optimizer,
-                   off_par=st.offload_params, flash=st.flash_attention)
+    def of(cls, st, dp=None, **changes) -> "Layout":
+        """The layout of one ``spec.strategy.Strategy`` (dp: the strategy's, or given), with
+        ``changes`` to its fields by their Strategy names (unvalidated: the rules check them)."""
+        def f(name):
+            return changes.get(name, getattr(st, name))
+        return cls(tp=f("tp"), pp=f("pp"), vp=f("vp"), dp=dp or f("dp"), cp=f("cp"), ep=f("ep"),
+                   sp=f("sequence_parallel"), zero=f("zero"), mb=f("micro_batch"),
+                   rc=RECOMPUTE_NAMES.index(f("recompute") or "selective"),
+                   rc_layers=f("recompute_layers"), off_opt=f("offload_optimizer"),
+                   off_par=f("offload_params"), flash=f("flash_attention"))
+
+    @classmethod
+    def stack(cls, layouts: list["Layout"]) -> "Layout":
+        """One Layout of arrays from single layouts, field by field."""
+        return cls(**{k: np.asarray([getattr(x, k) for x in layouts])
+                      for k in cls.__dataclass_fields__})
 
     @property
     def n_gpus(self):
