@@ -82,6 +82,14 @@ def bench(
     device: str = typer.Option("auto", help="cpu, cuda or auto"),
     ranks: int = typer.Option(2, help="processes for the collective benchmark"),
     quick: bool = typer.Option(False, help="small sizes (seconds)"),
+    offload: bool = typer.Option(False, "--offload", help=(
+        "also measure the host side of optimizer offloading: the CPU-Adam rate with one "
+        "process per GPU stepping at once, and host<->device copy bandwidth")),
+    offload_procs: Optional[int] = typer.Option(None, "--offload-procs", help=(
+        "processes for the CPU-Adam benchmark (default: the GPUs of this machine, else --ranks)")),
+    offload_impl: str = typer.Option("deepspeed", "--offload-impl", help=(
+        "CPU optimizer: deepspeed (DeepSpeedCPUAdam, what the cost model reads) or torch "
+        "(AdamW foreach, for comparison)")),
     force: bool = typer.Option(False, "--force", help="overwrite an existing --out file"),
 ) -> None:
     """Matmul throughput, memory bandwidth and collective bus bandwidth -> an efficiency
@@ -92,15 +100,40 @@ def bench(
     check_target(out, force=force, what="--out")          # before the benchmarks run
     from trainplan.measure.build import require_torch
     require_torch()
+    host = _offload_options(offload, offload_procs, offload_impl, device, ranks)
     from trainplan.measure.bench import run_bench
-    with progress("matmul, memory and collective benchmarks"):
-        prof = run_bench(device=device, ranks=ranks, quick=quick)
+    with progress("matmul, memory and collective benchmarks"
+                  + (" and the host's CPU-Adam" if host else "")):
+        prof = run_bench(device=device, ranks=ranks, quick=quick, offload=host)
     try:
         atomic_write(out, dumps(prof), force=force, what="--out")
     except OSError as e:
         raise InputError("--out", str(out), f"a writable file path ({e.strerror or e})") from None
     typer.echo(dumps(prof["profile"]))
     typer.echo(f"wrote {out}")
+
+
+def _offload_options(offload, procs, impl, device, ranks):
+    """The keyword arguments of measure.bench.host_offload, checked (InputError names the
+    option); None without --offload."""
+    from trainplan.errors import InputError
+    from trainplan.measure.host import IMPLS
+    if not offload:
+        return None
+    if impl not in IMPLS:
+        raise InputError("--offload-impl", impl, " or ".join(IMPLS))
+    if procs is not None and procs < 1:
+        raise InputError("--offload-procs", procs, "a positive number of processes")
+    if impl == "deepspeed":
+        import importlib.util
+        if importlib.util.find_spec("deepspeed") is None:
+            raise InputError("--offload-impl", impl, "an installed CPU optimizer",
+                             hint="pip install deepspeed, or --offload-impl torch")
+    if procs is None:
+        import torch
+        cuda = device.startswith("cuda") or (device == "auto" and torch.cuda.is_available())
+        procs = torch.cuda.device_count() if cuda else ranks
+    return {"procs": max(1, procs), "impl": impl}
 
 
 @measure_app.command("step")

@@ -265,6 +265,7 @@ def _warnings(model, job, cluster, st, r, mem, time) -> list[str]:
     if time.dp_comm_s > 0.15 * time.step_s:
         w.append(f"exposed DP communication is {time.dp_comm_s / time.step_s:.0%} of the step")
     w += _host_bound_warning(fw, model, st, r, time)
+    w += _offload_warning(cluster, st, time)
     if st.tp * st.cp > cluster.node_size:
         w.append(f"tp*cp = {st.tp * st.cp} spans nodes ({cluster.node_size} GPUs per node)")
     made_on = fw.calibrated_on.get("gpu")
@@ -295,6 +296,22 @@ def _host_bound_warning(fw, model, st, r, time) -> list[str]:
     return [f"host-bound: ZeRO-3's per-module hooks take about {host:.3g} s of host time per "
             f"step, {host / time.compute_s:.0%} of the compute time; more tokens per micro-batch "
             "(a larger micro_batch or seq_len) or zero=2 would let the GPU set the pace"]
+
+
+def _offload_warning(cluster, st, time) -> list[str]:
+    """An offloaded optimizer step runs at the host's CPU-Adam and copy rates; say so when they
+    are the built-in assumptions (costmodel.optimizer.host_rates) and the step is a visible
+    share of the step time."""
+    eff = cluster.accelerator.efficiency
+    if not (st.offload_optimizer or st.offload_params) \
+            or (eff.host_adam_params_per_s and eff.h2d_GBps) \
+            or time.optimizer_s < 0.05 * time.step_s:
+        return []
+    return [f"offload: the host side of the optimizer step takes {time.optimizer_s:.3g} s, "
+            f"{time.optimizer_s / time.step_s:.0%} of the step, at assumed host rates (CPU-Adam "
+            "1e9 parameters/s per GPU process, 25 GB/s host<->device); they vary several-fold "
+            "between hosts: measure yours with `trainplan measure bench --offload` and pass the "
+            "file with --profile"]
 
 
 def _fit_hint(model, job, cluster, st, fw) -> str:

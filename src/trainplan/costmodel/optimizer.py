@@ -21,11 +21,19 @@ from trainplan.costmodel.timing import memory_time
 # gradient-norm all-reduce) and share its DRAM: eight processes at this rate move 400 GB/s,
 # 65% of the DDR5 peak of a DGX H100/H200 host (two Xeon Platinum 8480C, NVIDIA DGX H100/H200
 # user guide; 8 channels of DDR5-4800 each, Intel ARK 8480+: 614 GB/s). No stored source gives
-# the achieved share of host bandwidth, so the per-process rate stays.
+# the achieved share of host bandwidth, so the per-process rate stays the default; a measured
+# host (EfficiencyProfile.host_adam_params_per_s, trainplan measure bench --offload) replaces it.
 CPU_ADAM_PARAMS_PER_S = 1.0e9
 # host<->device: PCIe Gen4 x16 is 32 GB/s per direction (PCI-SIG 4.0 spec); ~25 GB/s achievable
-# with pinned memory (an assumption; measure yours).
+# with pinned memory (an assumption; EfficiencyProfile.h2d_GBps replaces it where measured).
 PCIE_GBPS = 25.0
+
+
+def host_rates(eff):
+    """(CPU-Adam parameters/s per GPU process, host<->device bytes/s per GPU) of an
+    accelerator's efficiency profile: its measured host figures, else the assumptions above."""
+    rate = eff.host_adam_params_per_s or CPU_ADAM_PARAMS_PER_S
+    return rate, (eff.h2d_GBps or PCIE_GBPS) * 1e9
 
 
 def offload_pcie_bytes(g_b, w_b, offload_g_b=None):
@@ -35,17 +43,18 @@ def offload_pcie_bytes(g_b, w_b, offload_g_b=None):
     return (g_b if offload_g_b is None else offload_g_b) + w_b
 
 
-def optimizer_time(p_local, sb, g_b, w_b, hbm_bps, eta_hbm, offload, offload_g_b=None):
+def optimizer_time(p_local, sb, g_b, w_b, hbm_bps, eta_hbm, offload, offload_g_b=None,
+                   host=(CPU_ADAM_PARAMS_PER_S, PCIE_GBPS * 1e9)):
     """Seconds of one optimizer step over ``p_local`` parameters: read and write the master
     weights and moments, read the gradient, write the working weights (GPU), or CPU-Adam plus
     the PCIe transfer of gradients and weights (ZeRO-Offload, Ren et al. 2021;
-    :func:`offload_pcie_bytes`)."""
+    :func:`offload_pcie_bytes`) at the host's rates ``host`` (:func:`host_rates`)."""
+    cpu_rate, h2d_bps = host
     gpu = memory_time(p_local * (2.0 * (sb.master + sb.optim) + g_b + w_b), hbm_bps, eta_hbm)
-    cpu = p_local / CPU_ADAM_PARAMS_PER_S \
-        + p_local * offload_pcie_bytes(g_b, w_b, offload_g_b) / (PCIE_GBPS * 1e9)
+    cpu = p_local / cpu_rate + p_local * offload_pcie_bytes(g_b, w_b, offload_g_b) / h2d_bps
     return np.where(offload, cpu, gpu)
 
 
-def param_offload_time(m, params, w_b, offload):
+def param_offload_time(m, params, w_b, offload, h2d_bps=PCIE_GBPS * 1e9):
     """ZeRO-Infinity parameter offload: the weights cross PCIe twice per micro-batch."""
-    return np.where(offload, m * 2.0 * params * w_b / (PCIE_GBPS * 1e9), 0.0)
+    return np.where(offload, m * 2.0 * params * w_b / h2d_bps, 0.0)

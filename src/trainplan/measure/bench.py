@@ -141,8 +141,9 @@ def collective_busbw(ranks: int = 2, backend: str = "gloo",
 
 
 def run_bench(device: str = "auto", ranks: int = 2, quick: bool = False,
-              accelerator: Any = None) -> dict[str, Any]:
-    """All three benchmarks and the efficiency profile they imply."""
+              accelerator: Any = None, offload: dict[str, Any] | None = None) -> dict[str, Any]:
+    """All three benchmarks and the efficiency profile they imply; with ``offload`` (keyword
+    arguments of :func:`host_offload`) also the host side of optimizer offloading."""
     import torch
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -190,8 +191,27 @@ def run_bench(device: str = "auto", ranks: int = 2, quick: bool = False,
         profile["intra_busbw_GBps"] = round(max(c["busbw_GBps"] for c in coll), 4)
         small = min(coll, key=lambda c: c["bytes"])
         profile["intra_latency_s"] = small["time_s"] / (2.0 * (ranks - 1))
+    host = host_offload(device, quick=quick, **offload) if offload is not None else None
+    if host:
+        profile.update(host["profile"])
     from trainplan.spec.cluster import EfficiencyProfile
     EfficiencyProfile(**profile)          # validate the fields
     return {"device": device, "peak_tflops_reference": peak, "best_tflops": best,
             "fitted_max_tflops": r_max, "matmul": mm, "copy_GBps": bw, "collectives": coll,
-            "profile": profile}
+            **({"offload": host} if host else {}), "profile": profile}
+
+
+def host_offload(device: str, procs: int, impl: str = "deepspeed",
+                 quick: bool = False) -> dict[str, Any]:
+    """The host's CPU-Adam rate with ``procs`` processes stepping at once and, with a GPU, the
+    pinned host<->device copy bandwidth (trainplan.measure.host) -> the profile's
+    ``host_adam_params_per_s`` and ``h2d_GBps``."""
+    from trainplan.measure.host import cpu_adam_rate, h2d_bandwidth_GBps
+    adam = cpu_adam_rate(procs=procs, impl=impl, params=4_000_000 if quick else 50_000_000)
+    out: dict[str, Any] = {"cpu_adam": adam, "profile": {}}
+    if impl == "deepspeed":     # the rate the costmodel reads is DeepSpeed's CPU-Adam
+        out["profile"]["host_adam_params_per_s"] = round(adam["params_per_s"], -3)
+    if device.startswith("cuda"):
+        out["h2d_GBps"] = h2d_bandwidth_GBps(device, (1 << 26) if quick else (1 << 30))
+        out["profile"]["h2d_GBps"] = round(out["h2d_GBps"], 3)
+    return out

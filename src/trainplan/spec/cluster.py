@@ -80,6 +80,14 @@ class EfficiencyProfile(Spec):
     kernel_overhead_s: float = Field(2e-6, ge=0, description=(
         "GPU idle gap between queued kernels (launches run ahead of the GPU when it is busy); "
         "calibration (Narayanan et al. 2021 Table 1)"))
+    host_adam_params_per_s: float | None = Field(None, gt=0, description=(
+        "parameters per second one GPU process's CPU-Adam updates (DeepSpeed DeepSpeedCPUAdam) "
+        "while every process of the node steps at once: a property of the host (cores, memory "
+        "bandwidth, thread binding); measure yours with trainplan measure bench --offload; "
+        "none: 1e9, an assumption (costmodel/optimizer.py)"))
+    h2d_GBps: float | None = Field(None, gt=0, description=(
+        "pinned host<->device copy bandwidth per GPU, GB/s, for optimizer and parameter offload; "
+        "measure yours with trainplan measure bench --offload; none: 25 (PCIe Gen4 x16)"))
     dp_overlap: float = Field(0.9, ge=0, le=1, description=(
         "share of DP comm hidden under backward; an assumption (bucketed overlap leaves the "
         "last bucket exposed)"))

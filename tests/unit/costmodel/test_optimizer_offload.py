@@ -51,3 +51,38 @@ def test_estimate_charges_the_offload_dtype_only_under_offload():
     assert fp32 > own
     no_off = {**OFFLOAD, "offload_optimizer": False}
     assert optimizer_s(no_off) == optimizer_s(no_off, offload_grad_bytes=None)
+
+
+def _with_host(acc, **host):
+    from trainplan.spec.base import evolve
+    return evolve(acc, efficiency=evolve(acc.efficiency, **host))
+
+
+def test_a_measured_host_rate_replaces_the_assumed_one():
+    """EfficiencyProfile.host_adam_params_per_s / h2d_GBps (trainplan measure bench --offload)
+    time the offloaded step; without them the assumptions of costmodel/optimizer.py do."""
+    from trainplan.catalog.accelerators import get_accelerator
+    from trainplan.costmodel.optimizer import CPU_ADAM_PARAMS_PER_S, PCIE_GBPS, host_rates
+    acc = get_accelerator("h100_sxm")
+    assert host_rates(acc.efficiency) == (CPU_ADAM_PARAMS_PER_S, PCIE_GBPS * 1e9)
+    fast = _with_host(acc, host_adam_params_per_s=4e9, h2d_GBps=50.0)
+    assert host_rates(fast.efficiency) == (4e9, 50e9)
+    sb = model_state_bytes("bf16_mixed", "adamw")
+    p = 1e9
+    slow_t = opt.optimizer_time(p, sb, 2.0, 2.0, 3.35e12, 0.8, True, 4.0, host_rates(acc.efficiency))
+    fast_t = opt.optimizer_time(p, sb, 2.0, 2.0, 3.35e12, 0.8, True, 4.0, host_rates(fast.efficiency))
+    np.testing.assert_allclose(slow_t - fast_t, p / 1e9 - p / 4e9 + p * 6.0 * (1 / 25e9 - 1 / 50e9))
+
+
+def test_estimate_reads_the_host_rate_and_notes_when_it_is_assumed():
+    from trainplan.catalog.accelerators import get_accelerator
+    from trainplan.spec.cluster import Cluster
+    acc = get_accelerator("h100_sxm")
+    base = estimate(model="llama-3-8b", strategy=OFFLOAD, framework="deepspeed", **KW)
+    fast = estimate(model="llama-3-8b", strategy=OFFLOAD, framework="deepspeed",
+                    cluster=Cluster(accelerator=_with_host(acc, host_adam_params_per_s=4e9,
+                                                           h2d_GBps=50.0), gpus=8),
+                    **{k: v for k, v in KW.items() if k not in ("gpu", "gpus")})
+    assert fast.time.optimizer_s < base.time.optimizer_s
+    assert any("assumed host rates" in w for w in base.warnings)
+    assert not any("assumed host rates" in w for w in fast.warnings)
