@@ -302,16 +302,18 @@ def _offload_warning(cluster, st, time) -> list[str]:
     """An offloaded optimizer step runs at the host's CPU-Adam and copy rates; say so when they
     are the built-in assumptions (costmodel.optimizer.host_rates) and the step is a visible
     share of the step time."""
+    from trainplan.costmodel.optimizer import CPU_ADAM_PARAMS_PER_S, PCIE_GBPS
     eff = cluster.accelerator.efficiency
-    if not (st.offload_optimizer or st.offload_params) \
-            or (eff.host_adam_params_per_s and eff.h2d_GBps) \
+    assumed = ([f"CPU-Adam {CPU_ADAM_PARAMS_PER_S:.0e} parameters/s per GPU process"]
+               if not eff.host_adam_params_per_s else []) \
+        + ([f"{PCIE_GBPS:g} GB/s host<->device"] if not eff.h2d_GBps else [])
+    if not (st.offload_optimizer or st.offload_params) or not assumed \
             or time.optimizer_s < 0.05 * time.step_s:
         return []
     return [f"offload: the host side of the optimizer step takes {time.optimizer_s:.3g} s, "
-            f"{time.optimizer_s / time.step_s:.0%} of the step, at assumed host rates (CPU-Adam "
-            "1e9 parameters/s per GPU process, 25 GB/s host<->device); they vary several-fold "
-            "between hosts: measure yours with `trainplan measure bench --offload` and pass the "
-            "file with --profile"]
+            f"{time.optimizer_s / time.step_s:.0%} of the step, at assumed host rates "
+            f"({', '.join(assumed)}); they vary several-fold between hosts: measure yours with "
+            "`trainplan measure bench --offload` and pass the file with --profile"]
 
 
 def _fit_hint(model, job, cluster, st, fw) -> str:
