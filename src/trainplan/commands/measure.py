@@ -88,8 +88,9 @@ def bench(
     offload_procs: Optional[int] = typer.Option(None, "--offload-procs", help=(
         "processes for the CPU-Adam benchmark (default: the GPUs of this machine, else --ranks)")),
     offload_impl: str = typer.Option("deepspeed", "--offload-impl", help=(
-        "CPU optimizer: deepspeed (DeepSpeedCPUAdam, what the cost model reads) or torch "
-        "(AdamW foreach, for comparison)")),
+        "CPU optimizer: deepspeed (DeepSpeedCPUAdam: DeepSpeed's offload), torch-fused or "
+        "torch-foreach (PyTorch AdamW, one thread per process as under torchrun: FSDP's CPU "
+        "offload)")),
     force: bool = typer.Option(False, "--force", help="overwrite an existing --out file"),
 ) -> None:
     """Matmul throughput, memory bandwidth and collective bus bandwidth -> an efficiency
@@ -128,7 +129,7 @@ def _offload_options(offload, procs, impl, device, ranks):
         import importlib.util
         if importlib.util.find_spec("deepspeed") is None:
             raise InputError("--offload-impl", impl, "an installed CPU optimizer",
-                             hint="pip install deepspeed, or --offload-impl torch")
+                             hint="pip install deepspeed, or --offload-impl torch-fused")
     if procs is None:
         import torch
         cuda = device.startswith("cuda") or (device == "auto" and torch.cuda.is_available())

@@ -265,7 +265,7 @@ def _warnings(model, job, cluster, st, r, mem, time) -> list[str]:
     if time.dp_comm_s > 0.15 * time.step_s:
         w.append(f"exposed DP communication is {time.dp_comm_s / time.step_s:.0%} of the step")
     w += _host_bound_warning(fw, model, st, r, time)
-    w += _offload_warning(cluster, st, time)
+    w += _offload_warning(fw, job, cluster, st, time)
     if st.tp * st.cp > cluster.node_size:
         w.append(f"tp*cp = {st.tp * st.cp} spans nodes ({cluster.node_size} GPUs per node)")
     made_on = fw.calibrated_on.get("gpu")
@@ -298,22 +298,29 @@ def _host_bound_warning(fw, model, st, r, time) -> list[str]:
             "(a larger micro_batch or seq_len) or zero=2 would let the GPU set the pace"]
 
 
-def _offload_warning(cluster, st, time) -> list[str]:
-    """An offloaded optimizer step runs at the host's CPU-Adam and copy rates; say so when they
+def _offload_warning(fw, job, cluster, st, time) -> list[str]:
+    """An offloaded optimizer step runs at the host's optimizer and copy rates; say so when they
     are the built-in assumptions (costmodel.optimizer.host_rates) and the step is a visible
     share of the step time."""
-    from trainplan.costmodel.optimizer import CPU_ADAM_PARAMS_PER_S, PCIE_GBPS
+    from trainplan.costmodel.optimizer import host_rates
     eff = cluster.accelerator.efficiency
-    assumed = ([f"CPU-Adam {CPU_ADAM_PARAMS_PER_S:.0e} parameters/s per GPU process"]
-               if not eff.host_adam_params_per_s else []) \
-        + ([f"{PCIE_GBPS:g} GB/s host<->device"] if not eff.h2d_GBps else [])
+    from trainplan.costmodel.activations import adamw_impl
+    impl = adamw_impl(fw, job)
+    rate, bps = host_rates(eff, fw.cpu_optimizer, impl)
+    foreach = fw.cpu_optimizer == "torch_adamw" and impl != "fused"
+    measured = eff.host_foreach_adamw_params_per_s if foreach else eff.host_adam_params_per_s
+    name = "PyTorch's unfused AdamW on CPU" if foreach else (
+        "PyTorch's fused AdamW on CPU" if fw.cpu_optimizer == "torch_adamw" else "CPU-Adam")
+    assumed = ([f"{name} {rate:.2g} parameters/s per GPU process"] if not measured else []) \
+        + ([f"{bps / 1e9:g} GB/s host<->device"] if not eff.h2d_GBps else [])
     if not (st.offload_optimizer or st.offload_params) or not assumed \
             or time.optimizer_s < 0.05 * time.step_s:
         return []
+    opt_flag = {"CPU-Adam": ""}.get(name, " --offload-impl torch-" + impl)
     return [f"offload: the host side of the optimizer step takes {time.optimizer_s:.3g} s, "
             f"{time.optimizer_s / time.step_s:.0%} of the step, at assumed host rates "
             f"({', '.join(assumed)}); they vary several-fold between hosts: measure yours with "
-            "`trainplan measure bench --offload` and pass the file with --profile"]
+            f"`trainplan measure bench --offload{opt_flag}` and pass the file with --profile"]
 
 
 def _fit_hint(model, job, cluster, st, fw) -> str:

@@ -76,11 +76,11 @@ def evaluate(model, job, cluster, L: Layout) -> Evaluation:
     t_dp = dp.exposed + fw.overlap_slowdown * dp.hidden
     group = L.shard_group(fw.optimizer_shard == "dp_cp")
     p_opt = p_train / np.where(L.zero >= 1, group, 1.0)
-    host = opt.host_rates(acc.efficiency)
+    host = opt.host_rates(acc.efficiency, fw.cpu_optimizer, ac.adamw_impl(fw, job))
     t_opt = opt.optimizer_time(p_opt, sb, g_b, sb.weights, acc.hbm_bw_tbps * 1e12,
                                acc.efficiency.hbm, L.off_opt, fw.offload_grad_bytes, host) \
-        + opt.param_offload_time(m, np.maximum(p1.total, p2.total), sb.weights, L.off_par,
-                                 host[1]) \
+        + opt.param_offload_time(m, np.maximum(p1.total, p2.total) / group, sb.weights,
+                                 L.off_par, host[1]) \
         + compute.fp8_step_time(km, net, L, layers * p1.layer, m)
     t_data = exposed_data_time(vis["data_time_step"], t_compute + bubble)
     step = t_compute + bubble + t_p2p + t_dp + t_opt + t_data

@@ -55,7 +55,11 @@ def _changes(st, fw, gpus: int, node: int) -> list[tuple[str, dict]]:
     for k in (2, 4):
         out.append((f"pp={st.pp * k}", {"pp": st.pp * k}))
     out.append((f"cp={st.cp * 2}", {"cp": st.cp * 2}))
-    if not st.offload_optimizer:
+    if not st.offload_optimizer and fw.offload_together:    # FSDP's CPU offload: one switch
+        out.append(("offload_optimizer=True and offload_params=True (CPU offload)"
+                    + (" with zero=3" if st.zero < 3 else ""),
+                    {"offload_optimizer": True, "offload_params": True, "min_zero": 3}))
+    elif not st.offload_optimizer:
         out.append(("offload_optimizer=True" + (" with zero=1" if st.zero < 1 else ""),
                     {"offload_optimizer": True, "min_zero": 1}))
     return out

@@ -111,6 +111,7 @@ class Context(NamedTuple):
     max_ep: int | None
     recompute: tuple[int, ...]
     framework: str
+    offload_together: bool = False
 
 
 class Rule(NamedTuple):
@@ -193,6 +194,11 @@ RULES: tuple[Rule, ...] = (
          | (L.zero >= 1), lambda L, c: "false unless zero >= 1 (ZeRO-Offload)"),
     Rule("strategy.offload_params", ("off_par", "zero"), lambda L, c: ~np.asarray(L.off_par)
          | (L.zero == 3), lambda L, c: "false unless zero = 3 (parameters must be sharded)"),
+    Rule("strategy.offload_optimizer", ("off_opt", "off_par"),
+         lambda L, c: (np.asarray(L.off_opt) == np.asarray(L.off_par)) | (not c.offload_together),
+         lambda L, c: f"equal to offload_params in the {c.framework} framework: its CPU offload "
+                      "(FSDP CPUOffload(offload_params=True)) moves parameters, gradients and the "
+                      "optimizer step to the host together; set both or neither"),
 )
 
 
@@ -205,7 +211,7 @@ def context(model, job, gpus, fw) -> Context:
         gpus=gpus, uneven=False, zero_stages=tuple(fw.zero_stages), max_zero_with_pp=fw.max_zero_with_pp,
         max_tp=fw.max_tp, max_pp=fw.max_pp, max_cp=fw.max_cp, max_ep=fw.max_ep,
         recompute=tuple(RECOMPUTE_NAMES.index(r) for r in fw.recompute),
-        framework=fw.id)
+        framework=fw.id, offload_together=fw.offload_together)
 
 
 def rules_mask(L: Layout, ctx: Context, have: set[str] | None = None):

@@ -29,10 +29,24 @@ CPU_ADAM_PARAMS_PER_S = 1.0e9
 PCIE_GBPS = 25.0
 
 
-def host_rates(eff):
-    """(CPU-Adam parameters/s per GPU process, host<->device bytes/s per GPU) of an
-    accelerator's efficiency profile: its measured host figures, else the assumptions above."""
+# A fused CPU AdamW (DeepSpeed's CPU-Adam, or PyTorch's fused AdamW CPU kernel) over PyTorch's
+# unfused AdamW (foreach) on the same host, one process: DeepSpeed 5.5x and 5.3x, torch fused
+# 5.2x in runs of trainplan.measure.host on this project's CPU machine (20M parameters,
+# DeepSpeed 0.19.8, torch 2.13.0; docs/measure.md). Used only where the host's own unfused
+# rate is not measured.
+FUSED_OVER_FOREACH_CPU_ADAMW = 5.3
+
+
+def host_rates(eff, cpu_optimizer="deepspeed_cpu_adam", adamw_impl="fused"):
+    """(host optimizer parameters/s per GPU process, host<->device bytes/s per GPU) of an
+    accelerator's efficiency profile for the framework's host optimizer
+    (``FrameworkProfile.cpu_optimizer``) and the job's AdamW implementation: a fused one
+    (DeepSpeed's CPU-Adam, torch's fused AdamW) at ``host_adam_params_per_s``, torch's unfused
+    AdamW at ``host_foreach_adamw_params_per_s``; measured host figures, else the assumptions
+    above."""
     rate = eff.host_adam_params_per_s or CPU_ADAM_PARAMS_PER_S
+    if cpu_optimizer == "torch_adamw" and adamw_impl != "fused":
+        rate = eff.host_foreach_adamw_params_per_s or rate / FUSED_OVER_FOREACH_CPU_ADAMW
     return rate, (eff.h2d_GBps or PCIE_GBPS) * 1e9
 
 
@@ -55,6 +69,11 @@ def optimizer_time(p_local, sb, g_b, w_b, hbm_bps, eta_hbm, offload, offload_g_b
     return np.where(offload, cpu, gpu)
 
 
-def param_offload_time(m, params, w_b, offload, h2d_bps=PCIE_GBPS * 1e9):
-    """ZeRO-Infinity parameter offload: the weights cross PCIe twice per micro-batch."""
-    return np.where(offload, m * 2.0 * params * w_b / h2d_bps, 0.0)
+def param_offload_time(m, shard_params, w_b, offload, h2d_bps=PCIE_GBPS * 1e9):
+    """Parameter offload: each GPU copies its own shard of the weights host-to-device before
+    the all-gather, for the forward and again for the backward of every micro-batch (ZeRO-
+    Infinity, Rajbhandari et al. 2021, sec. 6.1 bandwidth-centric partitioning: every rank
+    fetches its partition over its own PCIe link, then the GPUs all-gather; PyTorch
+    CPUOffloadPolicy, torch/distributed/fsdp/_fully_shard/_fsdp_api.py: 'Sharded parameters
+    are copied host-to-device before all-gather')."""
+    return np.where(offload, m * 2.0 * shard_params * w_b / h2d_bps, 0.0)

@@ -63,6 +63,18 @@ def default_zero(fw, pp: int) -> int:
     return max((z for z in fw.zero_stages if z <= cap), default=min(fw.zero_stages))
 
 
+def coupled_offload(fw, st: Strategy) -> Strategy:
+    """Where the framework offloads parameters, gradients and the optimizer step together
+    (``FrameworkProfile.offload_together``: FSDP's CPU offload), a strategy that names one of
+    offload_optimizer and offload_params gets the other too; naming both differently stays an
+    error (layout.RULES)."""
+    given = st.model_fields_set
+    if not fw.offload_together or ("offload_optimizer" in given) == ("offload_params" in given):
+        return st
+    on = st.offload_optimizer if "offload_optimizer" in given else st.offload_params
+    return evolve(st, offload_optimizer=on, offload_params=on)
+
+
 def complete_strategy(model: Model, job: Job, cluster: Cluster, st: Strategy) -> Strategy:
     """Check a strategy against the model, job, cluster and framework; derive dp.
     Raises InputError."""
@@ -82,6 +94,7 @@ def complete_strategy(model: Model, job: Job, cluster: Cluster, st: Strategy) ->
         st = evolve(st, recompute="selective" if "selective" in fw.recompute else "none")
     if "zero" not in st.model_fields_set:
         st = evolve(st, zero=default_zero(fw, st.pp))
+    st = coupled_offload(fw, st)
     L = Layout.of(st, dp)
     ctx = context(model, job, cluster.gpus, fw)._replace(uneven=st.uneven_stages)
     rule = first_broken(L, ctx)

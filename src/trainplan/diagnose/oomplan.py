@@ -138,9 +138,10 @@ def name_component(meas: Measured, pred: dict[str, float], capacity: float) -> t
     return c, why
 
 
-def candidates(st: dict[str, Any], gpus: int, megatron: bool = True
-               ) -> list[tuple[str, dict[str, Any], int]]:
-    """Single changes to try: (label, strategy, gpus)."""
+def candidates(st: dict[str, Any], gpus: int, megatron: bool = True,
+               offload_together: bool = False) -> list[tuple[str, dict[str, Any], int]]:
+    """Single changes to try: (label, strategy, gpus). Where the framework offloads parameters,
+    gradients and the optimizer step together (FSDP's CPU offload), offloading is one change."""
     out = []
     if st.get("zero", 0) < 3:
         out.append((f"zero {st.get('zero', 0)} -> 3", {**st, "zero": 3}, gpus))
@@ -154,7 +155,10 @@ def candidates(st: dict[str, Any], gpus: int, megatron: bool = True
         cur = st.get("recompute", "none")
         if cur != rc and not (rc == "selective" and cur == "full"):
             out.append((f"recompute {rc}", {**st, "recompute": rc}, gpus))
-    if not st.get("offload_optimizer"):
+    if not st.get("offload_optimizer") and offload_together:
+        out.append(("CPU offload of parameters, gradients and optimizer step",
+                    {**st, "offload_optimizer": True, "offload_params": True}, gpus))
+    elif not st.get("offload_optimizer"):
         out.append(("offload optimizer to CPU", {**st, "offload_optimizer": True}, gpus))
     for k in ("tp", "pp") if megatron else ():
         v = int(st.get(k, 1))
@@ -171,7 +175,9 @@ def _clean(st: dict[str, Any]) -> dict[str, Any]:
 def suggest(cfg: Config, excess: float, base_step: float, base_mem: dict[str, float],
             limit: int = 5) -> list[dict[str, Any]]:
     """Changes that fit (predicted total + measured excess <= capacity), ranked by slowdown."""
-    singles = candidates(cfg.strategy, cfg.gpus, cfg.implementation == "megatron")
+    from trainplan.spec.framework import get_framework
+    singles = candidates(cfg.strategy, cfg.gpus, cfg.implementation == "megatron",
+                         get_framework(cfg.implementation).offload_together)
     rows = _evaluate(cfg, singles, excess, base_step)
     if not any(r["fits"] for r in rows):
         pairs = []

@@ -207,10 +207,15 @@ def host_offload(device: str, procs: int, impl: str = "deepspeed",
     pinned host<->device copy bandwidth (trainplan.measure.host) -> the profile's
     ``host_adam_params_per_s`` and ``h2d_GBps``."""
     from trainplan.measure.host import cpu_adam_rate, h2d_bandwidth_GBps
-    adam = cpu_adam_rate(procs=procs, impl=impl, params=4_000_000 if quick else 50_000_000)
+    # torchrun (FSDP) sets OMP_NUM_THREADS=1 for several processes per node
+    # (torch/distributed/run.py); DeepSpeed's launcher leaves the thread count alone
+    threads = 1 if impl.startswith("torch") and procs > 1 else None
+    adam = cpu_adam_rate(procs=procs, impl=impl, params=4_000_000 if quick else 50_000_000,
+                         threads=threads)
     out: dict[str, Any] = {"cpu_adam": adam, "profile": {}}
-    if impl == "deepspeed":     # the rate the costmodel reads is DeepSpeed's CPU-Adam
-        out["profile"]["host_adam_params_per_s"] = round(adam["params_per_s"], -3)
+    field = "host_foreach_adamw_params_per_s" if impl == "torch-foreach" \
+        else "host_adam_params_per_s"        # the fused kernels: DeepSpeed's, torch's
+    out["profile"][field] = round(adam["params_per_s"], -3)
     if device.startswith("cuda"):
         out["h2d_GBps"] = h2d_bandwidth_GBps(device, (1 << 26) if quick else (1 << 30))
         out["profile"]["h2d_GBps"] = round(out["h2d_GBps"], 3)

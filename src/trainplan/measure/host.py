@@ -19,17 +19,18 @@ import statistics
 import time
 from typing import Any
 
-IMPLS = ("deepspeed", "torch")
+IMPLS = ("deepspeed", "torch-fused", "torch-foreach")
 
 
 def _optimizer(impl: str, params):
     """The CPU optimizer a framework runs on offloaded states: DeepSpeed's CPU-Adam (AdamW
-    mode, its default) or PyTorch's AdamW over fp32 CPU tensors (foreach)."""
+    mode, its default) or PyTorch's AdamW over fp32 CPU tensors, fused or foreach."""
     if impl == "deepspeed":
         from deepspeed.ops.adam import DeepSpeedCPUAdam
         return DeepSpeedCPUAdam(params, lr=1e-4)
     import torch
-    return torch.optim.AdamW(params, lr=1e-4, foreach=True)
+    fused = impl == "torch-fused"
+    return torch.optim.AdamW(params, lr=1e-4, fused=fused, foreach=not fused)
 
 
 def _adam_worker(impl: str, n: int, steps: int, barrier, out, threads: int | None) -> None:

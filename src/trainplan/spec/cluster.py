@@ -81,10 +81,17 @@ class EfficiencyProfile(Spec):
         "GPU idle gap between queued kernels (launches run ahead of the GPU when it is busy); "
         "calibration (Narayanan et al. 2021 Table 1)"))
     host_adam_params_per_s: float | None = Field(None, gt=0, description=(
-        "parameters per second one GPU process's CPU-Adam updates (DeepSpeed DeepSpeedCPUAdam) "
+        "parameters per second one GPU process's fused CPU AdamW updates (DeepSpeed's "
+        "DeepSpeedCPUAdam, or PyTorch's fused AdamW CPU kernel: 1.9e9 and 2.0e9 on one core "
+        "pair here, docs/measure.md) "
         "while every process of the node steps at once: a property of the host (cores, memory "
         "bandwidth, thread binding); measure yours with trainplan measure bench --offload; "
         "none: 1e9, an assumption (costmodel/optimizer.py)"))
+    host_foreach_adamw_params_per_s: float | None = Field(None, gt=0, description=(
+        "the same for PyTorch's unfused AdamW (foreach or for-loop) on CPU tensors, which FSDP's "
+        "CPU offload steps unless the optimizer is fused, with the threads torchrun leaves (1 "
+        "per process with several processes); measure with trainplan measure bench --offload "
+        "--offload-impl torch-foreach; none: host_adam_params_per_s / 5.3"))
     h2d_GBps: float | None = Field(None, gt=0, description=(
         "pinned host<->device copy bandwidth per GPU, GB/s, for optimizer and parameter offload; "
         "measure yours with trainplan measure bench --offload; none: 25 (PCIe Gen4 x16)"))

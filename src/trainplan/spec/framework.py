@@ -169,6 +169,13 @@ class FrameworkProfile(Spec):
         None, gt=0, description="bytes per gradient element copied to the host under optimizer "
         "offload (DeepSpeed casts to the fp32 master dtype on the GPU before the copy); none: "
         "the gradient buffer's own bytes")
+    offload_together: bool = Field(False, description="optimizer offload moves the parameters, "
+                                   "gradients and optimizer step to the host together (FSDP's "
+                                   "CPUOffload(offload_params=True)); false: the optimizer states "
+                                   "alone may be offloaded (ZeRO-Offload)")
+    cpu_optimizer: Literal["deepspeed_cpu_adam", "torch_adamw"] = Field(
+        "deepspeed_cpu_adam", description="the optimizer that steps offloaded states on the host: "
+        "DeepSpeed's CPU-Adam (AVX kernels) or PyTorch's AdamW on CPU tensors")
     adamw_impl: Literal["foreach", "fused"] = Field("fused", description="the framework's default "
                                                     "AdamW implementation")
     # ---- what the framework can run

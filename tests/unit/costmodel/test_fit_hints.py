@@ -70,3 +70,16 @@ def test_the_warning_names_the_fixes_or_says_there_are_none():
                  framework="megatron")
     w = next(x for x in e.warnings if x.startswith("DOES NOT FIT"))
     assert "No change of one or two" in w and "trainplan plan" in w
+
+
+def test_fsdp_hint_offloads_parameters_with_the_optimizer():
+    """torchtune's Llama 3.1 70B full finetune on 8 A100s trains only with FSDP's CPU offload
+    (parameters, gradients and step together): the hint names that one switch, never an
+    optimizer-only offload FSDP cannot run."""
+    from trainplan import estimate
+    est = estimate("llama-3-70b", gpu="a100_sxm_80gb", gpus=8, seq_len=2048, global_batch=16,
+                   precision="bf16_pure", framework="fsdp",
+                   strategy={"zero": 3, "micro_batch": 2, "recompute": "full"})
+    w = next(x for x in est.warnings if x.startswith("DOES NOT FIT"))
+    assert "offload_optimizer=True and offload_params=True (CPU offload)" in w
+    assert "offload_optimizer=True;" not in w and not w.rstrip(".").endswith("offload_optimizer=True")

@@ -84,7 +84,7 @@ def test_estimate_reads_the_host_rate_and_notes_when_it_is_assumed():
                                                            h2d_GBps=50.0), gpus=8),
                     **{k: v for k, v in KW.items() if k not in ("gpu", "gpus")})
     assert fast.time.optimizer_s < base.time.optimizer_s
-    assert any("assumed host rates (CPU-Adam 1e+09" in w and "25 GB/s" in w for w in base.warnings)
+    assert any("assumed host rates (CPU-Adam 1e+09 parameters/s" in w and "25 GB/s" in w for w in base.warnings)
     assert not any("assumed host rates" in w for w in fast.warnings)
     half = estimate(model="llama-3-8b", strategy=OFFLOAD, framework="deepspeed",
                     cluster=Cluster(accelerator=_with_host(acc, host_adam_params_per_s=4e9),

@@ -16,11 +16,18 @@ pytestmark = pytest.mark.torch
 @pytest.mark.timeout(180)
 def test_torch_adamw_rate_with_two_processes_stepping_at_once():
     from trainplan.measure.host import cpu_adam_rate
-    r = cpu_adam_rate(procs=2, params=1_000_000, steps=2, impl="torch")
+    r = cpu_adam_rate(procs=2, params=1_000_000, steps=2, impl="torch-foreach")
     assert r["procs"] == 2 and len(r["step_s"]) == 2
     assert all(t > 0 for t in r["step_s"])
     # the rate is set by the slowest process: the offloaded step ends with the last one
     assert r["params_per_s"] == pytest.approx(1_000_000 / max(r["step_s"]))
+
+
+@pytest.mark.timeout(120)
+def test_torch_fused_adamw_is_timed():
+    from trainplan.measure.host import cpu_adam_rate
+    r = cpu_adam_rate(procs=1, params=1_000_000, steps=2, impl="torch-fused")
+    assert r["impl"] == "torch-fused" and r["params_per_s"] > 0
 
 
 @pytest.mark.timeout(600)
@@ -52,6 +59,15 @@ def test_bench_offload_writes_the_host_rate_into_the_profile(tmp_path):
         data["offload"]["cpu_adam"]["params_per_s"], rel=1e-3)
     assert data["offload"]["cpu_adam"]["procs"] == 2
     assert prof.h2d_GBps is None                      # no GPU: nothing crossed PCIe
+    out2 = tmp_path / "foreach.json"
+    r = CliRunner().invoke(app, ["measure", "bench", "--quick", "--ranks", "2", "--offload",
+                                 "--offload-procs", "2", "--offload-impl", "torch-foreach",
+                                 "-o", str(out2)])
+    assert r.exit_code == 0, r.output
+    data = json.loads(out2.read_text())
+    prof = EfficiencyProfile(**data["profile"])
+    assert prof.host_foreach_adamw_params_per_s and prof.host_adam_params_per_s is None
+    assert data["offload"]["cpu_adam"]["threads_per_proc"] == 1     # as under torchrun
 
 
 @pytest.mark.parametrize("args, field", [
@@ -71,4 +87,4 @@ def test_bad_offload_options_name_the_option(tmp_path, args, field):
 def test_a_failing_process_is_reported_not_waited_for():
     from trainplan.measure.host import cpu_adam_rate
     with pytest.raises(RuntimeError, match="CPU optimizer benchmark failed"):
-        cpu_adam_rate(procs=2, params=-1, steps=1, impl="torch", timeout_s=60)
+        cpu_adam_rate(procs=2, params=-1, steps=1, impl="torch-foreach", timeout_s=60)
