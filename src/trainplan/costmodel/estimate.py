@@ -33,7 +33,11 @@ class MemoryBreakdown(Out):
     total_gib: float
     capacity_gib: float
     headroom_gib: float
-    fits: bool
+    fits: bool = Field(description="fits in GPU memory and, with offload, in host memory")
+    host_gib_per_node: float = Field(0.0, description="offloaded states in one node's CPU "
+                                     "memory (optimizer, gradients, parameters under offload)")
+    host_capacity_gib: float = Field(0.0, description="the node's CPU memory for them "
+                                     "(cluster.host_memory_gib)")
     first_stage_gib: float
     last_stage_gib: float
     logits_gib: float = Field(description="logits and loss buffers per micro-batch (last stage)")
@@ -133,6 +137,7 @@ def build_estimate(model: Model, job: Job, cluster: Cluster, st: Strategy,
         transient_gib=_f(r.mem_transient) / GiB, overhead_gib=_f(r.mem_overhead) / GiB,
         total_gib=_f(r.mem_total) / GiB, capacity_gib=acc.hbm_gib,
         headroom_gib=acc.hbm_gib - _f(r.mem_total) / GiB, fits=bool(r.fits),
+        host_gib_per_node=_f(r.mem_host_node) / GiB, host_capacity_gib=cluster.host_memory_gib,
         first_stage_gib=_f(r.mem_first) / GiB, last_stage_gib=_f(r.mem_last) / GiB,
         logits_gib=_f(r.logits_bytes) / GiB)
     time = TimeBreakdown(
@@ -244,7 +249,13 @@ def _warnings(model, job, cluster, st, r, mem, time) -> list[str]:
     from trainplan.spec.framework import get_framework
     fw = get_framework(job.framework)
     w = []
-    if not mem.fits:
+    if mem.host_gib_per_node > mem.host_capacity_gib:
+        w.append(f"DOES NOT FIT in host memory: the offloaded states take "
+                 f"{mem.host_gib_per_node:.0f} GiB of CPU memory per node, "
+                 f"{mem.host_capacity_gib:.0f} GiB available (cluster.host_memory_gib): more "
+                 "GPUs (ZeRO shards the states over them), less offload, or NVMe offload "
+                 "(ZeRO-Infinity)")
+    elif not mem.fits or mem.total_gib > mem.capacity_gib:
         parts = sorted([("activations", mem.activations_gib), ("optimizer states", mem.optimizer_gib),
                         ("weights", mem.weights_gib), ("gradients", mem.gradients_gib),
                         ("transient", mem.transient_gib), ("overhead", mem.overhead_gib)],

@@ -54,6 +54,7 @@ def evaluate(model, job, cluster, L: Layout) -> Evaluation:
     worst_first = m1.total >= m2.total
     worst = lambda k: np.where(worst_first, getattr(m1, k), getattr(m2, k))  # noqa: E731
     capacity = acc.hbm_gib * GiB
+    host_node = np.maximum(s1.host, s2.host) * np.minimum(L.n_gpus, cluster.node_size)
     # ---- time of one micro-batch on the busiest stage
     km, net = compute.KernelModel(cluster, job, fw), comm.Net(cluster)
     lt = compute.layer_time(km, dec, job, L, wgrad, rc_frac)
@@ -95,7 +96,9 @@ def evaluate(model, job, cluster, L: Layout) -> Evaluation:
         mem_activations=worst("activations"), mem_transient=worst("transient"),
         mem_overhead=worst("overhead"), mem_total=np.maximum(m1.total, m2.total),
         mem_first=m1.total, mem_last=m2.total, worst_first=worst_first, mem_capacity=capacity,
-        fits=np.maximum(m1.total, m2.total) <= capacity, logits_bytes=a2.logits,
+        mem_host_node=host_node, host_capacity=cluster.host_memory_gib * GiB,
+        fits=(np.maximum(m1.total, m2.total) <= capacity)
+        & (host_node <= cluster.host_memory_gib * GiB), logits_bytes=a2.logits,
         t_compute=pure, t_tp=c * m * layers * t_tp, t_cp=c * m * layers * t_cp,
         t_ep=c * m * layers * t_ep, t_bubble=c * bubble, t_p2p=c * t_p2p, t_dp=c * t_dp,
         t_optimizer=c * t_opt, t_data=c * t_data, t_step=step, t_stage_mb=t_stage,

@@ -140,17 +140,36 @@ def model_state_bytes_per_gpu(params, w, g, master, optim, dp, zero,
 
     ZeRO (Rajbhandari et al. 2020, sec. 5.1, Fig. 1): stage 1 shards optimizer states and
     master weights over dp, stage 2 also gradients, stage 3 also weights. Offload moves the
-    optimizer states and master weights (ZeRO-Offload, Ren et al. 2021), or the weights under
-    ZeRO-3 (ZeRO-Infinity), to CPU memory. ``params`` is the parameter count this GPU holds
+    optimizer states, master weights and the gradient partitions (ZeRO-Offload, Ren et al.
+    2021, sec. 4: gradients go to the host, where the optimizer steps; DeepSpeed stage3.py
+    allocates grad_partitions_flat_buffer on self.device, the CPU under offload_optimizer;
+    FSDP CPUOffloadPolicy: 'Sharded gradients are copied device-to-host in backward'), or the
+    weights under ZeRO-3 (ZeRO-Infinity), to CPU memory; the reduce buckets that stay on the
+    GPU are the profile's comm_buffer_bytes. ``params`` is the parameter count this GPU holds
     before ZeRO (already divided by TP, PP, EP).
     """
     zero = np.asarray(zero)
     dp = np.asarray(dp, dtype=float)
     w_b = params * w / np.where(zero >= 3, dp, 1.0) * np.where(offload_params, 0.0, 1.0)
-    g_b = params * g / np.where(zero >= 2, dp, 1.0)
+    # gradient partitions move to the host with the optimizer only where they are partitioned
+    # (stage >= 2; at stage 1 DeepSpeed accumulates whole gradients on the GPU)
+    g_b = params * g / np.where(zero >= 2, dp, 1.0) \
+        * np.where(np.asarray(offload_optimizer) & (zero >= 2), 0.0, 1.0)
     o_b = params * (master + optim) / np.where(zero >= 1, dp, 1.0) * np.where(
         offload_optimizer, 0.0, 1.0)
     return w_b, g_b, o_b
+
+
+def offloaded_bytes_per_gpu(params, w, g, master, optim, dp, zero, offload_optimizer,
+                            offload_params):
+    """Host (CPU) memory one GPU process's offloaded states take: what
+    :func:`model_state_bytes_per_gpu` moves off the GPU under offload (the optimizer states,
+    master weights and gradient partitions of ZeRO-Offload, Ren et al. 2021 sec. 4; the weight
+    partition of ZeRO-Infinity / FSDP CPU offload). Pinned staging buffers are not counted."""
+    on_gpu = model_state_bytes_per_gpu(params, w, g, master, optim, dp, zero,
+                                       offload_optimizer, offload_params)
+    whole = model_state_bytes_per_gpu(params, w, g, master, optim, dp, zero)
+    return sum(a - b for a, b in zip(whole, on_gpu))
 
 
 def zero3_gathered_bytes(layer_params, w, zero, prefetch_layers=2.0):

@@ -35,6 +35,7 @@ class States:
     weights: Any
     grads: Any
     optimizer: Any
+    host: Any = 0.0       # offloaded states in host memory for this GPU's process
 
     @property
     def total(self):
@@ -94,5 +95,8 @@ def stage_state_bytes(p: StageParams, sb, grad_bytes: float, fw, L, act_bytes: f
                                             sb.optim, group, L.zero, L.off_opt, L.off_par)
     frozen_w = 2.0 if act_bytes == 2.0 else 4.0
     frozen = (p.total - p.trainable) * frozen_w / np.where(np.asarray(L.zero) >= 3, group, 1.0)
+    host = mem.offloaded_bytes_per_gpu(p.trainable, sb.weights, grad_bytes, sb.master, sb.optim,
+                                       group, L.zero, L.off_opt, L.off_par) \
+        + frozen * np.where(L.off_par, 1.0, 0.0)
     frozen = frozen * np.where(L.off_par, 0.0, 1.0)
-    return States(weights=w + frozen, grads=g, optimizer=o)
+    return States(weights=w + frozen, grads=g, optimizer=o, host=host)

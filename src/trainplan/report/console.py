@@ -34,6 +34,9 @@ def render_estimate(e: Estimate, console: Console | None = None) -> None:
         mt.add_row(k, f"{v:.2f}")
     mt.add_row("[bold]total[/bold]", f"[bold]{m.total_gib:.2f}[/bold]")
     mt.add_row("capacity / headroom", f"{m.capacity_gib:.0f} / {m.headroom_gib:+.2f}")
+    if m.host_gib_per_node > 0:
+        mt.add_row("offloaded, CPU memory per node", f"{m.host_gib_per_node:.0f} of "
+                   f"{m.host_capacity_gib:.0f}")
 
     tt = Table(title="Step time (s)", title_justify="left")
     tt.add_column("component")

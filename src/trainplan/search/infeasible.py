@@ -34,7 +34,11 @@ def _nothing_feasible(sw: Sweep, fits, feasible, meets, deadline_days, budget_us
     if sw.size == 0:
         return _no_valid_layout(sw)
     if not feasible.any():
-        i = int(np.argmin(col["mem_total"]))
+        host_cap = sw.template.host_memory_gib * GiB
+        host_ok = col["mem_host_node"] <= host_cap
+        # the leanest layout the host can hold: GPU memory is what binds it
+        pool = np.flatnonzero(host_ok) if host_ok.any() else np.arange(sw.size)
+        i = int(pool[np.argmin(col["mem_total"][pool])])
         need = col["mem_total"][i] / GiB
         cap = col["capacity"][i] / GiB
         st = sw.strategy(i)
@@ -65,8 +69,18 @@ def _nothing_feasible(sw: Sweep, fits, feasible, meets, deadline_days, budget_us
         if lacks:
             hints.append(f"or a framework with {lacks} (the {sw.job.framework} framework has "
                          "none; `trainplan frameworks`)")
+        gpu_ok = col["mem_total"] <= col["capacity"] - headroom_gib * GiB
+        if gpu_ok.any():       # some layouts fit the GPUs only by offloading beyond the host
+            k = int(np.flatnonzero(gpu_ok)[np.argmin(col["mem_host_node"][gpu_ok])])
+            hints.insert(0, f"the layouts that fit the GPUs offload to CPU memory: the leanest "
+                            f"({sw.strategy(k).layout()}) needs "
+                            f"{col['mem_host_node'][k] / GiB:.0f} GiB per node of "
+                            f"{host_cap / GiB:.0f} GiB (cluster host_memory_gib)")
         return InputError(
             "gpus", counts,
+            f"enough memory: nothing fits on {counts} x {gpu_names}; the leanest layout "
+            f"without host-memory overflow ({st.layout()}) needs {need:.1f} GiB per GPU of "
+            f"{cap:.0f} GiB" if host_ok.any() and not host_ok.all() else
             f"enough memory: nothing fits on {counts} x {gpu_names}; the leanest layout "
             f"({st.layout()}) needs {need:.1f} GiB per GPU of {cap:.0f} GiB",
             hint="; ".join(hints))
@@ -124,7 +138,7 @@ def _more_gpus_fit(sw: Sweep, max_factor: int = 64) -> int | None:
     while g < max(sw.counts) * max_factor:
         g *= 2
         s = run_sweep(sw.model, sw.job, sw.template, sw.accelerators, [g], sw.space)
-        if s.size and (s.cols["mem_total"] <= s.cols["capacity"]).any():
+        if s.size and s.fits().any():
             return g
     return None
 
@@ -135,7 +149,6 @@ def _more_gpus_deadline(sw: Sweep, deadline: float, max_factor: int = 64) -> int
     while g < max(sw.counts) * max_factor:
         g *= 2
         s = run_sweep(sw.model, sw.job, sw.template, sw.accelerators, [g], sw.space)
-        if s.size and ((s.cols["mem_total"] <= s.cols["capacity"])
-                       & (s.cols["wall_days"] <= deadline)).any():
+        if s.size and (s.fits() & (s.cols["wall_days"] <= deadline)).any():
             return g
     return None

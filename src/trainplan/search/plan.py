@@ -61,8 +61,8 @@ def plan_specs(model: Model, job: Job, template: Cluster, accelerators: Sequence
     counts = sorted(set(int(g) for g in counts))
     sw = run_sweep(model, job, template, accelerators, counts, space, progress)
     col, cand = sw.cols, sw.cand
-    fits = col["mem_total"] <= col["capacity"]
-    feasible = col["mem_total"] <= col["capacity"] - headroom_gib * GiB
+    fits = sw.fits()
+    feasible = sw.fits(headroom_gib * GiB)
     meets = np.ones(sw.size, dtype=bool)
     if deadline_days is not None:
         meets &= col["wall_days"] <= deadline_days
@@ -115,7 +115,7 @@ def _uneven_hint(model: Model, job: Job, template: Cluster, sw: Sweep, i0: int, 
     gpus = int(sw.cand["gpus"][i0])
     alt = run_sweep(model, job, template, [acc], [gpus],
                     evolve(space, uneven_stages=True))
-    ok = alt.cols["mem_total"] <= alt.cols["capacity"] - headroom_gib * GiB
+    ok = alt.fits(headroom_gib * GiB)
     if not ok.any():
         return []
     j = int(_rank_order("fastest", alt, np.flatnonzero(ok))[0])

@@ -25,7 +25,7 @@ from trainplan.spec.model import Model
 from trainplan.spec.strategy import Strategy
 
 # Columns kept from evaluate() for every candidate (the rest is recomputed for the chosen few).
-_KEEP = ("t_step", "mem_total", "mfu", "tokens_per_s")
+_KEEP = ("t_step", "mem_total", "mfu", "tokens_per_s", "mem_host_node")
 _CHUNK = 200_000           # candidates per evaluate() call (progress granularity)
 
 
@@ -47,6 +47,12 @@ class Sweep:
     cols: dict[str, np.ndarray]
     seconds: float = 0.0
     shape_only: dict[str, Any] = field(default_factory=dict)
+
+    def fits(self, headroom_bytes: float = 0.0) -> np.ndarray:
+        """Candidates whose busiest GPU fits with ``headroom_bytes`` to spare and whose
+        offloaded states fit the nodes' host memory (evaluate's ``fits``, by column)."""
+        return (self.cols["mem_total"] <= self.cols["capacity"] - headroom_bytes) \
+            & (self.cols["mem_host_node"] <= self.template.host_memory_gib * GiB)
 
     @property
     def size(self) -> int:

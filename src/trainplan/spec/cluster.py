@@ -185,6 +185,10 @@ class Cluster(Spec):
     usd_per_gpu_hour: float | None = Field(None, ge=0, description="override of the catalog price")
     intra_node_GBps: float | None = Field(None, gt=0, description="override of link bandwidth")
     inter_node_Gbps: float | None = Field(None, gt=0, description="override of NIC bandwidth")
+    host_memory_gib: float = Field(2048.0, gt=0, description=(
+        "CPU memory per node that offloaded optimizer states, gradients and parameters may use, "
+        "GiB; default 2048: the 2 TB of a DGX H100/H200 (NVIDIA DGX H100/H200 user guide, "
+        "system memory); lower it for the OS, data loaders and pinned buffers of your nodes"))
     utilisation_power: float = Field(0.85, gt=0, le=1,
                                      description="average power draw as a share of TDP")
     pue: float = Field(1.2, ge=1.0, description="datacenter power usage effectiveness")
