@@ -72,6 +72,11 @@ def coupled_offload(fw, st: Strategy) -> Strategy:
     if not fw.offload_together or ("offload_optimizer" in given) == ("offload_params" in given):
         return st
     on = st.offload_optimizer if "offload_optimizer" in given else st.offload_params
+    if on and st.zero != 3:
+        raise InputError("strategy.offload_optimizer", True,
+                         f"false unless zero = 3 in the {fw.id} framework: its CPU offload (FSDP "
+                         "CPUOffload) moves the sharded parameters with the optimizer",
+                         hint="set zero = 3")
     return evolve(st, offload_optimizer=on, offload_params=on)
 
 

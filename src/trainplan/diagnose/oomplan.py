@@ -156,8 +156,9 @@ def candidates(st: dict[str, Any], gpus: int, megatron: bool = True,
         if cur != rc and not (rc == "selective" and cur == "full"):
             out.append((f"recompute {rc}", {**st, "recompute": rc}, gpus))
     if not st.get("offload_optimizer") and offload_together:
-        out.append(("CPU offload of parameters, gradients and optimizer step",
-                    {**st, "offload_optimizer": True, "offload_params": True}, gpus))
+        z3 = "" if st.get("zero", 0) == 3 else f"zero {st.get('zero', 0)} -> 3 and "
+        out.append((z3 + "CPU offload of parameters, gradients and optimizer step",
+                    {**st, "zero": 3, "offload_optimizer": True, "offload_params": True}, gpus))
     elif not st.get("offload_optimizer"):
         out.append(("offload optimizer to CPU", {**st, "offload_optimizer": True}, gpus))
     for k in ("tp", "pp") if megatron else ():

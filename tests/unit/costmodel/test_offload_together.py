@@ -96,3 +96,12 @@ def test_a_measured_torch_rate_shortens_the_fsdp_offloaded_step():
     fused = estimate("llama-3-8b", framework="fsdp", strategy=st, adamw_impl="fused", **KW)
     assert fused.time.optimizer_s < base.time.optimizer_s
     assert any("fused AdamW on CPU" in w for w in fused.warnings)
+
+
+def test_fsdp_offload_below_zero_3_is_an_input_error_not_a_validation_crash():
+    """Found by benchmarks/fuzz.py: coupling the offloads at zero = 2 raised pydantic's
+    ValidationError (offload_params needs zero = 3) instead of an InputError."""
+    with pytest.raises(InputError) as e:
+        estimate("llama-3-8b", framework="fsdp", **KW,
+                 strategy={**ST, "zero": 2, "offload_optimizer": True})
+    assert e.value.field == "strategy.offload_optimizer" and "zero = 3" in e.value.valid
