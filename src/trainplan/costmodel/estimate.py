@@ -255,7 +255,7 @@ def _warnings(model, job, cluster, st, r, mem, time) -> list[str]:
                  f"{mem.host_capacity_gib:.0f} GiB available (cluster.host_memory_gib): more "
                  "GPUs (ZeRO shards the states over them), less offload, or NVMe offload "
                  "(ZeRO-Infinity)")
-    elif not mem.fits or mem.total_gib > mem.capacity_gib:
+    elif not mem.fits:
         parts = sorted([("activations", mem.activations_gib), ("optimizer states", mem.optimizer_gib),
                         ("weights", mem.weights_gib), ("gradients", mem.gradients_gib),
                         ("transient", mem.transient_gib), ("overhead", mem.overhead_gib)],
@@ -313,25 +313,24 @@ def _offload_warning(fw, job, cluster, st, time) -> list[str]:
     """An offloaded optimizer step runs at the host's optimizer and copy rates; say so when they
     are the built-in assumptions (costmodel.optimizer.host_rates) and the step is a visible
     share of the step time."""
-    from trainplan.costmodel.optimizer import host_rates
-    eff = cluster.accelerator.efficiency
     from trainplan.costmodel.activations import adamw_impl
-    impl = adamw_impl(fw, job)
-    rate, bps = host_rates(eff, fw.cpu_optimizer, impl)
-    foreach = fw.cpu_optimizer == "torch_adamw" and impl != "fused"
-    measured = eff.host_foreach_adamw_params_per_s if foreach else eff.host_adam_params_per_s
-    name = "PyTorch's unfused AdamW on CPU" if foreach else (
-        "PyTorch's fused AdamW on CPU" if fw.cpu_optimizer == "torch_adamw" else "CPU-Adam")
-    assumed = ([f"{name} {rate:.2g} parameters/s per GPU process"] if not measured else []) \
+    from trainplan.costmodel.optimizer import HOST_RATE_FIELD, host_optimizer, host_rates
+    eff = cluster.accelerator.efficiency
+    kind = host_optimizer(fw.cpu_optimizer, adamw_impl(fw, job))
+    rate, bps = host_rates(eff, kind)
+    name = {"deepspeed": "CPU-Adam", "torch-fused": "PyTorch's fused AdamW on CPU",
+            "torch-foreach": "PyTorch's unfused AdamW on CPU"}[kind]
+    assumed = ([f"{name} {rate:.2g} parameters/s per GPU process"]
+               if not getattr(eff, HOST_RATE_FIELD[kind]) else []) \
         + ([f"{bps / 1e9:g} GB/s host<->device"] if not eff.h2d_GBps else [])
     if not (st.offload_optimizer or st.offload_params) or not assumed \
             or time.optimizer_s < 0.05 * time.step_s:
         return []
-    opt_flag = {"CPU-Adam": ""}.get(name, " --offload-impl torch-" + impl)
+    flag = "" if kind == "deepspeed" else f" --offload-impl {kind}"
     return [f"offload: the host side of the optimizer step takes {time.optimizer_s:.3g} s, "
             f"{time.optimizer_s / time.step_s:.0%} of the step, at assumed host rates "
             f"({', '.join(assumed)}); they vary several-fold between hosts: measure yours with "
-            f"`trainplan measure bench --offload{opt_flag}` and pass the file with --profile"]
+            f"`trainplan measure bench --offload{flag}` and pass the file with --profile"]
 
 
 def _fit_hint(model, job, cluster, st, fw) -> str:

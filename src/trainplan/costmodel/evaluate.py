@@ -77,7 +77,8 @@ def evaluate(model, job, cluster, L: Layout) -> Evaluation:
     t_dp = dp.exposed + fw.overlap_slowdown * dp.hidden
     group = L.shard_group(fw.optimizer_shard == "dp_cp")
     p_opt = p_train / np.where(L.zero >= 1, group, 1.0)
-    host = opt.host_rates(acc.efficiency, fw.cpu_optimizer, ac.adamw_impl(fw, job))
+    host = opt.host_rates(acc.efficiency, opt.host_optimizer(fw.cpu_optimizer,
+                                                             ac.adamw_impl(fw, job)))
     t_opt = opt.optimizer_time(p_opt, sb, g_b, sb.weights, acc.hbm_bw_tbps * 1e12,
                                acc.efficiency.hbm, L.off_opt, fw.offload_grad_bytes, host) \
         + opt.param_offload_time(m, np.maximum(p1.total, p2.total) / group, sb.weights,
@@ -96,9 +97,8 @@ def evaluate(model, job, cluster, L: Layout) -> Evaluation:
         mem_activations=worst("activations"), mem_transient=worst("transient"),
         mem_overhead=worst("overhead"), mem_total=np.maximum(m1.total, m2.total),
         mem_first=m1.total, mem_last=m2.total, worst_first=worst_first, mem_capacity=capacity,
-        mem_host_node=host_node, host_capacity=cluster.host_memory_gib * GiB,
-        fits=(np.maximum(m1.total, m2.total) <= capacity)
-        & (host_node <= cluster.host_memory_gib * GiB), logits_bytes=a2.logits,
+        mem_host_node=host_node, logits_bytes=a2.logits,
+        fits=(np.maximum(m1.total, m2.total) <= capacity) & (host_node <= cluster.host_bytes),
         t_compute=pure, t_tp=c * m * layers * t_tp, t_cp=c * m * layers * t_cp,
         t_ep=c * m * layers * t_ep, t_bubble=c * bubble, t_p2p=c * t_p2p, t_dp=c * t_dp,
         t_optimizer=c * t_opt, t_data=c * t_data, t_step=step, t_stage_mb=t_stage,

@@ -37,15 +37,28 @@ PCIE_GBPS = 25.0
 FUSED_OVER_FOREACH_CPU_ADAMW = 5.3
 
 
-def host_rates(eff, cpu_optimizer="deepspeed_cpu_adam", adamw_impl="fused"):
+# the host optimizers (trainplan measure bench --offload-impl) -> the profile field of their rate:
+# the fused kernels share one (DeepSpeed's CPU-Adam and torch's fused AdamW run alike)
+HOST_RATE_FIELD = {"deepspeed": "host_adam_params_per_s", "torch-fused": "host_adam_params_per_s",
+                   "torch-foreach": "host_foreach_adamw_params_per_s"}
+
+
+def host_optimizer(cpu_optimizer="deepspeed_cpu_adam", adamw_impl="fused") -> str:
+    """The optimizer that steps offloaded states (a key of :data:`HOST_RATE_FIELD`): the
+    framework's (``FrameworkProfile.cpu_optimizer``), for torch in the job's AdamW
+    implementation."""
+    if cpu_optimizer != "torch_adamw":
+        return "deepspeed"
+    return "torch-fused" if adamw_impl == "fused" else "torch-foreach"
+
+
+def host_rates(eff, kind="deepspeed"):
     """(host optimizer parameters/s per GPU process, host<->device bytes/s per GPU) of an
-    accelerator's efficiency profile for the framework's host optimizer
-    (``FrameworkProfile.cpu_optimizer``) and the job's AdamW implementation: a fused one
-    (DeepSpeed's CPU-Adam, torch's fused AdamW) at ``host_adam_params_per_s``, torch's unfused
-    AdamW at ``host_foreach_adamw_params_per_s``; measured host figures, else the assumptions
-    above."""
+    accelerator's efficiency profile for the host optimizer ``kind`` (:func:`host_optimizer`):
+    its measured host figures, else the assumptions above (unfused torch AdamW at the fused
+    rate over :data:`FUSED_OVER_FOREACH_CPU_ADAMW`)."""
     rate = eff.host_adam_params_per_s or CPU_ADAM_PARAMS_PER_S
-    if cpu_optimizer == "torch_adamw" and adamw_impl != "fused":
+    if kind == "torch-foreach":
         rate = eff.host_foreach_adamw_params_per_s or rate / FUSED_OVER_FOREACH_CPU_ADAMW
     return rate, (eff.h2d_GBps or PCIE_GBPS) * 1e9
 

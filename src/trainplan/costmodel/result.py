@@ -32,7 +32,6 @@ class Evaluation:
     worst_first: Any
     mem_capacity: Any
     mem_host_node: Any      # offloaded states in one node's host memory (bytes)
-    host_capacity: Any      # that node's host memory for them (Cluster.host_memory_gib)
     fits: Any               # in GPU memory and, with offload, in host memory
     logits_bytes: Any
     # time per step (seconds)

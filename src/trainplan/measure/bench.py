@@ -206,6 +206,7 @@ def host_offload(device: str, procs: int, impl: str = "deepspeed",
     """The host's CPU-Adam rate with ``procs`` processes stepping at once and, with a GPU, the
     pinned host<->device copy bandwidth (trainplan.measure.host) -> the profile's
     ``host_adam_params_per_s`` and ``h2d_GBps``."""
+    from trainplan.costmodel.optimizer import HOST_RATE_FIELD
     from trainplan.measure.host import cpu_adam_rate, h2d_bandwidth_GBps
     # torchrun (FSDP) sets OMP_NUM_THREADS=1 for several processes per node
     # (torch/distributed/run.py); DeepSpeed's launcher leaves the thread count alone
@@ -213,9 +214,7 @@ def host_offload(device: str, procs: int, impl: str = "deepspeed",
     adam = cpu_adam_rate(procs=procs, impl=impl, params=4_000_000 if quick else 50_000_000,
                          threads=threads)
     out: dict[str, Any] = {"cpu_adam": adam, "profile": {}}
-    field = "host_foreach_adamw_params_per_s" if impl == "torch-foreach" \
-        else "host_adam_params_per_s"        # the fused kernels: DeepSpeed's, torch's
-    out["profile"][field] = round(adam["params_per_s"], -3)
+    out["profile"][HOST_RATE_FIELD[impl]] = round(adam["params_per_s"], -3)
     if device.startswith("cuda"):
         out["h2d_GBps"] = h2d_bandwidth_GBps(device, (1 << 26) if quick else (1 << 30))
         out["profile"]["h2d_GBps"] = round(out["h2d_GBps"], 3)

@@ -34,7 +34,7 @@ def _nothing_feasible(sw: Sweep, fits, feasible, meets, deadline_days, budget_us
     if sw.size == 0:
         return _no_valid_layout(sw)
     if not feasible.any():
-        host_cap = sw.template.host_memory_gib * GiB
+        host_cap = sw.template.host_bytes
         host_ok = col["mem_host_node"] <= host_cap
         # the leanest layout the host can hold: GPU memory is what binds it
         pool = np.flatnonzero(host_ok) if host_ok.any() else np.arange(sw.size)

@@ -52,7 +52,7 @@ class Sweep:
         """Candidates whose busiest GPU fits with ``headroom_bytes`` to spare and whose
         offloaded states fit the nodes' host memory (evaluate's ``fits``, by column)."""
         return (self.cols["mem_total"] <= self.cols["capacity"] - headroom_bytes) \
-            & (self.cols["mem_host_node"] <= self.template.host_memory_gib * GiB)
+            & (self.cols["mem_host_node"] <= self.template.host_bytes)
 
     @property
     def size(self) -> int:

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from pydantic import Field, PositiveInt, model_validator
 
-from trainplan.conventions import MATMUL_DTYPE, PRECISIONS
+from trainplan.conventions import GiB, MATMUL_DTYPE, PRECISIONS
 from trainplan.errors import InputError
 from trainplan.spec.base import Spec
 
@@ -212,6 +212,11 @@ class Cluster(Spec):
             raise ValueError(f"gpus ({self.gpus}) must be a multiple of gpus_per_node ({g}) "
                              "when it spans several nodes")
         return self
+
+    @property
+    def host_bytes(self) -> float:
+        """CPU memory per node for offloaded states, bytes (``host_memory_gib``)."""
+        return self.host_memory_gib * GiB
 
     @property
     def node_size(self) -> int:

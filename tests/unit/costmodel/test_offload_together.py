@@ -65,18 +65,18 @@ def test_search_masks_keep_fsdp_offloads_equal():
 
 def test_the_host_step_runs_at_the_frameworks_optimizer_rate():
     eff = get_accelerator("h100_sxm").efficiency
-    ds_rate, _ = opt.host_rates(eff, "deepspeed_cpu_adam")
-    foreach, _ = opt.host_rates(eff, "torch_adamw", "foreach")
+    ds_rate, _ = opt.host_rates(eff, opt.host_optimizer("deepspeed_cpu_adam"))
+    foreach, _ = opt.host_rates(eff, opt.host_optimizer("torch_adamw", "foreach"))
     assert ds_rate / foreach == pytest.approx(opt.FUSED_OVER_FOREACH_CPU_ADAMW)
     # torch's fused CPU AdamW is a vectorised kernel like DeepSpeed's: the fused rate
-    assert opt.host_rates(eff, "torch_adamw", "fused")[0] == ds_rate
+    assert opt.host_rates(eff, opt.host_optimizer("torch_adamw", "fused"))[0] == ds_rate
     # the job's AdamW choice does not change DeepSpeed's own CPU-Adam
-    assert opt.host_rates(eff, "deepspeed_cpu_adam", "foreach")[0] == ds_rate
+    assert opt.host_rates(eff, opt.host_optimizer("deepspeed_cpu_adam", "foreach"))[0] == ds_rate
     # a measured unfused rate replaces the ratio; a measured fused rate scales the default
-    assert opt.host_rates(evolve(eff, host_foreach_adamw_params_per_s=7e8), "torch_adamw",
-                          "foreach")[0] == 7e8
-    assert opt.host_rates(evolve(eff, host_adam_params_per_s=2.7e9), "torch_adamw",
-                          "foreach")[0] == pytest.approx(2.7e9 / opt.FUSED_OVER_FOREACH_CPU_ADAMW)
+    foreach_kind = opt.host_optimizer("torch_adamw", "foreach")
+    assert opt.host_rates(evolve(eff, host_foreach_adamw_params_per_s=7e8), foreach_kind)[0] == 7e8
+    assert opt.host_rates(evolve(eff, host_adam_params_per_s=2.7e9), foreach_kind)[0] == \
+        pytest.approx(2.7e9 / opt.FUSED_OVER_FOREACH_CPU_ADAMW)
 
 
 def test_a_measured_torch_rate_shortens_the_fsdp_offloaded_step():
