@@ -80,7 +80,7 @@ STRATEGY_VALUES: dict[str, st.SearchStrategy] = {
     "recompute": odd_or(st.sampled_from(["none", "selective", "full", "layers"])),
     "recompute_layers": ints(0, 80), "sequence_parallel": odd_or(st.booleans()),
     "offload_optimizer": odd_or(st.booleans()), "offload_params": odd_or(st.booleans()),
-    "flash_attention": odd_or(st.booleans()),
+    "offload_activations": ints(0, 130), "flash_attention": odd_or(st.booleans()),
 }
 CLUSTER_VALUES: dict[str, st.SearchStrategy] = {
     "gpus_per_node": ints(1, 72), "usd_per_gpu_hour": pos(0, 100),
@@ -113,6 +113,7 @@ def estimate_case(draw) -> tuple:
 def plan_case(draw) -> tuple:
     space = draw(section({"max_vp": ints(1, 8), "max_micro_batch": ints(1, 32), "tp": ODD,
                           "zero": odd_or(st.just((1, 3))), "offload": odd_or(st.booleans()),
+                          "activation_offload": odd_or(st.booleans()),
                           "recompute": odd_or(st.just(("none", "full")))}, 2))
     kw = dict(model=draw(st.sampled_from(["llama-2-7b", "llama-3-8b", "megatron-gpt-1.7b", "qwen2-vl-7b"])),
               job=draw(section({k: JOB_VALUES[k] for k in ("seq_len", "global_batch", "tokens", "precision")}, 2)),

@@ -38,7 +38,7 @@ COMMANDS: dict[tuple[str, ...], list[str]] = {
     ("estimate",): ["--model", "--gpu", "--gpus", "--tp", "--pp", "--zero", "--micro-batch",
                     "--recompute", "--seq-len", "--global-batch", "--tokens", "--precision",
                     "--optimizer", "--framework", "--fail-if-no-fit", "--emit",
-                    "--attention-kernel", "--fp8-recipe", "--fused-ops"],
+                    "--attention-kernel", "--fp8-recipe", "--fused-ops", "--offload-activations"],
     ("plan",): ["--model", "--gpu", "--gpus", "--objective", "--deadline-days", "--budget-usd",
                 "--headroom-gib", "--top", "--seq-len", "--global-batch", "--tokens", "--precision",
                 "--emit"],

@@ -123,3 +123,25 @@ def test_main_fallback_exits_2_without_traceback(tmp_path):
                           "--gpu", "h100"], capture_output=True, text=True, env=env)
     assert out.returncode == 2, out.stderr
     assert "Traceback" not in out.stderr + out.stdout
+
+
+@pytest.mark.parametrize("extra,words", [
+    (["--offload-activations", "32"], ["strategy.offload_activations", "at most 31"]),
+    (["--offload-activations", "-1"], ["offload_activations"]),
+    (["--framework", "torchtitan", "--offload-activations", "4"],
+     ["strategy.offload_activations", "no activation offloading"]),
+])
+def test_activation_offload_flag_refuses_what_the_framework_cannot_run(extra, words):
+    _bad(["estimate", "--model", "llama-3-8b", "--gpu", "h100", "--gpus", "8",
+          "--framework", "megatron", "--recompute", "none", *extra], *words)
+
+
+def test_activation_offload_flag_shows_its_copies():
+    r = runner.invoke(app, ["estimate", "--model", "llama-3-8b", "--gpu", "h100", "--gpus", "8",
+                            "--framework", "megatron", "--recompute", "none", "--seq-len", "8192",
+                            "--global-batch", "64", "--offload-activations", "16", "--json"])
+    assert r.exit_code == 0, r.output
+    import json
+    est = json.loads(r.output)
+    assert est["strategy"]["offload_activations"] == 16 and est["time"]["offload_s"] > 0
+    assert est["memory"]["host_gib_per_node"] > 0

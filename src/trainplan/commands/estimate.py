@@ -30,6 +30,10 @@ def estimate_command(
     sequence_parallel: Optional[bool] = typer.Option(None, "--sp/--no-sp"),
     flash: Optional[bool] = typer.Option(None, "--flash/--eager"),
     offload_optimizer: Optional[bool] = typer.Option(None, "--offload-optimizer/--no-offload-optimizer"),
+    offload_activations: Optional[int] = typer.Option(
+        None, "--offload-activations", help="layers per stage whose saved activations go to host "
+        "memory (megatron: fewer than the layers, recompute none; deepspeed, fsdp: every layer, "
+        "recompute full)"),
     seq_len: Optional[int] = o.SEQ_LEN,
     global_batch: Optional[int] = o.GLOBAL_BATCH,
     tokens: Optional[float] = o.TOKENS,
@@ -61,7 +65,8 @@ def estimate_command(
     merge(data, "strategy", tp=tp, pp=pp, vp=vp, uneven_stages=uneven_stages, cp=cp, ep=ep,
           zero=zero, micro_batch=micro_batch, recompute=recompute,
           recompute_layers=recompute_layers, sequence_parallel=sequence_parallel,
-          flash_attention=flash, offload_optimizer=offload_optimizer)
+          flash_attention=flash, offload_optimizer=offload_optimizer,
+          offload_activations=offload_activations)
     merge(data, "job", seq_len=seq_len, global_batch=global_batch, tokens=tokens,
           precision=precision, optimizer=optimizer, framework=framework, compile=compile_,
           adamw_impl=adamw_impl, attention_kernel=attention_kernel, fp8_recipe=fp8_recipe,

@@ -25,6 +25,8 @@ class StageActivations:
     kept: Any            # bytes kept for backward (all micro-batches in flight)
     transient: Any       # backward working set on top
     logits: Any          # logits and loss buffers of one micro-batch (last stage)
+    offload_set: Any = 0.0   # bytes one offloaded layer moves to the host per micro-batch
+    host: Any = 0.0          # offloaded activation bytes in host memory at the peak
 
 
 def stage_activations(dec, job, fw, L, vis, dropout, act_b, first: bool) -> StageActivations:
@@ -34,6 +36,10 @@ def stage_activations(dec, job, fw, L, vis, dropout, act_b, first: bool) -> Stag
     Working set during backward: the recomputed layer (full or k-layer recompute), or under
     selective recompute with eager attention the re-created scores of one layer; plus the
     largest intermediate of one layer (the MLP hidden) and its gradient.
+
+    Activation offloading (``L.off_act`` layers of the stage): those layers' saved activations
+    (their checkpointed inputs under full recompute) live in host memory between their forward
+    and backward, for every micro-batch in flight (:func:`offloaded_activations`).
     """
     s, cp, sp = job.seq_len, L.cp, L.sp_on
     moe = bool(dec.moe) and dec.moe.dense_layers < dec.layers
@@ -47,21 +53,37 @@ def stage_activations(dec, job, fw, L, vis, dropout, act_b, first: bool) -> Stag
     layers = L.edge_stage_layers(dec.layers)
     none, full = per_layer(0), per_layer(2)
     k = np.minimum(L.rc_layers, layers)
-    stage = np.where(L.rc == 3, k * full + (layers - k) * none, layers * per_layer(L.rc))
+    cur = per_layer(L.rc)
+    stage = np.where(L.rc == 3, k * full + (layers - k) * none, layers * cur)
     logits = mem.logits_bytes(dec, s, L.mb, L.tp, cp=cp, logits_fp32_copy=fw.logits_fp32,
                               linear_ce="linear_cross_entropy" in fused_groups(fw, job))
+    off_set = np.where(L.off_act > 0, cur, 0.0)
+    in_flight = mem.pipeline_in_flight(L.pp, L.vp, L.micro_batches(job.batch_sequences)) \
+        if first else 1.0
+    host = offloaded_activations(L.off_act, off_set, in_flight)
     if first:
-        in_flight = mem.pipeline_in_flight(L.pp, L.vp, L.micro_batches(job.batch_sequences))
         emb = mem.embedding_activation_bytes(dec, s, L.mb, L.tp, sp, dropout, act_b, cp=cp)
-        kept = (stage + emb + vis["act_bytes_per_mb"]) * in_flight \
+        kept = (stage + emb + vis["act_bytes_per_mb"]) * in_flight - host \
             + np.where(L.pp == 1, logits, 0.0)
     else:
-        kept = stage + logits
+        kept = stage + logits - host
     f_loc = (dec.ffn_hidden if not moe else dec.moe.expert_ffn_hidden * dec.moe.top_k) / L.tp
     scores = mem.attention_scores_bytes(dec, s, L.mb, L.tp, L.flash, dropout, act_b, cp=cp)
     redo = np.where(L.rc >= 2, none, np.where(L.rc == 1, scores, 0.0))
     transient = redo + 2.0 * (s / cp) * L.mb * f_loc * act_b
-    return StageActivations(kept=kept, transient=transient, logits=logits)
+    return StageActivations(kept=kept, transient=transient, logits=logits, offload_set=off_set,
+                            host=host)
+
+
+def offloaded_activations(n_layers, set_bytes, in_flight):
+    """Activation bytes a stage keeps in host memory: ``n_layers`` layers' saved sets for each
+    micro-batch in flight. Transformer Engine's CPU offload context (Megatron-Core
+    --cpu-offloading-num-layers) moves the first N layers' saved tensors and keeps at most
+    (layers - N) sets on the GPU (TransformerEngine docs/features/other_optimizations/
+    cpu_offloading/cpu_offloading.rst, 'Default Offloading Scheduling'); DeepSpeed
+    cpu_checkpointing and torchtune's OffloadActivations move every checkpointed layer input
+    (DeepSpeed docs/_pages/config-json.md; torchtune training/_activation_offloading.py)."""
+    return n_layers * set_bytes * in_flight
 
 
 @dataclass

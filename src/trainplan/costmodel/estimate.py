@@ -54,6 +54,8 @@ class TimeBreakdown(Out):
     pp_p2p_s: float
     dp_comm_s: float = Field(description="exposed data-parallel / ZeRO communication")
     optimizer_s: float
+    offload_s: float = Field(0.0, description="exposed activation-offload copies between GPU "
+                             "and host memory")
     data_s: float
     step_s: float
 
@@ -137,14 +139,14 @@ def build_estimate(model: Model, job: Job, cluster: Cluster, st: Strategy,
         transient_gib=_f(r.mem_transient) / GiB, overhead_gib=_f(r.mem_overhead) / GiB,
         total_gib=_f(r.mem_total) / GiB, capacity_gib=acc.hbm_gib,
         headroom_gib=acc.hbm_gib - _f(r.mem_total) / GiB, fits=bool(r.fits),
-        host_gib_per_node=_f(r.mem_host_node) / GiB, host_capacity_gib=cluster.host_memory_gib,
+        host_gib_per_node=_f(r.mem_host_node) / GiB, host_capacity_gib=cluster.host_gib,
         first_stage_gib=_f(r.mem_first) / GiB, last_stage_gib=_f(r.mem_last) / GiB,
         logits_gib=_f(r.logits_bytes) / GiB)
     time = TimeBreakdown(
         compute_s=_f(r.t_compute), tp_comm_s=_f(r.t_tp), cp_comm_s=_f(r.t_cp),
         ep_comm_s=_f(r.t_ep), pp_bubble_s=_f(r.t_bubble),
         pp_p2p_s=_f(r.t_p2p), dp_comm_s=_f(r.t_dp), optimizer_s=_f(r.t_optimizer),
-        data_s=_f(r.t_data), step_s=_f(r.t_step))
+        offload_s=_f(r.t_offload), data_s=_f(r.t_data), step_s=_f(r.t_step))
     step = time.step_s
     total_tokens = run_tokens(model, job)
     price = cluster.price
@@ -315,22 +317,29 @@ def _offload_warning(fw, job, cluster, st, time) -> list[str]:
     share of the step time."""
     from trainplan.costmodel.activations import adamw_impl
     from trainplan.costmodel.optimizer import HOST_RATE_FIELD, host_optimizer, host_rates
-    eff = cluster.accelerator.efficiency
+    acc = cluster.accelerator
+    eff = acc.efficiency
     kind = host_optimizer(fw.cpu_optimizer, adamw_impl(fw, job))
-    rate, bps = host_rates(eff, kind)
+    rate, bps = host_rates(eff, kind, acc.host_link_GBps)
     name = {"deepspeed": "CPU-Adam", "torch-fused": "PyTorch's fused AdamW on CPU",
             "torch-foreach": "PyTorch's unfused AdamW on CPU"}[kind]
-    assumed = ([f"{name} {rate:.2g} parameters/s per GPU process"]
-               if not getattr(eff, HOST_RATE_FIELD[kind]) else []) \
-        + ([f"{bps / 1e9:g} GB/s host<->device"] if not eff.h2d_GBps else [])
-    if not (st.offload_optimizer or st.offload_params) or not assumed \
-            or time.optimizer_s < 0.05 * time.step_s:
-        return []
+    link = [f"{bps / 1e9:g} GB/s host<->device"] if not eff.h2d_GBps else []
     flag = "" if kind == "deepspeed" else f" --offload-impl {kind}"
-    return [f"offload: the host side of the optimizer step takes {time.optimizer_s:.3g} s, "
-            f"{time.optimizer_s / time.step_s:.0%} of the step, at assumed host rates "
-            f"({', '.join(assumed)}); they vary several-fold between hosts: measure yours with "
-            f"`trainplan measure bench --offload{flag}` and pass the file with --profile"]
+    how = (f"they vary several-fold between hosts: measure yours with `trainplan measure bench "
+           f"--offload{flag}` and pass the file with --profile")
+    out = []
+    assumed = ([f"{name} {rate:.2g} parameters/s per GPU process"]
+               if not getattr(eff, HOST_RATE_FIELD[kind]) else []) + link
+    if (st.offload_optimizer or st.offload_params) and assumed \
+            and time.optimizer_s >= 0.05 * time.step_s:
+        out.append(f"offload: the host side of the optimizer step takes {time.optimizer_s:.3g} s, "
+                   f"{time.optimizer_s / time.step_s:.0%} of the step, at assumed host rates "
+                   f"({', '.join(assumed)}); {how}")
+    if st.offload_activations and link and time.offload_s >= 0.05 * time.step_s:
+        out.append(f"offload: activation copies the compute cannot hide take {time.offload_s:.3g}"
+                   f" s, {time.offload_s / time.step_s:.0%} of the step, at an assumed "
+                   f"{link[0]}; offload fewer layers, or {how}")
+    return out
 
 
 def _fit_hint(model, job, cluster, st, fw) -> str:

@@ -15,7 +15,7 @@ import numpy as np
 from trainplan.spec.framework import get_framework
 from trainplan.conventions import ACTIVATION_BYTES, GiB, MATMUL_DTYPE, model_state_bytes
 from trainplan.costmodel import activations as ac
-from trainplan.costmodel import comm, compute, pipeline
+from trainplan.costmodel import comm, compute, offload, pipeline
 from trainplan.costmodel import flops as fl
 from trainplan.costmodel import memory as mem
 from trainplan.costmodel import optimizer as opt
@@ -54,7 +54,7 @@ def evaluate(model, job, cluster, L: Layout) -> Evaluation:
     worst_first = m1.total >= m2.total
     worst = lambda k: np.where(worst_first, getattr(m1, k), getattr(m2, k))  # noqa: E731
     capacity = acc.hbm_gib * GiB
-    host_node = np.maximum(s1.host, s2.host) * np.minimum(L.n_gpus, cluster.node_size)
+    host_node = np.maximum(s1.host + a1.host, s2.host + a2.host) * np.minimum(L.n_gpus, cluster.node_size)
     # ---- time of one micro-batch on the busiest stage
     km, net = compute.KernelModel(cluster, job, fw), comm.Net(cluster)
     lt = compute.layer_time(km, dec, job, L, wgrad, rc_frac)
@@ -65,7 +65,11 @@ def evaluate(model, job, cluster, L: Layout) -> Evaluation:
     t_ep = comm.ep_layer_time(net, dec, T, act_b, L, moe_share)
     t_layer = lt.total + compute_tp + t_cp + t_ep
     t_head = compute.head_time(km, dec, L, T, wgrad, fw.logits_fp32)
-    t_stage = pipeline.stage_time(L, dec.layers, t_layer, vis["time_per_mb"], t_head)
+    host = opt.host_rates(acc.efficiency, opt.host_optimizer(fw.cpu_optimizer, ac.adamw_impl(fw, job)),
+                          acc.host_link_GBps)
+    t_off = offload.activation_offload_time(L.off_act, layers, np.maximum(a1.offload_set, a2.offload_set),
+                                            lt.forward, lt.backward + lt.recompute, host[1], fw.activation_offload)
+    t_stage = pipeline.stage_time(L, dec.layers, t_layer, vis["time_per_mb"], t_head) + t_off
     # ---- pipeline, data parallelism, optimizer, data loading
     t_compute = m * t_stage
     bubble = pipeline.bubble_time(L.pp, L.vp, t_stage)
@@ -77,8 +81,6 @@ def evaluate(model, job, cluster, L: Layout) -> Evaluation:
     t_dp = dp.exposed + fw.overlap_slowdown * dp.hidden
     group = L.shard_group(fw.optimizer_shard == "dp_cp")
     p_opt = p_train / np.where(L.zero >= 1, group, 1.0)
-    host = opt.host_rates(acc.efficiency, opt.host_optimizer(fw.cpu_optimizer,
-                                                             ac.adamw_impl(fw, job)))
     t_opt = opt.optimizer_time(p_opt, sb, g_b, sb.weights, acc.hbm_bw_tbps * 1e12,
                                acc.efficiency.hbm, L.off_opt, fw.offload_grad_bytes, host) \
         + opt.param_offload_time(m, np.maximum(p1.total, p2.total) / group, sb.weights,
@@ -86,7 +88,7 @@ def evaluate(model, job, cluster, L: Layout) -> Evaluation:
         + compute.fp8_step_time(km, net, L, layers * p1.layer, m)
     t_data = exposed_data_time(vis["data_time_step"], t_compute + bubble)
     step = t_compute + bubble + t_p2p + t_dp + t_opt + t_data
-    pure = m * (t_stage - layers * (t_tp + t_cp + t_ep))
+    pure = m * (t_stage - t_off - layers * (t_tp + t_cp + t_ep))
     pure, c, step = calibrated_step(pure, model_f / hw_f, step, fw.step_factors)  # a team's own
     n_gpus, peak = L.n_gpus, acc.peak(MATMUL_DTYPE[job.precision])
     return Evaluation(
@@ -101,6 +103,6 @@ def evaluate(model, job, cluster, L: Layout) -> Evaluation:
         fits=(np.maximum(m1.total, m2.total) <= capacity) & (host_node <= cluster.host_bytes),
         t_compute=pure, t_tp=c * m * layers * t_tp, t_cp=c * m * layers * t_cp,
         t_ep=c * m * layers * t_ep, t_bubble=c * bubble, t_p2p=c * t_p2p, t_dp=c * t_dp,
-        t_optimizer=c * t_opt, t_data=c * t_data, t_step=step, t_stage_mb=t_stage,
+        t_optimizer=c * t_opt, t_data=c * t_data, t_offload=c * m * t_off, t_step=step, t_stage_mb=t_stage,
         mfu=model_f / (step * n_gpus * peak), hfu=hw_f / (step * n_gpus * peak),
         tokens_per_s=job.batch_tokens * job.packing_efficiency / step, peak_flops=peak)

@@ -36,9 +36,10 @@ _STRONGER = {"none": ("selective", "full"), "selective": ("full",), "op_selectiv
              "layers": ("full",), "full": ()}
 
 
-def _changes(st, fw, gpus: int, node: int) -> list[tuple[str, dict]]:
+def _changes(st, fw, gpus: int, node: int, layers: int = 0) -> list[tuple[str, dict]]:
     """(label, Strategy fields) of every single-knob change worth trying (``min_zero``: the
-    ZeRO stage optimizer offload needs, applied by :func:`_with_dp`)."""
+    ZeRO stage optimizer offload needs, applied by :func:`_with_dp`); ``layers``: the decoder's,
+    for activation offloading."""
     out: list[tuple[str, dict]] = []
     for z in fw.zero_stages:
         if z > st.zero:
@@ -62,7 +63,24 @@ def _changes(st, fw, gpus: int, node: int) -> list[tuple[str, dict]]:
     elif not st.offload_optimizer:
         out.append(("offload_optimizer=True" + (" with zero=1" if st.zero < 1 else ""),
                     {"offload_optimizer": True, "min_zero": 1}))
-    return out
+    return out + activation_offloads(st, fw, layers)
+
+
+def activation_offloads(st, fw, layers: int) -> list[tuple[str, dict]]:
+    """Activation offloading as the framework runs it (with the recompute it needs): under
+    Transformer Engine's schedule ('layers') half the stage's layers, or all but two (the most
+    that still overlaps with compute, its documentation says); else every layer."""
+    stage = -(-layers // st.pp)
+    if st.offload_activations or fw.activation_offload == "none" or stage < 2:
+        return []
+    counts = sorted({max(1, stage // 2), max(1, stage - 2)}) \
+        if fw.activation_offload == "layers" else [stage]
+    allowed = fw.activation_offload_recompute
+    rc = st.recompute if not allowed or (st.recompute or "selective") in allowed else allowed[0]
+    extra = {} if rc == st.recompute else {"recompute": rc, "recompute_layers": 0}
+    tail = f" with recompute='{rc}'" if extra else ""
+    return [(f"offload_activations={n}{tail}", {"offload_activations": n, **extra})
+            for n in counts]
 
 
 def _with_dp(changes, st, gpus: int) -> list[tuple[str, dict]]:
@@ -119,7 +137,7 @@ def fitting_layouts(model, job, cluster, st, fw, limit=None) -> tuple[int, list[
     """(knobs changed, fixes): the changes of one knob of ``st`` that the physics predicts to
     fit, fastest first (at most ``limit``); where none does, the changes of two knobs (2, ...);
     (0, []) when no pair fits either. Pairs are evaluated only where no single change fits."""
-    single = _changes(st, fw, cluster.gpus, cluster.node_size)
+    single = _changes(st, fw, cluster.gpus, cluster.node_size, model.decoder.layers)
     for knobs, group in ((1, single), (2, _pairs(single))):
         fixes = _fitting(model, job, cluster, st, fw, _with_dp(group, st, cluster.gpus), limit)
         if fixes:

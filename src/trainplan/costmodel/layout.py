@@ -36,6 +36,7 @@ class Layout:
     rc_layers: Any = 0
     off_opt: Any = False
     off_par: Any = False
+    off_act: Any = 0
     flash: Any = True
 
     @classmethod
@@ -48,7 +49,8 @@ class Layout:
                    sp=f("sequence_parallel"), zero=f("zero"), mb=f("micro_batch"),
                    rc=RECOMPUTE_NAMES.index(f("recompute") or "selective"),
                    rc_layers=f("recompute_layers"), off_opt=f("offload_optimizer"),
-                   off_par=f("offload_params"), flash=f("flash_attention"))
+                   off_par=f("offload_params"), off_act=f("offload_activations"),
+                   flash=f("flash_attention"))
 
     @classmethod
     def stack(cls, layouts: list["Layout"]) -> "Layout":
@@ -112,6 +114,9 @@ class Context(NamedTuple):
     recompute: tuple[int, ...]
     framework: str
     offload_together: bool = False
+    act_offload: str = "none"              # FrameworkProfile.activation_offload
+    act_offload_rc: tuple[int, ...] = ()   # recompute codes it runs with
+    act_offload_max_pp: int | None = None
 
 
 class Rule(NamedTuple):
@@ -131,6 +136,22 @@ def _mp(L):
 
 def _m(L, c):
     return c.global_batch // np.maximum(L.mb * L.dp, 1)
+
+
+def _stage_layers(L, c):
+    return -(-c.layers // L.pp)          # layers of the busiest stage, rounded up
+
+
+def _act_offload_count_ok(L, c):
+    """'layers': fewer than the stage's layers (Transformer Engine asserts num_layers <
+    model_layers); 'all': none or every layer of the stage."""
+    if c.act_offload == "layers":
+        return L.off_act < _stage_layers(L, c)
+    return (L.off_act == 0) | (L.off_act == _stage_layers(L, c))
+
+
+_ACT_OFFLOAD_NAMES = ("Megatron-Core --cpu-offloading, DeepSpeed cpu_checkpointing and torchtune's "
+                      "enable_activation_offloading offer it: frameworks megatron, deepspeed, fsdp")
 
 
 RULES: tuple[Rule, ...] = (
@@ -199,6 +220,26 @@ RULES: tuple[Rule, ...] = (
          lambda L, c: f"equal to offload_params in the {c.framework} framework: its CPU offload "
                       "(FSDP CPUOffload(offload_params=True)) moves parameters, gradients and the "
                       "optimizer step to the host together; set both or neither"),
+    Rule("strategy.offload_activations", ("off_act",),
+         lambda L, c: (L.off_act == 0) | (c.act_offload != "none"),
+         lambda L, c: f"0: the {c.framework} framework has no activation offloading "
+                      f"({_ACT_OFFLOAD_NAMES})"),
+    Rule("strategy.offload_activations", ("off_act", "pp"), _act_offload_count_ok,
+         lambda L, c: (f"at most {_stage_layers(L, c) - 1}, fewer than the layers of a stage: "
+                       "Transformer Engine's offload keeps at least one layer's activations on "
+                       "the GPU" if c.act_offload == "layers" else
+                       f"0 or {_stage_layers(L, c)} (every layer of a stage: the {c.framework} "
+                       "framework offloads each checkpointed layer input)")),
+    Rule("strategy.offload_activations", ("off_act", "rc"),
+         lambda L, c: (L.off_act == 0) | np.isin(L.rc, c.act_offload_rc),
+         lambda L, c: "0 unless recompute is "
+                      + " or ".join(RECOMPUTE_NAMES[r] for r in c.act_offload_rc)
+                      + f" (the {c.framework} framework's activation offloading runs only so)"),
+    Rule("strategy.offload_activations", ("off_act", "pp"),
+         lambda L, c: (L.off_act == 0) | (L.pp <= c.act_offload_max_pp)
+         if c.act_offload_max_pp else True,
+         lambda L, c: f"0 with pipeline parallelism: the {c.framework} framework's activation "
+                      f"offloading runs with pp <= {c.act_offload_max_pp}"),
 )
 
 
@@ -211,7 +252,10 @@ def context(model, job, gpus, fw) -> Context:
         gpus=gpus, uneven=False, zero_stages=tuple(fw.zero_stages), max_zero_with_pp=fw.max_zero_with_pp,
         max_tp=fw.max_tp, max_pp=fw.max_pp, max_cp=fw.max_cp, max_ep=fw.max_ep,
         recompute=tuple(RECOMPUTE_NAMES.index(r) for r in fw.recompute),
-        framework=fw.id, offload_together=fw.offload_together)
+        framework=fw.id, offload_together=fw.offload_together,
+        act_offload=fw.activation_offload,
+        act_offload_rc=tuple(RECOMPUTE_NAMES.index(r) for r in fw.activation_offload_recompute),
+        act_offload_max_pp=fw.activation_offload_max_pp)
 
 
 def rules_mask(L: Layout, ctx: Context, have: set[str] | None = None):

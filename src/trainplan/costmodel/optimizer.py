@@ -27,6 +27,10 @@ CPU_ADAM_PARAMS_PER_S = 1.0e9
 # host<->device: PCIe Gen4 x16 is 32 GB/s per direction (PCI-SIG 4.0 spec); ~25 GB/s achievable
 # with pinned memory (an assumption; EfficiencyProfile.h2d_GBps replaces it where measured).
 PCIE_GBPS = 25.0
+# A GPU whose host link is not PCIe (NVLink-C2C on GH200 and GB200: Accelerator.host_link_GBps)
+# is assumed to reach the same share of its link as the PCIe assumption above does of Gen4 x16
+# (25 of 32 GB/s), until measured (EfficiencyProfile.h2d_GBps).
+HOST_LINK_SHARE = PCIE_GBPS / 32.0
 
 
 # A fused CPU AdamW (DeepSpeed's CPU-Adam, or PyTorch's fused AdamW CPU kernel) over PyTorch's
@@ -52,15 +56,17 @@ def host_optimizer(cpu_optimizer="deepspeed_cpu_adam", adamw_impl="fused") -> st
     return "torch-fused" if adamw_impl == "fused" else "torch-foreach"
 
 
-def host_rates(eff, kind="deepspeed"):
+def host_rates(eff, kind="deepspeed", link_GBps=None):
     """(host optimizer parameters/s per GPU process, host<->device bytes/s per GPU) of an
     accelerator's efficiency profile for the host optimizer ``kind`` (:func:`host_optimizer`):
     its measured host figures, else the assumptions above (unfused torch AdamW at the fused
-    rate over :data:`FUSED_OVER_FOREACH_CPU_ADAMW`)."""
+    rate over :data:`FUSED_OVER_FOREACH_CPU_ADAMW`; a non-PCIe host link of ``link_GBps`` at
+    :data:`HOST_LINK_SHARE` of its rate)."""
     rate = eff.host_adam_params_per_s or CPU_ADAM_PARAMS_PER_S
     if kind == "torch-foreach":
         rate = eff.host_foreach_adamw_params_per_s or rate / FUSED_OVER_FOREACH_CPU_ADAMW
-    return rate, (eff.h2d_GBps or PCIE_GBPS) * 1e9
+    assumed = link_GBps * HOST_LINK_SHARE if link_GBps else PCIE_GBPS
+    return rate, (eff.h2d_GBps or assumed) * 1e9
 
 
 def offload_pcie_bytes(g_b, w_b, offload_g_b=None):

@@ -31,7 +31,7 @@ class Evaluation:
     mem_last: Any
     worst_first: Any
     mem_capacity: Any
-    mem_host_node: Any      # offloaded states in one node's host memory (bytes)
+    mem_host_node: Any      # offloaded states and activations in one node's host memory (bytes)
     fits: Any               # in GPU memory and, with offload, in host memory
     logits_bytes: Any
     # time per step (seconds)
@@ -44,6 +44,7 @@ class Evaluation:
     t_dp: Any
     t_optimizer: Any
     t_data: Any
+    t_offload: Any          # exposed activation-offload copies
     t_step: Any
     t_stage_mb: Any
     # rates

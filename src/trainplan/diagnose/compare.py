@@ -33,7 +33,7 @@ def planned_parts(est: Any) -> dict[str, float]:
     t = est.time
     return {"compute": float(t.compute_s), "optimizer": float(t.optimizer_s),
             "communication": float(t.tp_comm_s + t.cp_comm_s + t.ep_comm_s + t.dp_comm_s
-                                   + t.pp_p2p_s),
+                                   + t.pp_p2p_s + t.offload_s),
             "idle/other": float(t.pp_bubble_s + t.data_s)}
 
 

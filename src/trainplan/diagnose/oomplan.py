@@ -139,9 +139,12 @@ def name_component(meas: Measured, pred: dict[str, float], capacity: float) -> t
 
 
 def candidates(st: dict[str, Any], gpus: int, megatron: bool = True,
-               offload_together: bool = False) -> list[tuple[str, dict[str, Any], int]]:
+               offload_together: bool = False, fw: Any = None,
+               layers: int = 0) -> list[tuple[str, dict[str, Any], int]]:
     """Single changes to try: (label, strategy, gpus). Where the framework offloads parameters,
-    gradients and the optimizer step together (FSDP's CPU offload), offloading is one change."""
+    gradients and the optimizer step together (FSDP's CPU offload), offloading is one change;
+    activation offloading as the framework ``fw`` runs it, for a decoder of ``layers``
+    (costmodel.fit_hints.activation_offloads, the estimate's own hints)."""
     out = []
     if st.get("zero", 0) < 3:
         out.append((f"zero {st.get('zero', 0)} -> 3", {**st, "zero": 3}, gpus))
@@ -161,6 +164,18 @@ def candidates(st: dict[str, Any], gpus: int, megatron: bool = True,
                     {**st, "zero": 3, "offload_optimizer": True, "offload_params": True}, gpus))
     elif not st.get("offload_optimizer"):
         out.append(("offload optimizer to CPU", {**st, "offload_optimizer": True}, gpus))
+    if fw is not None and layers:
+        from trainplan.costmodel.fit_hints import activation_offloads
+        from trainplan.spec.strategy import Strategy
+        try:
+            cur = Strategy(**{k: v for k, v in st.items()
+                              if k in Strategy.model_fields and v is not None})
+        except ValueError:
+            cur = None
+        for _, upd in activation_offloads(cur, fw, layers) if cur is not None else ():
+            rc = f" (recompute {upd['recompute']})" if "recompute" in upd else ""
+            out.append((f"activation offload of {upd['offload_activations']} layers{rc}",
+                        {**st, **upd}, gpus))
     for k in ("tp", "pp") if megatron else ():
         v = int(st.get(k, 1))
         if v * 2 <= gpus and v < 8:
@@ -176,9 +191,12 @@ def _clean(st: dict[str, Any]) -> dict[str, Any]:
 def suggest(cfg: Config, excess: float, base_step: float, base_mem: dict[str, float],
             limit: int = 5) -> list[dict[str, Any]]:
     """Changes that fit (predicted total + measured excess <= capacity), ranked by slowdown."""
+    from trainplan.catalog import get_model
     from trainplan.spec.framework import get_framework
+    fw = get_framework(cfg.implementation)
+    model = get_model(cfg.model) if isinstance(cfg.model, str) else cfg.model
     singles = candidates(cfg.strategy, cfg.gpus, cfg.implementation == "megatron",
-                         get_framework(cfg.implementation).offload_together)
+                         fw.offload_together, fw, model.decoder.layers)
     rows = _evaluate(cfg, singles, excess, base_step)
     if not any(r["fits"] for r in rows):
         pairs = []

@@ -60,7 +60,7 @@ def deepspeed_config(spec: LaunchSpec) -> dict[str, Any]:
                            "pipe_partitioned": True, "grad_partitioned": True}
     cfg["activation_checkpointing"] = {
         "partition_activations": bool(st.recompute in ("full", "layers") and st.tp > 1),
-        "cpu_checkpointing": False, "contiguous_memory_optimization": False,
+        "cpu_checkpointing": bool(st.offload_activations), "contiguous_memory_optimization": False,
         "synchronize_checkpoint_boundary": False, "profile": False}
     cfg["steps_per_print"] = 100
     cfg["wall_clock_breakdown"] = False

@@ -101,6 +101,8 @@ def megatron_args(spec: LaunchSpec) -> list[str]:
     if st.offload_optimizer:
         a += ["--optimizer-cpu-offload", "--use-precision-aware-optimizer",
               "--optimizer-offload-fraction", "1.0"]
+    if st.offload_activations:      # arguments.py sets cpu_offloading when the count is > 0
+        a += ["--cpu-offloading-num-layers", str(st.offload_activations)]
     # -- recompute
     if st.recompute == "selective":
         a += ["--recompute-granularity", "selective"]

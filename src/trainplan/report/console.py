@@ -47,7 +47,7 @@ def render_estimate(e: Estimate, console: Console | None = None) -> None:
                  ("CP comm (exposed)", t.cp_comm_s), ("EP all-to-all", t.ep_comm_s),
                  ("pipeline bubble", t.pp_bubble_s), ("pipeline p2p", t.pp_p2p_s),
                  ("DP/ZeRO comm (exposed)", t.dp_comm_s), ("optimizer", t.optimizer_s),
-                 ("data", t.data_s)]:
+                 ("activation offload (exposed)", t.offload_s), ("data", t.data_s)]:
         if v > 0 or k == "compute":
             tt.add_row(k, f"{v:.4g}", f"{v / t.step_s:.1%}")
     tt.add_row("[bold]step[/bold]", f"[bold]{t.step_s:.4g}[/bold]", "100%")

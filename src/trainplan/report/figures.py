@@ -23,10 +23,11 @@ MEMORY_PARTS = (("weights_gib", "weights"), ("gradients_gib", "gradients"),
 TIME_PARTS = (("compute_s", "compute"), ("tp_comm_s", "TP comm."), ("cp_comm_s", "CP comm."),
               ("ep_comm_s", "EP all-to-all"), ("pp_bubble_s", "pipeline bubble"),
               ("pp_p2p_s", "pipeline send/recv"), ("dp_comm_s", "DP / ZeRO comm."),
-              ("optimizer_s", "optimizer"), ("data_s", "data loading"))
+              ("optimizer_s", "optimizer"), ("offload_s", "activation offload"),
+              ("data_s", "data loading"))
 
 _COLORS = ("#4477aa", "#66ccee", "#228833", "#ccbb44", "#ee6677", "#aa3377", "#bbbbbb",
-           "#332288", "#117733")
+           "#332288", "#882255", "#117733")
 
 
 def _pyplot():

@@ -14,7 +14,7 @@ import numpy as np
 
 from trainplan.costmodel.evaluate import Layout
 from trainplan.search.space import (RECOMPUTE_NAMES, SearchSpace, _cross, _select, _state_table,
-                                    _table, knob_values)
+                                    _table, activation_offload_layers, knob_values)
 from trainplan.spec.job import Job
 from trainplan.spec.model import Model
 from trainplan.spec.strategy import Strategy
@@ -23,7 +23,7 @@ from trainplan.spec.strategy import Strategy
 def _rules(c: dict[str, np.ndarray], ctx) -> np.ndarray:
     """The Layout rules (costmodel.layout.RULES) whose knobs the columns already hold."""
     from trainplan.costmodel.layout import rules_mask
-    names = {"off_opt", "off_par", "rc_layers", "tp", "pp", "vp", "dp", "cp", "ep", "zero", "mb",
+    names = {"off_opt", "off_par", "off_act", "rc_layers", "tp", "pp", "vp", "dp", "cp", "ep", "zero", "mb",
              "rc"}
     have = {k for k in c if k in names}
     L = Layout(**{k: c[k] for k in have})
@@ -35,7 +35,7 @@ def enumerate_candidates(model: Model, job: Job, node_size: int, counts: Sequenc
                          space: SearchSpace) -> dict[str, np.ndarray]:
     """All valid layouts for the GPU counts, as columns of equal length.
 
-    Columns: gpus, tp, pp, vp, cp, ep, dp, mb, zero, rc, rc_layers, off_opt, off_par.
+    Columns: gpus, tp, pp, vp, cp, ep, dp, mb, zero, rc, rc_layers, off_opt, off_par, off_act.
     Validity is the Layout's rule set (:data:`trainplan.costmodel.layout.RULES`, the same rules
     ``complete_strategy`` applies to one strategy, the framework's included), applied after each
     stage of the product so that invalid shapes are pruned early. Duplicates of the same physics
@@ -47,8 +47,8 @@ def enumerate_candidates(model: Model, job: Job, node_size: int, counts: Sequenc
     dec = model.decoder
     kv = knob_values(model, job, node_size, space)
     L = dec.layers
-    ctx = context(model, job, 0, get_framework(job.framework))._replace(
-        uneven=space.uneven_stages)
+    fw = get_framework(job.framework)
+    ctx = context(model, job, 0, fw)._replace(uneven=space.uneven_stages)
     # -- 1. shapes: gpus x tp x pp x vp x cp x ep -> dp
     c = _table(gpus=np.asarray(counts, dtype=np.int64), tp=kv["tp"], pp=kv["pp"], vp=kv["vp"],
                cp=kv["cp"], ep=kv["ep"])
@@ -57,7 +57,7 @@ def enumerate_candidates(model: Model, job: Job, node_size: int, counts: Sequenc
     c["dp"] = c["gpus"] // (c["tp"] * c["pp"] * c["cp"])
     c = _select(c, _rules(c, ctx))
     if not len(c["dp"]):
-        return {**c, "mb": c["dp"], **{k: c["dp"] for k in ("zero", "rc", "rc_layers")},
+        return {**c, "mb": c["dp"], **{k: c["dp"] for k in ("zero", "rc", "rc_layers", "off_act")},
                 "off_opt": c["dp"].astype(bool), "off_par": c["dp"].astype(bool)}
     # -- sequence parallelism (only distinct with tp > 1) and the attention kernel
     c = _cross(c, _table(sp=np.asarray(space.sequence_parallel, dtype=bool),
@@ -79,6 +79,12 @@ def enumerate_candidates(model: Model, job: Job, node_size: int, counts: Sequenc
     c["rc_layers"] = np.where(is_k, k, 0)
     del c["rc_frac"]
     c = _select(c, ok)
+    c = _select(c, _rules(c, ctx))
+    # -- 4. activation offload, where the framework has it
+    codes = (0, 1, 2) if space.activation_offload and fw.activation_offload != "none" else (0,)
+    c = _cross(c, {"act": np.asarray(codes, dtype=np.int64)})
+    c["off_act"] = activation_offload_layers(fw.activation_offload, L, c["pp"], c.pop("act"))
+    c = _select(c, c["off_act"] >= 0)
     return _select(c, _rules(c, ctx))
 
 
@@ -88,7 +94,8 @@ def layout_of(c: dict[str, np.ndarray], idx: Any = slice(None)) -> Layout:
     return Layout(tp=tp, pp=c["pp"][idx], vp=c["vp"][idx], dp=c["dp"][idx], cp=c["cp"][idx],
                   ep=c["ep"][idx], sp=c["sp"][idx] & (tp > 1), zero=c["zero"][idx],
                   mb=c["mb"][idx], rc=c["rc"][idx], rc_layers=c["rc_layers"][idx],
-                  off_opt=c["off_opt"][idx], off_par=c["off_par"][idx], flash=c["flash"][idx])
+                  off_opt=c["off_opt"][idx], off_par=c["off_par"][idx], off_act=c["off_act"][idx],
+                  flash=c["flash"][idx])
 
 
 def strategy_of(c: dict[str, np.ndarray], i: int, layers: int) -> Strategy:
@@ -99,5 +106,6 @@ def strategy_of(c: dict[str, np.ndarray], i: int, layers: int) -> Strategy:
                     micro_batch=int(c["mb"][i]), recompute=RECOMPUTE_NAMES[int(c["rc"][i])],
                     recompute_layers=int(c["rc_layers"][i]),
                     offload_optimizer=bool(c["off_opt"][i]), offload_params=bool(c["off_par"][i]),
+                    offload_activations=int(c["off_act"][i]),
                     flash_attention=bool(c["flash"][i]), uneven_stages=bool(layers % (pp * vp)))
 

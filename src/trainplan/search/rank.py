@@ -97,7 +97,7 @@ _TIME_PARTS = (("tp_comm_s", "TP communication"), ("pp_bubble_s", "pipeline bubb
                ("dp_comm_s", "DP all-reduce / ZeRO communication"),
                ("cp_comm_s", "CP ring exchange"), ("ep_comm_s", "EP all-to-all"),
                ("pp_p2p_s", "pipeline send/receive"), ("optimizer_s", "optimizer step"),
-               ("data_s", "data loading"))
+               ("offload_s", "activation offload copies"), ("data_s", "data loading"))
 
 
 def _explain(sw: Sweep, order: np.ndarray, feasible: np.ndarray, top: list[Estimate],

@@ -48,7 +48,8 @@ class SearchSpace(_Out):
     multiple of 2 x CP; EP over the divisors of the experts (MoE only) that divide DP; ZeRO 0-3;
     micro-batch 1..``max_micro_batch`` dividing global batch / DP; recompute none, selective,
     full and the first k layers of each stage for k = each of ``recompute_fractions`` of the
-    stage; optimizer offload (ZeRO >= 1) and parameter offload (ZeRO-3).
+    stage; optimizer offload (ZeRO >= 1) and parameter offload (ZeRO-3); activation offload
+    (:func:`activation_offload_layers`).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False,
@@ -67,6 +68,9 @@ class SearchSpace(_Out):
     recompute_fractions: Annotated[tuple[Annotated[float, Field(gt=0, le=1)], ...],
                                    Field(max_length=MAX_KNOB_VALUES)] = (0.25, 0.5, 0.75)
     offload: bool = True
+    activation_offload: bool = Field(True, description="activation offloading where the "
+                                     "framework has it: under Transformer Engine's schedule half "
+                                     "or all but two of a stage's layers, elsewhere every layer")
     uneven_stages: bool = Field(False, description="allow pp x vp not dividing the layers")
     sequence_parallel: tuple[bool, ...] = Field(
         (True,), description="Megatron sequence parallelism with TP > 1 (False: as before 2022)")
@@ -139,3 +143,17 @@ def _state_table(space: SearchSpace, rc_names: list[str]) -> dict[str, np.ndarra
     return dict(zero=a[:, 0], rc=a[:, 1], rc_frac=a[:, 2], off_opt=a[:, 3].astype(bool),
                 off_par=a[:, 4].astype(bool))
 
+
+
+def activation_offload_layers(kind: str, layers: int, pp: np.ndarray, code: np.ndarray):
+    """Offloaded layers per stage for choice ``code`` (0 none, 1 and 2 the framework's two
+    useful counts) or -1 where the choice repeats another. Transformer Engine's schedule
+    ('layers'): half the stage, or all but two (the most that still overlaps with compute,
+    TransformerEngine docs/features/other_optimizations/cpu_offloading/cpu_offloading.rst);
+    'all': every layer of the stage (DeepSpeed cpu_checkpointing, torchtune)."""
+    stage = -(-layers // pp)
+    if kind == "layers":
+        half, most = np.maximum(stage // 2, 1), stage - 2
+        n = np.where(code == 1, half, np.where(code == 2, most, 0))
+        return np.where((code == 2) & ((most < 1) | (most == half)), -1, n)
+    return np.where(code == 1, stage, np.where(code == 2, -1, 0))

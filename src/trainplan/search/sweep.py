@@ -74,6 +74,7 @@ class Sweep:
                     rc=_RC_CODE[st.recompute or "selective"],
                     rc_layers=st.recompute_layers if st.recompute == "layers" else 0,
                     off_opt=st.offload_optimizer, off_par=st.offload_params,
+                    off_act=st.offload_activations,
                     flash=st.flash_attention)
         if st.tp > 1:
             want["sp"] = st.sequence_parallel

@@ -20,6 +20,9 @@ LLAMA3_FAILURES_PER_GPU_HOUR = 419.0 / (54 * 24 * 16384)
 # network/README.md: A100 234.89 of 300 GB/s, H200 367.61 of 450 GB/s), and an NDR 400 Gb/s
 # NIC gives 46-48 of its 50 GB/s (github.com/NVIDIA/nccl-tests/issues/290).
 NCCL_RING_SHARE = 0.78
+# CPU memory of a node without a Grace superchip: the 2 TB of a DGX H100/H200 (NVIDIA DGX
+# H100/H200 user guide, system memory), GiB
+DEFAULT_HOST_GIB = 2048.0
 NIC_BUSBW_SHARE = 0.94
 # Peak columns that can serve a matmul requested in a dtype, in order (see Accelerator.peak).
 _SERVED_BY: dict[str, tuple[str, ...]] = {"tf32": ("tf32", "fp32")}
@@ -120,6 +123,13 @@ class Accelerator(Spec):
     intra_node_GBps: float = Field(gt=0, description="intra-node link, unidirectional GB/s per GPU")
     inter_node_Gbps: float = Field(gt=0, description="scale-out NIC Gb/s per GPU")
     gpus_per_node: PositiveInt = 8
+    host_link_GBps: float | None = Field(None, gt=0, description="GPU-to-host-memory link, "
+                                         "unidirectional GB/s per GPU, where it is not PCIe "
+                                         "(NVLink-C2C); none: PCIe at the assumed achieved rate")
+    host_memory_gib_per_gpu: float | None = Field(None, gt=0, description="CPU memory per GPU "
+                                                  "where the CPU is part of the package (Grace "
+                                                  "superchips); none: a node's host memory is "
+                                                  "the cluster's host_memory_gib")
     tdp_w: float = Field(gt=0)
     usd_per_gpu_hour: float | None = None
     price_source: str = ""
@@ -185,10 +195,11 @@ class Cluster(Spec):
     usd_per_gpu_hour: float | None = Field(None, ge=0, description="override of the catalog price")
     intra_node_GBps: float | None = Field(None, gt=0, description="override of link bandwidth")
     inter_node_Gbps: float | None = Field(None, gt=0, description="override of NIC bandwidth")
-    host_memory_gib: float = Field(2048.0, gt=0, description=(
-        "CPU memory per node that offloaded optimizer states, gradients and parameters may use, "
-        "GiB; default 2048: the 2 TB of a DGX H100/H200 (NVIDIA DGX H100/H200 user guide, "
-        "system memory); lower it for the OS, data loaders and pinned buffers of your nodes"))
+    host_memory_gib: float | None = Field(None, gt=0, description=(
+        "CPU memory per node that offloaded optimizer states, gradients, parameters and "
+        "activations may use, GiB; default: the accelerator's host_memory_gib_per_gpu x GPUs per "
+        "node on Grace superchips, else 2048, the 2 TB of a DGX H100/H200 (NVIDIA DGX H100/H200 "
+        "user guide, system memory); lower it for the OS, data loaders and pinned buffers"))
     utilisation_power: float = Field(0.85, gt=0, le=1,
                                      description="average power draw as a share of TDP")
     pue: float = Field(1.2, ge=1.0, description="datacenter power usage effectiveness")
@@ -215,8 +226,18 @@ class Cluster(Spec):
 
     @property
     def host_bytes(self) -> float:
-        """CPU memory per node for offloaded states, bytes (``host_memory_gib``)."""
-        return self.host_memory_gib * GiB
+        """CPU memory per node for offloaded states, bytes (:attr:`host_gib`)."""
+        return self.host_gib * GiB
+
+    @property
+    def host_gib(self) -> float:
+        """CPU memory per node, GiB: ``host_memory_gib``, else the accelerator's per-GPU host
+        memory times the job's GPUs on a node (each Grace serves its own GPUs), else
+        :data:`DEFAULT_HOST_GIB`."""
+        if self.host_memory_gib is not None:
+            return self.host_memory_gib
+        per_gpu = self.accelerator.host_memory_gib_per_gpu
+        return per_gpu * min(self.gpus, self.node_size) if per_gpu else DEFAULT_HOST_GIB
 
     @property
     def node_size(self) -> int:

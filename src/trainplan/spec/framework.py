@@ -176,6 +176,17 @@ class FrameworkProfile(Spec):
     cpu_optimizer: Literal["deepspeed_cpu_adam", "torch_adamw"] = Field(
         "deepspeed_cpu_adam", description="the optimizer that steps offloaded states on the host: "
         "DeepSpeed's CPU-Adam (AVX kernels) or PyTorch's AdamW on CPU tensors")
+    activation_offload: Literal["none", "layers", "all"] = Field(
+        "none", description="activation offloading to host memory: 'layers' offloads the first "
+        "N layers' saved activations and keeps at most (layers - N) sets on the GPU "
+        "(Transformer Engine's CPU offload context, Megatron-Core --cpu-offloading-num-layers); "
+        "'all' offloads every layer's checkpointed input on a side stream (DeepSpeed "
+        "cpu_checkpointing, torchtune OffloadActivations); 'none': not offered")
+    activation_offload_recompute: tuple[str, ...] = Field(
+        (), description="the recompute modes activation offloading runs with")
+    activation_offload_max_pp: int | None = Field(
+        None, ge=1, description="largest pipeline-parallel degree activation offloading runs "
+        "with; none: no limit")
     adamw_impl: Literal["foreach", "fused"] = Field("fused", description="the framework's default "
                                                     "AdamW implementation")
     # ---- what the framework can run

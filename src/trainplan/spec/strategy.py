@@ -41,6 +41,11 @@ class Strategy(Spec):
                                   "when recompute == 'layers'")
     offload_optimizer: bool = Field(False, description="optimizer states and step on the CPU (ZeRO-Offload)")
     offload_params: bool = Field(False, description="weights kept on the CPU (ZeRO-Infinity style; ZeRO-3)")
+    offload_activations: int = Field(0, ge=0, description="decoder layers per pipeline stage "
+                                     "whose saved activations go to host memory in the forward "
+                                     "and come back for the backward (Megatron-Core "
+                                     "--cpu-offloading-num-layers; DeepSpeed cpu_checkpointing "
+                                     "and torchtune enable_activation_offloading: every layer)")
     flash_attention: bool = Field(True, description="memory-efficient attention (no seq x seq score matrix kept)")
     uneven_stages: bool = Field(False, description="allow layers not divisible by pp x vp (the "
                                 "busiest stage gets the extra layers; Megatron "
@@ -72,4 +77,6 @@ class Strategy(Spec):
             parts.append("offopt")
         if self.offload_params:
             parts.append("offparam")
+        if self.offload_activations:
+            parts.append(f"offact{self.offload_activations}")
         return " ".join(parts)

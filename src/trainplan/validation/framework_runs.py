@@ -101,6 +101,7 @@ def build(rec: dict[str, Any]):
                      recompute_layers=lay.get("recompute_layers", 0) or 0,
                      offload_optimizer=bool(lay.get("offload", False)) and lay.get("zero", 0) >= 1,
                      offload_params=bool(lay.get("offload_params", False)),
+                     offload_activations=lay.get("activation_offload_layers", 0) or 0,
                      uneven_stages=True,
                      # FlashAttention-2 needs Ampere or newer (Dao 2023, README); V100 runs eager
                      flash_attention=lay.get("flash_attention", rec["gpu"] != "v100_sxm2_32gb"))
@@ -109,13 +110,8 @@ def build(rec: dict[str, Any]):
 
 def unmodelled(rec: dict[str, Any]) -> str | None:
     """Why a record's memory cannot be checked, or None: the record's own ``memory_check`` (its
-    settings are not published), or a feature trainplan does not model."""
-    lay = rec["layout"]
-    if rec.get("memory_check"):
-        return rec["memory_check"]
-    if lay.get("activation_offload_layers"):
-        return "activation offloading to host memory is not modelled"
-    return None
+    settings are not published)."""
+    return rec.get("memory_check") or None
 
 
 def reported(rec: dict[str, Any]) -> tuple[float, str] | None:

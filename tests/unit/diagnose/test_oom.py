@@ -133,3 +133,18 @@ def test_megatron_memory_line(shared):
     assert m.source.startswith("Megatron") and not m.oom
     assert m.allocated_gib == pytest.approx(54250.97802734375 / 1024)
     assert m.reserved_gib == pytest.approx(61480.0 / 1024)
+
+
+def test_candidates_include_activation_offload_as_the_framework_runs_it():
+    from trainplan.diagnose.oomplan import candidates
+    from trainplan.spec.framework import get_framework
+    ds = candidates({"zero": 3, "micro_batch": 1, "recompute": "none"}, 8, False, False,
+                    get_framework("deepspeed"), 32)
+    assert ("activation offload of 32 layers (recompute full)",
+            {"zero": 3, "micro_batch": 1, "recompute": "full", "recompute_layers": 0,
+             "offload_activations": 32}, 8) in ds
+    meg = [c for c in candidates({"zero": 1, "recompute": "none"}, 8, True, False,
+                                 get_framework("megatron"), 32) if "activation" in c[0]]
+    assert [c[1]["offload_activations"] for c in meg] == [16, 30]
+    assert not [c for c in candidates({"zero": 3}, 8, False, False, get_framework("torchtitan"),
+                                      32) if "activation" in c[0]]

@@ -44,6 +44,7 @@ LAYOUTS = {
     "mixtral-ep8-layers": dict(model="mixtral-8x7b", tp=2, ep=8, zero=1, recompute="layers",
                                recompute_layers=8),
     "single-gpu": dict(gpus=1, model="llama-2-7b", zero=0, offload_optimizer=False),
+    "activation-offload": dict(tp=1, pp=1, zero=1, recompute="none", offload_activations=16),
 }
 
 
@@ -83,6 +84,7 @@ def test_deepspeed_config_parsed_by_deepspeed(name, monkeypatch):
     assert (zc.offload_optimizer is not None and zc.offload_optimizer.device == "cpu") \
         == st.offload_optimizer
     assert (zc.offload_param is not None and zc.offload_param.device == "cpu") == st.offload_params
+    assert parsed.activation_checkpointing_config.cpu_checkpointing == bool(st.offload_activations)
 
 
 def test_deepspeed_launcher_parsed_by_deepspeed_runner():

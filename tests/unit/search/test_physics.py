@@ -107,16 +107,20 @@ def _brute_force(model, job, cluster, space: SearchSpace):
         for k in ks:
             if rc == "layers" and not (1 <= k < dec.layers // pp):
                 continue
-            for oo, op in [(False, False), (True, False), (False, True), (True, True)]:
+            stage = -(-dec.layers // pp)      # megatron's activation offload: half or all but two
+            for (oo, op), na in itertools.product(
+                    [(False, False), (True, False), (False, True), (True, True)],
+                    sorted({0, max(1, stage // 2), max(0, stage - 2)})):
                 if (oo and z < 1) or (op and z != 3):
                     continue
                 try:
                     st = Strategy(tp=tp, pp=pp, vp=vp, cp=cp, zero=z, micro_batch=mb, recompute=rc,
-                                  recompute_layers=k, offload_optimizer=oo, offload_params=op)
+                                  recompute_layers=k, offload_optimizer=oo, offload_params=op,
+                                  offload_activations=na)
                     complete_strategy(model, job, cluster, st)
                 except (InputError, ValueError):
                     continue
-                keep.add((tp, pp, vp, cp, dp, mb, z, RECOMPUTE_NAMES.index(rc), k, oo, op))
+                keep.add((tp, pp, vp, cp, dp, mb, z, RECOMPUTE_NAMES.index(rc), k, oo, op, na))
     return keep
 
 
@@ -128,7 +132,7 @@ def test_enumeration_matches_brute_force():
     space = SearchSpace(max_vp=4, max_micro_batch=8, cp=(1, 2, 4))
     c = enumerate_candidates(model, job, 8, [8], space)
     got = set(zip(*(c[k].tolist() for k in ("tp", "pp", "vp", "cp", "dp", "mb", "zero", "rc",
-                                             "rc_layers", "off_opt", "off_par"))))
+                                             "rc_layers", "off_opt", "off_par", "off_act"))))
     ref = _brute_force(model, job, cluster, space)
     assert len(got) == len(c["tp"])                # no duplicates
     assert got == ref
@@ -194,10 +198,11 @@ def test_objectives():
 
 
 def test_nothing_fits_names_the_parallelisms_the_framework_lacks():
-    """FSDP1 at 64K tokens: without context, tensor or pipeline parallelism nothing fits; the
-    message says the framework is what lacks them. Megatron's message has no such line."""
+    """FSDP1 at 128K tokens: without context, tensor or pipeline parallelism nothing fits, not
+    even with every offload; the message says the framework is what lacks them. Megatron's
+    message has no such line."""
     with pytest.raises(InputError) as e:
-        plan("llama-3-8b", gpu="h100_sxm", gpus=16, seq_len=65536, global_batch=64,
+        plan("llama-3-8b", gpu="h100_sxm", gpus=16, seq_len=131072, global_batch=64,
              framework="fsdp")
     assert "framework with tensor, pipeline or context parallelism" in str(e.value)
     with pytest.raises(InputError) as e:

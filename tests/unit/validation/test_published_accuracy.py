@@ -92,3 +92,17 @@ def test_llama3_405b_published_layout_fits():
     optimizer states and gradients; Dubey et al. 2024 sec. 3.3) fits in 80 GB."""
     row = [predict_run(r) for r in load_runs() if r["id"] == "llama3-405b-8192gpu-cp1"][0]
     assert row["fits"] and row["mem_gib"] < 80.0, row["mem_gib"]
+
+
+def test_activation_offloaded_records_are_built_with_their_offload_and_checked():
+    """Records that offloaded activations (Megatron-Bridge's cpu_offloading_num_layers, the
+    Azure runs' DeepSpeed cpu_checkpointing) carry the layer count into the strategy, and their
+    memory is checked like any other run's."""
+    recs = [r for r in fr.load() if r["layout"].get("activation_offload_layers")]
+    assert len(recs) >= 9
+    for rec in recs:
+        _, _, _, st = fr.build(rec)
+        assert st.offload_activations == rec["layout"]["activation_offload_layers"]
+    azure = [r for r in recs if r["set"] == "deepspeed-azure-blog-2022"]
+    assert len(azure) == 2 and all(fr.unmodelled(r) is None for r in azure)
+    assert all(fr.predict(r)["fits"] for r in azure)
