@@ -60,7 +60,7 @@ def stage_activations(dec, job, fw, L, vis, dropout, act_b, first: bool) -> Stag
     off_set = np.where(L.off_act > 0, cur, 0.0)
     in_flight = mem.pipeline_in_flight(L.pp, L.vp, L.micro_batches(job.batch_sequences)) \
         if first else 1.0
-    host = offloaded_activations(L.off_act, off_set, in_flight)
+    host = offloaded_activations(np.minimum(L.off_act, layers), off_set, in_flight)
     if first:
         emb = mem.embedding_activation_bytes(dec, s, L.mb, L.tp, sp, dropout, act_b, cp=cp)
         kept = (stage + emb + vis["act_bytes_per_mb"]) * in_flight - host \
