@@ -17,9 +17,14 @@ from trainplan.export.spec import LaunchSpec, shell_join
 
 def _header(spec: LaunchSpec, what: str) -> list[str]:
     st = spec.strategy
-    return [f"# {what} written by trainplan plan --emit",
-            f"# layout {st.layout()} on {spec.gpus} GPUs = {spec.nodes} node(s) x "
-            f"{spec.procs_per_node}; DP = {spec.dp}, {spec.grad_accum} micro-batches per step"]
+    out = [f"# {what} written by trainplan plan --emit",
+           f"# layout {st.layout()} on {spec.gpus} GPUs = {spec.nodes} node(s) x "
+           f"{spec.procs_per_node}; DP = {spec.dp}, {spec.grad_accum} micro-batches per step"]
+    if st.offload_activations:      # the training script's switch, not a launcher flag
+        out.append(f"# the layout offloads the activations of {st.offload_activations} layers "
+                   "per stage to host memory: turn it on in the training script (torchtune "
+                   "enable_activation_offloading=True with activation checkpointing)")
+    return out
 
 
 def _env_defaults(spec: LaunchSpec) -> list[str]:

@@ -250,3 +250,11 @@ def test_megatron_launch_runs_the_loss_and_dropout_the_plan_assumed():
     job = spec.job.model_copy(update={"unfused_ops": ("cross_entropy",), "dropout": True})
     args = megatron_args(spec.model_copy(update={"job": job}))
     assert "--cross-entropy-loss-fusion" not in args and "--hidden-dropout" not in args
+
+
+def test_generic_launchers_say_the_layout_offloads_activations():
+    from trainplan.export.launch import render_torchrun
+    on = render_torchrun(_spec(**LAYOUTS["activation-offload"]))["torchrun_launch.sh"]
+    assert "offact16" in on and "activations of 16 layers" in on
+    off = render_torchrun(_spec(**LAYOUTS["tp2-cp2-pp4-z1-sel"]))["torchrun_launch.sh"]
+    assert "activations of" not in off
