@@ -142,16 +142,18 @@ def _stage_layers(L, c):
     return -(-c.layers // L.pp)          # layers of the busiest stage, rounded up
 
 
+def _act_offload_frameworks() -> list[str]:
+    """The framework profiles that offer activation offloading (for the message)."""
+    from trainplan.spec.framework import list_frameworks
+    return [f.id for f in list_frameworks() if f.activation_offload != "none"]
+
+
 def _act_offload_count_ok(L, c):
     """'layers': fewer than the stage's layers (Transformer Engine asserts num_layers <
     model_layers); 'all': none or every layer of the stage."""
     if c.act_offload == "layers":
         return L.off_act < _stage_layers(L, c)
     return (L.off_act == 0) | (L.off_act == _stage_layers(L, c))
-
-
-_ACT_OFFLOAD_NAMES = ("Megatron-Core --cpu-offloading, DeepSpeed cpu_checkpointing and torchtune's "
-                      "enable_activation_offloading offer it: frameworks megatron, deepspeed, fsdp")
 
 
 RULES: tuple[Rule, ...] = (
@@ -222,8 +224,8 @@ RULES: tuple[Rule, ...] = (
                       "optimizer step to the host together; set both or neither"),
     Rule("strategy.offload_activations", ("off_act",),
          lambda L, c: (L.off_act == 0) | (c.act_offload != "none"),
-         lambda L, c: f"0: the {c.framework} framework has no activation offloading "
-                      f"({_ACT_OFFLOAD_NAMES})"),
+         lambda L, c: f"0: the {c.framework} framework has no activation offloading (frameworks "
+                      f"that have it: {', '.join(_act_offload_frameworks())})"),
     Rule("strategy.offload_activations", ("off_act", "pp"), _act_offload_count_ok,
          lambda L, c: (f"at most {_stage_layers(L, c) - 1}, fewer than the layers of a stage: "
                        "Transformer Engine's offload keeps at least one layer's activations on "
