@@ -34,14 +34,25 @@ def render_gpus(accs: Sequence[Any]) -> None:
 def render_frameworks(fws: Sequence[Any]) -> None:
     c = console()
     print_rows("Framework profiles (layouts each can run)",
-               ("id", "ZeRO", "ZeRO w/ PP", "TP", "PP", "CP", "EP", "recompute", "FP8", "fused ops"),
+               ("id", "ZeRO", "ZeRO w/ PP", "TP", "PP", "CP", "EP", "recompute", "FP8", "fused ops",
+                "activation offload"),
                [(f.id, ",".join(map(str, f.zero_stages)),
                  "-" if f.max_pp == 1 else f"<={f.max_zero_with_pp}",
                  *("no" if m == 1 else "yes" for m in (f.max_tp, f.max_pp, f.max_cp, f.max_ep)),
                  ",".join(f.recompute),
-                 "yes" if f.fp8_linear else "no", str(len(f.fused))) for f in fws], console=c)
+                 "yes" if f.fp8_linear else "no", str(len(f.fused)), _act_offload(f))
+                for f in fws], console=c)
     for f in fws:
         line(f"{f.id}: {f.name}", c=c)
+
+
+def _act_offload(f: Any) -> str:
+    """What a profile's activation offloading moves and what it runs with."""
+    if f.activation_offload == "none":
+        return "no"
+    what = "< layers" if f.activation_offload == "layers" else "every layer"
+    pp = f", pp<={f.activation_offload_max_pp}" if f.activation_offload_max_pp else ""
+    return f"{what} (recompute {','.join(f.activation_offload_recompute)}{pp})"
 
 
 def render_conventions(table: dict[str, dict[str, Any]]) -> None:

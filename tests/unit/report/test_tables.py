@@ -68,3 +68,9 @@ def test_wide_table_folds_and_narrow_table_stays_a_table():
     c = Console(width=80, record=True, highlight=False)
     print_rows("t", ("id", "value"), [("x1", "1"), ("x2", "-")], console=c)
     assert "┃ id" in c.export_text()
+
+
+def test_frameworks_listing_says_how_each_offloads_activations():
+    text = " ".join(" ".join(_run(["frameworks"])).split())
+    assert "activation offload < layers (recompute none, pp<=1)" in text         # megatron
+    assert "activation offload every layer (recompute full)" in text            # deepspeed, fsdp
