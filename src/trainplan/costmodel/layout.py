@@ -114,6 +114,7 @@ class Context(NamedTuple):
     recompute: tuple[int, ...]
     framework: str
     offload_together: bool = False
+    param_offload: bool = True             # FrameworkProfile.param_offload
     act_offload: str = "none"              # FrameworkProfile.activation_offload
     act_offload_rc: tuple[int, ...] = ()   # recompute codes it runs with
     act_offload_max_pp: int | None = None
@@ -217,6 +218,10 @@ RULES: tuple[Rule, ...] = (
          | (L.zero >= 1), lambda L, c: "false unless zero >= 1 (ZeRO-Offload)"),
     Rule("strategy.offload_params", ("off_par", "zero"), lambda L, c: ~np.asarray(L.off_par)
          | (L.zero == 3), lambda L, c: "false unless zero = 3 (parameters must be sharded)"),
+    Rule("strategy.offload_params", ("off_par",),
+         lambda L, c: ~np.asarray(L.off_par) | c.param_offload,
+         lambda L, c: f"false: the {c.framework} framework offloads only the optimizer (choose "
+                      "framework deepspeed or an FSDP framework to offload parameters)"),
     Rule("strategy.offload_optimizer", ("off_opt", "off_par"),
          lambda L, c: (np.asarray(L.off_opt) == np.asarray(L.off_par)) | (not c.offload_together),
          lambda L, c: f"equal to offload_params in the {c.framework} framework: its CPU offload "
@@ -254,7 +259,7 @@ def context(model, job, gpus, fw) -> Context:
         gpus=gpus, uneven=False, zero_stages=tuple(fw.zero_stages), max_zero_with_pp=fw.max_zero_with_pp,
         max_tp=fw.max_tp, max_pp=fw.max_pp, max_cp=fw.max_cp, max_ep=fw.max_ep,
         recompute=tuple(RECOMPUTE_NAMES.index(r) for r in fw.recompute),
-        framework=fw.id, offload_together=fw.offload_together,
+        framework=fw.id, offload_together=fw.offload_together, param_offload=fw.param_offload,
         act_offload=fw.activation_offload,
         act_offload_rc=tuple(RECOMPUTE_NAMES.index(r) for r in fw.activation_offload_recompute),
         act_offload_max_pp=fw.activation_offload_max_pp)

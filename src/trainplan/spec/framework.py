@@ -173,6 +173,9 @@ class FrameworkProfile(Spec):
                                    "gradients and optimizer step to the host together (FSDP's "
                                    "CPUOffload(offload_params=True)); false: the optimizer states "
                                    "alone may be offloaded (ZeRO-Offload)")
+    param_offload: bool = Field(True, description="parameters can live in host memory (ZeRO-3 "
+                                "offload_param, FSDP CPU offload); false where the framework "
+                                "offloads only the optimizer")
     cpu_optimizer: Literal["deepspeed_cpu_adam", "torch_adamw"] = Field(
         "deepspeed_cpu_adam", description="the optimizer that steps offloaded states on the host: "
         "DeepSpeed's CPU-Adam (AVX kernels) or PyTorch's AdamW on CPU tensors")

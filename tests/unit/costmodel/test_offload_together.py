@@ -105,3 +105,20 @@ def test_fsdp_offload_below_zero_3_is_an_input_error_not_a_validation_crash():
         estimate("llama-3-8b", framework="fsdp", **KW,
                  strategy={**ST, "zero": 2, "offload_optimizer": True})
     assert e.value.field == "strategy.offload_optimizer" and "zero = 3" in e.value.valid
+
+
+def test_megatron_has_no_parameter_offload():
+    """Megatron-LM offloads only the optimizer (--optimizer-cpu-offload): a parameter offload is
+    an input error there, and the search never proposes one."""
+    assert not get_framework("megatron").param_offload
+    assert "optimizer-cpu-offload" in get_framework("megatron").sources["param_offload"]
+    with pytest.raises(InputError) as e:
+        estimate("llama-3-8b", framework="megatron", **KW,
+                 strategy={**ST, "offload_params": True, "offload_optimizer": True})
+    assert e.value.field == "strategy.offload_params" and "only the optimizer" in e.value.valid
+    ok = estimate("llama-3-8b", framework="megatron", strategy={**ST, "offload_optimizer": True},
+                  **KW)
+    assert ok.strategy["offload_optimizer"]
+    from trainplan import plan
+    p = plan("llama-3-8b", gpu="h100", gpus=8, seq_len=2048, global_batch=8, framework="megatron")
+    assert not any(t.strategy["offload_params"] for t in p.top)

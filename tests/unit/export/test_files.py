@@ -26,11 +26,13 @@ from trainplan.spec.strategy import Strategy
 HERE = Path(__file__).parent
 
 
-def _spec(model="llama-3-70b", gpus=64, precision="bf16_mixed", gb=512, seq=4096, **st):
+def _spec(model="llama-3-70b", gpus=64, precision="bf16_mixed", gb=512, seq=4096,
+          framework="megatron", **st):
     s = Strategy(**st)
     s = s.model_copy(update={"dp": gpus // (s.tp * s.pp * s.cp)})
     return LaunchSpec(model=get_model(model),
-                      job=Job(seq_len=seq, global_batch=gb, tokens=1e11, precision=precision),
+                      job=Job(seq_len=seq, global_batch=gb, tokens=1e11, precision=precision,
+                              framework=framework),
                       cluster=Cluster(accelerator=get_accelerator("h100"), gpus=gpus), strategy=s)
 
 
@@ -38,7 +40,8 @@ LAYOUTS = {
     "tp2-cp2-pp4-z1-sel": dict(tp=2, cp=2, pp=4, zero=1, recompute="selective"),
     "tp8-pp4x5-z1-full-fp8": dict(tp=8, pp=4, vp=5, zero=1, recompute="full", precision="fp8_mixed"),
     "z3-offload-fp16": dict(tp=1, pp=1, zero=3, micro_batch=2, offload_optimizer=True,
-                            offload_params=True, precision="fp16_mixed", gpus=8),
+                            offload_params=True, precision="fp16_mixed", gpus=8,
+                            framework="deepspeed"),   # Megatron-LM has no parameter offload
     "405b-uneven": dict(model="llama-3.1-405b", gpus=16384, gb=2048, seq=8192, tp=8, pp=16,
                         zero=1, recompute="none", uneven_stages=True),
     "mixtral-ep8-layers": dict(model="mixtral-8x7b", tp=2, ep=8, zero=1, recompute="layers",
