@@ -323,7 +323,7 @@ def _offload_warning(fw, job, cluster, st, time) -> list[str]:
     rate, bps = host_rates(eff, kind, acc.host_link_GBps)
     name = {"deepspeed": "CPU-Adam", "torch-fused": "PyTorch's fused AdamW on CPU",
             "torch-foreach": "PyTorch's unfused AdamW on CPU"}[kind]
-    link = [f"{bps / 1e9:g} GB/s host<->device"] if not eff.h2d_GBps else []
+    link = [f"{bps / 1e9:.3g} GB/s host<->device"] if not eff.h2d_GBps else []
     flag = "" if kind == "deepspeed" else f" --offload-impl {kind}"
     how = (f"they vary several-fold between hosts: measure yours with `trainplan measure bench "
            f"--offload{flag}` and pass the file with --profile")
@@ -339,6 +339,11 @@ def _offload_warning(fw, job, cluster, st, time) -> list[str]:
         out.append(f"offload: activation copies the compute cannot hide take {time.offload_s:.3g}"
                    f" s, {time.offload_s / time.step_s:.0%} of the step, at an assumed "
                    f"{link[0]}; offload fewer layers, or {how}")
+    elif st.offload_activations and link:      # hidden, but only at the assumed rate
+        shared = "" if acc.host_link_GBps else " (where two GPUs share a PCIe switch, each " \
+            "gets about half)"
+        out.append(f"offload: the activation copies hide behind compute at an assumed {link[0]} "
+                   f"per GPU, every GPU of a node copying at once{shared}; {how}")
     return out
 
 

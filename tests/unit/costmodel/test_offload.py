@@ -146,3 +146,15 @@ def test_launch_files_carry_the_switch():
             "strategy": {**MEG_ST, "zero": 3, "recompute": "full", "offload_activations": 32}}
     cfg = deepspeed_config(estimate_job(data).launch_spec())
     assert cfg["activation_checkpointing"]["cpu_checkpointing"] is True
+
+
+def test_hidden_copies_still_name_the_assumed_link_rate():
+    gb = estimate("llama-3-8b", strategy={**MEG_ST, "offload_activations": 16},
+                  **{**MEG, "gpu": "gb200"})
+    w = [x for x in gb.warnings if "activation copies hide" in x]
+    assert len(w) == 1 and "352 GB/s" in w[0] and "PCIe switch" not in w[0]
+    ds = estimate("llama-3-70b", strategy={**DS_ST, "offload_activations": 80}, **DS)
+    w = [x for x in ds.warnings if "activation copies hide" in x]
+    assert len(w) == 1 and "25 GB/s" in w[0] and "PCIe switch" in w[0]
+    off = estimate("llama-3-70b", strategy=DS_ST, **DS)
+    assert not [x for x in off.warnings if "activation copies" in x]
