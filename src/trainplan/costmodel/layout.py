@@ -149,6 +149,15 @@ def _act_offload_frameworks() -> list[str]:
     return [f.id for f in list_frameworks() if f.activation_offload != "none"]
 
 
+def _act_offload_rc_ok(L, c):
+    """Offloading layouts run a recompute mode the framework's offload runs with (the isin is
+    skipped when nothing offloads: most layouts, every estimate without offload)."""
+    off = np.asarray(L.off_act)
+    if not off.any():
+        return True
+    return (off == 0) | np.isin(L.rc, c.act_offload_rc)
+
+
 def _act_offload_count_ok(L, c):
     """'layers': fewer than the stage's layers (Transformer Engine asserts num_layers <
     model_layers); 'all': none or every layer of the stage."""
@@ -237,8 +246,7 @@ RULES: tuple[Rule, ...] = (
                        "the GPU" if c.act_offload == "layers" else
                        f"0 or {_stage_layers(L, c)} (every layer of a stage: the {c.framework} "
                        "framework offloads each checkpointed layer input)")),
-    Rule("strategy.offload_activations", ("off_act", "rc"),
-         lambda L, c: (L.off_act == 0) | np.isin(L.rc, c.act_offload_rc),
+    Rule("strategy.offload_activations", ("off_act", "rc"), _act_offload_rc_ok,
          lambda L, c: "0 unless recompute is "
                       + " or ".join(RECOMPUTE_NAMES[r] for r in c.act_offload_rc)
                       + f" (the {c.framework} framework's activation offloading runs only so)"),
