@@ -67,7 +67,7 @@ def evaluate(model, job, cluster, L: Layout) -> Evaluation:
     t_head = compute.head_time(km, dec, L, T, wgrad, fw.logits_fp32)
     host = opt.host_rates(acc.efficiency, opt.host_optimizer(fw.cpu_optimizer, ac.adamw_impl(fw, job)),
                           acc.host_link_GBps)
-    t_off = offload.activation_offload_time(L.off_act, layers, np.maximum(a1.offload_set, a2.offload_set),
+    t_off = offload.activation_offload_time(L.off_act, layers, a1.offload_set,
                                             lt.forward, lt.backward + lt.recompute, host[1], fw.activation_offload)
     t_stage = pipeline.stage_time(L, dec.layers, t_layer, vis["time_per_mb"], t_head) + t_off
     # ---- pipeline, data parallelism, optimizer, data loading

@@ -21,6 +21,7 @@ from pydantic import ValidationError
 from trainplan.conventions import GiB
 from trainplan.costmodel.evaluate import evaluate
 from trainplan.costmodel.layout import Layout, context, rules_mask
+from trainplan.costmodel.offload import OFFLOAD_CHOICES, offload_layer_choice
 from trainplan.spec.base import evolve
 
 
@@ -63,21 +64,22 @@ def _changes(st, fw, gpus: int, node: int, layers: int = 0) -> list[tuple[str, d
     elif not st.offload_optimizer:
         out.append(("offload_optimizer=True" + (" with zero=1" if st.zero < 1 else ""),
                     {"offload_optimizer": True, "min_zero": 1}))
-    return out + activation_offloads(st, fw, layers)
+    return out + activation_offloads(fw, layers, st.pp, st.recompute, st.offload_activations)
 
 
-def activation_offloads(st, fw, layers: int) -> list[tuple[str, dict]]:
-    """Activation offloading as the framework runs it (with the recompute it needs): under
-    Transformer Engine's schedule ('layers') half the stage's layers, or all but two (the most
-    that still overlaps with compute, its documentation says); else every layer."""
-    stage = -(-layers // st.pp)
-    if st.offload_activations or fw.activation_offload == "none" or stage < 2:
+def activation_offloads(fw, layers: int, pp: int, recompute: str | None,
+                        current: int = 0) -> list[tuple[str, dict]]:
+    """Activation offloading as the framework runs it (with the recompute it needs), for a
+    stage of ``pp`` and the current ``recompute``: the counts the search tries
+    (:func:`trainplan.costmodel.offload.offload_layer_choice`); none where the layout offloads
+    already (``current``) or the framework cannot."""
+    if current or fw.activation_offload == "none":
         return []
-    counts = sorted({max(1, stage // 2), max(1, stage - 2)}) \
-        if fw.activation_offload == "layers" else [stage]
+    counts = sorted({int(offload_layer_choice(fw.activation_offload, layers, pp, k))
+                     for k in OFFLOAD_CHOICES} - {-1, 0})
     allowed = fw.activation_offload_recompute
-    rc = st.recompute if not allowed or (st.recompute or "selective") in allowed else allowed[0]
-    extra = {} if rc == st.recompute else {"recompute": rc, "recompute_layers": 0}
+    rc = recompute if not allowed or (recompute or "selective") in allowed else allowed[0]
+    extra = {} if rc == recompute else {"recompute": rc, "recompute_layers": 0}
     tail = f" with recompute='{rc}'" if extra else ""
     return [(f"offload_activations={n}{tail}", {"offload_activations": n, **extra})
             for n in counts]

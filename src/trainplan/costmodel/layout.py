@@ -15,6 +15,8 @@ from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
+from trainplan.costmodel.offload import stage_layers
+
 RECOMPUTE_NAMES: tuple[str, ...] = ("none", "selective", "full", "layers", "op_selective")
 
 
@@ -140,7 +142,7 @@ def _m(L, c):
 
 
 def _stage_layers(L, c):
-    return -(-c.layers // L.pp)          # layers of the busiest stage, rounded up
+    return stage_layers(c.layers, L.pp)
 
 
 def _act_offload_frameworks() -> list[str]:

@@ -10,6 +10,30 @@ from __future__ import annotations
 import numpy as np
 
 
+# the offloaded-layer choices the search and the fit hints try (:func:`offload_layer_choice`)
+OFFLOAD_CHOICES = (1, 2)
+
+
+def stage_layers(layers: int, pp):
+    """Decoder layers on the busiest pipeline stage, rounded up (a number or an array)."""
+    return -(-layers // pp)
+
+
+def offload_layer_choice(kind: str, layers: int, pp, code):
+    """Offloaded layers per stage for choice ``code`` (0 none, 1 and 2 the framework's two
+    useful counts) or -1 where the choice repeats another or does not exist. Transformer
+    Engine's schedule ('layers'): half the stage, or all but two (the most that still overlaps
+    with compute, TransformerEngine docs/features/other_optimizations/cpu_offloading/
+    cpu_offloading.rst); 'all': every layer of the stage (DeepSpeed cpu_checkpointing,
+    torchtune). Broadcasts over ``pp`` and ``code``."""
+    stage = stage_layers(layers, pp)
+    if kind == "layers":
+        half, most = np.maximum(stage // 2, 1), stage - 2
+        n = np.where(code == 1, half, np.where(code == 2, most, 0))
+        return np.where((code == 2) & ((most < 1) | (most == half)), -1, n)
+    return np.where(code == 1, stage, np.where(code == 2, -1, 0))
+
+
 def activation_offload_time(n_layers, layers, set_bytes, fwd_layer_s, bwd_layer_s, h2d_bps,
                             kind: str):
     """Exposed seconds of one micro-batch on one stage for ``n_layers`` offloaded layers of

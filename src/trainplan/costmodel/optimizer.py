@@ -26,11 +26,12 @@ from trainplan.costmodel.timing import memory_time
 CPU_ADAM_PARAMS_PER_S = 1.0e9
 # host<->device: PCIe Gen4 x16 is 32 GB/s per direction (PCI-SIG 4.0 spec); ~25 GB/s achievable
 # with pinned memory (an assumption; EfficiencyProfile.h2d_GBps replaces it where measured).
+PCIE_GEN4_X16_GBPS = 32.0
 PCIE_GBPS = 25.0
 # A GPU whose host link is not PCIe (NVLink-C2C on GH200 and GB200: Accelerator.host_link_GBps)
 # is assumed to reach the same share of its link as the PCIe assumption above does of Gen4 x16
 # (25 of 32 GB/s), until measured (EfficiencyProfile.h2d_GBps).
-HOST_LINK_SHARE = PCIE_GBPS / 32.0
+HOST_LINK_SHARE = PCIE_GBPS / PCIE_GEN4_X16_GBPS
 
 
 # A fused CPU AdamW (DeepSpeed's CPU-Adam, or PyTorch's fused AdamW CPU kernel) over PyTorch's

@@ -166,13 +166,8 @@ def candidates(st: dict[str, Any], gpus: int, megatron: bool = True,
         out.append(("offload optimizer to CPU", {**st, "offload_optimizer": True}, gpus))
     if fw is not None and layers:
         from trainplan.costmodel.fit_hints import activation_offloads
-        from trainplan.spec.strategy import Strategy
-        try:
-            cur = Strategy(**{k: v for k, v in st.items()
-                              if k in Strategy.model_fields and v is not None})
-        except ValueError:
-            cur = None
-        for _, upd in activation_offloads(cur, fw, layers) if cur is not None else ():
+        for _, upd in activation_offloads(fw, layers, int(st.get("pp") or 1), st.get("recompute"),
+                                          int(st.get("offload_activations") or 0)):
             rc = f" (recompute {upd['recompute']})" if "recompute" in upd else ""
             out.append((f"activation offload of {upd['offload_activations']} layers{rc}",
                         {**st, **upd}, gpus))

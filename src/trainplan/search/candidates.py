@@ -13,8 +13,9 @@ from typing import Any, Sequence
 import numpy as np
 
 from trainplan.costmodel.evaluate import Layout
+from trainplan.costmodel.offload import OFFLOAD_CHOICES, offload_layer_choice
 from trainplan.search.space import (RECOMPUTE_NAMES, SearchSpace, _cross, _select, _state_table,
-                                    _table, activation_offload_layers, knob_values)
+                                    _table, knob_values)
 from trainplan.spec.job import Job
 from trainplan.spec.model import Model
 from trainplan.spec.strategy import Strategy
@@ -81,9 +82,10 @@ def enumerate_candidates(model: Model, job: Job, node_size: int, counts: Sequenc
     c = _select(c, ok)
     c = _select(c, _rules(c, ctx))
     # -- 4. activation offload, where the framework has it
-    codes = (0, 1, 2) if space.activation_offload and fw.activation_offload != "none" else (0,)
+    codes = (0, *OFFLOAD_CHOICES) if space.activation_offload and fw.activation_offload != "none" \
+        else (0,)
     c = _cross(c, {"act": np.asarray(codes, dtype=np.int64)})
-    c["off_act"] = activation_offload_layers(fw.activation_offload, L, c["pp"], c.pop("act"))
+    c["off_act"] = offload_layer_choice(fw.activation_offload, L, c["pp"], c.pop("act"))
     c = _select(c, c["off_act"] >= 0)
     return _select(c, _rules(c, ctx))
 

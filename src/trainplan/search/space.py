@@ -49,7 +49,7 @@ class SearchSpace(_Out):
     micro-batch 1..``max_micro_batch`` dividing global batch / DP; recompute none, selective,
     full and the first k layers of each stage for k = each of ``recompute_fractions`` of the
     stage; optimizer offload (ZeRO >= 1) and parameter offload (ZeRO-3); activation offload
-    (:func:`activation_offload_layers`).
+    (``costmodel.offload.offload_layer_choice``).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False,
@@ -144,16 +144,3 @@ def _state_table(space: SearchSpace, rc_names: list[str]) -> dict[str, np.ndarra
                 off_par=a[:, 4].astype(bool))
 
 
-
-def activation_offload_layers(kind: str, layers: int, pp: np.ndarray, code: np.ndarray):
-    """Offloaded layers per stage for choice ``code`` (0 none, 1 and 2 the framework's two
-    useful counts) or -1 where the choice repeats another. Transformer Engine's schedule
-    ('layers'): half the stage, or all but two (the most that still overlaps with compute,
-    TransformerEngine docs/features/other_optimizations/cpu_offloading/cpu_offloading.rst);
-    'all': every layer of the stage (DeepSpeed cpu_checkpointing, torchtune)."""
-    stage = -(-layers // pp)
-    if kind == "layers":
-        half, most = np.maximum(stage // 2, 1), stage - 2
-        n = np.where(code == 1, half, np.where(code == 2, most, 0))
-        return np.where((code == 2) & ((most < 1) | (most == half)), -1, n)
-    return np.where(code == 1, stage, np.where(code == 2, -1, 0))
