@@ -328,7 +328,9 @@ def _offload_warning(fw, job, cluster, st, time) -> list[str]:
     how = (f"they vary several-fold between hosts: measure yours with `trainplan measure bench "
            f"--offload{flag}` and pass the file with --profile")
     out = []
-    assumed = ([f"{name} {rate:.2g} parameters/s per GPU process"]
+    where = " (a 2x EPYC 7742 host, cores unbound: DeepSpeed's core-binding blog)" \
+        if kind == "deepspeed" else " (an order of magnitude)"
+    assumed = ([f"{name} {rate:.2g} parameters/s per GPU process{where}"]
                if not getattr(eff, HOST_RATE_FIELD[kind]) else []) + link
     if (st.offload_optimizer or st.offload_params) and assumed \
             and time.optimizer_s >= 0.05 * time.step_s:

@@ -7,23 +7,6 @@ import numpy as np
 
 from trainplan.costmodel.timing import memory_time
 
-# CPU-side optimizer throughput when states are offloaded (DeepSpeed CPU-Adam): an assumption
-# of order of magnitude (Ren et al. 2021, ZeRO-Offload, sec. 5 reports CPU-Adam updates of
-# billions of parameters per second on a server CPU), per GPU process.
-# Checked, not replaced, against the host-memory bytes of a DeepSpeed v0.19.2 ZeRO-3 offloaded
-# AdamW step, about 50 per parameter: the fp32 gradient written to pinned memory (4, stage3.py
-# partition_grads), unscale_and_clip_grads in place (8), CPU-Adam reading parameter, gradient
-# and moments and writing parameter and moments (28, csrc/includes/cpu_adam.h Step_AVX), the
-# blocking fp32 -> bf16 copy back converted on the CPU into a pageable temporary (6; PyTorch
-# aten/src/ATen/native/cuda/Copy.cu: "for blocking transfers conversions are performed on CPU")
-# and the driver's pinned staging of that pageable copy (4; NVIDIA, "How to Optimize Data
-# Transfers in CUDA C/C++"). All GPU processes of a host run the step at once (it follows the
-# gradient-norm all-reduce) and share its DRAM: eight processes at this rate move 400 GB/s,
-# 65% of the DDR5 peak of a DGX H100/H200 host (two Xeon Platinum 8480C, NVIDIA DGX H100/H200
-# user guide; 8 channels of DDR5-4800 each, Intel ARK 8480+: 614 GB/s). No stored source gives
-# the achieved share of host bandwidth, so the per-process rate stays the default; a measured
-# host (EfficiencyProfile.host_adam_params_per_s, trainplan measure bench --offload) replaces it.
-CPU_ADAM_PARAMS_PER_S = 1.0e9
 # host<->device: PCIe Gen4 x16 is 32 GB/s per direction (PCI-SIG 4.0 spec); ~25 GB/s achievable
 # with pinned memory (an assumption; EfficiencyProfile.h2d_GBps replaces it where measured).
 PCIE_GEN4_X16_GBPS = 32.0
@@ -32,6 +15,48 @@ PCIE_GBPS = 25.0
 # is assumed to reach the same share of its link as the PCIe assumption above does of Gen4 x16
 # (25 of 32 GB/s), until measured (EfficiencyProfile.h2d_GBps).
 HOST_LINK_SHARE = PCIE_GBPS / PCIE_GEN4_X16_GBPS
+
+
+def host_rate_from_pair(params_per_rank, t_offload_s, t_plain_s, pcie_bytes_per_param,
+                        link_bps=PCIE_GBPS * 1e9):
+    """The host optimizer's rate (parameters/s per GPU process) that a measured pair of steps
+    implies: the same job with and without optimizer offload. The difference is the host side
+    of :func:`optimizer_time` (the host step plus the PCIe copies, ZeRO-Offload, Ren et al.
+    2021 sec. 4), less the GPU step it replaces (negligible: a few ms)."""
+    host_s = t_offload_s - t_plain_s - params_per_rank * pcie_bytes_per_param / link_bps
+    return params_per_rank / host_s
+
+
+# DeepSpeed's offloaded step per GPU process (CPU-Adam and the host work around it), from
+# the one public measured pair on a named host: DeepSpeed's blog "Study of ZenFlow and ZeRO
+# offload performance with DeepSpeed CPU core binding" (deepspeedai/DeepSpeed
+# blogs/zenflow-corebinding/README.md, 2025-10), Qwen2.5-1.5B (1,543,714,304 parameters)
+# fine-tuned with ZeRO-2 on 2 A100-SXM4-40GB of a host with 2 AMD EPYC 7742, bf16, same script
+# and batch: 240 ms a step without offload, 1365 ms with the optimizer on the CPU
+# (offload_optimizer cpu, pin_memory) and --bind_cores_to_rank, i.e. 0.82e9 parameters/s per
+# process at DeepSpeed's 4 + 2 PCIe bytes per parameter (fp32 gradient down, bf16 weight up,
+# FrameworkProfile.offload_grad_bytes). DeepSpeed's launcher does not bind cores by default, and
+# unbound ZeRO-Offload steps took 1.16x as long in the same blog (Qwen2.5-3B: 2887 vs 2497 ms);
+# the default is the unbound rate. The rate belongs to the host (cores, memory bandwidth, the
+# processes sharing it): a measured host (EfficiencyProfile.host_adam_params_per_s, trainplan
+# measure bench --offload) replaces it. A byte account of DeepSpeed v0.19.2's offloaded ZeRO-3
+# step, about 50 host bytes per parameter (the fp32 gradient written to pinned memory, 4,
+# stage3.py partition_grads; unscale_and_clip_grads in place, 8; CPU-Adam reading parameter,
+# gradient and moments and writing parameter and moments, 28, csrc/includes/cpu_adam.h
+# Step_AVX; the blocking fp32 -> bf16 copy back converted on the CPU into a pageable temporary,
+# 6, PyTorch aten/src/ATen/native/cuda/Copy.cu; the driver's pinned staging of it, 4), puts
+# eight processes at this rate at 280 GB/s of host memory traffic, under the 614 GB/s DDR5 peak
+# of a DGX H100/H200 host (NVIDIA DGX H100/H200 user guide; Intel ARK 8480+).
+CPU_ADAM_PARAMS_PER_S = host_rate_from_pair(1_543_714_304 / 2, 1.365, 0.240, 4 + 2) \
+    * 2497.0 / 2887.0
+# PyTorch's AdamW on offloaded states (FSDP's CPU offload) takes another host path: gradients
+# land in pinned memory from the reduce-scatter and the optimizer steps the CPU shards, without
+# DeepSpeed's separate unscale-and-clip pass and CPU-side dtype conversion (the byte account
+# above). No public measurement of that path on a GPU host is stored, so its fused rate stays
+# an assumption of order of magnitude (Ren et al. 2021, ZeRO-Offload, sec. 5: CPU-Adam updates
+# of billions of parameters per second on a server CPU; torch's fused AdamW CPU kernel runs at
+# DeepSpeed's CPU-Adam kernel's rate, docs/measure.md).
+TORCH_ADAMW_PARAMS_PER_S = 1.0e9
 
 
 # A fused CPU AdamW (DeepSpeed's CPU-Adam, or PyTorch's fused AdamW CPU kernel) over PyTorch's
@@ -63,7 +88,8 @@ def host_rates(eff, kind="deepspeed", link_GBps=None):
     its measured host figures, else the assumptions above (unfused torch AdamW at the fused
     rate over :data:`FUSED_OVER_FOREACH_CPU_ADAMW`; a non-PCIe host link of ``link_GBps`` at
     :data:`HOST_LINK_SHARE` of its rate)."""
-    rate = eff.host_adam_params_per_s or CPU_ADAM_PARAMS_PER_S
+    rate = eff.host_adam_params_per_s \
+        or (CPU_ADAM_PARAMS_PER_S if kind == "deepspeed" else TORCH_ADAMW_PARAMS_PER_S)
     if kind == "torch-foreach":
         rate = eff.host_foreach_adamw_params_per_s or rate / FUSED_OVER_FOREACH_CPU_ADAMW
     assumed = link_GBps * HOST_LINK_SHARE if link_GBps else PCIE_GBPS

@@ -6,6 +6,7 @@ per gradient element to the host, not 2."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from trainplan import estimate
 from trainplan.conventions import model_state_bytes
@@ -71,7 +72,8 @@ def test_a_measured_host_rate_replaces_the_assumed_one():
     p = 1e9
     slow_t = opt.optimizer_time(p, sb, 2.0, 2.0, 3.35e12, 0.8, True, 4.0, host_rates(acc.efficiency))
     fast_t = opt.optimizer_time(p, sb, 2.0, 2.0, 3.35e12, 0.8, True, 4.0, host_rates(fast.efficiency))
-    np.testing.assert_allclose(slow_t - fast_t, p / 1e9 - p / 4e9 + p * 6.0 * (1 / 25e9 - 1 / 50e9))
+    np.testing.assert_allclose(slow_t - fast_t, p / CPU_ADAM_PARAMS_PER_S - p / 4e9
+                               + p * 6.0 * (1 / 25e9 - 1 / 50e9))
 
 
 def test_estimate_reads_the_host_rate_and_notes_when_it_is_assumed():
@@ -84,7 +86,8 @@ def test_estimate_reads_the_host_rate_and_notes_when_it_is_assumed():
                                                            h2d_GBps=50.0), gpus=8),
                     **{k: v for k, v in KW.items() if k not in ("gpu", "gpus")})
     assert fast.time.optimizer_s < base.time.optimizer_s
-    assert any("assumed host rates (CPU-Adam 1e+09 parameters/s" in w and "25 GB/s" in w for w in base.warnings)
+    assert any("assumed host rates (CPU-Adam 7.1e+08 parameters/s" in w and "EPYC 7742" in w
+               and "25 GB/s" in w for w in base.warnings)
     assert not any("assumed host rates" in w for w in fast.warnings)
     half = estimate(model="llama-3-8b", strategy=OFFLOAD, framework="deepspeed",
                     cluster=Cluster(accelerator=_with_host(acc, host_adam_params_per_s=4e9),
@@ -93,3 +96,18 @@ def test_estimate_reads_the_host_rate_and_notes_when_it_is_assumed():
     # only what is still assumed is named
     note = [w for w in half.warnings if "assumed host rates" in w]
     assert note and "25 GB/s" in note[0] and "CPU-Adam" not in note[0]
+
+
+def test_host_rate_from_a_measured_pair_inverts_the_offloaded_step():
+    """host_rate_from_pair is optimizer_time's host branch solved for the rate: a pair of steps
+    built with a known rate gives it back, and the default is the DeepSpeed blog's pair
+    (Qwen2.5-1.5B ZeRO-2 on 2 A100, 240 vs 1365 ms) at the blog's unbound-core slowdown."""
+    sb = model_state_bytes("bf16_mixed", "adamw")
+    p, rate, gpu_s = 7.7e8, 6.0e8, 0.24
+    host_s = opt.optimizer_time(p, sb, 2.0, 2.0, 2.0e12, 0.8, True, offload_g_b=4.0,
+                                host=(rate, opt.PCIE_GBPS * 1e9))
+    assert opt.host_rate_from_pair(p, gpu_s + float(host_s), gpu_s, 4.0 + 2.0) \
+        == pytest.approx(rate, rel=1e-12)
+    bound = opt.host_rate_from_pair(1_543_714_304 / 2, 1.365, 0.240, 6.0)
+    assert bound == pytest.approx(0.82e9, rel=0.01)
+    assert opt.CPU_ADAM_PARAMS_PER_S == pytest.approx(bound / 1.156, rel=0.01)

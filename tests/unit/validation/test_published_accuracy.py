@@ -39,8 +39,8 @@ def test_calibration_sets_reproduce_within_stated_tolerance():
 
 
 def test_validation_medians_per_framework_family_as_stated_in_readme():
-    """README's validation figures (median |error|): Megatron/NeMo 6.5%, FSDP/torchtitan 2.7% (max
-    7.1%), DeepSpeed 40% (it misses issue 9's 5% target; this guards against it getting
+    """README's validation figures (median |error|): Megatron/NeMo 5.6%, FSDP/torchtitan 2.7% (max
+    7.1%), DeepSpeed 14% (it misses issue 9's 5% target; this guards against it getting
     worse)."""
     fam = {"megatron": "megatron", "torchtitan": "fsdp", "fsdp": "fsdp", "llm-foundry": "fsdp",
            "deepspeed": "deepspeed"}
@@ -55,7 +55,7 @@ def test_validation_medians_per_framework_family_as_stated_in_readme():
         if not r["id"].startswith("megatron2021"):
             impl = r["trainplan"]["job"].get("implementation", "megatron")
             errs[fam[impl]].append(abs(predict_run(r)["error"]))
-    for name, bound in (("megatron", 0.07), ("fsdp", 0.03), ("deepspeed", 0.45)):
+    for name, bound in (("megatron", 0.07), ("fsdp", 0.03), ("deepspeed", 0.16)):
         assert statistics.median(errs[name]) <= bound, (name, statistics.median(errs[name]))
     assert max(errs["fsdp"]) <= 0.12, max(errs["fsdp"])
 
