@@ -129,12 +129,15 @@ class KernelModel:
         return t
 
     def layer(self, stack, T, seqs, queries, keys, tp, sp_div, flash, rc, rc_frac, wgrad,
-              igrad, dropout, moe_layer=False, ep=1, causal=True, host=(0.0, 0.0)) -> LayerTime:
+              igrad, dropout, moe_layer=False, ep=1, causal=True, host=(0.0, 0.0),
+              cp=1.0) -> LayerTime:
         """Forward, backward and recompute seconds of one layer: T tokens in ``seqs`` sequences
         of ``queries`` tokens attending to ``keys`` keys. ``rc``: 0 none, 1 selective (the
         attention core; nothing extra with flash), 2 full, 3 a fraction ``rc_frac`` of layers.
         ``host``: host seconds of the forward and backward beyond the kernel launches
-        (:func:`zero3_hook_time`)."""
+        (:func:`zero3_hook_time`). ``cp``: the context-parallel degree, for ring CP's merge of
+        its per-step partials (:func:`trainplan.costmodel.ops.ring_cp_merge`) where the profile
+        has it (``cp_merge``)."""
         t_lin = self.linear_time(stack, T, tp, moe_layer, ep)
         a_f = T * fl.attention_core_flops_per_token(stack, keys, causal) / tp
         t_flash = flash_attention_time(a_f, self.peak, self.attn_eta)
@@ -158,11 +161,18 @@ class KernelModel:
         t_mem = memory_time(T * ew, self.hbm, self.eta_hbm)
         t_cast_f = memory_time(cast_f, self.hbm, self.eta_hbm_fp8)
         t_ew = t_mem + t_cast_f + kernels * self.eff.kernel_overhead_s
-        fwd = t_lin + t_attn + t_ew
+        merge_f = merge_b = 0.0
+        if self.fw.cp_merge and self.fw.cp_collective == "ring":
+            mf, mb, mkf, mkb = opinv.ring_cp_merge(stack, cp, self.act_b)
+            merge_f = memory_time(T * mf / tp, self.hbm, self.eta_hbm) \
+                + mkf * self.eff.kernel_overhead_s
+            merge_b = memory_time(T * mb / tp, self.hbm, self.eta_hbm) \
+                + mkb * self.eff.kernel_overhead_s
+        fwd = t_lin + t_attn + t_ew + merge_f
         # the backward's memory-bound ops move twice the forward's elementwise bytes; its FP8
         # casts are the gradients' own (cast_b: the inputs' column-wise copies were saved in
         # the forward, TE module/linear.py), not the forward's again
-        bwd = (wgrad + igrad) * t_lin + (FLASH_BACKWARD_RATIO * t_attn + 2.0 * t_mem
+        bwd = (wgrad + igrad) * t_lin + (FLASH_BACKWARD_RATIO * t_attn + 2.0 * t_mem + merge_b
                                          + kernels_bwd * self.eff.kernel_overhead_s
                                          + memory_time(cast_b, self.hbm, self.eta_hbm_fp8)) * igrad
         fwd, bwd = launch_floor(fwd, bwd, kernels, kernels_bwd * igrad, self.fw.cpu_launch_s,
@@ -238,7 +248,7 @@ def layer_time(km: KernelModel, dec, job, L, wgrad, rc_frac) -> LayerTime:
 
     def one(moe_layer):
         return km.layer(dec, T, L.mb, s / L.cp, s, L.tp, sp_div, L.flash, L.rc, rc_frac, wgrad,
-                        1.0, job.dropout, moe_layer=moe_layer, ep=L.ep, host=host)
+                        1.0, job.dropout, moe_layer=moe_layer, ep=L.ep, host=host, cp=L.cp)
 
     d = one(False)
     moe_layers = (dec.layers - dec.moe.dense_layers) if dec.moe else 0

@@ -241,6 +241,31 @@ def eager_score_bytes(score_elems, fused_softmax: bool, act_bytes, dropout):
     return np.asarray(score_elems, dtype=float) * (passes * act_bytes + drop)
 
 
+def ring_cp_merge(stack: Stack, cp, act_bytes):
+    """(forward bytes, backward bytes, forward kernels, backward kernels) per local token, before
+    the TP split, of merging ring context parallelism's per-step partial results on the most
+    loaded rank: the last, whose queries see every step's keys in load-balanced causal CP.
+
+    Transformer Engine's ``AttnFuncWithCPAndKVP2P`` (transformer_engine/pytorch/attention/
+    dot_product_attention/context_parallel.py, d0067d0) runs each step's attention into its own
+    output, then merges: the first step's output is rescaled into the running output
+    (``flash_attn_fwd_out_correction_init``: read and write), each later one rescaled and added
+    (``flash_attn_fwd_out_correction``: read the partial and the running output, write it), one
+    log-sum-exp merge per later step. In the backward each step's dQ partial is copied (first
+    step) or added (``dq.add_``) into dQ, and dK/dV likewise, for half the keys on the steps
+    that see the first half. In BF16 the running output keeps the activation dtype (FP8
+    attention dequantizes to fp32, not modelled). The log-sum-exp tensors (per head) are left
+    out. cp = 1: nothing."""
+    cp = np.asarray(cp, dtype=float)
+    later = np.maximum(cp - 1.0, 0.0)
+    o, q = att.o_width(stack), att.q_width(stack)
+    kv = att.k_width(stack) + att.v_width(stack)
+    on = cp > 1
+    fwd = np.where(on, o * act_bytes * (2.0 + 3.0 * later), 0.0)
+    bwd = np.where(on, act_bytes * (q * (2.0 + 3.0 * later) + kv * (2.0 + 1.5 * later)), 0.0)
+    return fwd, bwd, np.where(on, cp + later, 0.0), np.where(on, 2.0 * cp, 0.0)
+
+
 MXFP8_BLOCK = 32.0   # elements per E8M0 scale (OCP MX spec; TE docs 'MXFP8')
 
 

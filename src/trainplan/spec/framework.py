@@ -126,6 +126,11 @@ class FrameworkProfile(Spec):
         "ring", description="how context parallelism exchanges data: 'ring' (K/V passed round "
         "the ring beside the attention: Megatron-Core, torchtitan) or 'all_to_all' "
         "(DeepSpeed-Ulysses: Q, K, V and the output re-split between sequence and heads)")
+    cp_merge: bool = Field(
+        False, description="ring context parallelism merges each step's partial attention "
+        "output, and in the backward its dQ and dK/dV partials, in separate memory-bound "
+        "kernels (Transformer Engine's AttnFuncWithCPAndKVP2P); charged only where a source "
+        "shows it")
     dp_collective: Literal["stage", "bucket", "layer"] = Field(
         "stage", description="how data-parallel gradients and ZeRO-3 gathers are issued")
     dp_bucket_params: float = Field(0.0, ge=0, description="parameters per bucket ('bucket')")
