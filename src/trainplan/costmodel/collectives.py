@@ -22,16 +22,16 @@ _FACTOR_ALLREDUCE = 2.0
 
 
 def bus_factor(kind, n):
-    """nccl-tests busbw factor: 2(n-1)/n for all-reduce, (n-1)/n otherwise."""
+    """nccl-tests busbw factor: 2(n-1)/n for all-reduce, (n-1)/n otherwise (``kind``: one of
+    AR, RS, AG, A2A)."""
     n = np.asarray(n, dtype=float)
     base = (n - 1.0) / np.maximum(n, 1.0)
-    return np.where(np.asarray(kind) == AR, _FACTOR_ALLREDUCE * base, base)
+    return _FACTOR_ALLREDUCE * base if kind == AR else base
 
 
 def ring_steps(kind, n):
     """Latency steps of a ring collective: 2(n-1) for all-reduce, n-1 otherwise."""
-    n = np.asarray(n, dtype=float)
-    return np.where(np.asarray(kind) == AR, 2.0 * (n - 1.0), n - 1.0)
+    return (2.0 if kind == AR else 1.0) * (np.asarray(n, dtype=float) - 1.0)
 
 
 def tree_allreduce_latency(n, alpha):
@@ -46,7 +46,7 @@ def group_layout(n, stride, gpus_per_node):
     """(members per node, nodes spanned) of a group of n ranks at the given stride."""
     n = np.asarray(n, dtype=float)
     stride = np.asarray(stride, dtype=float)
-    per_node = np.clip(np.floor(gpus_per_node / np.maximum(stride, 1.0)), 1.0, None)
+    per_node = np.maximum(np.floor(gpus_per_node / np.maximum(stride, 1.0)), 1.0)
     per_node = np.minimum(per_node, n)
     nodes = np.ceil(n / per_node)
     return per_node, nodes
@@ -63,17 +63,18 @@ def collective_time(kind, size_bytes, n, stride, gpus_per_node, intra_busbw, int
     n = np.asarray(n, dtype=float)
     size = np.asarray(size_bytes, dtype=float)
     g, nodes = group_layout(n, stride, gpus_per_node)
-    intra = bus_factor(kind, g) * size / intra_busbw + ring_steps(kind, g) * intra_alpha
-    inter = (bus_factor(kind, nodes) * size / np.maximum(g, 1.0) / inter_busbw
-             + ring_steps(kind, nodes) * inter_alpha)
-    # all-to-all has no reduction tree: each rank exchanges (n-1)/n of its data once,
-    # bottlenecked by the slowest link it crosses.
-    a2a_inter = np.where(nodes > 1, (n - g) / np.maximum(n, 1.0) * size / inter_busbw, 0.0)
-    a2a = np.where(np.asarray(kind) == A2A, 1.0, 0.0)
-    t_tree = intra + np.where(nodes > 1, inter, 0.0)
-    t_a2a = (g - 1.0) / np.maximum(n, 1.0) * size / intra_busbw + a2a_inter \
-        + ring_steps(A2A, n) * np.where(nodes > 1, inter_alpha, intra_alpha)
-    t = np.where(a2a > 0, t_a2a, t_tree)
+    multi = nodes > 1
+    if kind == A2A:
+        # no reduction tree: each rank exchanges (n-1)/n of its data once, bottlenecked by the
+        # slowest link it crosses
+        t = (g - 1.0) / np.maximum(n, 1.0) * size / intra_busbw \
+            + np.where(multi, (n - g) / np.maximum(n, 1.0) * size / inter_busbw, 0.0) \
+            + ring_steps(A2A, n) * np.where(multi, inter_alpha, intra_alpha)
+    else:
+        intra = bus_factor(kind, g) * size / intra_busbw + ring_steps(kind, g) * intra_alpha
+        inter = (bus_factor(kind, nodes) * size / np.maximum(g, 1.0) / inter_busbw
+                 + ring_steps(kind, nodes) * inter_alpha)
+        t = intra + np.where(multi, inter, 0.0)
     return np.where(n > 1, t, 0.0)
 
 

@@ -329,7 +329,7 @@ def _offload_warning(fw, job, cluster, st, time) -> list[str]:
            f"--offload{flag}` and pass the file with --profile")
     out = []
     where = " (a 2x EPYC 7742 host, cores unbound: DeepSpeed's core-binding blog)" \
-        if kind == "deepspeed" else " (an order of magnitude)"
+        if kind == "deepspeed" else " (an order-of-magnitude assumption)"
     assumed = ([f"{name} {rate:.2g} parameters/s per GPU process{where}"]
                if not getattr(eff, HOST_RATE_FIELD[kind]) else []) + link
     if (st.offload_optimizer or st.offload_params) and assumed \
