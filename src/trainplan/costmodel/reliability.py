@@ -111,7 +111,7 @@ def goodput_exact(write_hours, interval_hours, restart_hours, failure_rate_per_h
     e_s, e_t, e_d = np.exp(-lam_s * s), np.exp(-lam_s * tau), np.exp(-lam_s * d)
     work = (1 - p) * tau * e_s + p * (-np.expm1(-lam_s * tau)) / lam_s
     rx_f = restart_with_retries_hours(restart_hours, lam_s)
-    rx_p = restart_with_retries_hours(rp, lam_s)
+    rx_p = rx_f if rp is restart_hours else restart_with_retries_hours(rp, lam_s)
     time = (-np.expm1(-lam_s * s)) * (1 / lam_s + (1 - p) * rx_f + p * rx_p) \
         + p * (d * (1 - e_t) + e_t * (d - (1 - e_d) / lam_s))
     g = np.where(none, tau / np.where(s > 0, s, 1.0), work / time)
@@ -133,14 +133,18 @@ def best_goodput(write_hours, restart_hours, failure_rate_per_hour, preempt_rate
         write_hours, restart_hours, failure_rate_per_hour, preempt_rate_per_hour,
         restart_hours if preempt_restart_hours is None else preempt_restart_hours)]
     shape = np.broadcast_shapes(*(x.shape for x in ins))
-    key = np.zeros(int(np.prod(shape)), dtype=np.int64)
-    for x in ins:                      # distinct rows: one integer key from per-column codes
-        vals, code = np.unique(np.broadcast_to(x, shape).ravel(), return_inverse=True)
-        if key.size and int(key.max()) + 1 > (2**62) // len(vals):     # keep the key in int64
-            key = np.unique(key, return_inverse=True)[1].ravel()
-        key = key * len(vals) + code.ravel()
-    _, first, inv = np.unique(key, return_index=True, return_inverse=True)
-    d, r, lf, lp, rp = (np.broadcast_to(x, shape).ravel()[first] for x in ins)
+    if shape == ():                    # one estimate: one row, nothing to deduplicate
+        inv = np.zeros(1, dtype=np.int64)
+        d, r, lf, lp, rp = (x.reshape(1) for x in ins)
+    else:
+        key = np.zeros(int(np.prod(shape)), dtype=np.int64)
+        for x in ins:                  # distinct rows: one integer key from per-column codes
+            vals, code = np.unique(np.broadcast_to(x, shape).ravel(), return_inverse=True)
+            if key.size and int(key.max()) + 1 > (2**62) // len(vals):  # keep the key in int64
+                key = np.unique(key, return_inverse=True)[1].ravel()
+            key = key * len(vals) + code.ravel()
+        _, first, inv = np.unique(key, return_index=True, return_inverse=True)
+        d, r, lf, lp, rp = (np.broadcast_to(x, shape).ravel()[first] for x in ins)
     lam = lf + lp
     none = lam <= 0
     m = 1.0 / np.where(none, 1.0, lam)
