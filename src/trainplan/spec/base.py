@@ -35,6 +35,18 @@ def _own_upper_bound(info: Any) -> bool:
                for m in info.metadata)
 
 
+_FIELD_BOUNDS: dict[type, tuple[tuple[str, bool], ...]] = {}
+
+
+def _field_bounds(cls: type[BaseModel]) -> tuple[tuple[str, bool], ...]:
+    """(field name, has its own upper bound) of a spec class, worked out once per class."""
+    bounds = _FIELD_BOUNDS.get(cls)
+    if bounds is None:
+        bounds = _FIELD_BOUNDS[cls] = tuple((name, _own_upper_bound(info))
+                                            for name, info in cls.model_fields.items())
+    return bounds
+
+
 S = TypeVar("S", bound=BaseModel)
 
 
@@ -47,9 +59,9 @@ class Spec(BaseModel):
 
     @model_validator(mode="after")
     def _bounded(self) -> "Spec":
-        for name, info in type(self).model_fields.items():
+        for name, own_upper in _field_bounds(type(self)):
             v = getattr(self, name)
-            if _out_of_range(v, _own_upper_bound(info)):
+            if _out_of_range(v, own_upper):
                 raise ValueError(f"{name} = {v!r} is out of range: integers up to "
                                  f"{MAX_SPEC_INT:,}, real numbers 0 or between "
                                  f"{MIN_SPEC_FLOAT:g} and {MAX_SPEC_FLOAT:g} in size")
