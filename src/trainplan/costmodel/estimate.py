@@ -316,7 +316,8 @@ def _offload_warning(fw, job, cluster, st, time) -> list[str]:
     are the built-in assumptions (costmodel.optimizer.host_rates) and the step is a visible
     share of the step time."""
     from trainplan.costmodel.activations import adamw_impl
-    from trainplan.costmodel.optimizer import HOST_RATE_FIELD, host_optimizer, host_rates
+    from trainplan.costmodel.optimizer import (HOST_RATE_FIELD, HOST_RATE_SOURCE,
+                                               host_optimizer, host_rates)
     acc = cluster.accelerator
     eff = acc.efficiency
     kind = host_optimizer(fw.cpu_optimizer, adamw_impl(fw, job))
@@ -328,9 +329,7 @@ def _offload_warning(fw, job, cluster, st, time) -> list[str]:
     how = (f"they vary several-fold between hosts: measure yours with `trainplan measure bench "
            f"--offload{flag}` and pass the file with --profile")
     out = []
-    where = " (a 2x EPYC 7742 host, cores unbound: DeepSpeed's core-binding blog)" \
-        if kind == "deepspeed" else " (an order-of-magnitude assumption)"
-    assumed = ([f"{name} {rate:.2g} parameters/s per GPU process{where}"]
+    assumed = ([f"{name} {rate:.2g} parameters/s per GPU process ({HOST_RATE_SOURCE[kind]})"]
                if not getattr(eff, HOST_RATE_FIELD[kind]) else []) + link
     if (st.offload_optimizer or st.offload_params) and assumed \
             and time.optimizer_s >= 0.05 * time.step_s:

@@ -17,6 +17,13 @@ PCIE_GBPS = 25.0
 HOST_LINK_SHARE = PCIE_GBPS / PCIE_GEN4_X16_GBPS
 
 
+def offload_pcie_bytes(g_b, w_b, offload_g_b=None):
+    """Bytes per parameter that cross PCIe in one offloaded step: the gradient down, in the
+    framework's offload dtype (``FrameworkProfile.offload_grad_bytes``; DeepSpeed casts to
+    fp32 on the GPU first) or else its buffer dtype, and the working weights up."""
+    return (g_b if offload_g_b is None else offload_g_b) + w_b
+
+
 def host_rate_from_pair(params_per_rank, t_offload_s, t_plain_s, pcie_bytes_per_param,
                         link_bps=PCIE_GBPS * 1e9):
     """The host optimizer's rate (parameters/s per GPU process) that a measured pair of steps
@@ -47,8 +54,8 @@ def host_rate_from_pair(params_per_rank, t_offload_s, t_plain_s, pcie_bytes_per_
 # 6, PyTorch aten/src/ATen/native/cuda/Copy.cu; the driver's pinned staging of it, 4), puts
 # eight processes at this rate at 280 GB/s of host memory traffic, under the 614 GB/s DDR5 peak
 # of a DGX H100/H200 host (NVIDIA DGX H100/H200 user guide; Intel ARK 8480+).
-CPU_ADAM_PARAMS_PER_S = host_rate_from_pair(1_543_714_304 / 2, 1.365, 0.240, 4 + 2) \
-    * 2497.0 / 2887.0
+CPU_ADAM_PARAMS_PER_S = host_rate_from_pair(1_543_714_304 / 2, 1.365, 0.240,
+                                            offload_pcie_bytes(2.0, 2.0, 4.0)) * 2497.0 / 2887.0
 # PyTorch's AdamW on offloaded states (FSDP's CPU offload) takes another host path: gradients
 # land in pinned memory from the reduce-scatter and the optimizer steps the CPU shards, without
 # DeepSpeed's separate unscale-and-clip pass and CPU-side dtype conversion (the byte account
@@ -57,6 +64,10 @@ CPU_ADAM_PARAMS_PER_S = host_rate_from_pair(1_543_714_304 / 2, 1.365, 0.240, 4 +
 # of billions of parameters per second on a server CPU; torch's fused AdamW CPU kernel runs at
 # DeepSpeed's CPU-Adam kernel's rate, docs/measure.md).
 TORCH_ADAMW_PARAMS_PER_S = 1.0e9
+# where each unmeasured host rate comes from, in words (the estimate's offload warning)
+HOST_RATE_SOURCE = {"deepspeed": "a 2x EPYC 7742 host, cores unbound: DeepSpeed's core-binding blog",
+                    "torch-fused": "an order-of-magnitude assumption",
+                    "torch-foreach": "an order-of-magnitude assumption"}
 
 
 # A fused CPU AdamW (DeepSpeed's CPU-Adam, or PyTorch's fused AdamW CPU kernel) over PyTorch's
@@ -94,13 +105,6 @@ def host_rates(eff, kind="deepspeed", link_GBps=None):
         rate = eff.host_foreach_adamw_params_per_s or rate / FUSED_OVER_FOREACH_CPU_ADAMW
     assumed = link_GBps * HOST_LINK_SHARE if link_GBps else PCIE_GBPS
     return rate, (eff.h2d_GBps or assumed) * 1e9
-
-
-def offload_pcie_bytes(g_b, w_b, offload_g_b=None):
-    """Bytes per parameter that cross PCIe in one offloaded step: the gradient down, in the
-    framework's offload dtype (``FrameworkProfile.offload_grad_bytes``; DeepSpeed casts to
-    fp32 on the GPU first) or else its buffer dtype, and the working weights up."""
-    return (g_b if offload_g_b is None else offload_g_b) + w_b
 
 
 def optimizer_time(p_local, sb, g_b, w_b, hbm_bps, eta_hbm, offload, offload_g_b=None,
