@@ -159,9 +159,11 @@ def reference_vision_flops(cfg: dict[str, Any], height: int, width: int,
     device, dtype = "meta", torch.float32
     threads = torch.get_num_threads()
     if mt in NEEDS_DATA:
-        # real (zeroed) bf16 weights on the CPU: the FLOPs do not depend on values or dtype;
-        # one thread and half the bytes keep this memory-bound run short on a shared machine
-        device, dtype = "cpu", torch.bfloat16
+        # real (zeroed) fp32 weights on the CPU: the FLOPs do not depend on values or dtype,
+        # and CPU matmuls run at full speed only in fp32 (without AMX, bf16 GEMMs take a slow
+        # path: Qwen2.5-VL-3B's reduced tower took 35 s in bf16 and 7 s in fp32 on a 2-core
+        # machine); one thread keeps it polite on a shared machine
+        device, dtype = "cpu", torch.float32
         torch.set_num_threads(1)
         for mod in (tower,) if proj_name.startswith(tower_name + ".") else (tower, proj):
             mod.to_empty(device="cpu")
@@ -233,16 +235,15 @@ def reference_tower(cfg: dict[str, Any]) -> dict[str, Any]:
         model = tf.AutoModel.from_config(c, attn_implementation="eager")
     params = _count(model.parameters())
     threads = torch.get_num_threads()
-    if mt.startswith("siglip2"):   # resizes its position table with .item(): CPU, zeroed bf16 weights
-        model.to_empty(device="cpu")
-        model.to(torch.bfloat16)
+    if mt.startswith("siglip2"):   # resizes its position table with .item(): CPU, zeroed fp32
+        model.to_empty(device="cpu")  # weights (fp32: CPU GEMMs are slow in bf16, see above)
         torch.set_num_threads(1)
         with torch.no_grad():
             for prm in model.parameters():
                 prm.zero_()
         side = round(c.num_patches ** 0.5)
         n, p = side * side, c.patch_size
-        x = torch.zeros(1, n, c.num_channels * p * p, dtype=torch.bfloat16)
+        x = torch.zeros(1, n, c.num_channels * p * p)
         kw = dict(pixel_attention_mask=torch.ones(1, n, dtype=torch.bool),
                   spatial_shapes=torch.tensor([[side, side]]))
         hw = side * p
