@@ -67,18 +67,23 @@ def cp_layer_time(net: Net, fw, stack, T, act_b, L, t_attn):
     """Context-parallel communication of one layer, by the framework's ``cp_collective``.
 
     'ring': the ring exchange of K and V, cp-1 steps in forward and backward (x2 for dK, dV),
-    hidden behind the attention core (Liu et al. 2023, Ring Attention). 'all_to_all':
+    hidden behind the attention core (Liu et al. 2023, Ring Attention). 'all_gather': K and V
+    of the whole sequence all-gathered before the attention and their gradients
+    reduce-scattered after it, on the critical path (torchtitan: the inner attention's
+    local_map boundary redistributes K/V to replicated on the CP axis and their partial
+    gradients back, models/common/decoder_sharding.py set_gqa_inner_attention_local_map,
+    pytorch/torchtitan b5bcd76). 'all_to_all':
     DeepSpeed-Ulysses (Jacobs et al. 2023, arXiv:2309.14509, sec. 3): before attention each
     of Q, K and V is re-split from sequence to heads by an all-to-all, and the output back
     after it, in forward and again for the gradients in backward, not overlapped with the
     attention (deepspeed/sequence/layer.py DistributedAttention: _SeqAllToAll on query, key,
     value and the context; sp_overlap_comm off by default). Recompute is not counted in either."""
-    if stack.mla:   # MLA: the decompressed per-head K and V (trainplan.costmodel.attention)
-        from trainplan.costmodel.attention import k_width, v_width
-        kv_width = float(k_width(stack) + v_width(stack))
-    else:
-        kv_width = 2.0 * stack.n_kv * stack.d_head
+    from trainplan.costmodel.attention import k_width, v_width   # MLA: decompressed per head
+    kv_width = float(k_width(stack) + v_width(stack))
     kv_bytes = T * kv_width / L.tp * act_b
+    if fw.cp_collective == "all_gather":
+        whole = kv_bytes * L.cp            # the gathered K and V of the whole sequence
+        return net.coll(coll.AG, whole, L.cp, L.tp) + net.coll(coll.RS, whole, L.cp, L.tp)
     if fw.cp_collective == "all_to_all":
         moved = T * 2.0 * stack.heads * stack.d_head / L.tp * act_b + kv_bytes   # q, out, k, v
         return 2.0 * net.coll(coll.A2A, moved, L.cp, L.tp, 4.0)

@@ -65,6 +65,21 @@ def layer_activation_bytes(stack: Stack, s, b, t, sp, rc, flash, dropout, act_by
     return np.where(rc == 2, only_input, np.where(rc == 4, op_sac, full_layer))
 
 
+def cp_gathered_kv_bytes(stack: Stack, s, b, t, cp, act_bytes=2.0):
+    """K and V of the other CP ranks' tokens that all-gather context parallelism keeps for the
+    backward, per layer and micro-batch: the attention kernel saves its inputs, here the
+    gathered K and V of the whole sequence ((cp-1)/cp of it beyond the local share that
+    :func:`layer_activation_bytes` counts); split by TP over heads. torchtitan's inner
+    attention all-gathers K/V at its local_map boundary (models/common/decoder_sharding.py
+    set_gqa_inner_attention_local_map, pytorch/torchtitan b5bcd76); the SDPA kernels save
+    query, key and value for the backward (aten _scaled_dot_product_flash_attention_backward
+    and _cudnn_attention_backward take them)."""
+    from trainplan.costmodel.attention import k_width, v_width
+    cp = np.asarray(cp, dtype=float)
+    return (cp - 1.0) / cp * np.asarray(s, dtype=float) * b \
+        * (k_width(stack) + v_width(stack)) / t * act_bytes
+
+
 def attention_scores_bytes(stack: Stack, s, b, t, flash, dropout, act_bytes=2.0, cp=1):
     """The eager attention core's kept scores of one layer and micro-batch (0 with flash): what
     selective recompute re-creates for one layer at a time during backward."""

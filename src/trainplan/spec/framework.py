@@ -122,10 +122,12 @@ class FrameworkProfile(Spec):
     overlap_slowdown: float = Field(0.0, ge=0, le=1, description="share of the overlapped "
                                     "communication time that still slows compute (SM and HBM "
                                     "contention)")
-    cp_collective: Literal["ring", "all_to_all"] = Field(
+    cp_collective: Literal["ring", "all_to_all", "all_gather"] = Field(
         "ring", description="how context parallelism exchanges data: 'ring' (K/V passed round "
-        "the ring beside the attention: Megatron-Core, torchtitan) or 'all_to_all' "
-        "(DeepSpeed-Ulysses: Q, K, V and the output re-split between sequence and heads)")
+        "the ring beside the attention: Megatron-Core), 'all_to_all' (DeepSpeed-Ulysses: Q, K, "
+        "V and the output re-split between sequence and heads) or 'all_gather' (K and V "
+        "all-gathered over the CP group before one attention kernel over every key, their "
+        "gradients reduce-scattered after it: torchtitan)")
     cp_merge: bool = Field(
         False, description="ring context parallelism merges each step's partial attention "
         "output, and in the backward its dQ and dK/dV partials, in separate memory-bound "

@@ -1,6 +1,7 @@
-"""Context parallelism by the framework's collective: Megatron-Core and torchtitan pass K and V
-round a ring beside the attention; DeepSpeed-Ulysses re-splits Q, K, V and the output between
-sequence and heads by all-to-alls (comm.cp_layer_time, profile field cp_collective)."""
+"""Context parallelism by the framework's collective: Megatron-Core passes K and V round a ring
+beside the attention; torchtitan all-gathers them before it and reduce-scatters their gradients
+after it; DeepSpeed-Ulysses re-splits Q, K, V and the output between sequence and heads by
+all-to-alls (comm.cp_layer_time, profile field cp_collective)."""
 
 from __future__ import annotations
 
@@ -78,3 +79,42 @@ def test_the_merge_is_charged_only_where_the_profile_says_and_only_with_cp():
     assert with_merge > without and plain_on == plain_off
     # a small share of the layer: bytes over HBM, not a second attention
     assert (with_merge - without) / without < 0.05
+
+
+def test_torchtitan_all_gathers_kv_and_reduce_scatters_its_gradients_on_the_critical_path():
+    """torchtitan (cp_collective 'all_gather', sourced): per layer and micro-batch one
+    all-gather of the whole sequence's K and V over the CP group and one reduce-scatter of
+    their gradients, not hidden behind the attention (the ring is: same layout, 0 s)."""
+    tt = get_framework("torchtitan")
+    assert tt.cp_collective == "all_gather" and "decoder_sharding.py" in tt.sources["cp_collective"]
+    dec = get_model("llama-3-8b").decoder
+    net = comm.Net(Cluster(accelerator=get_accelerator("h100_sxm"), gpus=8))
+    N, P, tp = 65536, 4, 2
+    L = Layout(tp=tp, cp=P, dp=1)
+    whole = N * 2 * dec.n_kv * dec.d_head / tp * 2.0              # bf16 K and V, heads split
+    t = comm.cp_layer_time(net, tt, dec, N / P, 2.0, L, t_attn=10.0)   # a long attention
+    assert t == pytest.approx(net.coll(coll.AG, whole, P, tp) + net.coll(coll.RS, whole, P, tp))
+    assert t > 0 and comm.cp_layer_time(net, tt, dec, N, 2.0, Layout(tp=tp, cp=1, dp=1),
+                                        t_attn=10.0) == 0.0
+    kw = dict(gpu="h100_sxm", gpus=8, seq_len=65536, global_batch=8,
+              strategy={"cp": 8, "zero": 3, "recompute": "full"})
+    assert estimate("llama-3-8b", framework="torchtitan", **kw).time.cp_comm_s > 0.0
+    assert estimate("llama-3-8b", framework="megatron", **kw).time.cp_comm_s == 0.0
+
+
+@pytest.mark.parametrize("recompute, kept_layers", [("none", 32), ("full", 0)])
+def test_all_gather_cp_keeps_the_gathered_kv_of_every_layer_not_recomputed(recompute, kept_layers):
+    """The attention kernel saves the gathered K and V: (cp-1)/cp of the whole sequence's K/V
+    per layer beyond what a ring keeps; nothing under full recompute (only layer inputs)."""
+    from trainplan.costmodel import memory as mem
+    from trainplan.spec.base import evolve
+    from trainplan.spec.framework import using
+    kw = dict(gpu="h100_sxm", gpus=8, seq_len=65536, global_batch=8, framework="torchtitan",
+              strategy={"cp": 8, "zero": 3, "recompute": recompute})
+    gathered = estimate("llama-3-8b", **kw).memory.activations_gib
+    with using(evolve(get_framework("torchtitan"), cp_collective="ring")):
+        ring = estimate("llama-3-8b", **kw).memory.activations_gib
+    dec = get_model("llama-3-8b").decoder
+    extra = kept_layers * mem.cp_gathered_kv_bytes(dec, 65536, 1, 1, 8, 2.0)
+    assert extra == kept_layers * 7 / 8 * 65536 * 2048 * 2.0
+    assert (gathered - ring) * 2**30 == pytest.approx(extra, rel=1e-6, abs=1.0)
