@@ -46,14 +46,13 @@ def stage_activations(dec, job, fw, L, vis, dropout, act_b, first: bool) -> Stag
 
     fp8 = job.precision == "fp8_mixed" and fw.fp8_linear
 
-    def per_layer(rc):
-        return mem.layer_activation_bytes(dec, s, L.mb, L.tp, sp, rc, L.flash, dropout, act_b,
-                                          moe_layer=moe, cp=cp, fp8=fp8)
-
+    # one layer without recompute, fully recomputed, and under the layout's policy: one call
+    # over the three policies stacked on a leading axis
+    none, full, cur = mem.layer_activation_bytes(
+        dec, s, L.mb, L.tp, sp, np.stack(np.broadcast_arrays(0, 2, L.rc)), L.flash, dropout,
+        act_b, moe_layer=moe, cp=cp, fp8=fp8)
     layers = L.edge_stage_layers(dec.layers)
-    none, full = per_layer(0), per_layer(2)
     k = np.minimum(L.rc_layers, layers)
-    cur = per_layer(L.rc)
     stage = np.where(L.rc == 3, k * full + (layers - k) * none, layers * cur)
     if fw.cp_collective == "all_gather":     # gathered K/V, in every layer not fully recomputed
         kept_layers = np.where(L.rc == 2, 0.0, np.where(L.rc == 3, layers - k, layers))
