@@ -133,6 +133,9 @@ def test_megatron_runs_cudnn_attention_where_the_gpu_has_a_figure():
     assert attention_efficiency(a100, "cudnn") == attention_efficiency(a100)
     assert get_framework("megatron").attention_kernel == "cudnn"
     assert get_framework("fsdp").attention_kernel == "fa2"
+    # torchtitan's SDPA prefers cuDNN attention (its sdpa_kernel priority list, sourced)
+    tt = get_framework("torchtitan")
+    assert tt.attention_kernel == "cudnn" and "CUDNN_ATTENTION" in tt.sources["attention_kernel"]
     kw = dict(gpu="h100", gpus=8, seq_len=32768, global_batch=8, framework="megatron",
               strategy={"tp": 1, "zero": 1, "recompute": "full", "micro_batch": 1})
     default = estimate("llama-3-8b", **kw).time.step_s
