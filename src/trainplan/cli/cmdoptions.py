@@ -56,7 +56,7 @@ ATTENTION_KERNEL: Any = typer.Option(
     None, "--attention-kernel", callback=_choice(ATTENTION_KERNELS),
     autocompletion=_completion(ATTENTION_KERNELS),
     help="fused attention kernel: fa2 | fa3 (FlashAttention-3, Hopper) | cudnn (cuDNN fused "
-         "attention); default: the framework's (Megatron: cudnn, others: fa2)")
+         "attention); default: the framework's (Megatron and torchtitan: cudnn, others: fa2)")
 FP8_RECIPE: Any = typer.Option(
     None, "--fp8-recipe", callback=_choice(FP8_RECIPES),
     autocompletion=_completion(FP8_RECIPES),

@@ -44,7 +44,7 @@ class Job(Spec):
         None, description="the fused attention kernel: fa2 (FlashAttention-2 or a kernel of its "
         "efficiency), fa3 (FlashAttention-3, Hopper GPUs only) or cudnn (cuDNN fused attention, "
         "Transformer Engine's FusedAttention; timed at FlashAttention-2's rate where the GPU has "
-        "no cuDNN figure); none: the framework's (Megatron: cudnn, others: fa2)")
+        "no cuDNN figure); none: the framework's (Megatron and torchtitan: cudnn, others: fa2)")
     unfused_ops: tuple[FusionGroup, ...] | None = Field(
         None, description="elementwise op groups the framework profile fuses but your run does "
         "not (e.g. cross_entropy for Megatron-LM without --cross-entropy-loss-fusion, its default "
