@@ -140,7 +140,8 @@ def fitting_layouts(model, job, cluster, st, fw, limit=None) -> tuple[int, list[
     fit, fastest first (at most ``limit``); where none does, the changes of two knobs (2, ...);
     (0, []) when no pair fits either. Pairs are evaluated only where no single change fits."""
     single = _changes(st, fw, cluster.gpus, cluster.node_size, model.decoder.layers)
-    for knobs, group in ((1, single), (2, _pairs(single))):
+    for knobs in (1, 2):
+        group = single if knobs == 1 else _pairs(single)     # pairs only where no single fits
         fixes = _fitting(model, job, cluster, st, fw, _with_dp(group, st, cluster.gpus), limit)
         if fixes:
             return knobs, fixes
