@@ -63,7 +63,7 @@ def tp_layer_time(net: Net, fw, stack, T, act_b, L, rc_frac, overlap=None):
     return n * net.coll(coll.AR, msg, L.tp, 1) * (fw.tp_overlap_exposed if on else fw.tp_exposed)
 
 
-def cp_layer_time(net: Net, fw, stack, T, act_b, L, t_attn):
+def cp_layer_time(net: Net, fw, stack, T, act_b, L, t_attn, rc_frac=0.0):
     """Context-parallel communication of one layer, by the framework's ``cp_collective``.
 
     'ring': the ring exchange of K and V, cp-1 steps in forward and backward (x2 for dK, dV),
@@ -72,18 +72,24 @@ def cp_layer_time(net: Net, fw, stack, T, act_b, L, t_attn):
     reduce-scattered after it, on the critical path (torchtitan: the inner attention's
     local_map boundary redistributes K/V to replicated on the CP axis and their partial
     gradients back, models/common/decoder_sharding.py set_gqa_inner_attention_local_map,
-    pytorch/torchtitan b5bcd76). 'all_to_all':
+    pytorch/torchtitan b5bcd76); a recomputed forward gathers them again (full recompute, the
+    ``rc_frac`` of layers recomputed, and torchtitan's per-op policy, which saves no all-gather
+    output: distributed/activation_checkpoint.py keeps reduce-scatter and all-to-all outputs
+    only). 'all_to_all':
     DeepSpeed-Ulysses (Jacobs et al. 2023, arXiv:2309.14509, sec. 3): before attention each
     of Q, K and V is re-split from sequence to heads by an all-to-all, and the output back
     after it, in forward and again for the gradients in backward, not overlapped with the
     attention (deepspeed/sequence/layer.py DistributedAttention: _SeqAllToAll on query, key,
-    value and the context; sp_overlap_comm off by default). Recompute is not counted in either."""
+    value and the context; sp_overlap_comm off by default). For the ring and Ulysses a
+    recomputed forward's exchanges are not counted."""
     from trainplan.costmodel.attention import k_width, v_width   # MLA: decompressed per head
     kv_width = float(k_width(stack) + v_width(stack))
     kv_bytes = T * kv_width / L.tp * act_b
     if fw.cp_collective == "all_gather":
         whole = kv_bytes * L.cp            # the gathered K and V of the whole sequence
-        return net.coll(coll.AG, whole, L.cp, L.tp) + net.coll(coll.RS, whole, L.cp, L.tp)
+        again = np.select([L.rc == 2, L.rc == 3, L.rc == 4], [1.0, rc_frac, 1.0], 0.0)
+        return (1.0 + again) * net.coll(coll.AG, whole, L.cp, L.tp) \
+            + net.coll(coll.RS, whole, L.cp, L.tp)
     if fw.cp_collective == "all_to_all":
         moved = T * 2.0 * stack.heads * stack.d_head / L.tp * act_b + kv_bytes   # q, out, k, v
         return 2.0 * net.coll(coll.A2A, moved, L.cp, L.tp, 4.0)

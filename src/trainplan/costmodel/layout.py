@@ -23,7 +23,7 @@ RECOMPUTE_NAMES: tuple[str, ...] = ("none", "selective", "full", "layers", "op_s
 @dataclass
 class Layout:
     """Strategy knobs as numbers or numpy arrays (recompute as a code: 0 none, 1 selective,
-    2 full, 3 first-k-layers)."""
+    2 full, 3 first-k-layers, 4 per-op selective)."""
 
     tp: Any = 1
     pp: Any = 1

@@ -94,6 +94,13 @@ def test_torchtitan_all_gathers_kv_and_reduce_scatters_its_gradients_on_the_crit
     whole = N * 2 * dec.n_kv * dec.d_head / tp * 2.0              # bf16 K and V, heads split
     t = comm.cp_layer_time(net, tt, dec, N / P, 2.0, L, t_attn=10.0)   # a long attention
     assert t == pytest.approx(net.coll(coll.AG, whole, P, tp) + net.coll(coll.RS, whole, P, tp))
+    # a recomputed forward gathers K and V again: full recompute, torchtitan's per-op policy
+    # (it saves no all-gather output), the recomputed share of the layers
+    ag = net.coll(coll.AG, whole, P, tp)
+    for rc, frac, again in ((2, 0.0, 1.0), (4, 0.0, 1.0), (3, 0.25, 0.25), (0, 0.0, 0.0)):
+        L_rc = Layout(tp=tp, cp=P, dp=1, rc=rc)
+        assert comm.cp_layer_time(net, tt, dec, N / P, 2.0, L_rc, 10.0, frac) \
+            == pytest.approx(t + again * ag)
     assert t > 0 and comm.cp_layer_time(net, tt, dec, N, 2.0, Layout(tp=tp, cp=1, dp=1),
                                         t_attn=10.0) == 0.0
     kw = dict(gpu="h100_sxm", gpus=8, seq_len=65536, global_batch=8,
@@ -102,10 +109,12 @@ def test_torchtitan_all_gathers_kv_and_reduce_scatters_its_gradients_on_the_crit
     assert estimate("llama-3-8b", framework="megatron", **kw).time.cp_comm_s == 0.0
 
 
-@pytest.mark.parametrize("recompute, kept_layers", [("none", 32), ("full", 0)])
+@pytest.mark.parametrize("recompute, kept_layers", [("none", 32), ("selective", 32),
+                                                     ("full", 0), ("op_selective", 0)])
 def test_all_gather_cp_keeps_the_gathered_kv_of_every_layer_not_recomputed(recompute, kept_layers):
     """The attention kernel saves the gathered K and V: (cp-1)/cp of the whole sequence's K/V
-    per layer beyond what a ring keeps; nothing under full recompute (only layer inputs)."""
+    per layer beyond what a ring keeps; nothing under full recompute (only layer inputs) or
+    torchtitan's per-op policy (it gathers them again instead)."""
     from trainplan.costmodel import memory as mem
     from trainplan.spec.base import evolve
     from trainplan.spec.framework import using
