@@ -47,10 +47,11 @@ def stage_activations(dec, job, fw, L, vis, dropout, act_b, first: bool) -> Stag
     fp8 = job.precision == "fp8_mixed" and fw.fp8_linear
 
     # one layer without recompute, fully recomputed, and under the layout's policy: one call
-    # over the three policies stacked on a leading axis
+    # over the three policies stacked on a leading axis (each at the layout arrays' shape)
+    shape = np.broadcast_shapes(*(np.shape(x) for x in (L.mb, L.tp, sp, L.flash, cp, L.rc)))
     none, full, cur = mem.layer_activation_bytes(
-        dec, s, L.mb, L.tp, sp, np.stack(np.broadcast_arrays(0, 2, L.rc)), L.flash, dropout,
-        act_b, moe_layer=moe, cp=cp, fp8=fp8)
+        dec, s, L.mb, L.tp, sp, np.stack([np.broadcast_to(r, shape) for r in (0, 2, L.rc)]),
+        L.flash, dropout, act_b, moe_layer=moe, cp=cp, fp8=fp8)
     layers = L.edge_stage_layers(dec.layers)
     k = np.minimum(L.rc_layers, layers)
     stage = np.where(L.rc == 3, k * full + (layers - k) * none, layers * cur)

@@ -109,3 +109,26 @@ def test_fused_linear_cross_entropy_in_the_estimate():
     with pytest.raises(InputError, match="fused_ops"):
         estimate("llama-3-8b", gpu="h100", gpus=1, seq_len=1024, global_batch=1,
                  framework="pytorch", fused_ops=["linear_cross_entropy"])
+
+
+@pytest.mark.parametrize("rc", [0, 2, np.array([0, 2, 4])])
+def test_stage_activations_of_layout_arrays_equal_each_row(rc):
+    """The stage's activations are computed for the three recompute policies at once: a layout
+    of arrays (a recompute code that is one number beside arrays of three, too) gives each row
+    what that row alone gives."""
+    from trainplan.catalog import get_model
+    from trainplan.costmodel import activations as ac
+    from trainplan.costmodel.layout import Layout
+    from trainplan.spec.framework import get_framework
+    from trainplan.spec.job import Job
+    dec, job = get_model("llama-3-8b").decoder, Job(seq_len=4096, global_batch=64)
+    fw, vis = get_framework("megatron"), {"act_bytes_per_mb": 0.0}
+    tp, mb, dp = np.array([1, 1, 4]), np.array([1, 4, 1]), np.array([8, 8, 2])
+    arr = ac.stage_activations(dec, job, fw, Layout(tp=tp, mb=mb, rc=rc, dp=dp), vis, True, 2.0,
+                               True)
+    for i in range(3):
+        one = ac.stage_activations(dec, job, fw, Layout(tp=int(tp[i]), mb=int(mb[i]),
+                                   rc=int(np.broadcast_to(rc, 3)[i]), dp=int(dp[i])), vis,
+                                   True, 2.0, True)
+        assert arr.kept[i] == pytest.approx(float(one.kept))
+        assert arr.transient[i] == pytest.approx(float(one.transient))
