@@ -19,18 +19,20 @@ Precision = Literal["fp32", "bf16_mixed", "fp16_mixed", "bf16_pure", "fp8_mixed"
 Optimizer = Literal["adamw", "adamw_8bit", "sgd_momentum", "sgd", "adafactor"]
 
 # elementwise op groups a framework may fuse (spec.framework.fused_groups), the fused attention
-# kernels trainplan times (costmodel.compute.attention_efficiency) and the FP8 scaling recipes
-# (costmodel.ops.fp8_cast_bytes)
+# kernels trainplan times (costmodel.compute.attention_efficiency), the FP8 scaling recipes
+# (costmodel.ops.fp8_cast_bytes) and the context-parallel exchanges (costmodel.comm.cp_layer_time)
 FusionGroup = Literal["norm", "rope", "swiglu", "bias_dropout_add", "cross_entropy", "softmax",
                       "linear_cross_entropy"]
 AttentionKernel = Literal["fa2", "fa3", "cudnn"]
 Fp8Recipe = Literal["delayed", "current", "mxfp8"]
+CpCollective = Literal["ring", "all_gather", "all_to_all"]
 
 PRECISIONS: tuple[str, ...] = get_args(Precision)
 OPTIMIZERS: tuple[str, ...] = get_args(Optimizer)
 FUSION_GROUPS: tuple[str, ...] = get_args(FusionGroup)
 ATTENTION_KERNELS: tuple[str, ...] = get_args(AttentionKernel)
 FP8_RECIPES: tuple[str, ...] = get_args(Fp8Recipe)
+CP_COLLECTIVES: tuple[str, ...] = get_args(CpCollective)
 
 
 class StateBytes(NamedTuple):

@@ -145,3 +145,12 @@ def test_activation_offload_flag_shows_its_copies():
     est = json.loads(r.output)
     assert est["strategy"]["offload_activations"] == 16 and est["time"]["offload_s"] > 0
     assert est["memory"]["host_gib_per_node"] > 0
+
+
+@pytest.mark.parametrize("extra,words", [
+    (["--framework", "deepspeed", "--cp-comm-type", "ring"], ["job.cp_comm_type", "all_to_all"]),
+    (["--cp-comm-type", "zigzag"], ["--cp-comm-type", "all_gather"]),
+])
+def test_cp_comm_type_flag_refuses_what_the_framework_cannot_run(extra, words):
+    _bad(["estimate", "--model", "llama-3-8b", "--gpu", "h100", "--gpus", "8", "--cp", "8",
+          "--seq-len", "65536", "--global-batch", "8", *extra], *words)

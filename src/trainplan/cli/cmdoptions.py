@@ -12,7 +12,7 @@ from typing import Any, Optional
 
 import typer
 
-from trainplan.conventions import ATTENTION_KERNELS, FP8_RECIPES, OPTIMIZERS, PRECISIONS
+from trainplan.conventions import ATTENTION_KERNELS, CP_COLLECTIVES, FP8_RECIPES, OPTIMIZERS, PRECISIONS
 
 JOB_FILE: Any = typer.Argument(None, help="TOML/YAML job file; none: built-in example")
 MODEL: Any = typer.Option(None, "--model", "-m", help="preset id or config.json path")
@@ -57,6 +57,11 @@ ATTENTION_KERNEL: Any = typer.Option(
     autocompletion=_completion(ATTENTION_KERNELS),
     help="fused attention kernel: fa2 | fa3 (FlashAttention-3, Hopper) | cudnn (cuDNN fused "
          "attention); default: the framework's (Megatron and torchtitan: cudnn, others: fa2)")
+CP_COMM_TYPE: Any = typer.Option(
+    None, "--cp-comm-type", callback=_choice(CP_COLLECTIVES),
+    autocompletion=_completion(CP_COLLECTIVES),
+    help="context-parallel exchange of K and V: ring | all_gather | all_to_all (Megatron "
+         "--cp-comm-type p2p | allgather | a2a); default: the framework's")
 FP8_RECIPE: Any = typer.Option(
     None, "--fp8-recipe", callback=_choice(FP8_RECIPES),
     autocompletion=_completion(FP8_RECIPES),

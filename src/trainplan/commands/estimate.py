@@ -44,6 +44,7 @@ def estimate_command(
                                             help="torch.compile on (fuses elementwise ops)"),
     adamw_impl: Optional[str] = typer.Option(None, "--adamw", help="foreach|fused AdamW"),
     attention_kernel: Optional[str] = o.ATTENTION_KERNEL,
+    cp_comm_type: Optional[str] = o.CP_COMM_TYPE,
     fp8_recipe: Optional[str] = o.FP8_RECIPE,
     fused_ops: Optional[list[str]] = o.FUSED_OPS,
     as_json: bool = typer.Option(False, "--json", help="print the whole Estimate as JSON"),
@@ -69,7 +70,8 @@ def estimate_command(
           offload_activations=offload_activations)
     merge(data, "job", seq_len=seq_len, global_batch=global_batch, tokens=tokens,
           precision=precision, optimizer=optimizer, framework=framework, compile=compile_,
-          adamw_impl=adamw_impl, attention_kernel=attention_kernel, fp8_recipe=fp8_recipe,
+          adamw_impl=adamw_impl, attention_kernel=attention_kernel, cp_comm_type=cp_comm_type,
+          fp8_recipe=fp8_recipe,
           fused_ops=o.split_list(fused_ops) or None)
     run = estimate_job(data)
     est = run.estimate

@@ -55,8 +55,9 @@ def stage_activations(dec, job, fw, L, vis, dropout, act_b, first: bool) -> Stag
     layers = L.edge_stage_layers(dec.layers)
     k = np.minimum(L.rc_layers, layers)
     stage = np.where(L.rc == 3, k * full + (layers - k) * none, layers * cur)
-    if fw.cp_collective == "all_gather":     # gathered K/V, in every layer not recomputed (the
-        # per-op policy saves no all-gather output: comm.cp_layer_time)
+    if fw.cp_collective == "all_gather" and fw.cp_gather_kept:
+        # the gathered K/V, in every layer not recomputed (the per-op policy saves no all-gather
+        # output: comm.cp_layer_time)
         kept_layers = np.select([(L.rc == 2) | (L.rc == 4), L.rc == 3], [0.0, layers - k], layers)
         stage = stage + kept_layers * mem.cp_gathered_kv_bytes(dec, s, L.mb, L.tp, cp, act_b)
     logits = mem.logits_bytes(dec, s, L.mb, L.tp, cp=cp, logits_fp32_copy=fw.logits_fp32,

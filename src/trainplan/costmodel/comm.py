@@ -75,7 +75,10 @@ def cp_layer_time(net: Net, fw, stack, T, act_b, L, t_attn, rc_frac=0.0):
     pytorch/torchtitan b5bcd76); a recomputed forward gathers them again (full recompute, the
     ``rc_frac`` of layers recomputed, and torchtitan's per-op policy, which saves no all-gather
     output: distributed/activation_checkpoint.py keeps reduce-scatter and all-to-all outputs
-    only). 'all_to_all':
+    only). Where the profile keeps only the local K/V (``cp_gather_kept`` false: Transformer
+    Engine's AttnFuncWithCPAndKVAllGather saves k and v and calls gather_along_first_dim again
+    in its backward, context_parallel.py at NVIDIA/TransformerEngine d0067d0; Megatron
+    --cp-comm-type allgather) the backward gathers them once more. 'all_to_all':
     DeepSpeed-Ulysses (Jacobs et al. 2023, arXiv:2309.14509, sec. 3): before attention each
     of Q, K and V is re-split from sequence to heads by an all-to-all, and the output back
     after it, in forward and again for the gradients in backward, not overlapped with the
@@ -87,7 +90,8 @@ def cp_layer_time(net: Net, fw, stack, T, act_b, L, t_attn, rc_frac=0.0):
     kv_bytes = T * kv_width / L.tp * act_b
     if fw.cp_collective == "all_gather":
         whole = kv_bytes * L.cp            # the gathered K and V of the whole sequence
-        again = np.select([L.rc == 2, L.rc == 3, L.rc == 4], [1.0, rc_frac, 1.0], 0.0)
+        again = np.select([L.rc == 2, L.rc == 3, L.rc == 4], [1.0, rc_frac, 1.0], 0.0) \
+            + (0.0 if fw.cp_gather_kept else 1.0)
         return (1.0 + again) * net.coll(coll.AG, whole, L.cp, L.tp) \
             + net.coll(coll.RS, whole, L.cp, L.tp)
     if fw.cp_collective == "all_to_all":

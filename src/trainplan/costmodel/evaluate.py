@@ -32,7 +32,7 @@ __all__ = ["Layout", "evaluate"]
 
 def evaluate(model, job, cluster, L: Layout) -> Evaluation:
     """Everything the physics concludes for the layouts in ``L``; arrays broadcast."""
-    fw, acc, dec = get_framework(job.framework), cluster.accelerator, model.decoder
+    fw, acc, dec = get_framework(job.framework).with_cp(job.cp_comm_type), cluster.accelerator, model.decoder
     act_b, sb = ACTIVATION_BYTES[job.precision], model_state_bytes(job.precision, job.optimizer)
     g_b = fw.grad_bytes_for(job.precision, sb.grads, job.main_grads_fp32)
     dropout, m, layers = job.dropout, L.micro_batches(job.batch_sequences), L.layers_per_stage(dec.layers)

@@ -34,7 +34,7 @@ def _value(field: str, st: Strategy, job: Job, dp: int):
 def check_job(job: Job, accelerator) -> None:
     """Job settings the framework or the accelerator cannot run (InputError): Liger's fused
     linear cross-entropy under the measured plain-PyTorch accounting, FlashAttention-3 off
-    Hopper, MXFP8 off Blackwell."""
+    Hopper, MXFP8 off Blackwell, a context-parallel exchange the framework does not offer."""
     from trainplan.spec.framework import get_framework
     fw = get_framework(job.framework)
     if fw.activations == "hf" and "linear_cross_entropy" in (job.fused_ops or ()):
@@ -47,6 +47,9 @@ def check_job(job: Job, accelerator) -> None:
         raise InputError("job.attention_kernel", "fa3",
                          f"fa2 or none on {accelerator.id}: FlashAttention-3 runs on Hopper "
                          f"GPUs (h100, h200, h800, gh200)")
+    if job.cp_comm_type is not None and job.cp_comm_type not in fw.offered_cp():
+        raise InputError("job.cp_comm_type", job.cp_comm_type,
+                         f"{' or '.join(fw.offered_cp())} or none for framework '{fw.id}'")
     if job.fp8_recipe == "mxfp8" and accelerator.arch != "blackwell":
         raise InputError("job.fp8_recipe", "mxfp8",
                          f"delayed, current or none on {accelerator.id}: MXFP8 block scaling "

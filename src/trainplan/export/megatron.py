@@ -22,6 +22,9 @@ from trainplan.spec.framework import fused_groups, get_framework
 # trainplan's FP8 recipe -> Megatron-Core TransformerConfig.fp8_recipe / --fp8-recipe
 MEGATRON_FP8_RECIPE = {"delayed": "delayed", "current": "tensorwise", "mxfp8": "mxfp8"}
 
+# job.cp_comm_type -> Megatron-LM --cp-comm-type (megatron/training/arguments.py at d98e8a6)
+CP_COMM_TYPE = {"ring": "p2p", "all_gather": "allgather", "all_to_all": "a2a"}
+
 
 def uneven_split(layers: int, pp: int, vp: int = 1) -> tuple[int, int, int]:
     """(first, middle, last) layers per pipeline rank when pp x vp does not divide the layers.
@@ -86,6 +89,8 @@ def megatron_args(spec: LaunchSpec) -> list[str]:
         a += ["--decoder-first-pipeline-num-layers", str(first),
               "--decoder-last-pipeline-num-layers", str(last)]
     a += ["--context-parallel-size", str(st.cp)]
+    if st.cp > 1 and job.cp_comm_type:      # Megatron-LM's names (arguments.py --cp-comm-type)
+        a += ["--cp-comm-type", CP_COMM_TYPE[job.cp_comm_type]]
     if st.ep > 1:
         a += ["--expert-model-parallel-size", str(st.ep)]
     if st.tp > 1 and st.sequence_parallel:

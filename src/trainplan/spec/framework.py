@@ -22,7 +22,7 @@ import numpy as np
 
 from pydantic import Field, NonNegativeFloat, ValidationError
 
-from trainplan.conventions import FUSION_GROUPS, AttentionKernel, Fp8Recipe
+from trainplan.conventions import FUSION_GROUPS, AttentionKernel, CpCollective, Fp8Recipe
 from trainplan.errors import InputError, from_validation_error
 from trainplan.spec.base import Spec
 
@@ -122,12 +122,18 @@ class FrameworkProfile(Spec):
     overlap_slowdown: float = Field(0.0, ge=0, le=1, description="share of the overlapped "
                                     "communication time that still slows compute (SM and HBM "
                                     "contention)")
-    cp_collective: Literal["ring", "all_to_all", "all_gather"] = Field(
+    cp_collective: CpCollective = Field(
         "ring", description="how context parallelism exchanges data: 'ring' (K/V passed round "
         "the ring beside the attention: Megatron-Core), 'all_to_all' (DeepSpeed-Ulysses: Q, K, "
         "V and the output re-split between sequence and heads) or 'all_gather' (K and V "
         "all-gathered over the CP group before one attention kernel over every key, their "
         "gradients reduce-scattered after it: torchtitan)")
+    cp_collectives: tuple[CpCollective, ...] = Field(
+        (), description="the context-parallel exchanges the framework offers (job.cp_comm_type "
+        "picks one, e.g. Megatron --cp-comm-type); empty: only cp_collective")
+    cp_gather_kept: bool = Field(
+        True, description="'all_gather': the gathered K/V are kept for the backward (torchtitan) "
+        "rather than the local ones, gathered again in the backward (Transformer Engine)")
     cp_merge: bool = Field(
         False, description="ring context parallelism merges each step's partial attention "
         "output, and in the backward its dQ and dK/dV partials, in separate memory-bound "
@@ -267,6 +273,18 @@ class FrameworkProfile(Spec):
 
     def gemm_share(self, arch: str) -> float:
         return self.gemm_factor.get(arch, self.gemm_factor.get("default", 1.0))
+
+    def with_cp(self, comm_type: str | None) -> "FrameworkProfile":
+        """This profile with the job's context-parallel exchange (``job.cp_comm_type``, checked
+        against ``cp_collectives`` at the edge: costmodel/validate.py), or itself."""
+        if comm_type is None or comm_type == self.cp_collective:
+            return self
+        from trainplan.spec.base import evolve
+        return evolve(self, cp_collective=comm_type)
+
+    def offered_cp(self) -> tuple[str, ...]:
+        """The context-parallel exchanges a job may pick."""
+        return self.cp_collectives or (self.cp_collective,)
 
     def fp8_recipe_for(self, job) -> str:
         """The job's FP8 recipe, else this framework's default."""

@@ -6,7 +6,8 @@ from typing import Any, Literal
 
 from pydantic import Field, PositiveInt, model_validator
 
-from trainplan.conventions import AttentionKernel, Fp8Recipe, FusionGroup, Optimizer, Precision
+from trainplan.conventions import (AttentionKernel, CpCollective, Fp8Recipe, FusionGroup, Optimizer,
+                                  Precision)
 from trainplan.spec.base import Spec
 
 
@@ -54,6 +55,12 @@ class Job(Spec):
         "from an amax history, Transformer Engine DelayedScaling), current (per-tensor scales "
         "from the tensor itself, Float8CurrentScaling; Megatron fp8_recipe 'tensorwise') or "
         "mxfp8 (one scale per 32 values, Blackwell GPUs only); none: the framework's default")
+    cp_comm_type: CpCollective | None = Field(
+        None, description="how context parallelism exchanges K and V: ring (passed round the "
+        "CP ranks beside the attention; Megatron --cp-comm-type p2p), all_gather (gathered "
+        "before the attention, their gradients reduce-scattered after it; Megatron allgather, "
+        "torchtitan) or all_to_all (Q, K, V and the output re-split between sequence and heads; "
+        "Megatron a2a, DeepSpeed-Ulysses); none: the framework's")
     tp_comm_overlap: bool | None = Field(
         None, description="tensor-parallel communication overlapped with the GEMMs it feeds "
         "(Megatron --tp-comm-overlap, Transformer Engine userbuffers); none: the framework's "

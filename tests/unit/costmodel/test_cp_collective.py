@@ -127,3 +127,42 @@ def test_all_gather_cp_keeps_the_gathered_kv_of_every_layer_not_recomputed(recom
     extra = kept_layers * mem.cp_gathered_kv_bytes(dec, 65536, 1, 1, 8, 2.0)
     assert extra == kept_layers * 7 / 8 * 65536 * 2048 * 2.0
     assert (gathered - ring) * 2**30 == pytest.approx(extra, rel=1e-6, abs=1.0)
+
+
+def test_megatron_offers_three_exchanges_and_its_all_gather_gathers_again_in_backward():
+    """Megatron --cp-comm-type (job.cp_comm_type): p2p (ring, the default), allgather and a2a.
+    Transformer Engine's all-gather keeps the local K/V and gathers them again in the backward:
+    two all-gathers and a reduce-scatter per layer, nothing more kept than with the ring; its
+    a2a is Ulysses' all-to-all."""
+    from trainplan.spec.base import evolve
+    meg, ds = get_framework("megatron"), get_framework("deepspeed")
+    assert meg.offered_cp() == ("ring", "all_gather", "all_to_all") and meg.cp_collective == "ring"
+    assert not meg.cp_gather_kept and "gather_along_first_dim" in meg.sources["cp_gather_kept"]
+    assert ds.offered_cp() == ("all_to_all",)
+    dec = get_model("llama-3-8b").decoder
+    net = comm.Net(Cluster(accelerator=get_accelerator("h100_sxm"), gpus=8))
+    N, P = 65536, 8
+    L = Layout(tp=1, cp=P, dp=1)
+    whole = N * 2 * dec.n_kv * dec.d_head * 2.0
+    ag_fw = evolve(meg, cp_collective="all_gather")
+    assert comm.cp_layer_time(net, ag_fw, dec, N / P, 2.0, L, 10.0) == pytest.approx(
+        2 * net.coll(coll.AG, whole, P, 1) + net.coll(coll.RS, whole, P, 1))
+    assert comm.cp_layer_time(net, evolve(meg, cp_collective="all_to_all"), dec, N / P, 2.0, L,
+                              10.0) == pytest.approx(comm.cp_layer_time(net, ds, dec, N / P, 2.0,
+                                                                        L, 10.0))
+    kw = dict(gpu="h100_sxm", gpus=8, seq_len=65536, global_batch=8, framework="megatron",
+              strategy={"cp": 8, "zero": 1, "recompute": "none"})
+    ring, gathered = (estimate("llama-3-8b", cp_comm_type=c, **kw) for c in (None, "all_gather"))
+    assert gathered.memory.activations_gib == ring.memory.activations_gib
+    assert gathered.time.cp_comm_s > ring.time.cp_comm_s == 0.0
+    assert estimate("llama-3-8b", cp_comm_type="ring", **kw).time.step_s == ring.time.step_s
+
+
+@pytest.mark.parametrize("framework, comm_type", [("deepspeed", "ring"),
+                                                  ("torchtitan", "all_to_all")])
+def test_an_exchange_the_framework_does_not_offer_is_refused(framework, comm_type):
+    from trainplan.errors import InputError
+    with pytest.raises(InputError, match="job.cp_comm_type") as e:
+        estimate("llama-3-8b", gpu="h100_sxm", gpus=8, seq_len=65536, global_batch=8,
+                 framework=framework, cp_comm_type=comm_type, strategy={"cp": 8})
+    assert "or none for framework" in str(e.value)

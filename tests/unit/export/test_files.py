@@ -130,6 +130,22 @@ def test_megatron_flags_are_defined_by_megatron(name):
         assert val["--data-parallel-sharding-strategy"] == "optim_grads_params"
 
 
+@pytest.mark.parametrize("comm, flag", [(None, None), ("ring", "p2p"),
+                                        ("all_gather", "allgather"), ("all_to_all", "a2a")])
+def test_megatron_cp_comm_type_follows_the_job(comm, flag):
+    """job.cp_comm_type becomes Megatron-LM's --cp-comm-type (its names: p2p, allgather, a2a);
+    without it, or without context parallelism, Megatron's default (p2p) is left alone."""
+    from trainplan.spec.base import evolve
+    spec = _spec(**LAYOUTS["tp2-cp2-pp4-z1-sel"])
+    spec = evolve(spec, job=evolve(spec.job, cp_comm_type=comm))
+    args = megatron_args(spec)
+    got = args[args.index("--cp-comm-type") + 1] if "--cp-comm-type" in args else None
+    assert got == flag
+    no_cp = _spec(**{**LAYOUTS["tp2-cp2-pp4-z1-sel"], "cp": 1})
+    assert "--cp-comm-type" not in megatron_args(evolve(no_cp, job=evolve(no_cp.job,
+                                                                          cp_comm_type=comm)))
+
+
 def test_megatron_uneven_stages_like_llama3():
     assert uneven_split(126, 16) == (7, 8, 7)
     args = megatron_args(_spec(**LAYOUTS["405b-uneven"]))
