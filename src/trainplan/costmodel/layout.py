@@ -120,6 +120,7 @@ class Context(NamedTuple):
     act_offload: str = "none"              # FrameworkProfile.activation_offload
     act_offload_rc: tuple[int, ...] = ()   # recompute codes it runs with
     act_offload_max_pp: int | None = None
+    cp_heads: str = ""                     # all-to-all CP's head rule ('' for other exchanges)
 
 
 class Rule(NamedTuple):
@@ -202,6 +203,12 @@ RULES: tuple[Rule, ...] = (
     Rule("strategy.cp", ("cp",),
          lambda L, c: (L.cp == 1) | (c.seq_len % (2 * L.cp) == 0),
          lambda L, c: f"cp such that seq_len {c.seq_len} divides by 2*cp (load-balanced ring)"),
+    Rule("strategy.cp", ("cp", "tp"), lambda L, c: _a2a_heads_ok(L, c),
+         lambda L, c: (f"a divisor of the query and KV heads per TP rank ({c.heads // L.tp}, "
+                       f"{max(c.kv_heads // L.tp, 1)}): all-to-all context parallelism gives each "
+                       "CP rank whole heads" if c.cp_heads == "divisible" else
+                       f"at most the KV heads per TP rank ({max(c.kv_heads // L.tp, 1)}): "
+                       "all-to-all context parallelism gives each CP rank a KV head")),
     Rule("strategy.ep", ("ep",), lambda L, c: (L.ep == 1) | (c.experts > 0),
          lambda L, c: "1 for a dense model (EP needs MoE layers)"),
     Rule("strategy.ep", ("ep",), lambda L, c: (L.ep == 1) | (c.experts % L.ep == 0) if c.experts
@@ -260,6 +267,21 @@ RULES: tuple[Rule, ...] = (
 )
 
 
+def _a2a_heads_ok(L, c: Context):
+    """All-to-all context parallelism re-splits the attention by heads over the CP ranks:
+    Transformer Engine's a2a asserts that the query and KV heads per TP rank divide by cp
+    (context_parallel.py, 'cp_comm_type=a2a requires num_heads % cp_size == 0', NVIDIA/
+    TransformerEngine d0067d0); DeepSpeed-Ulysses needs at least one KV head per rank and splits
+    uneven counts (deepspeed/sequence/layer.py, _resolve_kv_heads and uneven_heads_all2all,
+    DeepSpeed 0.19.8). KV heads fewer than TP ranks are replicated: one per rank."""
+    if not c.cp_heads:
+        return True
+    kv = np.maximum(c.kv_heads // L.tp, 1)
+    if c.cp_heads == "divisible":
+        return (L.cp == 1) | (((c.heads // L.tp) % L.cp == 0) & (kv % L.cp == 0))
+    return (L.cp == 1) | (kv >= L.cp)
+
+
 def context(model, job, gpus, fw) -> Context:
     """The rule context of a model, job, GPU count and framework profile."""
     dec = model.decoder
@@ -272,7 +294,9 @@ def context(model, job, gpus, fw) -> Context:
         framework=fw.id, offload_together=fw.offload_together, param_offload=fw.param_offload,
         act_offload=fw.activation_offload,
         act_offload_rc=tuple(RECOMPUTE_NAMES.index(r) for r in fw.activation_offload_recompute),
-        act_offload_max_pp=fw.activation_offload_max_pp)
+        act_offload_max_pp=fw.activation_offload_max_pp,
+        cp_heads=fw.cp_all_to_all_heads
+        if (job.cp_comm_type or fw.cp_collective) == "all_to_all" else "")
 
 
 def rules_mask(L: Layout, ctx: Context, have: set[str] | None = None):

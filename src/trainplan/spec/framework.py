@@ -131,6 +131,11 @@ class FrameworkProfile(Spec):
     cp_collectives: tuple[CpCollective, ...] = Field(
         (), description="the context-parallel exchanges the framework offers (job.cp_comm_type "
         "picks one, e.g. Megatron --cp-comm-type); empty: only cp_collective")
+    cp_all_to_all_heads: Literal["divisible", "kv_at_least"] = Field(
+        "divisible", description="'all_to_all': the heads each CP rank must get: 'divisible' "
+        "(query and KV heads per TP rank divide by cp: Transformer Engine's a2a) or "
+        "'kv_at_least' (at least one KV head per CP rank; DeepSpeed-Ulysses splits uneven "
+        "counts)")
     cp_gather_kept: bool = Field(
         True, description="'all_gather': the gathered K/V are kept for the backward (torchtitan) "
         "rather than the local ones, gathered again in the backward (Transformer Engine)")

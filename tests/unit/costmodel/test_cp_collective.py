@@ -5,6 +5,7 @@ all-to-alls (comm.cp_layer_time, profile field cp_collective)."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from trainplan import estimate
@@ -166,3 +167,33 @@ def test_an_exchange_the_framework_does_not_offer_is_refused(framework, comm_typ
         estimate("llama-3-8b", gpu="h100_sxm", gpus=8, seq_len=65536, global_batch=8,
                  framework=framework, cp_comm_type=comm_type, strategy={"cp": 8})
     assert "or none for framework" in str(e.value)
+
+
+@pytest.mark.parametrize("framework, comm_type, cp, ok", [
+    ("deepspeed", None, 8, True),            # Llama-3-8B: 8 KV heads, one per rank
+    ("deepspeed", None, 16, False),          # a rank without a KV head
+    ("megatron", "all_to_all", 8, True),
+    ("megatron", "all_to_all", 16, False),   # TE's a2a: 8 KV heads do not divide by 16
+    ("megatron", None, 16, True),            # the ring has no head rule
+])
+def test_all_to_all_cp_needs_whole_heads_per_rank(framework, comm_type, cp, ok):
+    """All-to-all CP re-splits attention by heads: Transformer Engine's a2a needs the query and
+    KV heads per TP rank to divide by cp, DeepSpeed-Ulysses at least one KV head per rank
+    (layout rule, so the search never proposes what the framework would refuse)."""
+    from trainplan.errors import InputError
+    from trainplan.costmodel.layout import Layout, context, rules_mask
+    kw = dict(gpu="h100_sxm", gpus=16, seq_len=65536, global_batch=16, framework=framework,
+              cp_comm_type=comm_type, strategy={"cp": cp, "zero": 1})
+    if ok:
+        assert estimate("llama-3-8b", **kw).time.step_s > 0
+    else:
+        with pytest.raises(InputError, match="strategy.cp") as e:
+            estimate("llama-3-8b", **kw)
+        assert "heads per TP rank" in str(e.value)
+    # the search's mask says the same for arrays of layouts
+    from trainplan.spec.job import Job
+    job = Job(seq_len=65536, global_batch=16, framework=framework, cp_comm_type=comm_type)
+    ctx = context(get_model("llama-3-8b"), job, 16, get_framework(framework))
+    mask = rules_mask(Layout(tp=np.array([1, 2]), cp=np.array([cp, cp]), dp=np.array([16 // cp, 1]),
+                             pp=1, zero=1), ctx, {"tp", "cp"})
+    assert bool(mask[0]) == ok
