@@ -38,7 +38,9 @@ def render_frameworks(fws: Sequence[Any]) -> None:
                 "activation offload"),
                [(f.id, ",".join(map(str, f.zero_stages)),
                  "-" if f.max_pp == 1 else f"<={f.max_zero_with_pp}",
-                 *("no" if m == 1 else "yes" for m in (f.max_tp, f.max_pp, f.max_cp, f.max_ep)),
+                 *("no" if m == 1 else "yes" for m in (f.max_tp, f.max_pp)),
+                 "no" if f.max_cp == 1 else ",".join(f.offered_cp()),     # the exchanges offered
+                 "no" if f.max_ep == 1 else "yes",
                  ",".join(f.recompute),
                  "yes" if f.fp8_linear else "no", str(len(f.fused)), _act_offload(f))
                 for f in fws], console=c)

@@ -74,3 +74,9 @@ def test_frameworks_listing_says_how_each_offloads_activations():
     text = " ".join(" ".join(_run(["frameworks"])).split())
     assert "activation offload < layers (recompute none, pp<=1)" in text         # megatron
     assert "activation offload every layer (recompute full)" in text            # deepspeed, fsdp
+
+
+def test_frameworks_listing_names_the_context_parallel_exchanges():
+    text = " ".join(" ".join(_run(["frameworks"])).split())
+    assert "CP ring,all_gather,all_to_all" in text                               # megatron
+    assert "CP all_gather" in text and "CP all_to_all" in text                   # torchtitan, deepspeed
