@@ -295,8 +295,7 @@ def context(model, job, gpus, fw) -> Context:
         act_offload=fw.activation_offload,
         act_offload_rc=tuple(RECOMPUTE_NAMES.index(r) for r in fw.activation_offload_recompute),
         act_offload_max_pp=fw.activation_offload_max_pp,
-        cp_heads=fw.cp_all_to_all_heads
-        if (job.cp_comm_type or fw.cp_collective) == "all_to_all" else "")
+        cp_heads=fw.cp_all_to_all_heads if fw.cp_kind(job.cp_comm_type) == "all_to_all" else "")
 
 
 def rules_mask(L: Layout, ctx: Context, have: set[str] | None = None):

@@ -279,13 +279,18 @@ class FrameworkProfile(Spec):
     def gemm_share(self, arch: str) -> float:
         return self.gemm_factor.get(arch, self.gemm_factor.get("default", 1.0))
 
+    def cp_kind(self, comm_type: str | None) -> str:
+        """The context-parallel exchange a job runs: its ``cp_comm_type`` (checked against
+        ``cp_collectives`` at the edge: costmodel/validate.py), else this framework's."""
+        return comm_type or self.cp_collective
+
     def with_cp(self, comm_type: str | None) -> "FrameworkProfile":
-        """This profile with the job's context-parallel exchange (``job.cp_comm_type``, checked
-        against ``cp_collectives`` at the edge: costmodel/validate.py), or itself."""
-        if comm_type is None or comm_type == self.cp_collective:
+        """This profile with the job's context-parallel exchange (:meth:`cp_kind`)."""
+        kind = self.cp_kind(comm_type)
+        if kind == self.cp_collective:
             return self
         from trainplan.spec.base import evolve
-        return evolve(self, cp_collective=comm_type)
+        return evolve(self, cp_collective=kind)
 
     def offered_cp(self) -> tuple[str, ...]:
         """The context-parallel exchanges a job may pick."""
