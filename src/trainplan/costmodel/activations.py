@@ -18,6 +18,7 @@ import numpy as np
 
 from trainplan.costmodel import memory as mem
 from trainplan.spec.framework import fused_groups
+from trainplan.costmodel.layout import by_recompute
 
 
 @dataclass
@@ -29,8 +30,40 @@ class StageActivations:
     host: Any = 0.0          # offloaded activation bytes in host memory at the peak
 
 
-def stage_activations(dec, job, fw, L, vis, dropout, act_b, first: bool) -> StageActivations:
-    """Activations of the first (``first``) or last pipeline stage for one micro-batch size.
+@dataclass
+class LayerSets:
+    """What one layer keeps for one micro-batch, shared by the first and the last stage."""
+
+    none: Any            # without recompute
+    full: Any            # fully recomputed (its input only)
+    cur: Any             # under the layout's policy
+    logits: Any          # logits and loss buffers of one micro-batch (last stage)
+    scores: Any          # eager attention's scores re-created under selective recompute
+    act_b: float = 2.0   # bytes per activation element
+    dropout: bool = False
+
+
+def layer_sets(dec, job, fw, L, dropout, act_b) -> LayerSets:
+    """One layer's activations without recompute, fully recomputed and under the layout's
+    policy -- one call over the three policies stacked on a leading axis, each at the layout
+    arrays' shape -- with the logits and the eager attention scores of one micro-batch."""
+    s, cp, sp = job.seq_len, L.cp, L.sp_on
+    moe = bool(dec.moe) and dec.moe.dense_layers < dec.layers
+    fp8 = job.precision == "fp8_mixed" and fw.fp8_linear
+    shape = np.broadcast_shapes(*(np.shape(x) for x in (L.mb, L.tp, sp, L.flash, cp, L.rc)))
+    none, full, cur = mem.layer_activation_bytes(
+        dec, s, L.mb, L.tp, sp, np.stack([np.broadcast_to(r, shape) for r in (0, 2, L.rc)]),
+        L.flash, dropout, act_b, moe_layer=moe, cp=cp, fp8=fp8)
+    logits = mem.logits_bytes(dec, s, L.mb, L.tp, cp=cp, logits_fp32_copy=fw.logits_fp32,
+                              linear_ce="linear_cross_entropy" in fused_groups(fw, job))
+    scores = mem.attention_scores_bytes(dec, s, L.mb, L.tp, L.flash, dropout, act_b, cp=cp)
+    return LayerSets(none=none, full=full, cur=cur, logits=logits, scores=scores,
+                     act_b=act_b, dropout=dropout)
+
+
+def stage_activations(dec, job, fw, L, vis, sets: LayerSets, first: bool) -> StageActivations:
+    """Activations of the first (``first``) or last pipeline stage for one micro-batch size,
+    from one layer's sets (:func:`layer_sets`).
 
     Recompute: 'layers' keeps k fully recomputed layers at their input only and the rest whole.
     Working set during backward: the recomputed layer (full or k-layer recompute), or under
@@ -41,40 +74,30 @@ def stage_activations(dec, job, fw, L, vis, dropout, act_b, first: bool) -> Stag
     (their checkpointed inputs under full recompute) live in host memory between their forward
     and backward, for every micro-batch in flight (:func:`offloaded_activations`).
     """
-    s, cp, sp = job.seq_len, L.cp, L.sp_on
+    s, cp, act_b = job.seq_len, L.cp, sets.act_b
     moe = bool(dec.moe) and dec.moe.dense_layers < dec.layers
-
-    fp8 = job.precision == "fp8_mixed" and fw.fp8_linear
-
-    # one layer without recompute, fully recomputed, and under the layout's policy: one call
-    # over the three policies stacked on a leading axis (each at the layout arrays' shape)
-    shape = np.broadcast_shapes(*(np.shape(x) for x in (L.mb, L.tp, sp, L.flash, cp, L.rc)))
-    none, full, cur = mem.layer_activation_bytes(
-        dec, s, L.mb, L.tp, sp, np.stack([np.broadcast_to(r, shape) for r in (0, 2, L.rc)]),
-        L.flash, dropout, act_b, moe_layer=moe, cp=cp, fp8=fp8)
+    none, full, cur, logits = sets.none, sets.full, sets.cur, sets.logits
     layers = L.edge_stage_layers(dec.layers)
     k = np.minimum(L.rc_layers, layers)
     stage = np.where(L.rc == 3, k * full + (layers - k) * none, layers * cur)
     if fw.cp_collective == "all_gather" and fw.cp_gather_kept:
         # the gathered K/V, in every layer not recomputed (the per-op policy saves no all-gather
         # output: comm.cp_layer_time)
-        kept_layers = np.select([(L.rc == 2) | (L.rc == 4), L.rc == 3], [0.0, layers - k], layers)
+        kept_layers = by_recompute(L.rc, layers, layers, 0.0, layers - k, 0.0)
         stage = stage + kept_layers * mem.cp_gathered_kv_bytes(dec, s, L.mb, L.tp, cp, act_b)
-    logits = mem.logits_bytes(dec, s, L.mb, L.tp, cp=cp, logits_fp32_copy=fw.logits_fp32,
-                              linear_ce="linear_cross_entropy" in fused_groups(fw, job))
     off_set = np.where(L.off_act > 0, cur, 0.0)
     in_flight = mem.pipeline_in_flight(L.pp, L.vp, L.micro_batches(job.batch_sequences)) \
         if first else 1.0
     host = offloaded_activations(np.minimum(L.off_act, layers), off_set, in_flight)
     if first:
-        emb = mem.embedding_activation_bytes(dec, s, L.mb, L.tp, sp, dropout, act_b, cp=cp)
+        emb = mem.embedding_activation_bytes(dec, s, L.mb, L.tp, L.sp_on, sets.dropout, act_b,
+                                             cp=cp)
         kept = (stage + emb + vis["act_bytes_per_mb"]) * in_flight - host \
             + np.where(L.pp == 1, logits, 0.0)
     else:
         kept = stage + logits - host
     f_loc = (dec.ffn_hidden if not moe else dec.moe.expert_ffn_hidden * dec.moe.top_k) / L.tp
-    scores = mem.attention_scores_bytes(dec, s, L.mb, L.tp, L.flash, dropout, act_b, cp=cp)
-    redo = np.where(L.rc >= 2, none, np.where(L.rc == 1, scores, 0.0))
+    redo = by_recompute(L.rc, 0.0, sets.scores, none, none, none)
     transient = redo + 2.0 * (s / cp) * L.mb * f_loc * act_b
     return StageActivations(kept=kept, transient=transient, logits=logits, offload_set=off_set,
                             host=host)

@@ -52,30 +52,39 @@ def group_layout(n, stride, gpus_per_node):
     return per_node, nodes
 
 
-def collective_time(kind, size_bytes, n, stride, gpus_per_node, intra_busbw, inter_busbw,
-                    intra_alpha, inter_alpha):
-    """Time of one collective of ``size_bytes`` (the full buffer) over ``n`` ranks.
+def collective_terms(kind, n, stride, gpus_per_node, intra_busbw, inter_busbw, intra_alpha,
+                     inter_alpha):
+    """(seconds, seconds per byte) of one collective over ``n`` ranks: its time is the first
+    plus the second times the buffer's bytes (0 for n == 1).
 
     Hierarchical when the group spans nodes: an intra-node phase over ``g`` members (busbw
     ``intra_busbw``, bytes S) and an inter-node phase over ``nodes`` (each GPU moves S/g on its
-    own NIC at ``inter_busbw``). Returns 0 for n == 1.
+    own NIC at ``inter_busbw``). All-to-all has no reduction tree: each rank exchanges (n-1)/n
+    of its data once, bottlenecked by the slowest link it crosses.
     """
     n = np.asarray(n, dtype=float)
-    size = np.asarray(size_bytes, dtype=float)
     g, nodes = group_layout(n, stride, gpus_per_node)
     multi = nodes > 1
     if kind == A2A:
-        # no reduction tree: each rank exchanges (n-1)/n of its data once, bottlenecked by the
-        # slowest link it crosses
-        t = (g - 1.0) / np.maximum(n, 1.0) * size / intra_busbw \
-            + np.where(multi, (n - g) / np.maximum(n, 1.0) * size / inter_busbw, 0.0) \
-            + ring_steps(A2A, n) * np.where(multi, inter_alpha, intra_alpha)
+        per_byte = (g - 1.0) / np.maximum(n, 1.0) / intra_busbw \
+            + np.where(multi, (n - g) / np.maximum(n, 1.0) / inter_busbw, 0.0)
+        fixed = ring_steps(A2A, n) * np.where(multi, inter_alpha, intra_alpha)
     else:
-        intra = bus_factor(kind, g) * size / intra_busbw + ring_steps(kind, g) * intra_alpha
-        inter = (bus_factor(kind, nodes) * size / np.maximum(g, 1.0) / inter_busbw
-                 + ring_steps(kind, nodes) * inter_alpha)
-        t = intra + np.where(multi, inter, 0.0)
-    return np.where(n > 1, t, 0.0)
+        per_byte = bus_factor(kind, g) / intra_busbw \
+            + np.where(multi, bus_factor(kind, nodes) / np.maximum(g, 1.0) / inter_busbw, 0.0)
+        fixed = ring_steps(kind, g) * intra_alpha + np.where(multi, ring_steps(kind, nodes)
+                                                             * inter_alpha, 0.0)
+    on = n > 1
+    return np.where(on, fixed, 0.0), np.where(on, per_byte, 0.0)
+
+
+def collective_time(kind, size_bytes, n, stride, gpus_per_node, intra_busbw, inter_busbw,
+                    intra_alpha, inter_alpha):
+    """Time of one collective of ``size_bytes`` (the full buffer) over ``n`` ranks
+    (:func:`collective_terms`)."""
+    fixed, per_byte = collective_terms(kind, n, stride, gpus_per_node, intra_busbw, inter_busbw,
+                                       intra_alpha, inter_alpha)
+    return fixed + per_byte * np.asarray(size_bytes, dtype=float)
 
 
 def p2p_time(size_bytes, cross_node, intra_GBps, inter_GBps, alpha):

@@ -18,6 +18,7 @@ import numpy as np
 
 from trainplan.costmodel import collectives as coll
 from trainplan.costmodel.timing import FLASH_BACKWARD_RATIO
+from trainplan.costmodel.layout import by_recompute
 
 
 class Net:
@@ -33,12 +34,36 @@ class Net:
 
     def coll(self, kind, size, n, stride, count=1.0):
         """``count`` collectives moving ``size`` bytes in all (each size/count)."""
-        return count * coll.collective_time(kind, np.asarray(size, dtype=float) / count, n,
-                                            stride, self.node, self.intra_bw, self.inter_bw,
-                                            self.a_intra, self.a_inter)
+        return self.group(n, stride).coll(kind, size, count)
+
+    def group(self, n, stride) -> "Group":
+        """The group of ``n`` ranks ``stride`` GPUs apart, for several collectives on it."""
+        return Group(self, n, stride)
 
     def p2p(self, size, cross_node):
         return coll.p2p_time(size, cross_node, self.link, self.nic, self.a_intra)
+
+
+class Group:
+    """One communication group of a :class:`Net`: each kind's fixed and per-byte terms
+    (:func:`trainplan.costmodel.collectives.collective_terms`) worked out once for the
+    collectives a stage issues on it."""
+
+    def __init__(self, net: Net, n, stride):
+        self.net, self.n, self.stride = net, n, stride
+        self._terms: dict[int, tuple] = {}
+
+    def coll(self, kind, size, count=1.0):
+        """``count`` collectives moving ``size`` bytes in all: count x the fixed term plus the
+        bytes x the per-byte term."""
+        if kind not in self._terms:
+            net = self.net
+            self._terms[kind] = coll.collective_terms(kind, self.n, self.stride, net.node,
+                                                      net.intra_bw, net.inter_bw, net.a_intra,
+                                                      net.a_inter)
+        fixed, per_byte = self._terms[kind]
+        return count * fixed + per_byte * np.asarray(size, dtype=float)
+
 
 
 def exposed(comm, compute, overlap):
@@ -58,7 +83,7 @@ def tp_layer_time(net: Net, fw, stack, T, act_b, L, rc_frac, overlap=None):
     with dependent computation via decomposition') only ``tp_overlap_exposed`` of it shows."""
     msg = T * stack.hidden * act_b
     n = 2.0 + 2.0 * (1.0 - fw.tp_bwd_overlap) \
-        + np.where(L.rc == 2, 2.0, np.where(L.rc == 3, 2.0 * rc_frac, 0.0))
+        + by_recompute(L.rc, 0.0, 0.0, 2.0, 2.0 * rc_frac, 0.0)
     on = fw.tp_comm_overlap if overlap is None else overlap
     return n * net.coll(coll.AR, msg, L.tp, 1) * (fw.tp_overlap_exposed if on else fw.tp_exposed)
 
@@ -90,10 +115,10 @@ def cp_layer_time(net: Net, fw, stack, T, act_b, L, t_attn, rc_frac=0.0):
     kv_bytes = T * kv_width / L.tp * act_b
     if fw.cp_collective == "all_gather":
         whole = kv_bytes * L.cp            # the gathered K and V of the whole sequence
-        again = np.select([L.rc == 2, L.rc == 3, L.rc == 4], [1.0, rc_frac, 1.0], 0.0) \
+        again = by_recompute(L.rc, 0.0, 0.0, 1.0, rc_frac, 1.0) \
             + (0.0 if fw.cp_gather_kept else 1.0)
-        return (1.0 + again) * net.coll(coll.AG, whole, L.cp, L.tp) \
-            + net.coll(coll.RS, whole, L.cp, L.tp)
+        grp = net.group(L.cp, L.tp)
+        return (1.0 + again) * grp.coll(coll.AG, whole) + grp.coll(coll.RS, whole)
     if fw.cp_collective == "all_to_all":
         moved = T * 2.0 * stack.heads * stack.d_head / L.tp * act_b + kv_bytes   # q, out, k, v
         return 2.0 * net.coll(coll.A2A, moved, L.cp, L.tp, 4.0)
@@ -166,9 +191,10 @@ def dp_time(net: Net, fw, L, p_train, p_layer, layers, m, w_b, g_b, layer_fwd, l
         buckets = np.maximum(1.0, layers)
     else:
         buckets = 1.0
-    ar = net.coll(coll.AR, grads, n, stride, buckets)
-    rs = net.coll(coll.RS, grads, n, stride, buckets)
-    ag = net.coll(coll.AG, params, n, stride, buckets)
+    grp = net.group(n, stride)
+    ar = grp.coll(coll.AR, grads, buckets)
+    rs = grp.coll(coll.RS, grads, buckets)
+    ag = grp.coll(coll.AG, params, buckets)
     # gradients reduce under the last micro-batch's backward; the parameter all-gather after the
     # step hides under the next step's first forward where the framework overlaps it
     # (Megatron --overlap-param-gather), else it is exposed
@@ -183,16 +209,16 @@ def dp_time(net: Net, fw, L, p_train, p_layer, layers, m, w_b, g_b, layer_fwd, l
     sync_exposed = grad_sync + np.where(zero == 0, 0.0, ag) - sync_hidden
     # ZeRO-3
     k = np.maximum(fw.zero3_collectives_per_layer, 1.0)
-    ag_l = net.coll(coll.AG, p_layer * w_b, n, stride, k)
-    rs_l = net.coll(coll.RS, p_layer * g_b, n, stride)
+    ag_l = grp.coll(coll.AG, p_layer * w_b, k)
+    rs_l = grp.coll(coll.RS, p_layer * g_b)
     ag_bwd = (1.0 + regather) * ag_l
     per_mb = layers * (exposed(ag_l, layer_fwd, fw.dp_overlap)
                        + exposed(ag_bwd + rs_l, layer_bwd, fw.dp_overlap)) + ag_l
     z3_layer = m * per_mb
     z3_hidden_layer = m * layers * (ag_l + ag_bwd + rs_l) - z3_layer
     # textbook aggregate
-    t_ag = net.coll(coll.AG, params, n, stride)
-    t_rs = net.coll(coll.RS, grads, n, stride)
+    t_ag = grp.coll(coll.AG, params)
+    t_rs = grp.coll(coll.RS, grads)
     z3_comm = m * ((2.0 + regather) * t_ag + t_rs)
     compute = m * layers * (layer_fwd + layer_bwd)
     z3_stage = exposed(z3_comm, compute, fw.dp_overlap)

@@ -23,6 +23,7 @@ from trainplan.conventions import ACTIVATION_BYTES, MATMUL_DTYPE
 from trainplan.costmodel import collectives as coll
 from trainplan.costmodel import flops as fl
 from trainplan.costmodel import ops as opinv
+from trainplan.costmodel.layout import by_recompute
 from trainplan.costmodel.timing import (FLASH_BACKWARD_RATIO, flash_attention_time, gemm_time,
                                         memory_time)
 
@@ -177,11 +178,9 @@ class KernelModel:
                                          + memory_time(cast_b, self.hbm, self.eta_hbm_fp8)) * igrad
         fwd, bwd = launch_floor(fwd, bwd, kernels, kernels_bwd * igrad, self.fw.cpu_launch_s,
                                 host[0], host[1] * igrad)
-        rc = np.asarray(rc)
         op_sac = fl.OP_SAC_RECOMPUTED_SHARE * t_lin + t_ew   # per-op policy (flops.py)
-        redo = np.select([rc == 0, rc == 1, rc == 2, rc == 4],
-                         [0.0, np.where(flash, 0.0, t_attn), fwd, op_sac],
-                         default=fwd * rc_frac) * igrad
+        redo = by_recompute(rc, 0.0, np.where(flash, 0.0, t_attn), fwd, fwd * rc_frac,
+                            op_sac) * igrad
         return LayerTime(forward=fwd, backward=bwd, recompute=redo, attention=t_attn)
 
 

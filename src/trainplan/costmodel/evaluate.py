@@ -43,7 +43,8 @@ def evaluate(model, job, cluster, L: Layout) -> Evaluation:
     # ---- memory per GPU: the first and the last pipeline stage, the same functions twice
     p1, p2 = (stt.stage_params(model, job, L, vis, first) for first in (True, False))
     s1, s2 = (stt.stage_state_bytes(p, sb, g_b, fw, L, act_b) for p in (p1, p2))
-    a1, a2 = (ac.stage_activations(dec, job, fw, L, vis, dropout, act_b, f) for f in (True, False))
+    sets = ac.layer_sets(dec, job, fw, L, dropout, act_b)     # one layer, shared by both stages
+    a1, a2 = (ac.stage_activations(dec, job, fw, L, vis, sets, f) for f in (True, False))
     z3 = mem.zero3_gathered_bytes(fw.zero3_prefetch_layers * p1.layer, sb.weights, L.zero, 1.0)
     overhead = fw.fixed_gib * GiB + z3 + np.where(L.dp > 1, fw.comm_buffer_bytes, 0.0)
     if fw.activations == "hf":      # plain PyTorch + transformers: measured per-tensor accounting

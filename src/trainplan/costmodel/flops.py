@@ -21,6 +21,7 @@ import numpy as np
 
 from trainplan.costmodel import attention as att
 from trainplan.spec.model import Stack
+from trainplan.costmodel.layout import by_recompute
 
 
 def linear_flops_per_token(stack: Stack) -> dict[str, float]:
@@ -129,10 +130,8 @@ def recompute_extra_forward_fraction(recompute_code, layers_recomputed_frac=0.0,
     (torchtitan's op-level policy saves every other matmul output and the attention outputs, so
     half of the other matmuls are re-run: OP_SAC_RECOMPUTED_SHARE of the non-attention forward).
     """
-    rc = np.asarray(recompute_code)
-    return np.select([rc == 0, rc == 1, rc == 2, rc == 4],
-                     [0.0, attn_core_share, 1.0, OP_SAC_RECOMPUTED_SHARE * (1.0 - attn_core_share)],
-                     default=layers_recomputed_frac)
+    return by_recompute(recompute_code, 0.0, attn_core_share, 1.0, layers_recomputed_frac,
+                        OP_SAC_RECOMPUTED_SHARE * (1.0 - attn_core_share))
 
 
 # torchtitan's op-level selective checkpointing (torchtitan/components/activation_checkpoint.py,

@@ -9,6 +9,7 @@ import numpy as np
 
 from trainplan.costmodel.hf_memory import (_elem, _is_gpt2, _probs_bytes,
                                            hf_head_activation_bytes, hf_layer_activation_parts)
+from trainplan.costmodel.layout import by_recompute
 from trainplan.costmodel.params import attention_params, mlp_params, norm_params, stack_params
 
 
@@ -117,8 +118,7 @@ def hf_step_memory(prof, stack, s, b, precision: str, flash, rc,
     """
     L = stack.layers if n_layers is None else n_layers
     e, amp = _elem(precision)
-    rc = np.asarray(rc)
-    n_ck = np.where(rc == 2, L, np.where(rc == 3, np.minimum(rc_layers, L), 0))
+    n_ck = by_recompute(rc, 0, 0, L, np.minimum(rc_layers, L), 0)
     top_ck = n_ck >= L                                   # the top layer is checkpointed
     any_ck = n_ck > 0
     ck_below = np.minimum(n_ck, L - 1)                   # checkpointed layers under the top one

@@ -10,6 +10,8 @@ the degrees, their validation and the derived groups in one object).
 
 from __future__ import annotations
 
+import functools
+import operator
 from dataclasses import dataclass
 from typing import Any, Callable, NamedTuple
 
@@ -18,6 +20,20 @@ import numpy as np
 from trainplan.costmodel.offload import stage_layers
 
 RECOMPUTE_NAMES: tuple[str, ...] = ("none", "selective", "full", "layers", "op_selective")
+
+
+def one_of(x, allowed) -> Any:
+    """``x`` is one of the few ``allowed`` values, element by element: np.isin's answer without
+    its sorting, which dominates for a scalar or a handful of values."""
+    x = np.asarray(x)
+    return functools.reduce(operator.or_, [x == a for a in allowed], np.zeros(np.shape(x), bool))
+
+
+def by_recompute(rc, none, selective, full, layers, op_selective):
+    """The value that applies under each recompute code of ``Layout.rc`` (0 none, 1 selective,
+    2 full, 3 the first k layers, 4 per-op selective), element by element: the one dispatch on
+    the recompute policy every cost function uses. Broadcasts over arrays of codes and values."""
+    return np.choose(np.asarray(rc, dtype=np.intp), (none, selective, full, layers, op_selective))
 
 
 @dataclass
@@ -158,7 +174,7 @@ def _act_offload_rc_ok(L, c):
     off = np.asarray(L.off_act)
     if not off.any():
         return True
-    return (off == 0) | np.isin(L.rc, c.act_offload_rc)
+    return (off == 0) | one_of(L.rc, c.act_offload_rc)
 
 
 def _act_offload_count_ok(L, c):
@@ -223,10 +239,10 @@ RULES: tuple[Rule, ...] = (
     Rule("strategy.recompute_layers", ("rc", "rc_layers", "pp"),
          lambda L, c: (L.rc != 3) | (L.rc_layers <= c.layers // L.pp),
          lambda L, c: f"at most the layers per stage ({c.layers // L.pp})"),
-    Rule("strategy.recompute", ("rc",), lambda L, c: np.isin(L.rc, c.recompute),
+    Rule("strategy.recompute", ("rc",), lambda L, c: one_of(L.rc, c.recompute),
          lambda L, c: f"one of {', '.join(RECOMPUTE_NAMES[r] for r in c.recompute)} "
                       f"(what the {c.framework} framework offers)"),
-    Rule("strategy.zero", ("zero",), lambda L, c: np.isin(L.zero, c.zero_stages),
+    Rule("strategy.zero", ("zero",), lambda L, c: one_of(L.zero, c.zero_stages),
          lambda L, c: f"one of {list(c.zero_stages)} (the stages the {c.framework} framework "
                       "offers)"),
     Rule("strategy.zero", ("zero", "pp"), lambda L, c: (L.pp == 1) | (L.zero <= c.max_zero_with_pp),

@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from trainplan.spec.model import Stack
+from trainplan.costmodel.layout import by_recompute
 
 
 # ---------------------------------------------------------------- Korthikanti closed forms
@@ -61,8 +62,7 @@ def layer_activation_bytes(stack: Stack, s, b, t, sp, rc, flash, dropout, act_by
     from trainplan.costmodel.flops import OP_SAC_RECOMPUTED_SHARE
     attn = tokens * (scores + 0.0) / t
     op_sac = attn + (1.0 - OP_SAC_RECOMPUTED_SHARE) * (full_layer - attn)
-    rc = np.asarray(rc)
-    return np.where(rc == 2, only_input, np.where(rc == 4, op_sac, full_layer))
+    return by_recompute(rc, full_layer, full_layer, only_input, full_layer, op_sac)
 
 
 def cp_gathered_kv_bytes(stack: Stack, s, b, t, cp, act_bytes=2.0):
@@ -176,13 +176,15 @@ def model_state_bytes_per_gpu(params, w, g, master, optim, dp, zero,
 
 
 def offloaded_bytes_per_gpu(params, w, g, master, optim, dp, zero, offload_optimizer,
-                            offload_params):
+                            offload_params, on_gpu=None):
     """Host (CPU) memory one GPU process's offloaded states take: what
     :func:`model_state_bytes_per_gpu` moves off the GPU under offload (the optimizer states,
     master weights and gradient partitions of ZeRO-Offload, Ren et al. 2021 sec. 4; the weight
-    partition of ZeRO-Infinity / FSDP CPU offload). Pinned staging buffers are not counted."""
-    on_gpu = model_state_bytes_per_gpu(params, w, g, master, optim, dp, zero,
-                                       offload_optimizer, offload_params)
+    partition of ZeRO-Infinity / FSDP CPU offload). Pinned staging buffers are not counted.
+    ``on_gpu``: that function's answer for these arguments, where the caller has it."""
+    if on_gpu is None:
+        on_gpu = model_state_bytes_per_gpu(params, w, g, master, optim, dp, zero,
+                                           offload_optimizer, offload_params)
     whole = model_state_bytes_per_gpu(params, w, g, master, optim, dp, zero)
     return sum(a - b for a, b in zip(whole, on_gpu))
 

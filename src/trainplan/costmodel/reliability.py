@@ -98,7 +98,15 @@ def goodput_exact(write_hours, interval_hours, restart_hours, failure_rate_per_h
     complete model, T = M e^(R/M) (e^((tau + d)/M) - 1) per tau of work; the notice terms are
     trainplan's extension of it (derivation in docs/resilience.md). Broadcasts over arrays.
     """
-    tau = np.asarray(interval_hours, dtype=float)
+    return goodput_of_interval(write_hours, restart_hours, failure_rate_per_hour,
+                               preempt_rate_per_hour, preempt_restart_hours)(interval_hours)
+
+
+def goodput_of_interval(write_hours, restart_hours, failure_rate_per_hour,
+                        preempt_rate_per_hour=0.0, preempt_restart_hours=None):
+    """:func:`goodput_exact` as a function of the checkpoint interval alone: the terms that do
+    not depend on it (rates, the restarts' expected times) are worked out once, for a search
+    over intervals (:func:`best_goodput`). Broadcasts."""
     d = np.asarray(write_hours, dtype=float)
     lf = np.asarray(failure_rate_per_hour, dtype=float)
     lp = np.asarray(preempt_rate_per_hour, dtype=float)
@@ -107,14 +115,18 @@ def goodput_exact(write_hours, interval_hours, restart_hours, failure_rate_per_h
     none = lam <= 0
     lam_s = np.where(none, 1.0, lam)
     p = np.where(none, 0.0, lp / lam_s)
-    s = tau + d
-    e_s, e_t, e_d = np.exp(-lam_s * s), np.exp(-lam_s * tau), np.exp(-lam_s * d)
-    work = (1 - p) * tau * e_s + p * (-np.expm1(-lam_s * tau)) / lam_s
     rx_f = restart_with_retries_hours(restart_hours, lam_s)
     rx_p = rx_f if rp is restart_hours else restart_with_retries_hours(rp, lam_s)
-    time = (-np.expm1(-lam_s * s)) * (1 / lam_s + (1 - p) * rx_f + p * rx_p) \
-        + p * (d * (1 - e_t) + e_t * (d - (1 - e_d) / lam_s))
-    g = np.where(none, tau / np.where(s > 0, s, 1.0), work / time)
+    per_try = 1 / lam_s + (1 - p) * rx_f + p * rx_p      # E[time] per attempt, bar the notice
+    lost_d = d - (1 - np.exp(-lam_s * d)) / lam_s
+
+    def g(interval_hours):
+        tau = np.asarray(interval_hours, dtype=float)
+        s = tau + d
+        e_t = np.exp(-lam_s * tau)
+        work = (1 - p) * tau * np.exp(-lam_s * s) + p * (1 - e_t) / lam_s
+        time = (-np.expm1(-lam_s * s)) * per_try + p * (d * (1 - e_t) + e_t * lost_d)
+        return np.where(none, tau / np.where(s > 0, s, 1.0), work / time)
     return g
 
 
@@ -153,23 +165,19 @@ def best_goodput(write_hours, restart_hours, failure_rate_per_hour, preempt_rate
     lo = np.log(np.maximum(d, 1e-4) * 0.1)
     hi = np.log(np.maximum(daly, m) * 10.0)
 
-    def g(x):
-        return goodput_exact(d, np.exp(x), r, lf, lp, rp)
-
-    # nested grids on log(interval): 33 points, then the two cells around the best, 5 times
-    # (the bracket shrinks 16x a round, to about 1e-5 of log(interval)); one numpy call a round
+    # nested grids on log(interval): 129 points, then the two cells around the best, 3 times
+    # (the bracket shrinks 64x a round, to about 4e-6 of its start); one numpy call a round
     a, b = lo, hi
-    frac = np.linspace(0.0, 1.0, 33)
+    frac = np.linspace(0.0, 1.0, 129)
     rows = np.arange(a.size)
-    for _ in range(5):
+    g_col = goodput_of_interval(d[:, None], r[:, None], lf[:, None], lp[:, None], rp[:, None])
+    for _ in range(3):
         x = a[:, None] + (b - a)[:, None] * frac[None, :]
-        gx = goodput_exact(d[:, None], np.exp(x), r[:, None], lf[:, None], lp[:, None],
-                           rp[:, None])
-        best = x[rows, np.argmax(gx, axis=1)]
+        best = x[rows, np.argmax(g_col(np.exp(x)), axis=1)]
         step = (b - a) / (frac.size - 1)
         a, b = best - step, best + step
     tau = np.exp((a + b) / 2.0)
-    good = np.where(none, 1.0, g(np.log(tau)))
+    good = np.where(none, 1.0, goodput_of_interval(d, r, lf, lp, rp)(tau))
     tau = np.where(none, np.inf, tau)
     inv = np.asarray(inv).ravel()
     return good[inv].reshape(shape), tau[inv].reshape(shape)

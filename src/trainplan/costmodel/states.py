@@ -91,12 +91,13 @@ def stage_state_bytes(p: StageParams, sb, grad_bytes: float, fw, L, act_bytes: f
     not).
     """
     group = L.shard_group(fw.optimizer_shard == "dp_cp")
-    w, g, o = mem.model_state_bytes_per_gpu(p.trainable, sb.weights, grad_bytes, sb.master,
-                                            sb.optim, group, L.zero, L.off_opt, L.off_par)
+    w, g, o = on_gpu = mem.model_state_bytes_per_gpu(p.trainable, sb.weights, grad_bytes,
+                                                     sb.master, sb.optim, group, L.zero,
+                                                     L.off_opt, L.off_par)
     frozen_w = 2.0 if act_bytes == 2.0 else 4.0
     frozen = (p.total - p.trainable) * frozen_w / np.where(np.asarray(L.zero) >= 3, group, 1.0)
     host = mem.offloaded_bytes_per_gpu(p.trainable, sb.weights, grad_bytes, sb.master, sb.optim,
-                                       group, L.zero, L.off_opt, L.off_par) \
+                                       group, L.zero, L.off_opt, L.off_par, on_gpu) \
         + frozen * np.where(L.off_par, 1.0, 0.0)
     frozen = frozen * np.where(L.off_par, 0.0, 1.0)
     return States(weights=w + frozen, grads=g, optimizer=o, host=host)

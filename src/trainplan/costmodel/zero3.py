@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from trainplan.costmodel import ops as opinv
+from trainplan.costmodel.layout import by_recompute
 
 
 def submodule_weights(stack, tp, ep=1.0, moe_layer: bool = False) -> list:
@@ -55,4 +56,4 @@ def recompute_regather_share(stack, L, rc_frac, max_reuse):
     share = np.where(layer > 0, released_after_recompute(w, max_reuse) / np.maximum(layer, 1.0),
                      0.0)
     rc = np.asarray(L.rc)
-    return share * np.where(rc == 2, 1.0, np.where(rc == 3, rc_frac, 0.0))
+    return share * by_recompute(rc, 0.0, 0.0, 1.0, rc_frac, 0.0)

@@ -124,11 +124,12 @@ def test_stage_activations_of_layout_arrays_equal_each_row(rc):
     dec, job = get_model("llama-3-8b").decoder, Job(seq_len=4096, global_batch=64)
     fw, vis = get_framework("megatron"), {"act_bytes_per_mb": 0.0}
     tp, mb, dp = np.array([1, 1, 4]), np.array([1, 4, 1]), np.array([8, 8, 2])
-    arr = ac.stage_activations(dec, job, fw, Layout(tp=tp, mb=mb, rc=rc, dp=dp), vis, True, 2.0,
-                               True)
+    def stage(L):
+        return ac.stage_activations(dec, job, fw, L, vis, ac.layer_sets(dec, job, fw, L, True, 2.0),
+                                    True)
+    arr = stage(Layout(tp=tp, mb=mb, rc=rc, dp=dp))
     for i in range(3):
-        one = ac.stage_activations(dec, job, fw, Layout(tp=int(tp[i]), mb=int(mb[i]),
-                                   rc=int(np.broadcast_to(rc, 3)[i]), dp=int(dp[i])), vis,
-                                   True, 2.0, True)
+        one = stage(Layout(tp=int(tp[i]), mb=int(mb[i]), rc=int(np.broadcast_to(rc, 3)[i]),
+                           dp=int(dp[i])))
         assert arr.kept[i] == pytest.approx(float(one.kept))
         assert arr.transient[i] == pytest.approx(float(one.transient))

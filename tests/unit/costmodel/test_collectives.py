@@ -1,0 +1,52 @@
+"""Collective times by the alpha-beta model, written out by hand for one node and two."""
+
+import numpy as np
+import pytest
+
+from trainplan.costmodel import collectives as coll
+from trainplan.costmodel.comm import Net
+
+B_IN, B_OUT, A_IN, A_OUT = 400e9, 40e9, 10e-6, 20e-6
+
+
+def t(kind, size, n, stride):
+    return float(coll.collective_time(kind, size, n, stride, 8, B_IN, B_OUT, A_IN, A_OUT))
+
+
+def test_inside_one_node_the_ring_formulas():
+    S = 1e9
+    assert t(coll.AR, S, 8, 1) == pytest.approx(2 * 7 / 8 * S / B_IN + 14 * A_IN)
+    assert t(coll.RS, S, 8, 1) == pytest.approx(7 / 8 * S / B_IN + 7 * A_IN)
+    assert t(coll.AG, S, 4, 2) == pytest.approx(3 / 4 * S / B_IN + 3 * A_IN)
+    assert t(coll.AR, S, 1, 1) == 0.0
+
+
+def test_across_nodes_hierarchical():
+    """16 ranks, 8 per node: the node's ring on NVLink, then each GPU's 1/8 over 2 nodes on its
+    NIC; at stride 8, one rank per node: the whole buffer on the NIC."""
+    S = 1e9
+    assert t(coll.RS, S, 16, 1) == pytest.approx(7 / 8 * S / B_IN + 7 * A_IN
+                                                 + 1 / 2 * S / 8 / B_OUT + 1 * A_OUT)
+    assert t(coll.AR, S, 4, 8) == pytest.approx(2 * 3 / 4 * S / B_OUT + 6 * A_OUT)
+    assert t(coll.A2A, S, 16, 1) == pytest.approx(7 / 16 * S / B_IN + 8 / 16 * S / B_OUT
+                                                  + 15 * A_OUT)
+
+
+def test_a_group_times_its_collectives_as_the_net_does():
+    """Net.group works a group's terms out once; each collective on it is count x the fixed
+    term plus bytes x the per-byte term, which is count collectives of size/count."""
+    class Cluster:
+        node_size, intra_busbw_Bps, inter_busbw_Bps, link_GBps, nic_GBps = 8, B_IN, B_OUT, 450, 50
+
+        class accelerator:
+            class efficiency:
+                intra_latency_s, inter_latency_s = A_IN, A_OUT
+    net = Net(Cluster)
+    n, stride = np.array([1, 8, 16, 64]), np.array([1, 1, 2, 4])
+    size, count = np.array([1e6, 1e8, 3e9, 7e7]), np.array([1.0, 3.0, 9.0, 40.0])
+    grp = net.group(n, stride)
+    for kind in (coll.AR, coll.RS, coll.AG, coll.A2A):
+        by_hand = count * coll.collective_time(kind, size / count, n, stride, 8, B_IN, B_OUT,
+                                               A_IN, A_OUT)
+        assert np.allclose(grp.coll(kind, size, count), by_hand, rtol=1e-12, atol=0)
+        assert np.allclose(net.coll(kind, size, n, stride, count), by_hand, rtol=1e-12, atol=0)
