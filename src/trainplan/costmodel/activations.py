@@ -45,15 +45,13 @@ class LayerSets:
 
 def layer_sets(dec, job, fw, L, dropout, act_b) -> LayerSets:
     """One layer's activations without recompute, fully recomputed and under the layout's
-    policy -- one call over the three policies stacked on a leading axis, each at the layout
-    arrays' shape -- with the logits and the eager attention scores of one micro-batch."""
+    policy (:func:`trainplan.costmodel.memory.layer_activation_policies`), with the logits and
+    the eager attention scores of one micro-batch."""
     s, cp, sp = job.seq_len, L.cp, L.sp_on
     moe = bool(dec.moe) and dec.moe.dense_layers < dec.layers
     fp8 = job.precision == "fp8_mixed" and fw.fp8_linear
-    shape = np.broadcast_shapes(*(np.shape(x) for x in (L.mb, L.tp, sp, L.flash, cp, L.rc)))
-    none, full, cur = mem.layer_activation_bytes(
-        dec, s, L.mb, L.tp, sp, np.stack([np.broadcast_to(r, shape) for r in (0, 2, L.rc)]),
-        L.flash, dropout, act_b, moe_layer=moe, cp=cp, fp8=fp8)
+    none, full, cur = mem.layer_activation_policies(dec, s, L.mb, L.tp, sp, L.rc, L.flash, dropout,
+                                                    act_b, moe_layer=moe, cp=cp, fp8=fp8)
     logits = mem.logits_bytes(dec, s, L.mb, L.tp, cp=cp, logits_fp32_copy=fw.logits_fp32,
                               linear_ce="linear_cross_entropy" in fused_groups(fw, job))
     scores = mem.attention_scores_bytes(dec, s, L.mb, L.tp, L.flash, dropout, act_b, cp=cp)

@@ -103,7 +103,7 @@ class Layout:
         layers; export.megatron.uneven_split). Otherwise the busiest stage's count."""
         busiest = self.layers_per_stage(layers)
         excess = np.asarray(self.pp, dtype=float) * busiest - layers
-        edge = np.clip(busiest - np.ceil(excess / 2.0), 1.0, busiest)
+        edge = np.minimum(np.maximum(busiest - np.ceil(excess / 2.0), 1.0), busiest)
         return np.where(np.asarray(self.pp) > 1, edge, busiest)
 
     def shard_group(self, over_cp: bool):
@@ -326,6 +326,6 @@ def rules_mask(L: Layout, ctx: Context, have: set[str] | None = None):
 def first_broken(L: Layout, ctx: Context) -> Rule | None:
     """The first rule a single layout breaks (None when it is valid)."""
     for r in RULES:
-        if not bool(np.all(r.ok(L, ctx))):
+        if not np.asarray(r.ok(L, ctx)).all():
             return r
     return None

@@ -37,32 +37,41 @@ def korthikanti_layer_bytes(s, b, h, a, t=1, sp=False, recompute="none"):
 # ---------------------------------------------------------------- generalised per layer
 def layer_activation_bytes(stack: Stack, s, b, t, sp, rc, flash, dropout, act_bytes=2.0,
                            moe_layer=False, cp=1, fp8=False):
-    """Bytes one layer keeps for backward for one micro-batch of b sequences of length s.
+    """Bytes one layer keeps for backward for one micro-batch of b sequences of length s, under
+    recompute code ``rc`` (:func:`layer_activation_policies`)."""
+    return layer_activation_policies(stack, s, b, t, sp, rc, flash, dropout, act_bytes,
+                                      moe_layer, cp, fp8)[2]
+
+
+def layer_activation_policies(stack: Stack, s, b, t, sp, rc, flash, dropout, act_bytes=2.0,
+                              moe_layer=False, cp=1, fp8=False):
+    """(without recompute, fully recomputed, under ``rc``): the bytes one layer keeps for
+    backward for one micro-batch of b sequences of length s.
 
     The per-op bytes come from the op inventory (:func:`trainplan.costmodel.ops.layer_ops`,
     Korthikanti sec. 4.1 generalised to GQA, SwiGLU, any FFN size and FlashAttention).
     Replicated tensors (norm and linear inputs, dropout masks) shard by t only with sequence
     parallelism; head- and FFN-split tensors shard by t always. Context parallelism splits the
     sequence: s/cp tokens per rank, each attending to s keys. ``rc``: 0 none, 1 selective (the
-    attention core's scores are dropped), 2 full (only the layer input, 2h per token, is kept).
+    attention core's scores are dropped), 2 full (only the layer input, 2h per token, is kept),
+    3 a layer of the first-k policy counted whole (the caller counts the k recomputed ones),
+    4 per-op selective (the attention outputs are saved, and half of the rest: every other
+    matmul output, trainplan.costmodel.flops.OP_SAC_RECOMPUTED_SHARE).
     ``fp8``: the linear layers keep FP8 inputs (:func:`~trainplan.costmodel.ops.kept_bytes_per_token`).
     """
+    from trainplan.costmodel.flops import OP_SAC_RECOMPUTED_SHARE
     from trainplan.costmodel.ops import attention_kept_bytes, kept_bytes_per_token
     sc = act_bytes / 2.0                     # scale for fp32 activations
     tokens = np.asarray(s, dtype=float) / cp * b
     rep, split, mrep, msplit = kept_bytes_per_token(stack, bool(moe_layer and stack.moe), fp8)
     drop = 1.0 if dropout else 0.0
     sp_div = np.where(sp, t, 1.0)
-    scores = attention_kept_bytes(stack, s, flash, rc, dropout, act_bytes)
-    full_layer = tokens * ((rep * sc + drop * mrep) / sp_div + (split * sc + drop * msplit
-                                                                + scores) / t)
+    attn = tokens * attention_kept_bytes(stack, s, flash, 0, dropout, act_bytes) / t
+    rest = tokens * ((rep * sc + drop * mrep) / sp_div + (split * sc + drop * msplit) / t)
+    whole = rest + attn                      # no recompute (selective drops the scores: rest)
     only_input = tokens * 2.0 * stack.hidden * sc / sp_div
-    # per-op selective (code 4): the attention outputs are saved, and half of the rest (every
-    # other matmul output; trainplan.costmodel.flops.OP_SAC_RECOMPUTED_SHARE)
-    from trainplan.costmodel.flops import OP_SAC_RECOMPUTED_SHARE
-    attn = tokens * (scores + 0.0) / t
-    op_sac = attn + (1.0 - OP_SAC_RECOMPUTED_SHARE) * (full_layer - attn)
-    return by_recompute(rc, full_layer, full_layer, only_input, full_layer, op_sac)
+    op_sac = attn + (1.0 - OP_SAC_RECOMPUTED_SHARE) * rest
+    return whole, only_input, by_recompute(rc, whole, rest, only_input, whole, op_sac)
 
 
 def cp_gathered_kv_bytes(stack: Stack, s, b, t, cp, act_bytes=2.0):

@@ -10,6 +10,7 @@ Checked in tests against published counts (Llama-2-7B 6,738,415,616 in its model
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from trainplan.costmodel import attention as att
 from trainplan.costmodel.vision_params import (
@@ -203,8 +204,10 @@ class ModelParams:
     decoder: StackParams
 
 
+@lru_cache(maxsize=64)
 def model_params(model: Model) -> ModelParams:
-    """Total, active (MoE) and non-embedding parameters of a model, by stack."""
+    """Total, active (MoE) and non-embedding parameters of a model, by stack (a frozen answer
+    for a frozen model: worked out once per model)."""
     by = {s.name: stack_params(s) for s in model.stacks}
     proj = sum(projector_params(p) for p in model.projectors)
     total = sum(sp.total for sp in by.values()) + proj
