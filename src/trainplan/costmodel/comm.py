@@ -56,12 +56,14 @@ class Group:
     def coll(self, kind, size, count=1.0):
         """``count`` collectives moving ``size`` bytes in all: count x the fixed term plus the
         bytes x the per-byte term."""
-        if kind not in self._terms:
+        # reduce-scatter and all-gather have the same ring terms (collectives.bus_factor)
+        key = coll.AG if kind == coll.RS else kind
+        if key not in self._terms:
             net = self.net
-            self._terms[kind] = coll.collective_terms(kind, self.n, self.stride, net.node,
-                                                      net.intra_bw, net.inter_bw, net.a_intra,
-                                                      net.a_inter)
-        fixed, per_byte = self._terms[kind]
+            self._terms[key] = coll.collective_terms(key, self.n, self.stride, net.node,
+                                                     net.intra_bw, net.inter_bw, net.a_intra,
+                                                     net.a_inter)
+        fixed, per_byte = self._terms[key]
         return count * fixed + per_byte * np.asarray(size, dtype=float)
 
 

@@ -116,18 +116,25 @@ class KernelModel:
         """Forward time of the layer's GEMMs for T tokens. Routed experts run as one GEMM per
         local expert and matrix (tokens spread over E/ep local experts); the router is not split
         by TP."""
-        t = 0.0
+        # GEMMs of one precision cost their fixed terms and their FLOPs at one rate (gemm_time
+        # is count x F_half plus the FLOPs over the rate), so each class is timed as one sum
         moe = stack.moe if moe_layer else None
+        flops = {False: 0.0, True: 0.0}
+        count = {False: 0.0, True: 0.0}
         for op in opinv.gemms(stack, moe_layer):
-            if op.name == "router":
-                t = t + self.gemm(T * op.flops)
+            if op.flops <= 0:
                 continue
-            count = op.gemms
+            if op.name == "router":          # BF16, not split by TP
+                flops[False], count[False] = flops[False] + op.flops * tp, count[False] + 1.0
+                continue
+            fp8 = bool(op.fp8 and self.fp8)
+            n = op.gemms
             if moe and op.name.startswith("expert_"):
-                n = op.gemms / (moe.top_k + moe.shared_experts)
-                count = n * np.maximum(moe.num_experts / ep, 1.0)
-            t = t + self.gemm(T * op.flops / tp, count, fp8=op.fp8)
-        return t
+                n = op.gemms / (moe.top_k + moe.shared_experts) \
+                    * np.maximum(moe.num_experts / ep, 1.0)
+            flops[fp8], count[fp8] = flops[fp8] + op.flops, count[fp8] + n
+        return sum((self.gemm(T * flops[k] / tp, count[k], fp8=k) for k in (False, True)
+                    if np.any(count[k] > 0)), 0.0)
 
     def layer(self, stack, T, seqs, queries, keys, tp, sp_div, flash, rc, rc_frac, wgrad,
               igrad, dropout, moe_layer=False, ep=1, causal=True, host=(0.0, 0.0),
@@ -163,7 +170,7 @@ class KernelModel:
         t_cast_f = memory_time(cast_f, self.hbm, self.eta_hbm_fp8)
         t_ew = t_mem + t_cast_f + kernels * self.eff.kernel_overhead_s
         merge_f = merge_b = 0.0
-        if self.fw.cp_merge and self.fw.cp_collective == "ring":
+        if self.fw.cp_merge and self.fw.cp_collective == "ring" and np.any(np.asarray(cp) > 1):
             mf, mb, mkf, mkb = opinv.ring_cp_merge(stack, cp, self.act_b)
             merge_f = memory_time(T * mf / tp, self.hbm, self.eta_hbm) \
                 + mkf * self.eff.kernel_overhead_s

@@ -134,8 +134,10 @@ def vision_embedding_params(stack: Stack) -> int:
     return f(stack)
 
 
+@lru_cache(maxsize=256)
 def stack_params(stack: Stack) -> StackParams:
-    """Split parameter count of a stack."""
+    """Split parameter count of a stack (a frozen answer for a frozen stack: worked out once
+    per stack)."""
     h = stack.hidden
     if stack.role == "vision":
         embedding = vision_embedding_params(stack)
