@@ -130,6 +130,9 @@ def goodput_of_interval(write_hours, restart_hours, failure_rate_per_hour,
     return g
 
 
+_GRID = np.linspace(0.0, 1.0, 129)     # best_goodput's grid over the bracket, each round
+
+
 def best_goodput(write_hours, restart_hours, failure_rate_per_hour, preempt_rate_per_hour=0.0,
                  preempt_restart_hours=None):
     """(goodput, interval): ``goodput_exact`` at the checkpoint interval that maximises it.
@@ -168,16 +171,16 @@ def best_goodput(write_hours, restart_hours, failure_rate_per_hour, preempt_rate
     # nested grids on log(interval): 129 points, then the two cells around the best, 3 times
     # (the bracket shrinks 64x a round, to about 4e-6 of its start); one numpy call a round
     a, b = lo, hi
-    frac = np.linspace(0.0, 1.0, 129)
     rows = np.arange(a.size)
-    g_col = goodput_of_interval(d[:, None], r[:, None], lf[:, None], lp[:, None], rp[:, None])
+    g_col = goodput_of_interval(d[:, None], r[:, None], lf[:, None], lp[:, None],
+                                None if preempt_restart_hours is None else rp[:, None])
     for _ in range(3):
-        x = a[:, None] + (b - a)[:, None] * frac[None, :]
+        x = a[:, None] + (b - a)[:, None] * _GRID[None, :]
         best = x[rows, np.argmax(g_col(np.exp(x)), axis=1)]
-        step = (b - a) / (frac.size - 1)
+        step = (b - a) / (_GRID.size - 1)
         a, b = best - step, best + step
     tau = np.exp((a + b) / 2.0)
-    good = np.where(none, 1.0, goodput_of_interval(d, r, lf, lp, rp)(tau))
+    good = np.where(none, 1.0, g_col(tau[:, None])[:, 0])
     tau = np.where(none, np.inf, tau)
     inv = np.asarray(inv).ravel()
     return good[inv].reshape(shape), tau[inv].reshape(shape)
