@@ -98,10 +98,13 @@ def complete_strategy(model: Model, job: Job, cluster: Cluster, st: Strategy) ->
                          f"gpus / (tp*pp*cp) = {cluster.gpus} / {mp} = {cluster.gpus // mp}")
     fw = get_framework(job.framework)
     check_job(job, cluster.accelerator)
+    defaults = {}                      # the framework's defaults for what the strategy omits
     if st.recompute is None:
-        st = evolve(st, recompute="selective" if "selective" in fw.recompute else "none")
+        defaults["recompute"] = "selective" if "selective" in fw.recompute else "none"
     if "zero" not in st.model_fields_set:
-        st = evolve(st, zero=default_zero(fw, st.pp))
+        defaults["zero"] = default_zero(fw, st.pp)
+    if defaults:
+        st = evolve(st, **defaults)
     st = coupled_offload(fw, st)
     L = Layout.of(st, dp)
     ctx = context(model, job, cluster.gpus, fw)._replace(uneven=st.uneven_stages)
