@@ -1,9 +1,10 @@
 """Speed of the core: one estimate after import, and `trainplan --help` from a cold start.
 
 Targets (issue 2): one estimate <= 5 ms after import; `trainplan --help` <= 0.5 s cold. The
-estimate is timed for the benchmark's layout (TP4 PP2, which does not fit in 80 GiB: the estimate
-also searches the changes that would, costmodel/fit_hints.py) and for TP8 PP2, which fits: the
-median of ten interleaved batches of 50 (single batches move with the load of a shared machine).
+estimate is timed for the benchmark's layout (TP4 PP2, which does not fit in 80 GiB) and for TP8
+PP2, which fits; each evaluates the layout with its one-knob neighbours in one call (for the
+changes that would make it fit, or that are much faster: costmodel/fit_hints.py): the median of
+ten interleaved batches of 50 (single batches move with the load of a shared machine).
 
     python benchmarks/speed.py
 """

@@ -7,7 +7,6 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from trainplan.conventions import GiB
-from trainplan.costmodel.evaluate import Layout, evaluate
 from trainplan.costmodel.result import Evaluation
 from trainplan.costmodel.totals import run_totals
 from trainplan.spec.cluster import Cluster
@@ -130,7 +129,12 @@ def build_estimate(model: Model, job: Job, cluster: Cluster, st: Strategy,
                    r: Evaluation | None = None) -> Estimate:
     """Turn evaluate()'s numbers into an Estimate (with totals and warnings)."""
     cluster.accelerator.check_precision(job.precision)  # no fp8 on A100, no bf16 on V100
-    r = r if r is not None else evaluate(model, job, cluster, Layout.of(st))
+    nb = None
+    if r is None:       # the layout and its one-knob neighbours in one call (fit_hints)
+        from trainplan.costmodel.fit_hints import neighbourhood
+        from trainplan.spec.framework import get_framework
+        nb = neighbourhood(model, job, cluster, st, get_framework(job.framework))
+        r = nb.r.row(0)
     acc = cluster.accelerator
     mem = MemoryBreakdown(
         stage="first" if bool(r.worst_first) else "last",
@@ -167,7 +171,7 @@ def build_estimate(model: Model, job: Job, cluster: Cluster, st: Strategy,
         energy_mwh=t.get("energy_mwh"),
         energy_assumption=f"GPU TDP {acc.tdp_w:.0f} W x {cluster.utilisation_power:.0%} average "
                           f"draw x PUE {cluster.pue} (GPU power only, host excluded)")
-    warnings = _warnings(model, job, cluster, st, r, mem, time)
+    warnings = _warnings(model, job, cluster, st, r, mem, time, nb)
     n = cluster.gpus
     return Estimate(
         model=model.name, gpu=acc.name, gpus=n, framework=job.framework,
@@ -247,7 +251,7 @@ def _finite(x):
     return None if x is None or not math.isfinite(float(x)) else float(x)
 
 
-def _warnings(model, job, cluster, st, r, mem, time) -> list[str]:
+def _warnings(model, job, cluster, st, r, mem, time, nb=None) -> list[str]:
     from trainplan.spec.framework import get_framework
     fw = get_framework(job.framework)
     w = []
@@ -265,10 +269,16 @@ def _warnings(model, job, cluster, st, r, mem, time) -> list[str]:
         top = ", ".join(f"{k} {v:.1f} GiB" for k, v in parts[:3])
         w.append(f"DOES NOT FIT: {mem.total_gib:.1f} GiB needed on the {mem.stage} stage, "
                  f"{mem.capacity_gib:.0f} GiB available. Largest: {top}. "
-                 + _fit_hint(model, job, cluster, st, fw))
+                 + _fit_hint(model, job, cluster, st, fw, nb))
     elif mem.headroom_gib < 0.05 * mem.capacity_gib:
         w.append(f"tight memory: {mem.headroom_gib:.1f} GiB headroom "
                  "(allocator fragmentation can still OOM)")
+    if nb is not None and mem.fits and not mem.host_gib_per_node > mem.host_capacity_gib:
+        from trainplan.costmodel.fit_hints import FASTER_BY, faster_changes
+        faster = faster_changes(nb, st, time.step_s)
+        if faster:
+            w.append(f"faster one change away, and still fits (at least {FASTER_BY:.0%}): "
+                     + "; ".join(faster) + ". `trainplan plan` searches every knob together")
     if time.pp_bubble_s > 0.15 * time.step_s:
         w.append(f"pipeline bubble is {time.pp_bubble_s / time.step_s:.0%} of the step: use more "
                  "micro-batches (smaller micro-batch or larger global batch) or virtual stages")
@@ -348,11 +358,12 @@ def _offload_warning(fw, job, cluster, st, time) -> list[str]:
     return out
 
 
-def _fit_hint(model, job, cluster, st, fw) -> str:
-    """The changes of one knob (else two) the physics predicts to fit (costmodel.fit_hints),
-    or where to look when none does."""
+def _fit_hint(model, job, cluster, st, fw, nb=None) -> str:
+    """The changes of one knob (else two) the physics predicts to fit (costmodel.fit_hints,
+    from the layout's neighbourhood ``nb`` where the estimate has it), or where to look when
+    none does."""
     from trainplan.costmodel.fit_hints import fitting_changes
-    knobs, fixes = fitting_changes(model, job, cluster, st, fw)
+    knobs, fixes = fitting_changes(model, job, cluster, st, fw, nb=nb)
     if fixes:
         head = "Each of these alone fits: " if knobs == 1 else \
             "No single change fits; each of these pairs does: "

@@ -1,14 +1,18 @@
-"""What one change would make a layout that does not fit, fit.
+"""What one change would make a layout that does not fit, fit; and which one change makes a
+layout that fits much faster.
 
-An estimate that does not fit names the changes of a single knob (the next ZeRO stage the
-framework offers, a stronger recompute, a smaller micro-batch, more tensor, pipeline or context
-parallelism on the same GPUs, the optimizer on the CPU) that are valid under the framework's
-Layout rules (:data:`trainplan.costmodel.layout.RULES`, the rules ``complete_strategy`` and the
-search apply) and that the same physics (:func:`trainplan.costmodel.evaluate.evaluate`, one
-vectorised call over the candidates) predicts to fit, the fastest first. Knobs are changed one at a
-time so that each suggestion is a small edit of the user's own layout; where no single change
-fits, pairs of changes to two different knobs are tried the same way. ``trainplan plan`` searches
-them all together.
+An estimate evaluates the layout together with its neighbours -- the layouts one knob away: the
+next ZeRO stage the framework offers, a stronger recompute, a smaller micro-batch, more tensor,
+pipeline or context parallelism on the same GPUs, the optimizer on the CPU (the changes that
+save memory), and a lower ZeRO stage, a weaker recompute, a micro-batch twice as large, half the
+tensor, pipeline or context parallelism, no offload (the changes that usually save time) -- in
+one vectorised call of the same physics (:func:`trainplan.costmodel.evaluate.evaluate`). Each
+neighbour must be valid under the framework's Layout rules (:data:`trainplan.costmodel.layout.
+RULES`, the rules ``complete_strategy`` and the search apply). A layout that does not fit names
+the neighbours predicted to fit, the fastest first; where none does, pairs of the memory-saving
+changes to two different knobs are tried the same way. A layout that fits names the neighbours
+that fit and are predicted at least :data:`FASTER_BY` faster. Each suggestion is a small edit of
+the user's own layout; ``trainplan plan`` searches them all together.
 """
 
 from __future__ import annotations
@@ -22,7 +26,12 @@ from trainplan.conventions import GiB
 from trainplan.costmodel.evaluate import evaluate
 from trainplan.costmodel.layout import Layout, context, rules_mask
 from trainplan.costmodel.offload import OFFLOAD_CHOICES, offload_layer_choice
+from trainplan.costmodel.result import Evaluation
 from trainplan.spec.base import evolve
+
+#: A neighbour that fits is named as faster only when its predicted step is at least this much
+#: shorter: closer differences are within the model's validated accuracy (README, Accuracy).
+FASTER_BY = 0.10
 
 
 class Fix(NamedTuple):
@@ -35,6 +44,8 @@ class Fix(NamedTuple):
 
 _STRONGER = {"none": ("selective", "full"), "selective": ("full",), "op_selective": ("full",),
              "layers": ("full",), "full": ()}
+_WEAKER = {"full": ("selective", "op_selective", "none"), "layers": ("none",),
+           "selective": ("none",), "op_selective": ("none",), "none": ()}
 
 
 def _changes(st, fw, gpus: int, node: int, layers: int = 0) -> list[tuple[str, dict]]:
@@ -65,6 +76,24 @@ def _changes(st, fw, gpus: int, node: int, layers: int = 0) -> list[tuple[str, d
         out.append(("offload_optimizer=True" + (" with zero=1" if st.zero < 1 else ""),
                     {"offload_optimizer": True, "min_zero": 1}))
     return out + activation_offloads(fw, layers, st.pp, st.recompute, st.offload_activations)
+
+
+def _speedups(st, fw) -> list[tuple[str, dict]]:
+    """(label, Strategy fields) of the single-knob changes that usually shorten a step at a cost
+    in memory: a lower ZeRO stage, a weaker recompute the framework offers, a micro-batch twice
+    as large, half the tensor, pipeline or context parallelism, no offload."""
+    out: list[tuple[str, dict]] = [(f"zero={z}", {"zero": z}) for z in fw.zero_stages
+                                   if z < st.zero]
+    out += [(f"recompute='{rc}'", {"recompute": rc, "recompute_layers": 0})
+            for rc in _WEAKER[st.recompute or "none"] if rc in fw.recompute]
+    out.append((f"micro_batch={st.micro_batch * 2}", {"micro_batch": st.micro_batch * 2}))
+    out += [(f"{k}={getattr(st, k) // 2}", {k: getattr(st, k) // 2}) for k in ("tp", "pp", "cp")
+            if getattr(st, k) > 1]
+    if st.offload_optimizer or st.offload_params:
+        out.append(("no CPU offload", {"offload_optimizer": False, "offload_params": False}))
+    if st.offload_activations:
+        out.append(("offload_activations=0", {"offload_activations": 0}))
+    return out
 
 
 def activation_offloads(fw, layers: int, pp: int, recompute: str | None,
@@ -110,50 +139,87 @@ def _pairs(changes) -> list[tuple[str, dict]]:
     return out
 
 
-def _fitting(model, job, cluster, st, fw, changes, limit=None) -> list[Fix]:
-    """The valid changes that fit, fastest first (at most ``limit``). Validity is the Layout
-    rules (they include the Strategy spec's own checks); the fixes returned are validated as
-    Strategy specs too."""
-    if not changes:
-        return []
-    L = Layout.stack([Layout.of(st, **upd) for _, upd in changes])
+class Neighbourhood(NamedTuple):
+    """A layout (row 0 of ``r``) and its one-knob neighbours (rows 1...), evaluated in one call."""
+    changes: list[tuple[str, dict]]   # (label, Strategy fields, dp re-derived) per neighbour
+    r: Evaluation
+    ok: np.ndarray                    # the neighbours the framework's rules allow
+
+    def fixes(self, st, faster_than: float | None = None, limit=None) -> list[Fix]:
+        """The valid neighbours that fit (and are faster than ``faster_than`` seconds), fastest
+        first, each checked as a Strategy spec too; of neighbours whose predictions read the
+        same (selective recompute and none under FlashAttention) the first named."""
+        n = len(self.changes)
+        fits, mem, step = (np.broadcast_to(x, (n + 1,))[1:]
+                           for x in (self.r.fits, self.r.mem_total, self.r.t_step))
+        keep = self.ok & fits & (step < faster_than if faster_than is not None else True)
+        good = np.flatnonzero(keep)
+        out: list[Fix] = []
+        seen = set()
+        for i in good[np.argsort(step[good], kind="stable")]:
+            if limit is not None and len(out) >= limit:
+                break
+            shown = (f"{float(mem[i]) / GiB:.1f}", _seconds(float(step[i])))
+            if shown in seen:
+                continue
+            seen.add(shown)
+            try:
+                evolve(st, **self.changes[i][1])
+            except ValidationError:       # a change the Strategy spec itself refuses
+                continue
+            out.append(Fix(self.changes[i][0], self.changes[i][1], float(mem[i]) / GiB,
+                           float(step[i])))
+        return out
+
+
+def neighbourhood(model, job, cluster, st, fw, changes=None) -> Neighbourhood:
+    """``st`` and its one-knob neighbours (``changes``: by default the memory-saving and the
+    time-saving ones, :func:`_changes` and :func:`_speedups`) through one evaluate() call;
+    neighbours that do not tile the GPUs are dropped."""
+    if changes is None:
+        changes = _changes(st, fw, cluster.gpus, cluster.node_size, model.decoder.layers) \
+            + _speedups(st, fw)
+    changes = _with_dp(changes, st, cluster.gpus)
+    L = Layout.stack([Layout.of(st)] + [Layout.of(st, **upd) for _, upd in changes])
     ctx = context(model, job, cluster.gpus, fw)._replace(uneven=st.uneven_stages)
-    n = len(changes)
-    ok = np.broadcast_to(rules_mask(L, ctx), (n,))
-    r = evaluate(model, job, cluster, L)
-    fits, mem, step = (np.broadcast_to(x, (n,)) for x in (r.fits, r.mem_total, r.t_step))
-    good = np.flatnonzero(ok & fits)
-    out: list[Fix] = []
-    for i in good[np.argsort(step[good], kind="stable")]:
-        if limit is not None and len(out) >= limit:
-            break
-        try:
-            evolve(st, **changes[i][1])
-        except ValidationError:       # a change the Strategy spec itself refuses
-            continue
-        out.append(Fix(changes[i][0], changes[i][1], float(mem[i]) / GiB, float(step[i])))
-    return out
+    ok = np.broadcast_to(rules_mask(L, ctx), (len(changes) + 1,))[1:]
+    return Neighbourhood(changes, evaluate(model, job, cluster, L), ok)
 
 
-def fitting_layouts(model, job, cluster, st, fw, limit=None) -> tuple[int, list[Fix]]:
+def fitting_layouts(model, job, cluster, st, fw, limit=None,
+                    nb: Neighbourhood | None = None) -> tuple[int, list[Fix]]:
     """(knobs changed, fixes): the changes of one knob of ``st`` that the physics predicts to
-    fit, fastest first (at most ``limit``); where none does, the changes of two knobs (2, ...);
-    (0, []) when no pair fits either. Pairs are evaluated only where no single change fits."""
+    fit, fastest first (at most ``limit``), from the layout's neighbourhood (``nb``, else
+    worked out); where none does, the memory-saving changes of two knobs (2, ...); (0, [])
+    when no pair fits either. Pairs are evaluated only where no single change fits."""
+    nb = nb if nb is not None else neighbourhood(model, job, cluster, st, fw)
+    fixes = nb.fixes(st, limit=limit)
+    if fixes:
+        return 1, fixes
     single = _changes(st, fw, cluster.gpus, cluster.node_size, model.decoder.layers)
-    for knobs in (1, 2):
-        group = single if knobs == 1 else _pairs(single)     # pairs only where no single fits
-        fixes = _fitting(model, job, cluster, st, fw, _with_dp(group, st, cluster.gpus), limit)
-        if fixes:
-            return knobs, fixes
-    return 0, []
+    pairs = _pairs(single)
+    if pairs:
+        fixes = neighbourhood(model, job, cluster, st, fw, pairs).fixes(st, limit=limit)
+    return (2, fixes) if fixes else (0, [])
 
 
-def fitting_changes(model, job, cluster, st, fw, limit: int = 3) -> tuple[int, list[str]]:
+def fitting_changes(model, job, cluster, st, fw, limit: int = 3,
+                    nb: Neighbourhood | None = None) -> tuple[int, list[str]]:
     """:func:`fitting_layouts` in words: up to ``limit`` fixes, each with its memory per GPU
     and step time."""
-    knobs, fixes = fitting_layouts(model, job, cluster, st, fw, limit)
-    return knobs, [f"{f.label} ({f.gib:.1f} GiB, step {_seconds(f.step_s)} s)"
-                   for f in fixes[:limit]]
+    knobs, fixes = fitting_layouts(model, job, cluster, st, fw, limit, nb)
+    return knobs, [_words(f) for f in fixes[:limit]]
+
+
+def faster_changes(nb: Neighbourhood, st, step_s: float, limit: int = 2) -> list[str]:
+    """The neighbours of a layout that fits which fit too and are predicted at least
+    :data:`FASTER_BY` faster than its ``step_s``, in words, the fastest first."""
+    return [_words(f, step_s) for f in nb.fixes(st, step_s * (1.0 - FASTER_BY), limit)]
+
+
+def _words(f: Fix, step_s: float | None = None) -> str:
+    gain = f", {1.0 - f.step_s / step_s:.0%} faster" if step_s else ""
+    return f"{f.label} ({f.gib:.1f} GiB, step {_seconds(f.step_s)} s{gain})"
 
 
 def _seconds(x: float) -> str:

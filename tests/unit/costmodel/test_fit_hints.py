@@ -83,3 +83,51 @@ def test_fsdp_hint_offloads_parameters_with_the_optimizer():
     w = next(x for x in est.warnings if x.startswith("DOES NOT FIT"))
     assert "offload_optimizer=True and offload_params=True (CPU offload)" in w
     assert "offload_optimizer=True;" not in w and not w.rstrip(".").endswith("offload_optimizer=True")
+
+
+def test_a_layout_that_fits_names_much_faster_neighbours_that_fit_too():
+    """Llama-3-8B on 8 H100 with full recompute fits with room to spare: selective recompute
+    is one change away, fits too and is predicted at least FASTER_BY faster; each named change
+    reproduces through its own estimate."""
+    from trainplan.costmodel.fit_hints import FASTER_BY, faster_changes, neighbourhood
+    args = ("llama-3-8b", "h100_sxm", 8, "megatron", 4096, 64)
+    m, job, cl, st = _case(*args, tp=2, recompute="full")
+    e = estimate("llama-3-8b", gpu="h100_sxm", gpus=8, seq_len=4096, global_batch=64,
+                 framework="megatron", strategy={"tp": 2, "recompute": "full"})
+    assert e.memory.fits
+    note = next(w for w in e.warnings if w.startswith("faster one change away"))
+    assert "recompute='selective'" in note and "trainplan plan" in note
+    nb = neighbourhood(m, job, cl, st, get_framework("megatron"))
+    fixes = nb.fixes(st, e.time.step_s * (1 - FASTER_BY))
+    assert fixes and all(f.step_s <= e.time.step_s * (1 - FASTER_BY) for f in fixes)
+    _check_each_fix_fits(*args, fixes, st)
+    assert len(faster_changes(nb, st, e.time.step_s)) <= 2
+
+
+def test_no_note_without_a_neighbour_that_much_faster():
+    """TP8 PP2 for Llama-3-70B on 64 H100 fits; no one change is predicted 10% faster and
+    fitting, so the estimate says nothing about neighbours."""
+    e = estimate("llama-3-70b", gpu="h100_sxm", gpus=64, seq_len=8192, global_batch=512,
+                 strategy={"tp": 8, "pp": 2, "zero": 1, "recompute": "selective"})
+    assert e.memory.fits
+    assert not any(w.startswith("faster one change away") for w in e.warnings)
+
+
+def test_the_layout_evaluated_with_its_neighbours_is_the_layout_alone():
+    """The estimate takes its numbers from row 0 of the neighbourhood's one evaluate() call:
+    they are the numbers of the layout evaluated alone."""
+    from trainplan.costmodel.estimate import build_estimate
+    from trainplan.costmodel.evaluate import evaluate
+    from trainplan.costmodel.layout import Layout
+    for args, strategy in ((("llama-3-70b", "h100_sxm", 64, "megatron", 8192, 512),
+                            dict(tp=4, pp=2, cp=2)),
+                           (("llama-3-8b", "a100_sxm_80gb", 8, "fsdp", 4096, 64), dict(zero=3))):
+        m, job, cl, st = _case(*args, **strategy)
+        alone = build_estimate(m, job, cl, st, evaluate(m, job, cl, Layout.of(st)))
+        together = build_estimate(m, job, cl, st)
+        assert together.time.model_dump() == pytest.approx(alone.time.model_dump(), rel=1e-12)
+        mem_t, mem_a = together.memory.model_dump(), alone.memory.model_dump()
+        assert mem_t.pop("stage") == mem_a.pop("stage")
+        assert mem_t == pytest.approx(mem_a, rel=1e-12)
+        # an estimate given its numbers (the search's) names no neighbours
+        assert not any(w.startswith("faster one change away") for w in alone.warnings)
