@@ -162,11 +162,11 @@ class Neighbourhood(NamedTuple):
             shown = (f"{float(mem[i]) / GiB:.1f}", _seconds(float(step[i])))
             if shown in seen:
                 continue
-            seen.add(shown)
             try:
                 evolve(st, **self.changes[i][1])
             except ValidationError:       # a change the Strategy spec itself refuses
                 continue
+            seen.add(shown)
             out.append(Fix(self.changes[i][0], self.changes[i][1], float(mem[i]) / GiB,
                            float(step[i])))
         return out
