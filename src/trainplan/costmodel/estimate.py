@@ -252,6 +252,7 @@ def _finite(x):
 
 
 def _warnings(model, job, cluster, st, r, mem, time, nb=None) -> list[str]:
+    from trainplan.costmodel.fit_hints import TIGHT_HEADROOM
     from trainplan.spec.framework import get_framework
     fw = get_framework(job.framework)
     w = []
@@ -270,14 +271,15 @@ def _warnings(model, job, cluster, st, r, mem, time, nb=None) -> list[str]:
         w.append(f"DOES NOT FIT: {mem.total_gib:.1f} GiB needed on the {mem.stage} stage, "
                  f"{mem.capacity_gib:.0f} GiB available. Largest: {top}. "
                  + _fit_hint(model, job, cluster, st, fw, nb))
-    elif mem.headroom_gib < 0.05 * mem.capacity_gib:
+    elif mem.headroom_gib < TIGHT_HEADROOM * mem.capacity_gib:
         w.append(f"tight memory: {mem.headroom_gib:.1f} GiB headroom "
                  "(allocator fragmentation can still OOM)")
     if nb is not None and mem.fits and not mem.host_gib_per_node > mem.host_capacity_gib:
         from trainplan.costmodel.fit_hints import FASTER_BY, faster_changes
         faster = faster_changes(nb, st, time.step_s)
         if faster:
-            w.append(f"faster one change away, and still fits (at least {FASTER_BY:.0%}): "
+            w.append(f"faster one change away, and still fits with {TIGHT_HEADROOM:.0%} free "
+                     f"(at least {FASTER_BY:.0%} faster): "
                      + "; ".join(faster) + ". `trainplan plan` searches every knob together")
     if time.pp_bubble_s > 0.15 * time.step_s:
         w.append(f"pipeline bubble is {time.pp_bubble_s / time.step_s:.0%} of the step: use more "

@@ -32,6 +32,9 @@ from trainplan.spec.base import evolve
 #: A neighbour that fits is named as faster only when its predicted step is at least this much
 #: shorter: closer differences are within the model's validated accuracy (README, Accuracy).
 FASTER_BY = 0.10
+#: Memory left free below which a layout that fits is called tight (allocator fragmentation can
+#: still OOM it): the estimate warns of it, and names no faster neighbour that tight.
+TIGHT_HEADROOM = 0.05
 
 
 class Fix(NamedTuple):
@@ -145,14 +148,17 @@ class Neighbourhood(NamedTuple):
     r: Evaluation
     ok: np.ndarray                    # the neighbours the framework's rules allow
 
-    def fixes(self, st, faster_than: float | None = None, limit=None) -> list[Fix]:
-        """The valid neighbours that fit (and are faster than ``faster_than`` seconds), fastest
-        first, each checked as a Strategy spec too; of neighbours whose predictions read the
-        same (selective recompute and none under FlashAttention) the first named."""
+    def fixes(self, st, faster_than: float | None = None, limit=None,
+              headroom: float = 0.0) -> list[Fix]:
+        """The valid neighbours that fit with ``headroom`` (a share of the GPU memory) left free
+        (and are faster than ``faster_than`` seconds), fastest first, each checked as a Strategy
+        spec too; of neighbours whose predictions read the same (selective recompute and none
+        under FlashAttention) the first named."""
         n = len(self.changes)
-        fits, mem, step = (np.broadcast_to(x, (n + 1,))[1:]
-                           for x in (self.r.fits, self.r.mem_total, self.r.t_step))
-        keep = self.ok & fits & (step < faster_than if faster_than is not None else True)
+        fits, mem, step, cap = (np.broadcast_to(x, (n + 1,))[1:] for x in (
+            self.r.fits, self.r.mem_total, self.r.t_step, self.r.mem_capacity))
+        keep = self.ok & fits & (mem <= (1.0 - headroom) * cap) \
+            & (step < faster_than if faster_than is not None else True)
         good = np.flatnonzero(keep)
         out: list[Fix] = []
         seen = set()
@@ -212,9 +218,11 @@ def fitting_changes(model, job, cluster, st, fw, limit: int = 3,
 
 
 def faster_changes(nb: Neighbourhood, st, step_s: float, limit: int = 2) -> list[str]:
-    """The neighbours of a layout that fits which fit too and are predicted at least
-    :data:`FASTER_BY` faster than its ``step_s``, in words, the fastest first."""
-    return [_words(f, step_s) for f in nb.fixes(st, step_s * (1.0 - FASTER_BY), limit)]
+    """The neighbours of a layout that fits which fit too, without being tight
+    (:data:`TIGHT_HEADROOM`), and are predicted at least :data:`FASTER_BY` faster than its
+    ``step_s``, in words, the fastest first."""
+    return [_words(f, step_s) for f in nb.fixes(st, step_s * (1.0 - FASTER_BY), limit,
+                                                TIGHT_HEADROOM)]
 
 
 def _words(f: Fix, step_s: float | None = None) -> str:
