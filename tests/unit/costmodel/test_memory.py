@@ -133,3 +133,19 @@ def test_stage_activations_of_layout_arrays_equal_each_row(rc):
                            dp=int(dp[i])))
         assert arr.kept[i] == pytest.approx(float(one.kept))
         assert arr.transient[i] == pytest.approx(float(one.transient))
+
+
+def test_policies_are_the_three_answers_of_one_pass():
+    """layer_activation_policies gives, in one pass, what layer_activation_bytes gives without
+    recompute (code 0), under full recompute (code 2) and under each layout's own code, for an
+    array of codes beside arrays of TP degrees."""
+    rc, t = np.array([0, 1, 2, 3, 4]), np.array([1, 2, 4, 8, 2])
+    none, full, cur = mem.layer_activation_policies(GPT, s, b, t, True, rc, False, True)
+    for i in range(5):
+        one = lambda code: float(mem.layer_activation_bytes(GPT, s, b, int(t[i]), True,  # noqa: E731
+                                                            code, False, True))
+        assert none[i] == pytest.approx(one(0), rel=1e-12)
+        assert full[i] == pytest.approx(one(2), rel=1e-12)
+        assert cur[i] == pytest.approx(one(int(rc[i])), rel=1e-12)
+    assert cur[3] == none[3]                       # a layer of the first-k policy counted whole
+    assert full[0] == pytest.approx(2 * s * b * h, rel=1e-12)   # the input only
