@@ -80,6 +80,18 @@ class Totals(Out):
     energy_assumption: str
 
 
+class Alternative(Out):
+    """A layout one knob (or two) away that the estimate names, with the same physics' numbers."""
+
+    change: str = Field(description="the change in words, e.g. pp=8 or recompute='selective'")
+    strategy: dict[str, Any] = Field(description="the strategy fields it sets (dp re-derived): "
+                                     "the estimate's strategy updated with these is the layout")
+    why: str = Field(description="'fits' (the layout does not and this does) or 'faster' (it "
+                     "fits with 5% free and is predicted at least 10% faster)")
+    memory_gib: float
+    step_s: float
+
+
 class Estimate(Out):
     """Everything trainplan concludes for one configuration."""
 
@@ -115,6 +127,8 @@ class Estimate(Out):
     inputs: dict[str, Any] = Field(default_factory=dict, description="model, job, cluster and "
                                    "strategy specs: the JSON alone reproduces the estimate")
     warnings: list[str]
+    alternatives: list[Alternative] = Field(default_factory=list, description="the layouts one "
+                                            "change away that the warnings name, as data")
 
     @property
     def fits(self) -> bool:
@@ -171,7 +185,7 @@ def build_estimate(model: Model, job: Job, cluster: Cluster, st: Strategy,
         energy_mwh=t.get("energy_mwh"),
         energy_assumption=f"GPU TDP {acc.tdp_w:.0f} W x {cluster.utilisation_power:.0%} average "
                           f"draw x PUE {cluster.pue} (GPU power only, host excluded)")
-    warnings = _warnings(model, job, cluster, st, r, mem, time, nb)
+    warnings, alternatives = _warnings(model, job, cluster, st, r, mem, time, nb)
     n = cluster.gpus
     return Estimate(
         model=model.name, gpu=acc.name, gpus=n, framework=job.framework,
@@ -189,7 +203,8 @@ def build_estimate(model: Model, job: Job, cluster: Cluster, st: Strategy,
         tokens_per_s_per_gpu=_f(r.tokens_per_s) / n,
         tflops_per_gpu=_f(r.model_flops_step) / step / n / 1e12,
         mfu=_f(r.mfu), hfu=_f(r.hfu), peak_tflops=_f(r.peak_flops) / 1e12,
-        totals=totals, warnings=warnings, assumptions=assumptions(model, job, cluster),
+        totals=totals, warnings=warnings, alternatives=alternatives,
+        assumptions=assumptions(model, job, cluster),
         inputs=dict(model=model.model_dump(mode="json"), job=job.model_dump(mode="json"),
                     cluster={**cluster.model_dump(mode="json", exclude={"accelerator"}),
                              "gpu": acc.id},
@@ -251,11 +266,15 @@ def _finite(x):
     return None if x is None or not math.isfinite(float(x)) else float(x)
 
 
-def _warnings(model, job, cluster, st, r, mem, time, nb=None) -> list[str]:
-    from trainplan.costmodel.fit_hints import TIGHT_HEADROOM
+def _warnings(model, job, cluster, st, r, mem, time, nb=None) -> tuple[list[str], list[Alternative]]:
+    """The estimate's warnings, and the alternatives they name (costmodel.fit_hints: for a
+    layout that does not fit, the changes predicted to fit; for one that fits, from its
+    neighbourhood ``nb``, the much faster ones that fit too)."""
+    from trainplan.costmodel import fit_hints as fh
     from trainplan.spec.framework import get_framework
     fw = get_framework(job.framework)
-    w = []
+    w: list[str] = []
+    named: list[tuple[str, Any]] = []
     if mem.host_gib_per_node > mem.host_capacity_gib:
         w.append(f"DOES NOT FIT in host memory: the offloaded states take "
                  f"{mem.host_gib_per_node:.0f} GiB of CPU memory per node, "
@@ -268,19 +287,18 @@ def _warnings(model, job, cluster, st, r, mem, time, nb=None) -> list[str]:
                         ("transient", mem.transient_gib), ("overhead", mem.overhead_gib)],
                        key=lambda x: -x[1])
         top = ", ".join(f"{k} {v:.1f} GiB" for k, v in parts[:3])
+        hint, fixes = fh.fit_hint(model, job, cluster, st, fw, nb)
+        named += [("fits", f) for f in fixes]
         w.append(f"DOES NOT FIT: {mem.total_gib:.1f} GiB needed on the {mem.stage} stage, "
-                 f"{mem.capacity_gib:.0f} GiB available. Largest: {top}. "
-                 + _fit_hint(model, job, cluster, st, fw, nb))
-    elif mem.headroom_gib < TIGHT_HEADROOM * mem.capacity_gib:
+                 f"{mem.capacity_gib:.0f} GiB available. Largest: {top}. " + hint)
+    elif mem.headroom_gib < fh.TIGHT_HEADROOM * mem.capacity_gib:
         w.append(f"tight memory: {mem.headroom_gib:.1f} GiB headroom "
                  "(allocator fragmentation can still OOM)")
     if nb is not None and mem.fits and not mem.host_gib_per_node > mem.host_capacity_gib:
-        from trainplan.costmodel.fit_hints import FASTER_BY, faster_changes
-        faster = faster_changes(nb, st, time.step_s)
+        faster = fh.faster_fixes(nb, st, time.step_s)
         if faster:
-            w.append(f"faster one change away, and still fits with {TIGHT_HEADROOM:.0%} free "
-                     f"(at least {FASTER_BY:.0%} faster): "
-                     + "; ".join(faster) + ". `trainplan plan` searches every knob together")
+            named += [("faster", f) for f in faster]
+            w.append(fh.faster_note(faster, time.step_s))
     if time.pp_bubble_s > 0.15 * time.step_s:
         w.append(f"pipeline bubble is {time.pp_bubble_s / time.step_s:.0%} of the step: use more "
                  "micro-batches (smaller micro-batch or larger global batch) or virtual stages")
@@ -304,7 +322,8 @@ def _warnings(model, job, cluster, st, r, mem, time, nb=None) -> list[str]:
           for f in fw.validation_flags if f.applies(st)]
     if job.precision == "fp16_mixed":
         w.append("fp16 needs dynamic loss scaling (GradScaler init 2^16); prefer bf16 on A100/H100")
-    return w
+    return w, [Alternative(change=f.label, strategy=dict(f.update), why=why, memory_gib=f.gib,
+                           step_s=f.step_s) for why, f in named]
 
 
 def _host_bound_warning(fw, model, st, r, time) -> list[str]:
@@ -358,18 +377,3 @@ def _offload_warning(fw, job, cluster, st, time) -> list[str]:
         out.append(f"offload: the activation copies hide behind compute at an assumed {link[0]} "
                    f"per GPU, every GPU of a node copying at once{shared}; {how}")
     return out
-
-
-def _fit_hint(model, job, cluster, st, fw, nb=None) -> str:
-    """The changes of one knob (else two) the physics predicts to fit (costmodel.fit_hints,
-    from the layout's neighbourhood ``nb`` where the estimate has it), or where to look when
-    none does."""
-    from trainplan.costmodel.fit_hints import fitting_changes
-    knobs, fixes = fitting_changes(model, job, cluster, st, fw, nb=nb)
-    if fixes:
-        head = "Each of these alone fits: " if knobs == 1 else \
-            "No single change fits; each of these pairs does: "
-        return head + "; ".join(fixes) + ". `trainplan plan` searches every knob together"
-    return (f"No change of one or two of zero, recompute, micro_batch, tp, pp, cp and optimizer "
-            f"offload fits on {cluster.gpus} GPUs: `trainplan plan` searches every knob together; "
-            "or more GPUs, a GPU with more memory, a shorter sequence")

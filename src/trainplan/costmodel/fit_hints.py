@@ -217,12 +217,39 @@ def fitting_changes(model, job, cluster, st, fw, limit: int = 3,
     return knobs, [_words(f) for f in fixes[:limit]]
 
 
-def faster_changes(nb: Neighbourhood, st, step_s: float, limit: int = 2) -> list[str]:
+def fit_hint(model, job, cluster, st, fw, nb: Neighbourhood | None = None,
+             limit: int = 3) -> tuple[str, list[Fix]]:
+    """(words, fixes): the changes of one knob (else two) the physics predicts to fit, or where
+    to look when none does."""
+    knobs, fixes = fitting_layouts(model, job, cluster, st, fw, limit, nb)
+    fixes = fixes[:limit]
+    if fixes:
+        head = "Each of these alone fits: " if knobs == 1 else \
+            "No single change fits; each of these pairs does: "
+        return (head + "; ".join(_words(f) for f in fixes)
+                + ". `trainplan plan` searches every knob together"), fixes
+    return (f"No change of one or two of zero, recompute, micro_batch, tp, pp, cp and optimizer "
+            f"offload fits on {cluster.gpus} GPUs: `trainplan plan` searches every knob together; "
+            "or more GPUs, a GPU with more memory, a shorter sequence"), []
+
+
+def faster_fixes(nb: Neighbourhood, st, step_s: float, limit: int = 2) -> list[Fix]:
     """The neighbours of a layout that fits which fit too, without being tight
     (:data:`TIGHT_HEADROOM`), and are predicted at least :data:`FASTER_BY` faster than its
-    ``step_s``, in words, the fastest first."""
-    return [_words(f, step_s) for f in nb.fixes(st, step_s * (1.0 - FASTER_BY), limit,
-                                                TIGHT_HEADROOM)]
+    ``step_s``, the fastest first."""
+    return nb.fixes(st, step_s * (1.0 - FASTER_BY), limit, TIGHT_HEADROOM)
+
+
+def faster_changes(nb: Neighbourhood, st, step_s: float, limit: int = 2) -> list[str]:
+    """:func:`faster_fixes` in words."""
+    return [_words(f, step_s) for f in faster_fixes(nb, st, step_s, limit)]
+
+
+def faster_note(fixes: list[Fix], step_s: float) -> str:
+    """The estimate's line for :func:`faster_fixes`."""
+    return (f"faster one change away, and still fits with {TIGHT_HEADROOM:.0%} free (at least "
+            f"{FASTER_BY:.0%} faster): " + "; ".join(_words(f, step_s) for f in fixes)
+            + ". `trainplan plan` searches every knob together")
 
 
 def _words(f: Fix, step_s: float | None = None) -> str:

@@ -148,3 +148,20 @@ def test_no_faster_neighbour_is_named_that_would_leave_the_memory_tight():
     assert any(f.label == "recompute='selective'" for f in loose)
     assert all(f.gib > (1 - TIGHT_HEADROOM) * 80 for f in loose)
     assert not nb.fixes(st, e.time.step_s * 0.9, headroom=TIGHT_HEADROOM)
+
+
+@pytest.mark.parametrize("strategy,why", [({"tp": 2, "recompute": "full"}, "faster"),
+                                          ({"tp": 1, "zero": 0}, "fits")])
+def test_the_alternatives_are_the_named_changes_as_data(strategy, why):
+    """Estimate.alternatives lists what the warnings name; each one's strategy fields, set on
+    the estimate's strategy, give an estimate with its memory and step."""
+    kw = dict(gpu="h100_sxm", gpus=8, seq_len=4096, global_batch=64, framework="megatron")
+    e = estimate("llama-3-8b", strategy=strategy, **kw)
+    assert e.alternatives and {a.why for a in e.alternatives} == {why}
+    text = next(w for w in e.warnings if w.startswith(("faster one change", "DOES NOT FIT")))
+    for a in e.alternatives:
+        assert a.change in text
+        other = estimate("llama-3-8b", strategy={**e.strategy, **a.strategy}, **kw)
+        assert other.memory.fits
+        assert other.memory.total_gib == pytest.approx(a.memory_gib, rel=1e-9)
+        assert other.time.step_s == pytest.approx(a.step_s, rel=1e-9)
