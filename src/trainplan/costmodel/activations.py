@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 
 from trainplan.costmodel import memory as mem
-from trainplan.spec.framework import fused_groups
 from trainplan.costmodel.layout import by_recompute
+from trainplan.spec.framework import fused_groups
 
 
 @dataclass

@@ -67,7 +67,6 @@ class Group:
         return count * fixed + per_byte * np.asarray(size, dtype=float)
 
 
-
 def exposed(comm, compute, overlap):
     """Time a collective of ``comm`` seconds adds beside ``compute`` seconds of work: at least
     the non-overlappable share, otherwise what sticks out of the overlapped compute."""

@@ -7,6 +7,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from trainplan.conventions import GiB
+from trainplan.costmodel import fit_hints as fh
+from trainplan.costmodel.fit_hints import FASTER_BY, TIGHT_HEADROOM
 from trainplan.costmodel.result import Evaluation
 from trainplan.costmodel.totals import run_totals
 from trainplan.spec.cluster import Cluster
@@ -86,8 +88,9 @@ class Alternative(Out):
     change: str = Field(description="the change in words, e.g. pp=8 or recompute='selective'")
     strategy: dict[str, Any] = Field(description="the strategy fields it sets (dp re-derived): "
                                      "the estimate's strategy updated with these is the layout")
-    why: str = Field(description="'fits' (the layout does not and this does) or 'faster' (it "
-                     "fits with 5% free and is predicted at least 10% faster)")
+    why: str = Field(description=f"'fits' (the layout does not and this does) or 'faster' (it "
+                     f"fits with {TIGHT_HEADROOM:.0%} free and is predicted at least "
+                     f"{FASTER_BY:.0%} faster)")
     memory_gib: float
     step_s: float
 
@@ -145,9 +148,8 @@ def build_estimate(model: Model, job: Job, cluster: Cluster, st: Strategy,
     cluster.accelerator.check_precision(job.precision)  # no fp8 on A100, no bf16 on V100
     nb = None
     if r is None:       # the layout and its one-knob neighbours in one call (fit_hints)
-        from trainplan.costmodel.fit_hints import neighbourhood
         from trainplan.spec.framework import get_framework
-        nb = neighbourhood(model, job, cluster, st, get_framework(job.framework))
+        nb = fh.neighbourhood(model, job, cluster, st, get_framework(job.framework))
         r = nb.r.row(0)
     acc = cluster.accelerator
     mem = MemoryBreakdown(
@@ -270,7 +272,6 @@ def _warnings(model, job, cluster, st, r, mem, time, nb=None) -> tuple[list[str]
     """The estimate's warnings, and the alternatives they name (costmodel.fit_hints: for a
     layout that does not fit, the changes predicted to fit; for one that fits, from its
     neighbourhood ``nb``, the much faster ones that fit too)."""
-    from trainplan.costmodel import fit_hints as fh
     from trainplan.spec.framework import get_framework
     fw = get_framework(job.framework)
     w: list[str] = []
@@ -291,7 +292,7 @@ def _warnings(model, job, cluster, st, r, mem, time, nb=None) -> tuple[list[str]
         named += [("fits", f) for f in fixes]
         w.append(f"DOES NOT FIT: {mem.total_gib:.1f} GiB needed on the {mem.stage} stage, "
                  f"{mem.capacity_gib:.0f} GiB available. Largest: {top}. " + hint)
-    elif mem.headroom_gib < fh.TIGHT_HEADROOM * mem.capacity_gib:
+    elif mem.headroom_gib < TIGHT_HEADROOM * mem.capacity_gib:
         w.append(f"tight memory: {mem.headroom_gib:.1f} GiB headroom "
                  "(allocator fragmentation can still OOM)")
     if nb is not None and mem.fits and not mem.host_gib_per_node > mem.host_capacity_gib:

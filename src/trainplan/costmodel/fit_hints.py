@@ -209,14 +209,6 @@ def fitting_layouts(model, job, cluster, st, fw, limit=None,
     return (2, fixes) if fixes else (0, [])
 
 
-def fitting_changes(model, job, cluster, st, fw, limit: int = 3,
-                    nb: Neighbourhood | None = None) -> tuple[int, list[str]]:
-    """:func:`fitting_layouts` in words: up to ``limit`` fixes, each with its memory per GPU
-    and step time."""
-    knobs, fixes = fitting_layouts(model, job, cluster, st, fw, limit, nb)
-    return knobs, [_words(f) for f in fixes[:limit]]
-
-
 def fit_hint(model, job, cluster, st, fw, nb: Neighbourhood | None = None,
              limit: int = 3) -> tuple[str, list[Fix]]:
     """(words, fixes): the changes of one knob (else two) the physics predicts to fit, or where
@@ -238,11 +230,6 @@ def faster_fixes(nb: Neighbourhood, st, step_s: float, limit: int = 2) -> list[F
     (:data:`TIGHT_HEADROOM`), and are predicted at least :data:`FASTER_BY` faster than its
     ``step_s``, the fastest first."""
     return nb.fixes(st, step_s * (1.0 - FASTER_BY), limit, TIGHT_HEADROOM)
-
-
-def faster_changes(nb: Neighbourhood, st, step_s: float, limit: int = 2) -> list[str]:
-    """:func:`faster_fixes` in words."""
-    return [_words(f, step_s) for f in faster_fixes(nb, st, step_s, limit)]
 
 
 def faster_note(fixes: list[Fix], step_s: float) -> str:

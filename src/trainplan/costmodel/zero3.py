@@ -55,5 +55,4 @@ def recompute_regather_share(stack, L, rc_frac, max_reuse):
     layer = sum(w)
     share = np.where(layer > 0, released_after_recompute(w, max_reuse) / np.maximum(layer, 1.0),
                      0.0)
-    rc = np.asarray(L.rc)
-    return share * by_recompute(rc, 0.0, 0.0, 1.0, rc_frac, 0.0)
+    return share * by_recompute(L.rc, 0.0, 0.0, 1.0, rc_frac, 0.0)

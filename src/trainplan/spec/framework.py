@@ -24,7 +24,7 @@ from pydantic import Field, NonNegativeFloat, ValidationError
 
 from trainplan.conventions import FUSION_GROUPS, AttentionKernel, CpCollective, Fp8Recipe
 from trainplan.errors import InputError, from_validation_error
-from trainplan.spec.base import Spec
+from trainplan.spec.base import Spec, evolve
 
 
 def fused_groups(fw: "FrameworkProfile", job) -> frozenset[str]:
@@ -289,7 +289,6 @@ class FrameworkProfile(Spec):
         kind = self.cp_kind(comm_type)
         if kind == self.cp_collective:
             return self
-        from trainplan.spec.base import evolve
         return evolve(self, cp_collective=kind)
 
     def offered_cp(self) -> tuple[str, ...]:

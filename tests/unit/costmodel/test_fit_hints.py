@@ -89,7 +89,7 @@ def test_a_layout_that_fits_names_much_faster_neighbours_that_fit_too():
     """Llama-3-8B on 8 H100 with full recompute fits with room to spare: selective recompute
     is one change away, fits too and is predicted at least FASTER_BY faster; each named change
     reproduces through its own estimate."""
-    from trainplan.costmodel.fit_hints import FASTER_BY, faster_changes, neighbourhood
+    from trainplan.costmodel.fit_hints import FASTER_BY, faster_fixes, neighbourhood
     args = ("llama-3-8b", "h100_sxm", 8, "megatron", 4096, 64)
     m, job, cl, st = _case(*args, tp=2, recompute="full")
     e = estimate("llama-3-8b", gpu="h100_sxm", gpus=8, seq_len=4096, global_batch=64,
@@ -101,7 +101,7 @@ def test_a_layout_that_fits_names_much_faster_neighbours_that_fit_too():
     fixes = nb.fixes(st, e.time.step_s * (1 - FASTER_BY))
     assert fixes and all(f.step_s <= e.time.step_s * (1 - FASTER_BY) for f in fixes)
     _check_each_fix_fits(*args, fixes, st)
-    assert len(faster_changes(nb, st, e.time.step_s)) <= 2
+    assert len(faster_fixes(nb, st, e.time.step_s)) <= 2
 
 
 def test_no_note_without_a_neighbour_that_much_faster():
