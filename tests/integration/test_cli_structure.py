@@ -114,3 +114,21 @@ def test_plan_space_is_bounded():
         trainplan.plan("llama-2-7b", gpus=8, space={"max_micro_batch": 10**9})
     with pytest.raises(InputError, match="space.tp"):
         trainplan.plan("llama-2-7b", gpus=8, space={"tp": [2**40]})
+
+
+def test_command_lists_show_each_summary_on_one_line():
+    """Each command's one-line summary is its docstring's first paragraph, unbroken: rich keeps
+    a docstring's line breaks, which cut the command lists mid-sentence."""
+    from trainplan.cli import COMMANDS, summary
+
+    wide = {"COLUMNS": "1000"}
+    for group in [[]] + [[name] for name, _, _, kind in COMMANDS if kind == "group"]:
+        r = CliRunner().invoke(app, group + ["--help"], env=wide)
+        assert r.exit_code == 0, r.output
+        rows = [ln for ln in r.output.split("Commands", 1)[1].splitlines()[1:]
+                if ln.strip("│╰╯─ ")]
+        assert len(rows) >= 2, (group, r.output)
+        for row in rows:
+            # a row is "│ name   summary   │": a continuation row would have no name
+            assert re.match(r"^│ [a-z][a-z-]* {2,}\S", row), (group, row)
+    assert summary("First line\n    goes on.\n\n    Details.") == "First line goes on."

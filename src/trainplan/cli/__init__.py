@@ -57,13 +57,28 @@ def _root(version: Optional[bool] = typer.Option(
     parallel layout, launch files, cost, and scaling laws."""
 
 
+def summary(doc: str | None) -> str | None:
+    """The first paragraph of a docstring on one line: the command list of ``trainplan --help``
+    (rich markup keeps a docstring's line breaks, which would break its lines mid-sentence)."""
+    if not doc:
+        return None
+    return " ".join(doc.strip().split("\n\n")[0].split())
+
+
+def _one_line_summaries(group: typer.Typer) -> None:
+    for info in group.registered_commands:
+        if info.short_help is None and info.callback is not None:
+            info.short_help = summary(info.callback.__doc__)
+
+
 def _register() -> None:
     for name, module, attr, kind in COMMANDS:
         obj = getattr(importlib.import_module(module), attr)
         if kind == "group":
+            _one_line_summaries(obj)
             app.add_typer(obj, name=name)
         else:
-            app.command(name)(obj)
+            app.command(name, short_help=summary(obj.__doc__))(obj)
 
 
 _register()
