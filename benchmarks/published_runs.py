@@ -21,32 +21,14 @@ from collections import defaultdict
 
 warnings.filterwarnings("ignore")
 
+from trainplan.validation import accuracy as va  # noqa: E402
 from trainplan.validation import framework_runs as fr  # noqa: E402
 from trainplan.validation import repeats as rp  # noqa: E402
-from trainplan.validation.published import load_runs, predict_run  # noqa: E402
-
-FAMILY = {"megatron": "Megatron/NeMo", "torchtitan": "FSDP/torchtitan", "fsdp": "FSDP/torchtitan",
-          "llm-foundry": "FSDP/torchtitan", "deepspeed": "DeepSpeed", "pytorch": "DDP/HF Trainer"}
 
 
 def _stats(errs):
     a = [abs(e) for e in errs]
     return f"n={len(a):3d}  median |error| {statistics.median(a):5.1%}  max |error| {max(a):5.1%}"
-
-
-def paper_rows():
-    """The accelerator profile's calibration (Narayanan 2021) and its held-out paper runs."""
-    out = []
-    for r in load_runs():
-        p = predict_run(r)
-        role = "calibration" if r["id"].startswith("megatron2021") else "validation"
-        fw = r["trainplan"]["job"].get("implementation", "megatron")
-        out.append(dict(id=p["id"], set=r["id"].split("-")[0], framework=fw,
-                        gpu=p["gpu"], precision="bf16", layout=p["layout"], role=role,
-                        reported=p["reported_tflops"], predicted=p["predicted_tflops"],
-                        unit="TFLOP/s", error=p["error"], fits=p["fits"], mem_gib=p["mem_gib"],
-                        trained=True, unmodelled=None))
-    return out
 
 
 def print_repeats(rows, records) -> None:
@@ -73,17 +55,12 @@ def print_repeats(rows, records) -> None:
 
 
 def main(show_rows: bool) -> None:
-    rows, skipped = paper_rows(), []
     records = fr.load()
-    for rec in records:
-        try:
-            rows.append(fr.predict(rec))
-        except Exception as e:      # a record trainplan cannot express: listed, never hidden
-            skipped.append((rec["id"], str(e).splitlines()[0][:110]))
+    rows, skipped = va.rows(records)   # a record trainplan cannot express: listed, never hidden
     groups = defaultdict(list)
     for r in rows:
         if r["error"] is not None:
-            groups[(FAMILY[r["framework"]], r["precision"], r["role"])].append(r)
+            groups[(va.family(r["framework"]), r["precision"], r["role"])].append(r)
     print("Throughput: predicted vs reported, by framework family, precision and role")
     print("(calibration rows fitted the profile; validation rows were not used to choose "
           "anything)\n")

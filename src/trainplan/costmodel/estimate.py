@@ -8,10 +8,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from trainplan.conventions import GiB
 from trainplan.costmodel import fit_hints as fh
+from trainplan.costmodel.accuracy import Accuracy, published_accuracy
 from trainplan.costmodel.fit_hints import FASTER_BY, TIGHT_HEADROOM
 from trainplan.costmodel.result import Evaluation
 from trainplan.costmodel.totals import run_totals
 from trainplan.spec.cluster import Cluster
+from trainplan.spec.framework import get_framework
 from trainplan.spec.job import Job
 from trainplan.spec.model import Model
 from trainplan.spec.strategy import ZERO_FSDP_NAMES, Strategy
@@ -130,6 +132,10 @@ class Estimate(Out):
     inputs: dict[str, Any] = Field(default_factory=dict, description="model, job, cluster and "
                                    "strategy specs: the JSON alone reproduces the estimate")
     warnings: list[str]
+    accuracy: Accuracy | None = Field(None, description="how far published runs of this "
+                                      "framework family were from trainplan's predictions, and "
+                                      "the step range that puts this estimate in (costmodel/"
+                                      "accuracy.py); none: no published run validates it")
     alternatives: list[Alternative] = Field(default_factory=list, description="the layouts one "
                                             "change away that the warnings name, as data")
 
@@ -148,7 +154,6 @@ def build_estimate(model: Model, job: Job, cluster: Cluster, st: Strategy,
     cluster.accelerator.check_precision(job.precision)  # no fp8 on A100, no bf16 on V100
     nb = None
     if r is None:       # the layout and its one-knob neighbours in one call (fit_hints)
-        from trainplan.spec.framework import get_framework
         nb = fh.neighbourhood(model, job, cluster, st, get_framework(job.framework))
         r = nb.r.row(0)
     acc = cluster.accelerator
@@ -206,6 +211,8 @@ def build_estimate(model: Model, job: Job, cluster: Cluster, st: Strategy,
         tflops_per_gpu=_f(r.model_flops_step) / step / n / 1e12,
         mfu=_f(r.mfu), hfu=_f(r.hfu), peak_tflops=_f(r.peak_flops) / 1e12,
         totals=totals, warnings=warnings, alternatives=alternatives,
+        accuracy=published_accuracy(get_framework(job.framework), job.precision, step,
+                                    bool(model.vision)),
         assumptions=assumptions(model, job, cluster),
         inputs=dict(model=model.model_dump(mode="json"), job=job.model_dump(mode="json"),
                     cluster={**cluster.model_dump(mode="json", exclude={"accelerator"}),
@@ -272,7 +279,6 @@ def _warnings(model, job, cluster, st, r, mem, time, nb=None) -> tuple[list[str]
     """The estimate's warnings, and the alternatives they name (costmodel.fit_hints: for a
     layout that does not fit, the changes predicted to fit; for one that fits, from its
     neighbourhood ``nb``, the much faster ones that fit too)."""
-    from trainplan.spec.framework import get_framework
     fw = get_framework(job.framework)
     w: list[str] = []
     named: list[tuple[str, Any]] = []

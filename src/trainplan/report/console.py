@@ -53,6 +53,8 @@ def render_estimate(e: Estimate, console: Console | None = None) -> None:
     tt.add_row("[bold]step[/bold]", f"[bold]{t.step_s:.4g}[/bold]", "100%")
     from rich.columns import Columns
     c.print(Columns([mt, tt]))
+    if e.accuracy is not None:
+        c.print(f"validation: {e.accuracy.sentence()}", markup=False, highlight=False)
 
     rt = Table(title="Throughput and run", title_justify="left")
     rt.add_column("quantity")

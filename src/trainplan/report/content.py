@@ -122,6 +122,8 @@ def estimate_report(e: Any, job: Any = None, cluster: Any = None) -> Report:
         f"{e.memory.capacity_gib:.0f} GiB per GPU, {e.memory.headroom_gib:.1f} GiB headroom)",
         f"step {e.time.step_s:.3g} s, {_si(e.tokens_per_s)} tokens/s, MFU {e.mfu:.1%}, "
         f"HFU {e.hfu:.1%}", _totals_line(e)]
+    if e.accuracy is not None:
+        r.recommendation.append(f"validation: {e.accuracy.sentence()}")
     r.inputs = assumptions(e, job, cluster)
     r.tables = _number_tables([e], [e.gpu])
     r.figures = [Figure("fig-memory", "Memory per GPU by component", F.memory_figure([e]),
@@ -143,6 +145,8 @@ def plan_report(result: Any, job: Any = None, cluster: Any = None) -> Report:
         + f"; binds: {result.binding}",
         f"step {w.time.step_s:.3g} s, MFU {w.mfu:.1%}, memory {w.memory.total_gib:.1f} of "
         f"{w.memory.capacity_gib:.0f} GiB", _totals_line(w)]
+    if w.accuracy is not None:
+        r.recommendation.append(f"validation: {w.accuracy.sentence()}")
     r.why = list(result.explanation) + ([result.runner_up] if result.runner_up else [])
     r.inputs = assumptions(w, job, cluster) + [
         ("GPU types searched", ", ".join(result.gpu_ids)),

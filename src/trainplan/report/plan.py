@@ -46,6 +46,8 @@ def render(result, paths: list[Path]) -> None:
         c.print(f"  - {line}", markup=False)
     if result.runner_up:
         c.print(f"  - {result.runner_up}", markup=False)
+    if w.accuracy is not None:
+        c.print(f"  - validation: {w.accuracy.sentence()}", markup=False, highlight=False)
     for a in w.assumptions:
         c.print(f"  [dim]assumes: {escape(a)}[/dim]", highlight=False)
     for wtext in w.warnings:

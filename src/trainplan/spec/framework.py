@@ -60,6 +60,9 @@ class FrameworkProfile(Spec):
     id: str
     name: str
     aliases: tuple[str, ...] = ()
+    family: str = Field("", description="the framework family whose published runs validate this "
+                        "profile (validation/accuracy.py; every estimate quotes its figures from "
+                        "catalog/data/accuracy.json); empty: not validated")
     # ---- time
     fused: tuple[str, ...] = Field((), description="elementwise op groups run as fused kernels")
     fused_compiled: tuple[str, ...] | None = Field(

@@ -29,7 +29,7 @@ def test_every_framework_value_has_a_source_or_calibration_note():
     from importlib import resources
     raw = json.loads(resources.files("trainplan.catalog").joinpath("data/frameworks.json")
                      .read_text())["frameworks"]
-    described = {"id", "name", "aliases", "sources", "calibration", "validation_caveat",
+    described = {"id", "name", "aliases", "family", "sources", "calibration", "validation_caveat",
                  "validation_flags"}
     calibrated = {"gemm_factor", "hbm_factor", "attn_factor", "fp8_gemm_factor"}
     for f in raw:

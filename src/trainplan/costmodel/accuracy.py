@@ -1,0 +1,86 @@
+"""What published runs say of the step time an estimate predicts.
+
+The figures are the validation of the framework family's profiles on published runs
+(``catalog/data/accuracy.json``, written by ``tools/gen_accuracy.py`` from
+:mod:`trainplan.validation.accuracy`; calibration rows are left out). The error is predicted /
+reported throughput - 1, so the measured steps took ``1 + error`` times their predictions: an
+estimate's step times the smallest and largest ratio is the range those runs would put it in.
+Figures are per precision where the family has at least ``min_rows_per_precision`` validation
+runs of the job's precision, else over all its precisions (and say so).
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+#: job precision -> the precision label of the published records
+PRECISION_KEY = {"bf16_mixed": "bf16", "bf16_pure": "bf16", "fp16_mixed": "fp16",
+                 "fp8_mixed": "fp8", "fp32": "fp32"}
+
+
+class Accuracy(BaseModel):
+    """The validation of this estimate's framework family on published runs."""
+
+    model_config = ConfigDict(frozen=True)
+
+    family: str = Field(description="framework family (the profile's 'family')")
+    precision: str = Field(description="precision of the runs the figures are over; 'all' where "
+                           "the family has too few published runs of the job's precision")
+    runs: int = Field(description="published validation runs")
+    median_abs_error: float = Field(description="median |predicted / reported throughput - 1|")
+    max_abs_error: float = Field(description="largest |predicted / reported throughput - 1|")
+    step_ratio_low: float = Field(description="measured / predicted step of the run predicted "
+                                  "most pessimistically (1 + the smallest error)")
+    step_ratio_median: float = Field(description="median measured / predicted step")
+    step_ratio_high: float = Field(description="measured / predicted step of the run predicted "
+                                   "most optimistically (1 + the largest error)")
+    step_s_low: float = Field(description="this estimate's step x step_ratio_low")
+    step_s_high: float = Field(description="this estimate's step x step_ratio_high")
+    sets: list[str] = Field(description="the published sets (benchmarks/published_runs.py)")
+    note: str = Field("", description="what the figures do not cover for this estimate")
+
+    def sentence(self) -> str:
+        """The figures in words, as the console and the reports print them."""
+        prec = "" if self.precision == "all" else f" {self.precision}"
+        text = (f"trainplan's predictions of {self.runs} published {self.family}{prec} runs were off "
+                f"by a median {self.median_abs_error:.1%} (worst {self.max_abs_error:.1%}); their "
+                "measured steps "
+                f"took {self.step_ratio_low:.2f}-{self.step_ratio_high:.2f}x the prediction, "
+                f"{self.step_s_low:.3g}-{self.step_s_high:.3g} s for this step "
+                "(benchmarks/published_runs.py)")
+        return text + (f"; {self.note}" if self.note else "")
+
+
+@lru_cache(maxsize=1)
+def _data() -> dict[str, Any]:
+    text = resources.files("trainplan.catalog").joinpath("data/accuracy.json").read_text()
+    return json.loads(text)
+
+
+def published_accuracy(fw, precision: str, step_s: float, vision: bool = False) -> Accuracy | None:
+    """The figures for framework profile ``fw`` and job precision ``precision`` around a
+    predicted ``step_s``; None for a profile no published run validates, or one carrying a
+    team's own step calibration (its figures are ``trainplan calibrate``'s)."""
+    if not fw.family or fw.step_factors:
+        return None
+    data = _data()
+    fam = data["families"].get(fw.family)
+    if not fam:
+        return None
+    key = PRECISION_KEY.get(precision, precision)
+    fig, label = fam.get(key), key
+    if fig is None or fig["n"] < data["min_rows_per_precision"]:
+        fig, label = fam["all"], "all"
+    low, high = 1.0 + fig["min"], 1.0 + fig["max"]
+    note = ("no published vision-language run is among them: the vision tower's time is not "
+            "validated") if vision else ""
+    return Accuracy(family=fw.family, precision=label, runs=fig["n"],
+                    median_abs_error=fig["median_abs"], max_abs_error=fig["max_abs"],
+                    step_ratio_low=low, step_ratio_median=1.0 + fig["median"],
+                    step_ratio_high=high, step_s_low=step_s * low, step_s_high=step_s * high,
+                    sets=list(fig["sets"]), note=note)

@@ -1,0 +1,77 @@
+"""What an estimate quotes of the published validation (costmodel/accuracy.py)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from trainplan.cli import app
+from trainplan.costmodel.accuracy import _data, published_accuracy
+from trainplan.services.estimate import estimate
+from trainplan.spec.base import evolve
+from trainplan.spec.framework import get_framework
+
+KW = dict(gpu="h100", gpus=8, seq_len=4096, global_batch=64)
+
+
+def test_every_validated_profile_has_its_family_in_the_data():
+    fams = _data()["families"]
+    for fw in ("megatron", "torchtitan", "fsdp", "llm-foundry", "deepspeed", "pytorch"):
+        assert get_framework(fw).family in fams, fw
+    assert get_framework("analytic").family == ""
+    assert published_accuracy(get_framework("analytic"), "bf16_mixed", 1.0) is None
+
+
+def test_figures_per_precision_and_the_step_range():
+    data = _data()
+    fw = get_framework("megatron")
+    fig = data["families"][fw.family]["fp8"]
+    assert fig["n"] >= data["min_rows_per_precision"]
+    a = published_accuracy(fw, "fp8_mixed", 2.0)
+    assert (a.precision, a.runs, a.median_abs_error) == ("fp8", fig["n"], fig["median_abs"])
+    # a measured step took (1 + error) x its prediction
+    assert a.step_ratio_low == pytest.approx(1 + fig["min"])
+    assert a.step_ratio_high == pytest.approx(1 + fig["max"])
+    assert a.step_s_low == pytest.approx(2.0 * (1 + fig["min"]))
+    assert a.step_s_high == pytest.approx(2.0 * (1 + fig["max"]))
+    assert a.step_ratio_low <= a.step_ratio_median <= a.step_ratio_high
+    assert max(abs(a.step_ratio_low - 1), abs(a.step_ratio_high - 1)) == pytest.approx(a.max_abs_error)
+
+
+def test_too_few_runs_of_a_precision_falls_back_to_the_family_and_says_so():
+    data = _data()
+    fw = get_framework("pytorch")            # HF Trainer: fewer than 5 BF16 validation runs
+    assert data["families"][fw.family]["bf16"]["n"] < data["min_rows_per_precision"]
+    a = published_accuracy(fw, "bf16_mixed", 1.0)
+    assert a.precision == "all" and a.runs == data["families"][fw.family]["all"]["n"]
+    assert " bf16 " not in a.sentence()
+    assert published_accuracy(get_framework("torchtitan"), "fp32", 1.0).precision == "all"
+
+
+def test_a_team_calibrated_profile_quotes_no_published_figures():
+    fw = evolve(get_framework("torchtitan"), step_factors={"a_model": 1.1})
+    assert published_accuracy(fw, "bf16_mixed", 1.0) is None
+
+
+def test_estimate_carries_it_and_a_vlm_estimate_says_the_tower_is_not_validated():
+    e = estimate("llama-3.1-8b", framework="torchtitan", **KW)
+    a = e.accuracy
+    assert a is not None and a.family == "FSDP/torchtitan" and a.note == ""
+    assert a.step_s_low == pytest.approx(e.time.step_s * a.step_ratio_low)
+    vlm = estimate("qwen2-vl-7b", framework="deepspeed", **KW)
+    assert vlm.accuracy is not None and "vision" in vlm.accuracy.note
+
+
+def test_cli_prints_it_and_json_has_it():
+    r = CliRunner().invoke(app, ["estimate", "-m", "llama-3.1-8b", "--gpu", "h100", "--gpus", "8",
+                                 "--framework", "megatron", "--json"])
+    assert r.exit_code == 0, r.output
+    acc = json.loads(r.output)["accuracy"]
+    assert acc["family"] == "Megatron/NeMo" and acc["runs"] > 0
+    assert acc["step_s_low"] <= acc["step_s_high"]
+    r = CliRunner().invoke(app, ["estimate", "-m", "llama-3.1-8b", "--gpu", "h100", "--gpus", "8",
+                                 "--framework", "megatron"], env={"COLUMNS": "300"})
+    assert r.exit_code == 0, r.output
+    assert f"trainplan's predictions of {acc['runs']} published Megatron/NeMo" in r.output
