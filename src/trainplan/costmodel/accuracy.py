@@ -41,19 +41,35 @@ class Accuracy(BaseModel):
                                    "most optimistically (1 + the largest error)")
     step_s_low: float = Field(description="this estimate's step x step_ratio_low")
     step_s_high: float = Field(description="this estimate's step x step_ratio_high")
+    wall_clock_days_low: float | None = Field(None, description="the run's wall-clock x "
+                                              "step_ratio_low (totals scale with the step: "
+                                              "goodput does not depend on it)")
+    wall_clock_days_high: float | None = Field(None, description="wall-clock x step_ratio_high")
+    cost_usd_low: float | None = Field(None, description="the run's cost x step_ratio_low")
+    cost_usd_high: float | None = Field(None, description="the run's cost x step_ratio_high")
     sets: list[str] = Field(description="the published sets (benchmarks/published_runs.py)")
     note: str = Field("", description="what the figures do not cover for this estimate")
 
-    def sentence(self) -> str:
-        """The figures in words, as the console and the reports print them."""
+    def sentence(self, totals: bool = True) -> str:
+        """The figures in words, as the console and the reports print them (with the run's
+        wall-clock and cost range where there are totals, unless ``totals`` is false)."""
         prec = "" if self.precision == "all" else f" {self.precision}"
         text = (f"trainplan's predictions of {self.runs} published {self.family}{prec} runs were off "
                 f"by a median {self.median_abs_error:.1%} (worst {self.max_abs_error:.1%}); their "
                 "measured steps "
                 f"took {self.step_ratio_low:.2f}-{self.step_ratio_high:.2f}x the prediction, "
-                f"{self.step_s_low:.3g}-{self.step_s_high:.3g} s for this step "
-                "(benchmarks/published_runs.py)")
+                f"{self.step_s_low:.3g}-{self.step_s_high:.3g} s for this step"
+                + (f", {self.wall_clock_days_low:.3g}-{self.wall_clock_days_high:.3g} days"
+                   if totals and self.wall_clock_days_low is not None else "")
+                + (f" and ${self.cost_usd_low:,.0f}-${self.cost_usd_high:,.0f}"
+                   if totals and self.cost_usd_low is not None else "")
+                + " for the run" * bool(totals and self.wall_clock_days_low is not None)
+                + " (benchmarks/published_runs.py)")
         return text + (f"; {self.note}" if self.note else "")
+
+
+def _times(x: float | None, ratio: float) -> float | None:
+    return None if x is None else x * ratio
 
 
 @lru_cache(maxsize=1)
@@ -62,9 +78,11 @@ def _data() -> dict[str, Any]:
     return json.loads(text)
 
 
-def published_accuracy(fw, precision: str, step_s: float, vision: bool = False) -> Accuracy | None:
+def published_accuracy(fw, precision: str, step_s: float, vision: bool = False,
+                       wall_days: float | None = None, cost: float | None = None) -> Accuracy | None:
     """The figures for framework profile ``fw`` and job precision ``precision`` around a
-    predicted ``step_s``; None for a profile no published run validates, or one carrying a
+    predicted ``step_s`` (and the run's ``wall_days`` and ``cost``, which scale with the step:
+    costmodel/totals.py); None for a profile no published run validates, or one carrying a
     team's own step calibration (its figures are ``trainplan calibrate``'s)."""
     if not fw.family or fw.step_factors:
         return None
@@ -83,4 +101,7 @@ def published_accuracy(fw, precision: str, step_s: float, vision: bool = False) 
                     median_abs_error=fig["median_abs"], max_abs_error=fig["max_abs"],
                     step_ratio_low=low, step_ratio_median=1.0 + fig["median"],
                     step_ratio_high=high, step_s_low=step_s * low, step_s_high=step_s * high,
+                    wall_clock_days_low=_times(wall_days, low),
+                    wall_clock_days_high=_times(wall_days, high),
+                    cost_usd_low=_times(cost, low), cost_usd_high=_times(cost, high),
                     sets=list(fig["sets"]), note=note)

@@ -54,7 +54,7 @@ def render_estimate(e: Estimate, console: Console | None = None) -> None:
     from rich.columns import Columns
     c.print(Columns([mt, tt]))
     if e.accuracy is not None:
-        c.print(f"validation: {e.accuracy.sentence()}", markup=False, highlight=False)
+        c.print(f"validation: {e.accuracy.sentence(totals=False)}", markup=False, highlight=False)
 
     rt = Table(title="Throughput and run", title_justify="left")
     rt.add_column("quantity")
@@ -76,6 +76,12 @@ def render_estimate(e: Estimate, console: Console | None = None) -> None:
         rt.add_row("cost", f"${tot.cost_usd:,.0f} at ${tot.usd_per_gpu_hour}/GPU-h"
                    if tot.cost_usd is not None else "- (no price: pass --price)")
         rt.add_row("energy", f"{tot.energy_mwh:,.1f} MWh")
+        pa = e.accuracy
+        if pa is not None and pa.wall_clock_days_low is not None:
+            cost = (f", ${pa.cost_usd_low:,.0f}-${pa.cost_usd_high:,.0f}"
+                    if pa.cost_usd_low is not None else "")
+            rt.add_row(f"range of published {pa.family} runs",
+                       f"{pa.wall_clock_days_low:.3g}-{pa.wall_clock_days_high:.3g} days{cost}")
     c.print(rt)
     if tot.steps and tot.cost_usd is not None:
         c.print(f"price: {tot.price_source}; energy: {tot.energy_assumption}", style="dim", markup=False)

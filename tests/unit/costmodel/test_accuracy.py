@@ -9,6 +9,8 @@ from typer.testing import CliRunner
 
 from trainplan.cli import app
 from trainplan.costmodel.accuracy import _data, published_accuracy
+from trainplan.costmodel.estimate import reliability_inputs
+from trainplan.costmodel.totals import run_totals
 from trainplan.services.estimate import estimate
 from trainplan.spec.base import evolve
 from trainplan.spec.framework import get_framework
@@ -60,8 +62,35 @@ def test_estimate_carries_it_and_a_vlm_estimate_says_the_tower_is_not_validated(
     a = e.accuracy
     assert a is not None and a.family == "FSDP/torchtitan" and a.note == ""
     assert a.step_s_low == pytest.approx(e.time.step_s * a.step_ratio_low)
+    assert a.wall_clock_days_low is None and a.cost_usd_high is None      # no token count
     vlm = estimate("qwen2-vl-7b", framework="deepspeed", **KW)
     assert vlm.accuracy is not None and "vision" in vlm.accuracy.note
+
+
+def test_run_totals_range_scales_with_the_step():
+    """Wall-clock, GPU-hours and cost are steps x step / goodput, and goodput does not depend on
+    the step (costmodel/totals.py): the range is the totals times the same ratios."""
+    e = estimate("llama-3.1-8b", framework="megatron", tokens=1e11, **KW)
+    a, t = e.accuracy, e.totals
+    assert a.wall_clock_days_low == pytest.approx(t.wall_clock_days * a.step_ratio_low)
+    assert a.wall_clock_days_high == pytest.approx(t.wall_clock_days * a.step_ratio_high)
+    assert a.cost_usd_high == pytest.approx(t.cost_usd * a.step_ratio_high)
+    # the same job at the high end's step: its totals are the quoted high end
+    slow = run_totals(t.tokens, e.tokens_per_step, a.step_s_high, e.gpus, t.usd_per_gpu_hour,
+                      None, reliability_inputs(*_specs(e)))
+    assert slow["wall_days"] == pytest.approx(a.wall_clock_days_high, rel=1e-9)
+    assert "days and $" in a.sentence() and "days" not in a.sentence(totals=False)
+
+
+def _specs(e):
+    from trainplan.spec.cluster import Cluster
+    from trainplan.spec.job import Job
+    from trainplan.spec.model import Model
+    from trainplan.catalog.accelerators import get_accelerator
+    inp = e.inputs
+    cl = dict(inp["cluster"])
+    cl["accelerator"] = get_accelerator(cl.pop("gpu"))
+    return Model(**inp["model"]), Job(**inp["job"]), Cluster(**cl)
 
 
 def test_cli_prints_it_and_json_has_it():
