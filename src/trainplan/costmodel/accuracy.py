@@ -78,6 +78,12 @@ def _data() -> dict[str, Any]:
     return json.loads(text)
 
 
+def family_figures(family: str, precision: str = "all") -> dict[str, Any] | None:
+    """The stored validation figures of a framework family (n, median_abs, max_abs, min,
+    median, max, sets), or None where no published run validates it."""
+    return _data()["families"].get(family, {}).get(precision) if family else None
+
+
 def published_accuracy(fw, precision: str, step_s: float, vision: bool = False,
                        wall_days: float | None = None, cost: float | None = None) -> Accuracy | None:
     """The figures for framework profile ``fw`` and job precision ``precision`` around a

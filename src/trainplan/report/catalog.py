@@ -35,17 +35,27 @@ def render_frameworks(fws: Sequence[Any]) -> None:
     c = console()
     print_rows("Framework profiles (layouts each can run)",
                ("id", "ZeRO", "ZeRO w/ PP", "TP", "PP", "CP", "EP", "recompute", "FP8", "fused ops",
-                "activation offload"),
+                "activation offload", "validated: runs, median / worst |error|"),
                [(f.id, ",".join(map(str, f.zero_stages)),
                  "-" if f.max_pp == 1 else f"<={f.max_zero_with_pp}",
                  *("no" if m == 1 else "yes" for m in (f.max_tp, f.max_pp)),
                  "no" if f.max_cp == 1 else ",".join(f.offered_cp()),     # the exchanges offered
                  "no" if f.max_ep == 1 else "yes",
                  ",".join(f.recompute),
-                 "yes" if f.fp8_linear else "no", str(len(f.fused)), _act_offload(f))
+                 "yes" if f.fp8_linear else "no", str(len(f.fused)), _act_offload(f),
+                 _validated(f))
                 for f in fws], console=c)
     for f in fws:
         line(f"{f.id}: {f.name}", c=c)
+
+
+def _validated(f: Any) -> str:
+    """The profile's family figures on published runs (costmodel/accuracy.py)."""
+    from trainplan.costmodel.accuracy import family_figures
+    fig = family_figures(f.family)
+    if fig is None:
+        return "no"
+    return f"{f.family}: {fig['n']}, {fig['median_abs']:.1%} / {fig['max_abs']:.1%}"
 
 
 def _act_offload(f: Any) -> str:

@@ -80,3 +80,12 @@ def test_frameworks_listing_names_the_context_parallel_exchanges():
     text = " ".join(" ".join(_run(["frameworks"])).split())
     assert "CP ring,all_gather,all_to_all" in text                               # megatron
     assert "CP all_gather" in text and "CP all_to_all" in text                   # torchtitan, deepspeed
+
+
+def test_frameworks_listing_quotes_each_family_validation():
+    from trainplan.costmodel.accuracy import family_figures
+
+    text = " ".join(" ".join(_run(["frameworks"])).split())
+    ds = family_figures("DeepSpeed")
+    assert f"DeepSpeed: {ds['n']}, {ds['median_abs']:.1%} / {ds['max_abs']:.1%}" in text
+    assert family_figures("") is None                   # the textbook profile: "no"
