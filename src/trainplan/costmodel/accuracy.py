@@ -28,7 +28,11 @@ class Accuracy(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    family: str = Field(description="framework family (the profile's 'family')")
+    kind: str = Field("published", description="'published': the framework family's validation "
+                      "on published runs; 'own': a team-calibrated profile's leave-one-out on its "
+                      "own runs (trainplan calibrate)")
+    family: str = Field(description="framework family (the profile's 'family'), or the "
+                        "calibrated profile's id")
     precision: str = Field(description="precision of the runs the figures are over; 'all' where "
                            "the family has too few published runs of the job's precision")
     runs: int = Field(description="published validation runs")
@@ -54,7 +58,11 @@ class Accuracy(BaseModel):
         """The figures in words, as the console and the reports print them (with the run's
         wall-clock and cost range where there are totals, unless ``totals`` is false)."""
         prec = "" if self.precision == "all" else f" {self.precision}"
-        text = (f"trainplan's predictions of {self.runs} published {self.family}{prec} runs were off "
+        whose = (f"trainplan's predictions of {self.runs} published {self.family}{prec} runs"
+                 if self.kind == "published" else
+                 f"predicted each from the others (trainplan calibrate, leave-one-out), the "
+                 f"{self.runs} runs profile {self.family} was calibrated on")
+        text = (f"{whose} were off "
                 f"by a median {self.median_abs_error:.1%} (worst {self.max_abs_error:.1%}); their "
                 "measured steps "
                 f"took {self.step_ratio_low:.2f}-{self.step_ratio_high:.2f}x the prediction, "
@@ -64,7 +72,7 @@ class Accuracy(BaseModel):
                 + (f" and ${self.cost_usd_low:,.0f}-${self.cost_usd_high:,.0f}"
                    if totals and self.cost_usd_low is not None else "")
                 + " for the run" * bool(totals and self.wall_clock_days_low is not None)
-                + " (benchmarks/published_runs.py)")
+                + (" (benchmarks/published_runs.py)" if self.kind == "published" else ""))
         return text + (f"; {self.note}" if self.note else "")
 
 
@@ -88,26 +96,35 @@ def published_accuracy(fw, precision: str, step_s: float, vision: bool = False,
                        wall_days: float | None = None, cost: float | None = None) -> Accuracy | None:
     """The figures for framework profile ``fw`` and job precision ``precision`` around a
     predicted ``step_s`` (and the run's ``wall_days`` and ``cost``, which scale with the step:
-    costmodel/totals.py); None for a profile no published run validates, or one carrying a
-    team's own step calibration (its figures are ``trainplan calibrate``'s)."""
-    if not fw.family or fw.step_factors:
-        return None
-    data = _data()
-    fam = data["families"].get(fw.family)
-    if not fam:
-        return None
-    key = PRECISION_KEY.get(precision, precision)
-    fig, label = fam.get(key), key
-    if fig is None or fig["n"] < data["min_rows_per_precision"]:
-        fig, label = fam["all"], "all"
-    low, high = 1.0 + fig["min"], 1.0 + fig["max"]
+    costmodel/totals.py). A profile carrying a team's own step calibration quotes its
+    leave-one-out figures (``own_validation``, from ``trainplan calibrate``), not the published
+    runs, which validated the uncalibrated profile; None where neither exists."""
     note = ("no published vision-language run is among them: the vision tower's time is not "
             "validated") if vision else ""
-    return Accuracy(family=fw.family, precision=label, runs=fig["n"],
-                    median_abs_error=fig["median_abs"], max_abs_error=fig["max_abs"],
-                    step_ratio_low=low, step_ratio_median=1.0 + fig["median"],
+    if fw.step_factors:
+        own = fw.own_validation
+        if not own:
+            return None
+        kind, family, label, runs = "own", fw.id, "all", int(own["runs"])
+        med_abs, max_abs, sets, note = own["median_abs"], own["max_abs"], [fw.calibration], ""
+        low, mid, high = own["ratio_low"], own["ratio_median"], own["ratio_high"]
+    else:
+        data = _data()
+        fam = data["families"].get(fw.family) if fw.family else None
+        if not fam:
+            return None
+        key = PRECISION_KEY.get(precision, precision)
+        fig, label = fam.get(key), key
+        if fig is None or fig["n"] < data["min_rows_per_precision"]:
+            fig, label = fam["all"], "all"
+        kind, family, runs, med_abs, max_abs, sets = ("published", fw.family, fig["n"],
+                                                      fig["median_abs"], fig["max_abs"], fig["sets"])
+        low, mid, high = 1.0 + fig["min"], 1.0 + fig["median"], 1.0 + fig["max"]
+    return Accuracy(kind=kind, family=family, precision=label, runs=runs,
+                    median_abs_error=med_abs, max_abs_error=max_abs,
+                    step_ratio_low=low, step_ratio_median=mid,
                     step_ratio_high=high, step_s_low=step_s * low, step_s_high=step_s * high,
                     wall_clock_days_low=_times(wall_days, low),
                     wall_clock_days_high=_times(wall_days, high),
                     cost_usd_low=_times(cost, low), cost_usd_high=_times(cost, high),
-                    sets=list(fig["sets"]), note=note)
+                    sets=list(sets), note=note)

@@ -112,9 +112,22 @@ def calibrate(runs: list[Run], framework: str, boot: int = 200,
             "loo_errors": [float(e) for e in loo],
             "planned_abs_error_median": statistics.median(
                 abs(r.planned_s / r.measured_s - 1.0) for r in runs)}
+    out["warnings"] = generalisation_warnings(out)
     if base_framework:
         out["frameworks"] = [framework_profile(out, base_framework, gpu_id or gpus[0])]
     return out
+
+
+def generalisation_warnings(cal: dict[str, Any]) -> list[str]:
+    """A fit that predicts the runs it did not see no better than the uncalibrated profile does
+    not generalise: say so (leave-one-out against the planned error on the same runs)."""
+    loo, planned = cal.get("loo_abs_error_median"), cal["planned_abs_error_median"]
+    if loo is None or loo < planned:
+        return []
+    return [f"leave-one-out median |error| {loo:.1%} is no better than the uncalibrated "
+            f"profile's {planned:.1%} on the same runs: the factors do not generalise to runs "
+            "they were not fitted on; keep the built-in profile, or add runs that differ in "
+            "model, batch and layout"]
 
 
 def framework_profile(cal: dict[str, Any], base: str, gpu_id: str) -> dict[str, Any]:
@@ -131,10 +144,22 @@ def framework_profile(cal: dict[str, Any], base: str, gpu_id: str) -> dict[str, 
         "step_factors": dict(cal["factors"]),
         "calibrated_on": {"gpu": gpu_id, "framework": str(cal["framework"]), "base": fw.id,
                           "trainplan": trainplan.__version__},
+        "own_validation": own_validation(cal.get("loo_errors") or []),
         "calibration": f"step_factors fitted by trainplan calibrate on {cal['runs']} measured "
                        f"runs on {gpu_id} ({cal['framework']}); leave-one-out median |error| "
                        + (f"{cal['loo_abs_error_median']:.1%}" if cal.get("loo_abs_error_median")
                           is not None else "n/a")}).model_dump(mode="json")
+
+
+def own_validation(loo: list[float]) -> dict[str, float]:
+    """Leave-one-out figures of a calibration as the estimate quotes them: each error is
+    predicted / measured step - 1, so a measured step took 1 / (1 + error) of its prediction."""
+    if not loo:
+        return {}
+    ratios = sorted(1.0 / (1.0 + e) for e in loo)
+    return {"runs": float(len(loo)), "median_abs": statistics.median(abs(e) for e in loo),
+            "max_abs": max(abs(e) for e in loo), "ratio_low": ratios[0],
+            "ratio_median": statistics.median(ratios), "ratio_high": ratios[-1]}
 
 
 def apply(cal: dict[str, Any], est: Any, framework: str | None = None) -> tuple[float, list[str]]:

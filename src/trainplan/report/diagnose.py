@@ -98,5 +98,7 @@ def render_calibration(cal: dict[str, Any], out: Any) -> None:
                f"in-sample {cal['in_sample_abs_error_median']:.1%}; leave-one-out "
                + (f"{cal['loo_abs_error_median']:.1%}" if cal["loo_abs_error_median"] is not None
                   else "n/a (fewer than 3 runs)"))
+    for w in cal.get("warnings", []):
+        typer.echo(f"warning: {w}")
     if out:
         typer.echo(f"wrote {out}: use it with trainplan estimate/plan --profile {out}")

@@ -234,6 +234,9 @@ class FrameworkProfile(Spec):
         default_factory=dict, description="a team's own calibration (trainplan calibrate): "
         "measured / planned time of the model compute (a_model), the recompute (b_recompute) "
         "and everything else (c_rest)")
+    own_validation: dict[str, float] = Field(default_factory=dict, description="a calibrated "
+        "profile's leave-one-out figures on its own runs (trainplan calibrate): runs, median_abs, "
+        "max_abs, and measured / predicted step ratio_low, ratio_median, ratio_high")
     calibrated_on: dict[str, str] = Field(default_factory=dict, description="GPU, framework "
                                           "label and software versions the factors came from")
     validation_caveat: str = Field("", description="what the validation sets say about this "

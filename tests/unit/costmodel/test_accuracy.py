@@ -52,9 +52,15 @@ def test_too_few_runs_of_a_precision_falls_back_to_the_family_and_says_so():
     assert published_accuracy(get_framework("torchtitan"), "fp32", 1.0).precision == "all"
 
 
-def test_a_team_calibrated_profile_quotes_no_published_figures():
+def test_a_team_calibrated_profile_quotes_its_own_figures_not_the_published_ones():
     fw = evolve(get_framework("torchtitan"), step_factors={"a_model": 1.1})
-    assert published_accuracy(fw, "bf16_mixed", 1.0) is None
+    assert published_accuracy(fw, "bf16_mixed", 1.0) is None          # no leave-one-out stored
+    own = dict(runs=4.0, median_abs=0.03, max_abs=0.08, ratio_low=0.95, ratio_median=1.0,
+               ratio_high=1.08)
+    a = published_accuracy(evolve(fw, own_validation=own), "bf16_mixed", 2.0)
+    assert (a.kind, a.runs, a.step_s_low, a.step_s_high) == ("own", 4, 1.9, 2.16)
+    assert "calibrated on (trainplan calibrate)" in a.sentence()
+    assert "published" not in a.sentence()
 
 
 def test_estimate_carries_it_and_a_vlm_estimate_says_the_tower_is_not_validated():

@@ -59,6 +59,22 @@ def test_calibrate_writes_a_profile_estimate_and_plan_take(tmp_path):
     expect = b["time"]["compute_s"] * (f["a_model"] * share + f["b_recompute"] * (1 - share)) \
         + f["c_rest"] * (b["time"]["step_s"] - b["time"]["compute_s"])
     assert abs(c["time"]["step_s"] / expect - 1) < 1e-9
+    # it quotes its own leave-one-out figures, not the published runs of the uncalibrated profile
+    loo = cal_rec["loo_errors"]
+    acc = c["accuracy"]
+    assert acc["kind"] == "own" and acc["runs"] == len(loo) == n and acc["family"] == prof["id"]
+    ratios = sorted(1 / (1 + e) for e in loo)          # measured / predicted step
+    assert abs(acc["step_ratio_low"] - ratios[0]) < 1e-12
+    assert abs(acc["step_ratio_high"] - ratios[-1]) < 1e-12
+    assert abs(acc["median_abs_error"] - cal_rec["loo_abs_error_median"]) < 1e-12
+    assert abs(acc["step_s_high"] - c["time"]["step_s"] * ratios[-1]) < 1e-9
+    assert b["accuracy"]["kind"] == "published"
+    # on these eight runs the fit predicts the runs it did not see worse than the built-in
+    # profile does: calibrate says so
+    if cal_rec["loo_abs_error_median"] >= cal_rec["planned_abs_error_median"]:
+        assert "do not generalise" in cal_rec["warnings"][0]
+    else:
+        assert cal_rec["warnings"] == []
     # applied to another GPU it warns
     other = runner.invoke(app, ["estimate", "--model", "llama-2-13b", "--gpu", "h100",
                                 "--gpus", "64", "--seq-len", "4096", "--global-batch", "128",
