@@ -13,7 +13,7 @@ from trainplan.conventions import GiB
 from trainplan.errors import InputError
 from trainplan.search.infeasible import _nothing_feasible
 from trainplan.search.rank import (PlanResult, _distinct, _explain, _pareto, _per_type,
-                                   _rank_order)
+                                   _rank_order, margin_lines)
 from trainplan.search.space import OBJECTIVES, SearchSpace
 from trainplan.search.sweep import Sweep, run_sweep
 from trainplan.spec.base import evolve
@@ -78,6 +78,7 @@ def plan_specs(model: Model, job: Job, template: Cluster, accelerators: Sequence
     ests = [sw.estimate(i, r) for i, r in zip(chosen, rs)]
     binding, lines, runner = _explain(sw, order, feasible, ests, objective, headroom_gib)
     lines += _uneven_hint(model, job, template, sw, int(chosen[0]), ests[0], space, headroom_gib)
+    lines += margin_lines(sw, feasible, ests[0], objective, deadline_days, budget_usd)
     lines = [f"GPU type skipped for {job.precision}: {why}" for why in skipped.values()] + lines
     secs = time.perf_counter() - t0
     result = PlanResult(

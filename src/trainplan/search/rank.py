@@ -222,3 +222,38 @@ def _distinct(sw: Sweep, order: np.ndarray, top: int) -> list[int]:
         if len(out) == top:
             break
     return out
+
+
+def margin_lines(sw: Sweep, feasible: np.ndarray, winner: Estimate, objective: str,
+                 deadline_days: float | None, budget_usd: float | None) -> list[str]:
+    """What the slow end of the validation (the winner's ``accuracy.step_ratio_high``: the
+    published runs of its framework family, or a calibrated profile's own runs, whose measured
+    step most exceeded the prediction) does to a deadline or budget, and the layout that meets
+    them even there. Wall-clock and cost scale with the step (costmodel/totals.py), and the
+    ratio is the same for every candidate (one framework and precision), so that layout is the
+    objective's best among those meeting the limits divided by the ratio."""
+    a = winner.accuracy
+    if a is None or (deadline_days is None and budget_usd is None) or a.step_ratio_high <= 1.0:
+        return []
+    hi, t = a.step_ratio_high, winner.totals
+    whose = f"published {a.family} runs" if a.kind == "published" else "your calibration runs"
+    over = []
+    if deadline_days is not None and t.wall_clock_days * hi > deadline_days:
+        over.append(f"{t.wall_clock_days * hi:.1f} days against the {deadline_days:g}-day deadline")
+    if budget_usd is not None and t.cost_usd * hi > budget_usd:
+        over.append(f"${t.cost_usd * hi:,.0f} against the ${budget_usd:,.0f} budget")
+    at = f"at the slow end of {whose} ({hi:.2f}x the predicted step)"
+    if not over:
+        return [f"meets the limits even {at}"]
+    safe = feasible.copy()
+    if deadline_days is not None:
+        safe &= sw.cols["wall_days"] * hi <= deadline_days
+    if budget_usd is not None:
+        safe &= sw.cols["cost"] * hi <= budget_usd
+    line = f"{at} the winner would take " + " and ".join(over)
+    if not safe.any():
+        return [line + "; no layout searched meets the limits at that end"]
+    i = int(_rank_order(objective, sw, np.flatnonzero(safe))[0])
+    e = sw.estimate(i)
+    return [line + f"; meeting them even there: {e.layout} on {e.gpus}x {e.gpu} "
+            f"({e.totals.wall_clock_days:.1f} days, ${e.totals.cost_usd or 0:,.0f} predicted)"]
