@@ -59,7 +59,7 @@ def test_a_team_calibrated_profile_quotes_its_own_figures_not_the_published_ones
                ratio_high=1.08)
     a = published_accuracy(evolve(fw, own_validation=own), "bf16_mixed", 2.0)
     assert (a.kind, a.runs, a.step_s_low, a.step_s_high) == ("own", 4, 1.9, 2.16)
-    assert "calibrated on (trainplan calibrate)" in a.sentence()
+    assert "(trainplan calibrate, leave-one-out)" in a.sentence()
     assert "published" not in a.sentence()
 
 
