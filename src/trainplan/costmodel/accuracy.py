@@ -6,7 +6,9 @@ The figures are the validation of the framework family's profiles on published r
 reported throughput - 1, so the measured steps took ``1 + error`` times their predictions: an
 estimate's step times the smallest and largest ratio is the range those runs would put it in.
 Figures are per precision where the family has at least ``min_rows_per_precision`` validation
-runs of the job's precision, else over all its precisions (and say so).
+runs of the job's precision, else over all its precisions (and say so). A profile carrying a
+team's own calibration (``trainplan calibrate``) quotes its leave-one-out figures on its own runs
+instead (kind "own").
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import json
 from functools import lru_cache
 from importlib import resources
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -24,18 +26,19 @@ PRECISION_KEY = {"bf16_mixed": "bf16", "bf16_pure": "bf16", "fp16_mixed": "fp16"
 
 
 class Accuracy(BaseModel):
-    """The validation of this estimate's framework family on published runs."""
+    """How far the step time of this estimate's profile was from measured runs: its framework
+    family's published validation, or a calibrated profile's own leave-one-out."""
 
     model_config = ConfigDict(frozen=True)
 
-    kind: str = Field("published", description="'published': the framework family's validation "
+    kind: Literal["published", "own"] = Field("published", description="'published': the framework family's validation "
                       "on published runs; 'own': a team-calibrated profile's leave-one-out on its "
                       "own runs (trainplan calibrate)")
     family: str = Field(description="framework family (the profile's 'family'), or the "
                         "calibrated profile's id")
     precision: str = Field(description="precision of the runs the figures are over; 'all' where "
                            "the family has too few published runs of the job's precision")
-    runs: int = Field(description="published validation runs")
+    runs: int = Field(description="validation runs: published ones, or the calibration's own")
     median_abs_error: float = Field(description="median |predicted / reported throughput - 1|")
     max_abs_error: float = Field(description="largest |predicted / reported throughput - 1|")
     step_ratio_low: float = Field(description="measured / predicted step of the run predicted "
@@ -51,7 +54,8 @@ class Accuracy(BaseModel):
     wall_clock_days_high: float | None = Field(None, description="wall-clock x step_ratio_high")
     cost_usd_low: float | None = Field(None, description="the run's cost x step_ratio_low")
     cost_usd_high: float | None = Field(None, description="the run's cost x step_ratio_high")
-    sets: list[str] = Field(description="the published sets (benchmarks/published_runs.py)")
+    sets: list[str] = Field(description="the published sets (benchmarks/published_runs.py), or "
+                            "the calibration's description")
     note: str = Field("", description="what the figures do not cover for this estimate")
 
     def sentence(self, totals: bool = True) -> str:
