@@ -7,7 +7,8 @@ framework family and precision, which every estimate quotes (trainplan.costmodel
 The figures come from the validation rows of benchmarks/published_runs.py
 (trainplan.validation.accuracy), never from calibration rows. Run it after any change to the
 physics, a framework profile or the published records; tests/unit/validation/
-test_accuracy_data.py regenerates it and compares.
+test_published_accuracy.py (test_stored_accuracy_figures_are_up_to_date) regenerates it and
+compares.
 """
 
 from __future__ import annotations

@@ -58,24 +58,30 @@ class Accuracy(BaseModel):
                             "the calibration's description")
     note: str = Field("", description="what the figures do not cover for this estimate")
 
+    @property
+    def whose(self) -> str:
+        """Whose runs the figures are over, in words."""
+        return f"published {self.family} runs" if self.kind == "published" else \
+            "your calibration runs"
+
     def sentence(self, totals: bool = True) -> str:
         """The figures in words, as the console and the reports print them (with the run's
         wall-clock and cost range where there are totals, unless ``totals`` is false)."""
         prec = "" if self.precision == "all" else f" {self.precision}"
-        whose = (f"trainplan's predictions of {self.runs} published {self.family}{prec} runs"
-                 if self.kind == "published" else
-                 f"predicted each from the others (trainplan calibrate, leave-one-out), the "
-                 f"{self.runs} runs profile {self.family} was calibrated on")
-        text = (f"{whose} were off "
-                f"by a median {self.median_abs_error:.1%} (worst {self.max_abs_error:.1%}); their "
-                "measured steps "
-                f"took {self.step_ratio_low:.2f}-{self.step_ratio_high:.2f}x the prediction, "
-                f"{self.step_s_low:.3g}-{self.step_s_high:.3g} s for this step"
-                + (f", {self.wall_clock_days_low:.3g}-{self.wall_clock_days_high:.3g} days"
-                   if totals and self.wall_clock_days_low is not None else "")
-                + (f" and ${self.cost_usd_low:,.0f}-${self.cost_usd_high:,.0f}"
-                   if totals and self.cost_usd_low is not None else "")
-                + " for the run" * bool(totals and self.wall_clock_days_low is not None)
+        subject = (f"trainplan's predictions of {self.runs} published {self.family}{prec} runs"
+                   if self.kind == "published" else
+                   f"predicted each from the others (trainplan calibrate, leave-one-out), the "
+                   f"{self.runs} runs profile {self.family} was calibrated on")
+        run = ""
+        if totals and self.wall_clock_days_low is not None:
+            cost = (f" and ${self.cost_usd_low:,.0f}-${self.cost_usd_high:,.0f}"
+                    if self.cost_usd_low is not None else "")
+            run = (f", {self.wall_clock_days_low:.3g}-{self.wall_clock_days_high:.3g} days{cost} "
+                   "for the run")
+        text = (f"{subject} were off by a median {self.median_abs_error:.1%} (worst "
+                f"{self.max_abs_error:.1%}); their measured steps took {self.step_ratio_low:.2f}-"
+                f"{self.step_ratio_high:.2f}x the prediction, {self.step_s_low:.3g}-"
+                f"{self.step_s_high:.3g} s for this step{run}"
                 + (" (benchmarks/published_runs.py)" if self.kind == "published" else ""))
         return text + (f"; {self.note}" if self.note else "")
 
@@ -103,8 +109,6 @@ def published_accuracy(fw, precision: str, step_s: float, vision: bool = False,
     costmodel/totals.py). A profile carrying a team's own step calibration quotes its
     leave-one-out figures (``own_validation``, from ``trainplan calibrate``), not the published
     runs, which validated the uncalibrated profile; None where neither exists."""
-    note = ("no published vision-language run is among them: the vision tower's time is not "
-            "validated") if vision else ""
     if fw.step_factors:
         own = fw.own_validation
         if not own:
@@ -124,6 +128,8 @@ def published_accuracy(fw, precision: str, step_s: float, vision: bool = False,
         kind, family, runs, med_abs, max_abs, sets = ("published", fw.family, fig["n"],
                                                       fig["median_abs"], fig["max_abs"], fig["sets"])
         low, mid, high = 1.0 + fig["min"], 1.0 + fig["median"], 1.0 + fig["max"]
+        note = ("no published vision-language run is among them: the vision tower's time is not "
+                "validated") if vision else ""
     return Accuracy(kind=kind, family=family, precision=label, runs=runs,
                     median_abs_error=med_abs, max_abs_error=max_abs,
                     step_ratio_low=low, step_ratio_median=mid,

@@ -80,8 +80,7 @@ def render_estimate(e: Estimate, console: Console | None = None) -> None:
         if pa is not None and pa.wall_clock_days_low is not None:
             cost = (f", ${pa.cost_usd_low:,.0f}-${pa.cost_usd_high:,.0f}"
                     if pa.cost_usd_low is not None else "")
-            rt.add_row(f"range of published {pa.family} runs" if pa.kind == "published"
-                       else "range of your calibration runs",
+            rt.add_row(f"range of {pa.whose}",
                        f"{pa.wall_clock_days_low:.3g}-{pa.wall_clock_days_high:.3g} days{cost}")
     c.print(rt)
     if tot.steps and tot.cost_usd is not None:

@@ -236,13 +236,12 @@ def margin_lines(sw: Sweep, feasible: np.ndarray, winner: Estimate, objective: s
     if a is None or (deadline_days is None and budget_usd is None) or a.step_ratio_high <= 1.0:
         return []
     hi, t = a.step_ratio_high, winner.totals
-    whose = f"published {a.family} runs" if a.kind == "published" else "your calibration runs"
     over = []
     if deadline_days is not None and t.wall_clock_days * hi > deadline_days:
         over.append(f"{t.wall_clock_days * hi:.1f} days against the {deadline_days:g}-day deadline")
     if budget_usd is not None and t.cost_usd * hi > budget_usd:
         over.append(f"${t.cost_usd * hi:,.0f} against the ${budget_usd:,.0f} budget")
-    at = f"at the slow end of {whose} ({hi:.2f}x the predicted step)"
+    at = f"at the slow end of {a.whose} ({hi:.2f}x the predicted step)"
     if not over:
         return [f"meets the limits even {at}"]
     safe = feasible.copy()
@@ -255,5 +254,6 @@ def margin_lines(sw: Sweep, feasible: np.ndarray, winner: Estimate, objective: s
         return [line + "; no layout searched meets the limits at that end"]
     i = int(_rank_order(objective, sw, np.flatnonzero(safe))[0])
     e = sw.estimate(i)
+    cost = f", ${e.totals.cost_usd:,.0f}" if e.totals.cost_usd is not None else ""
     return [line + f"; meeting them even there: {e.layout} on {e.gpus}x {e.gpu} "
-            f"({e.totals.wall_clock_days:.1f} days, ${e.totals.cost_usd or 0:,.0f} predicted)"]
+            f"({e.totals.wall_clock_days:.1f} days{cost} predicted)"]
