@@ -26,7 +26,13 @@ def main() -> None:
     logging.disable(logging.WARNING)
     from hta.trace_analysis import TraceAnalysis
     tmp = tempfile.TemporaryDirectory()
-    files = sorted(TRACES.glob("*/*.json.gz")) + expand_inputs(sorted(TRACES.glob("*/*.tar.gz")), tmp)
+    # each trace with the folder of the shared artifact it came from (an archive's members are
+    # extracted under the temporary folder)
+    labelled = [(f.parent.name, f) for f in sorted(TRACES.glob("*/*.json.gz"))]
+    for archive in sorted(TRACES.glob("*/*.tar.gz")):
+        labelled += [(archive.parent.name, f) for f in expand_inputs([archive], tmp)]
+    files = [f for _, f in labelled]
+    folder = dict((f, name) for name, f in labelled)
     worst = 0.0
     print(f"{'trace':<58} {'idle':>13} {'compute':>13} {'non-comp':>13} {'max pp':>6} {'sum gap':>7}")
     for f in files:
@@ -41,7 +47,7 @@ def main() -> None:
         diffs = [abs(ours[f"{k}_pct"] - ref[f"{k}_time_pctg"]) for k in ("idle", "compute", "non_compute")]
         worst = max(worst, max(diffs))
         cells = [f"{ours[f'{k}_pct']:5.1f}/{ref[f'{k}_time_pctg']:5.1f}" for k in ("idle", "compute", "non_compute")]
-        print(f"{f.parent.name + '/' + f.name[:40]:<58} {cells[0]:>13} {cells[1]:>13} {cells[2]:>13} "
+        print(f"{folder[f] + '/' + f.name[:40]:<58} {cells[0]:>13} {cells[1]:>13} {cells[2]:>13} "
               f"{max(diffs):6.2f} {gap:7.1e}")
     print(f"(trainplan/HTA %) largest difference {worst:.2f} percentage points (target <= 2)")
     tmp.cleanup()

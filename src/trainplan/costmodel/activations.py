@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from trainplan.costmodel import memory as mem
+from trainplan.costmodel.hf_step import PEAK_PHASES
 from trainplan.costmodel.layout import by_recompute
 from trainplan.spec.framework import fused_groups
 
@@ -145,8 +146,20 @@ def adamw_impl(fw, job) -> str:
     return job.adamw_impl or fw.adamw_impl
 
 
+#: The moments of a step at which memory can peak: plain PyTorch's measured ones
+#: (``hf_step.PEAK_PHASES``, its codes 0-6) and, for the fused-kernel frameworks, the backward
+#: of the largest layer (code 7).
+MEMORY_PHASES = PEAK_PHASES + ("backward",)
+STEP_PHASE = PEAK_PHASES.index("optimizer step")
+BACKWARD_PHASE = len(PEAK_PHASES)
+
+
 @dataclass
 class StageMemory:
+    """Bytes of one stage at its peak: the components are those held at that moment
+    (``phase``, a code of :data:`MEMORY_PHASES`) and add up to ``total``; ``step_temp`` is the
+    optimizer step's temporaries whether or not the peak is there."""
+
     weights: Any
     grads: Any
     optimizer: Any
@@ -154,18 +167,25 @@ class StageMemory:
     transient: Any
     overhead: Any
     total: Any
+    phase: Any
+    step_temp: Any
 
 
 def stage_memory(st, acts: StageActivations, temp, overhead, fw) -> StageMemory:
     """Peak bytes of one stage: the larger of the backward (states, activations and the working
     set, with the allocator's reserve on the activations) and the optimizer step (states and its
-    temporaries); plus fixed overheads (context, NCCL, buckets, ZeRO-3 gathers)."""
-    act = (acts.kept + acts.transient) * (1.0 + fw.fragmentation)
+    temporaries ``temp``; the activations are freed by then); plus fixed overheads (context,
+    NCCL, buckets, ZeRO-3 gathers). The components returned are those of the peak's moment."""
     frag = (acts.kept + acts.transient) * fw.fragmentation
-    peak = np.maximum(st.total + act, st.total + temp)
+    backward = st.total + acts.kept + acts.transient + frag
+    at_step = st.total + temp > backward
+    zero = 0.0 * (backward + temp)
     return StageMemory(weights=st.weights, grads=st.grads, optimizer=st.optimizer,
-                       activations=acts.kept, transient=acts.transient,
-                       overhead=overhead + frag, total=peak + overhead)
+                       activations=np.where(at_step, zero, acts.kept + zero),
+                       transient=np.where(at_step, temp + zero, acts.transient + zero),
+                       overhead=overhead + np.where(at_step, zero, frag + zero),
+                       total=np.maximum(backward, st.total + temp) + overhead,
+                       phase=np.where(at_step, STEP_PHASE, BACKWARD_PHASE), step_temp=temp + zero)
 
 
 def hf_stage_memory(fw, dec, job, L, st, sb, layers, vis, overhead) -> StageMemory:
@@ -182,4 +202,5 @@ def hf_stage_memory(fw, dec, job, L, st, sb, layers, vis, overhead) -> StageMemo
     frag = r["total"] * fw.fragmentation
     return StageMemory(weights=r["weights"], grads=r["grads"], optimizer=r["optimizer"],
                        activations=r["activations"], transient=r["transient"],
-                       overhead=overhead + frag, total=r["total"] + frag + overhead)
+                       overhead=overhead + frag, total=r["total"] + frag + overhead,
+                       phase=r["phase"], step_temp=r["optimizer_temp"])

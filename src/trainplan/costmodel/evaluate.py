@@ -99,6 +99,7 @@ def evaluate(model, job, cluster, L: Layout) -> Evaluation:
         mem_weights=worst("weights"), mem_grads=worst("grads"), mem_optimizer=worst("optimizer"),
         mem_activations=worst("activations"), mem_transient=worst("transient"),
         mem_overhead=worst("overhead"), mem_total=np.maximum(m1.total, m2.total),
+        mem_phase=worst("phase"), mem_step_temp=worst("step_temp"),
         mem_first=m1.total, mem_last=m2.total, worst_first=worst_first, mem_capacity=capacity,
         mem_host_node=host_node, logits_bytes=a2.logits,
         fits=(np.maximum(m1.total, m2.total) <= capacity) & (host_node <= cluster.host_bytes),

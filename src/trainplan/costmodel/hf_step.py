@@ -110,7 +110,8 @@ def hf_step_memory(prof, stack, s, b, precision: str, flash, rc,
     Returns a dict: weights, grads, optimizer, activations (kept at the end of the forward,
     including autocast casts), transient (the largest working set on top), total, phase (0 loss
     backward, 1 top layer, 2 bottom layer, 3 optimizer, 4 top-layer MLP, 5 bottom-layer MLP,
-    6 end of forward; ``PEAK_PHASES``).
+    6 end of forward; ``PEAK_PHASES``), optimizer_temp (the optimizer step's temporaries,
+    whichever phase peaks).
     ``head_bytes`` replaces the causal-LM
     head (:func:`hf_head_activation_bytes`), e.g. by ``hf_memory.hf_vision_head_bytes`` for a vision
     tower; ``extra_activations`` adds activations held through the whole backward (a vision
@@ -205,7 +206,7 @@ def hf_step_memory(prof, stack, s, b, precision: str, flash, rc,
     phase = totals.argmax(axis=0)
     pick = [np.choose(phase, np.broadcast_arrays(*[p[k] for p in pts])) for k in range(3)]
     return dict(weights=w + zero, optimizer=o + zero, grads=pick[0], activations=pick[1],
-                transient=pick[2], total=totals.max(axis=0), phase=phase,
+                transient=pick[2], total=totals.max(axis=0), phase=phase, optimizer_temp=opt_temp + zero,
                 activations_end_forward=activations, casts=casts_kept)
 
 

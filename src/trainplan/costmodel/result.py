@@ -27,6 +27,8 @@ class Evaluation:
     mem_transient: Any
     mem_overhead: Any
     mem_total: Any
+    mem_phase: Any          # code of activations.MEMORY_PHASES: the moment of the peak
+    mem_step_temp: Any      # optimizer-step temporaries (in the total where the peak is the step)
     mem_first: Any
     mem_last: Any
     worst_first: Any

@@ -16,7 +16,7 @@ Uses only the public ``trainplan.estimate`` and the fields of its ``Estimate`` (
   transients) and the largest component is named. The run went out of memory, so its real need
   is at least max(measured need, capacity): excess = that minus the planned total, when positive.
 * candidate changes (ZeRO stage up, micro-batch down, recompute, optimizer offload, twice the
-  GPUs; TP and PP only with Megatron, which the other stacks cannot switch on by a flag) are
+  GPUs in whole nodes; TP and PP only with Megatron, which the other stacks cannot switch on by a flag) are
   estimated one at a time, then in pairs when none fits alone; a change fits when its predicted
   total plus the excess stays under 95% of the capacity (the planner's own "tight" line). They
   are ranked by GPU-time per step (step time x GPUs) relative to the failing configuration, so
@@ -138,13 +138,22 @@ def name_component(meas: Measured, pred: dict[str, float], capacity: float) -> t
     return c, why
 
 
+def more_gpus(gpus: int, gpus_per_node: int) -> int:
+    """Twice the GPUs, rounded up to whole nodes once they span more than one (a cluster of
+    several nodes is a multiple of the node size: ``spec.cluster.Cluster``)."""
+    n = 2 * gpus
+    return n if n <= gpus_per_node else -(-n // gpus_per_node) * gpus_per_node
+
+
 def candidates(st: dict[str, Any], gpus: int, megatron: bool = True,
                offload_together: bool = False, fw: Any = None,
-               layers: int = 0) -> list[tuple[str, dict[str, Any], int]]:
+               layers: int = 0, gpus_per_node: int = 8) -> list[tuple[str, dict[str, Any], int]]:
     """Single changes to try: (label, strategy, gpus). Where the framework offloads parameters,
     gradients and the optimizer step together (FSDP's CPU offload), offloading is one change;
-    activation offloading as the framework ``fw`` runs it, for a decoder of ``layers``
-    (costmodel.fit_hints.activation_offloads, the estimate's own hints)."""
+    ZeRO-Offload of the optimizer needs a ZeRO stage, so from stage 0 it comes with the lowest
+    stage the framework offers (DeepSpeed: 'offload_optimizer ... valid for ZeRO stage 1, 2, 3',
+    docs/_pages/config-json.md); activation offloading as the framework ``fw`` runs it, for a
+    decoder of ``layers`` (costmodel.fit_hints.activation_offloads, the estimate's own hints)."""
     out = []
     if st.get("zero", 0) < 3:
         out.append((f"zero {st.get('zero', 0)} -> 3", {**st, "zero": 3}, gpus))
@@ -163,7 +172,14 @@ def candidates(st: dict[str, Any], gpus: int, megatron: bool = True,
         out.append((z3 + "CPU offload of parameters, gradients and optimizer step",
                     {**st, "zero": 3, "offload_optimizer": True, "offload_params": True}, gpus))
     elif not st.get("offload_optimizer"):
-        out.append(("offload optimizer to CPU", {**st, "offload_optimizer": True}, gpus))
+        zero = int(st.get("zero", 0))
+        if zero >= 1:
+            out.append(("offload optimizer to CPU", {**st, "offload_optimizer": True}, gpus))
+        else:
+            stage = min((z for z in (fw.zero_stages if fw is not None else (1,)) if z >= 1),
+                        default=1)
+            out.append((f"zero {zero} -> {stage} and offload optimizer to CPU",
+                        {**st, "zero": stage, "offload_optimizer": True}, gpus))
     if fw is not None and layers:
         from trainplan.costmodel.fit_hints import activation_offloads
         for _, upd in activation_offloads(fw, layers, int(st.get("pp") or 1), st.get("recompute"),
@@ -175,7 +191,8 @@ def candidates(st: dict[str, Any], gpus: int, megatron: bool = True,
         v = int(st.get(k, 1))
         if v * 2 <= gpus and v < 8:
             out.append((f"{k} {v} -> {v * 2}", {**st, k: v * 2, "dp": None}, gpus))
-    out.append((f"{gpus} -> {2 * gpus} GPUs", {**st, "dp": None}, 2 * gpus))
+    more = more_gpus(gpus, gpus_per_node)
+    out.append((f"{gpus} -> {more} GPUs", {**st, "dp": None}, more))
     return out
 
 
@@ -190,8 +207,10 @@ def suggest(cfg: Config, excess: float, base_step: float, base_mem: dict[str, fl
     from trainplan.spec.framework import get_framework
     fw = get_framework(cfg.implementation)
     model = get_model(cfg.model) if isinstance(cfg.model, str) else cfg.model
+    from trainplan.catalog import get_accelerator
     singles = candidates(cfg.strategy, cfg.gpus, cfg.implementation == "megatron",
-                         fw.offload_together, fw, model.decoder.layers)
+                         fw.offload_together, fw, model.decoder.layers,
+                         get_accelerator(cfg.gpu).gpus_per_node)
     rows = _evaluate(cfg, singles, excess, base_step)
     if not any(r["fits"] for r in rows):
         pairs = []

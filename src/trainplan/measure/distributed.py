@@ -171,18 +171,22 @@ def _predict(model: Model, inp: Any, nproc: int, backend: str, fsdp: bool, mb: i
     else:
         mem = float("nan")
         note = "memory: FSDP2 is not modelled by the 'pytorch' profile yet (measured only)"
-    # time: the planner's step time with this machine's measured matmul rate
+    # time: the model FLOPs at this machine's matmul rate, measured on the step's own largest
+    # GEMM (the MLP's up projection: tokens x hidden x MLP width) in the dtype the ranks run
+    # it: a fixed large square GEMM overstates the rate of a small model's GEMMs, and on a CPU
+    # without bf16 instructions understates it by orders of magnitude
     from trainplan.measure.bench import matmul_tflops
     dtype = "bf16" if inp.job.precision != "fp32" else "fp32"
     device = "cuda" if backend == "nccl" else "cpu"
-    tf = matmul_tflops(device=device, dtype=dtype, n=1024 if device == "cpu" else 8192,
-                       threads=max(1, (os.cpu_count() or 2) // nproc))
     tokens = inp.job.seq_len * mb
     dec = model.decoder
+    tf = matmul_tflops(device=device, dtype=dtype, n=tokens, k=dec.hidden, m=dec.ffn_hidden,
+                       threads=max(1, (os.cpu_count() or 2) // nproc))
     flops = six_nd(n, tokens) + TRAIN_MULTIPLIER * dec.layers * tokens \
         * float(attention_core_flops_per_token(dec, inp.job.seq_len, causal=True))
     pred_time = flops / (tf * TFLOP)
-    note += (f"; time: model FLOPs (6N per token + causal attention) at the measured matmul rate "
-             f"{tf:.3g} TFLOP/s per rank on {device} (an upper bound on speed: no elementwise, "
-             "communication or optimizer time)")
+    note += (f"; time: model FLOPs (6N per token + causal attention) at the matmul rate "
+             f"{tf:.3g} TFLOP/s per rank on {device}, measured on the step's MLP GEMM ({tokens} x "
+             f"{dec.hidden} x {dec.ffn_hidden}, {dtype}): a lower bound on the step, with no "
+             "elementwise, communication or optimizer time")
     return mem, pred_time, note

@@ -22,17 +22,15 @@ def render_estimate(e: Estimate, console: Console | None = None) -> None:
     for a in e.assumptions:
         c.print(f"[dim]assumes: {escape(a)}[/dim]", highlight=False)
 
-    mt = Table(title=f"Memory per GPU (GiB), most loaded rank: {e.memory.stage} stage",
+    m = e.memory
+    mt = Table(title=f"Memory per GPU (GiB), most loaded rank: {m.stage} stage",
                title_justify="left")
     mt.add_column("component")
     mt.add_column("GiB", justify="right")
-    m = e.memory
-    for k, v in [("weights", m.weights_gib), ("gradients", m.gradients_gib),
-                 ("optimizer states + master", m.optimizer_gib),
-                 ("activations (in flight)", m.activations_gib), ("backward transient", m.transient_gib),
-                 ("overheads (context, NCCL, buckets, reserve)", m.overhead_gib)]:
-        mt.add_row(k, f"{v:.2f}")
-    mt.add_row("[bold]total[/bold]", f"[bold]{m.total_gib:.2f}[/bold]")
+    for k, v in m.parts():
+        mt.add_row(escape(k), f"{v:.2f}")
+    at = "" if m.peak_phase == "backward" else f" (peak at the {escape(m.peak_phase)})"
+    mt.add_row(f"[bold]total[/bold]{at}", f"[bold]{m.total_gib:.2f}[/bold]")
     mt.add_row("capacity / headroom", f"{m.capacity_gib:.0f} / {m.headroom_gib:+.2f}")
     if m.host_gib_per_node > 0:
         mt.add_row("offloaded, CPU memory per node", f"{m.host_gib_per_node:.0f} of "

@@ -95,9 +95,10 @@ def _sources(e: Any, cluster: Any = None) -> list[tuple[str, str]]:
 def _number_tables(ests: Sequence[Any], ids: Sequence[str]) -> list[Table]:
     labels = [f"{e.gpus}x {g} {e.layout}" for e, g in zip(ests, ids)]
     mem = Table("Memory per GPU (GiB, most loaded rank)", ["layout"] + [n for _, n in F.MEMORY_PARTS]
-                + ["total", "capacity"],
+                + ["total", "peak at", "capacity"],
                 [[lab] + [f"{getattr(e.memory, k):.2f}" for k, _ in F.MEMORY_PARTS]
-                 + [f"{e.memory.total_gib:.2f}", f"{e.memory.capacity_gib:.0f}"]
+                 + [f"{e.memory.total_gib:.2f}", e.memory.peak_phase,
+                    f"{e.memory.capacity_gib:.0f}"]
                  for lab, e in zip(labels, ests)])
     tim = Table("Step time by component (s)", ["layout"] + [n for _, n in F.TIME_PARTS] + ["step"],
                 [[lab] + [f"{getattr(e.time, k):.4g}" for k, _ in F.TIME_PARTS]

@@ -17,7 +17,7 @@ from typing import Any, Sequence
 #: Memory components of :class:`trainplan.costmodel.estimate.MemoryBreakdown`, bottom to top.
 MEMORY_PARTS = (("weights_gib", "weights"), ("gradients_gib", "gradients"),
                 ("optimizer_gib", "optimizer + master"), ("activations_gib", "activations"),
-                ("transient_gib", "backward transient"), ("overhead_gib", "overhead"))
+                ("transient_gib", "transient (backward or step)"), ("overhead_gib", "overhead"))
 
 #: Time components of :class:`trainplan.costmodel.estimate.TimeBreakdown` (they add up to ``step_s``).
 TIME_PARTS = (("compute_s", "compute"), ("tp_comm_s", "TP comm."), ("cp_comm_s", "CP comm."),

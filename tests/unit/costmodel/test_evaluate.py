@@ -132,6 +132,34 @@ def test_foreach_adamw_temporary_raises_the_optimizer_step_peak():
     assert foreach > fused
 
 
+@pytest.mark.parametrize("model,framework,kw,phase", [
+    # ZeRO-3 fine-tune with a short sequence: foreach AdamW's moment-sized temporary at the step
+    # outweighs the activations (the tatsu-lab/stanford_alpaca#223 layout)
+    ("llama-2-7b", "fsdp", dict(gpu="v100_sxm2_32gb", gpus=5, seq_len=512, global_batch=40,
+                                precision="fp16_mixed", strategy={"zero": 3, "micro_batch": 1,
+                                                                  "flash_attention": False}),
+     "optimizer step"),
+    ("llama-3-8b", "megatron", dict(gpu="h100", gpus=8, seq_len=8192, global_batch=64,
+                                    strategy={"tp": 2}), "backward"),
+    ("gpt2", "pytorch", dict(gpu="a100_sxm_80gb", gpus=1, seq_len=1024, global_batch=1,
+                             strategy={"micro_batch": 1}), "loss backward"),
+])
+def test_memory_components_are_those_at_the_peak_and_add_up(model, framework, kw, phase):
+    """The memory breakdown is of the moment of the peak, named by ``peak_phase``: its parts add
+    up to the total (they did not when the optimizer step peaked: the table showed the
+    backward's activations and left out the step's temporaries)."""
+    m = estimate(model, framework=framework, **kw).memory
+    assert m.peak_phase == phase
+    assert sum(v for _, v in m.parts()) == pytest.approx(m.total_gib, rel=1e-9)
+    if phase == "optimizer step":
+        assert m.activations_gib == 0.0
+        assert m.transient_gib == pytest.approx(m.optimizer_step_temp_gib) and m.transient_gib > 0
+        # full recompute shrinks the activations, not this peak
+        rc = estimate(model, framework=framework,
+                      **{**kw, "strategy": {**kw["strategy"], "recompute": "full"}}).memory
+        assert rc.total_gib == pytest.approx(m.total_gib, rel=1e-9)
+
+
 @pytest.mark.parametrize("framework,strategy,field", [
     ("deepspeed", {"pp": 2, "zero": 2}, "strategy.zero"),      # pipeline engine: ZeRO <= 1
     ("megatron", {"zero": 2}, "strategy.zero"),                # no ZeRO-2 in Megatron

@@ -148,3 +148,42 @@ def test_candidates_include_activation_offload_as_the_framework_runs_it():
     assert [c[1]["offload_activations"] for c in meg] == [16, 30]
     assert not [c for c in candidates({"zero": 3}, 8, False, False, get_framework("torchtitan"),
                                       32) if "activation" in c[0]]
+
+
+def test_optimizer_offload_from_stage_0_brings_the_stage_it_needs():
+    """ZeRO-Offload needs a ZeRO stage (the layout rules refuse offload at stage 0), so the
+    candidate from stage 0 is one change that sets both; a real DeepSpeed-Chat case (OPT-1.3B,
+    one GPU, stage 0) then finds micro-batch down + offload as a pair that fits."""
+    from trainplan.diagnose.oomplan import candidates, predict
+    from trainplan.spec.framework import get_framework
+    ds = candidates({"zero": 0, "micro_batch": 4}, 1, False, False, get_framework("deepspeed"), 24)
+    offload = [c for c in ds if "offload optimizer" in c[0]]
+    assert offload == [("zero 0 -> 1 and offload optimizer to CPU",
+                        {"zero": 1, "micro_batch": 4, "offload_optimizer": True}, 1)]
+    cfg = Config(model="llama-3.2-1b", gpu="a100_sxm_80gb", gpus=1, seq_len=512, global_batch=4,
+                 strategy={"zero": 0, "micro_batch": 4}, implementation="deepspeed")
+    assert predict(cfg, offload[0][1]).memory.host_gib_per_node > 0   # a valid layout
+
+
+@pytest.mark.parametrize("gpus,node,more", [(1, 8, 2), (4, 8, 8), (5, 8, 16), (8, 8, 16),
+                                            (12, 4, 24), (3, 4, 8)])
+def test_more_gpus_rounds_to_whole_nodes(gpus, node, more):
+    from trainplan.diagnose.oomplan import more_gpus
+    assert more_gpus(gpus, node) == more
+    assert more <= node or more % node == 0
+
+
+def test_five_gpu_case_gets_a_larger_cluster_that_is_valid():
+    """Twice 5 GPUs (10) spans two nodes of 8 without filling them, which a cluster refuses; the
+    candidate is 16 GPUs, and it is evaluated (it used to fail validation and vanish)."""
+    from trainplan.catalog import get_model
+    from trainplan.diagnose.oomplan import candidates, predict
+    from trainplan.spec.framework import get_framework
+    st = {"zero": 3, "micro_batch": 1, "recompute": "none", "flash_attention": False}
+    got = candidates(st, 5, False, True, get_framework("fsdp"),
+                     get_model("llama-2-7b").decoder.layers, 8)
+    label, strategy, n = got[-1]
+    assert (label, n) == ("5 -> 16 GPUs", 16)
+    cfg = Config(model="llama-2-7b", gpu="v100_sxm2_32gb", gpus=5, seq_len=512, global_batch=48,
+                 strategy=st, implementation="fsdp", job={"precision": "fp16_mixed"})
+    assert predict(cfg, {k: v for k, v in strategy.items() if v is not None}, n).gpus == 16

@@ -1,0 +1,120 @@
+"""The warnings an estimate carries: does it fit (and what would), what dominates the step, which
+assumptions its numbers rest on, and the validation caveats of its framework profile."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trainplan.costmodel import fit_hints as fh
+from trainplan.costmodel.fit_hints import TIGHT_HEADROOM
+from trainplan.spec.framework import get_framework
+
+
+def estimate_warnings(model, job, cluster, st, r, mem, time, nb=None) -> tuple[list[str], list[tuple[str, Any]]]:
+    """The estimate's warnings, and the alternatives they name as (why, fix) pairs
+    (costmodel.fit_hints: for a layout that does not fit, the changes predicted to fit; for one
+    that fits, from its neighbourhood ``nb``, the much faster ones that fit too)."""
+    fw = get_framework(job.framework)
+    w: list[str] = []
+    named: list[tuple[str, Any]] = []
+    if mem.host_gib_per_node > mem.host_capacity_gib:
+        w.append(f"DOES NOT FIT in host memory: the offloaded states take "
+                 f"{mem.host_gib_per_node:.0f} GiB of CPU memory per node, "
+                 f"{mem.host_capacity_gib:.0f} GiB available (cluster.host_memory_gib): more "
+                 "GPUs (ZeRO shards the states over them), less offload, or NVMe offload "
+                 "(ZeRO-Infinity)")
+    elif not mem.fits:
+        parts = sorted([("activations", mem.activations_gib), ("optimizer states", mem.optimizer_gib),
+                        ("weights", mem.weights_gib), ("gradients", mem.gradients_gib),
+                        (mem.transient_label, mem.transient_gib), ("overhead", mem.overhead_gib)],
+                       key=lambda x: -x[1])
+        top = ", ".join(f"{k} {v:.1f} GiB" for k, v in parts[:3])
+        hint, fixes = fh.fit_hint(model, job, cluster, st, fw, nb)
+        named += [("fits", f) for f in fixes]
+        w.append(f"DOES NOT FIT: {mem.total_gib:.1f} GiB needed on the {mem.stage} stage, "
+                 f"{mem.capacity_gib:.0f} GiB available. Largest: {top}. " + hint)
+    elif mem.headroom_gib < TIGHT_HEADROOM * mem.capacity_gib:
+        w.append(f"tight memory: {mem.headroom_gib:.1f} GiB headroom "
+                 "(allocator fragmentation can still OOM)")
+    if nb is not None and mem.fits and not mem.host_gib_per_node > mem.host_capacity_gib:
+        faster = fh.faster_fixes(nb, st, time.step_s)
+        if faster:
+            named += [("faster", f) for f in faster]
+            w.append(fh.faster_note(faster, time.step_s))
+    if time.pp_bubble_s > 0.15 * time.step_s:
+        w.append(f"pipeline bubble is {time.pp_bubble_s / time.step_s:.0%} of the step: use more "
+                 "micro-batches (smaller micro-batch or larger global batch) or virtual stages")
+    if time.tp_comm_s > 0.2 * time.step_s:
+        w.append(f"TP communication is {time.tp_comm_s / time.step_s:.0%} of the step: "
+                 "keep TP inside a node or lower it")
+    if time.dp_comm_s > 0.15 * time.step_s:
+        w.append(f"exposed DP communication is {time.dp_comm_s / time.step_s:.0%} of the step")
+    w += _host_bound_warning(fw, model, st, r, time)
+    w += _offload_warning(fw, job, cluster, st, time)
+    if st.tp * st.cp > cluster.node_size:
+        w.append(f"tp*cp = {st.tp * st.cp} spans nodes ({cluster.node_size} GPUs per node)")
+    made_on = fw.calibrated_on.get("gpu")
+    if made_on and made_on != cluster.accelerator.id:
+        w.append(f"calibrated profile {fw.id} was fitted on {made_on}, applied to "
+                 f"{cluster.accelerator.id}: recalibrate on this GPU")
+    caveat = fw.validation_caveat
+    if caveat:
+        w.append(f"validation ({job.framework}): {caveat}")
+    w += [f"validation ({job.framework}, {f.field} >= {f.min}): {f.text}"
+          for f in fw.validation_flags if f.applies(st)]
+    if job.precision == "fp16_mixed":
+        w.append("fp16 needs dynamic loss scaling (GradScaler init 2^16); prefer bf16 on A100/H100")
+    return w, named
+
+
+def _host_bound_warning(fw, model, st, r, time) -> list[str]:
+    """ZeRO-3's per-module hooks (compute.zero3_hook_time) set the pace: their host time per
+    step, every layer's forward, recomputed forward and backward, is most of the compute time."""
+    from trainplan.costmodel.compute import zero3_hook_time
+    f, b = (float(x) for x in zero3_hook_time(fw, st.zero))
+    if f + b <= 0:
+        return []
+    fwd_passes = 2.0 if st.recompute == "full" else 1.0
+    host = float(r.grad_accum) * model.decoder.layers / st.pp * (fwd_passes * f + b)
+    if host < 0.9 * time.compute_s:
+        return []
+    return [f"host-bound: ZeRO-3's per-module hooks take about {host:.3g} s of host time per "
+            f"step, {host / time.compute_s:.0%} of the compute time; more tokens per micro-batch "
+            "(a larger micro_batch or seq_len) or zero=2 would let the GPU set the pace"]
+
+
+def _offload_warning(fw, job, cluster, st, time) -> list[str]:
+    """An offloaded optimizer step runs at the host's optimizer and copy rates; say so when they
+    are the built-in assumptions (costmodel.optimizer.host_rates) and the step is a visible
+    share of the step time."""
+    from trainplan.costmodel.activations import adamw_impl
+    from trainplan.costmodel.optimizer import (HOST_RATE_FIELD, HOST_RATE_SOURCE,
+                                               host_optimizer, host_rates)
+    acc = cluster.accelerator
+    eff = acc.efficiency
+    kind = host_optimizer(fw.cpu_optimizer, adamw_impl(fw, job))
+    rate, bps = host_rates(eff, kind, acc.host_link_GBps)
+    name = {"deepspeed": "CPU-Adam", "torch-fused": "PyTorch's fused AdamW on CPU",
+            "torch-foreach": "PyTorch's unfused AdamW on CPU"}[kind]
+    link = [f"{bps / 1e9:.3g} GB/s host<->device"] if not eff.h2d_GBps else []
+    flag = "" if kind == "deepspeed" else f" --offload-impl {kind}"
+    how = (f"they vary several-fold between hosts: measure yours with `trainplan measure bench "
+           f"--offload{flag}` and pass the file with --profile")
+    out = []
+    assumed = ([f"{name} {rate:.2g} parameters/s per GPU process ({HOST_RATE_SOURCE[kind]})"]
+               if not getattr(eff, HOST_RATE_FIELD[kind]) else []) + link
+    if (st.offload_optimizer or st.offload_params) and assumed \
+            and time.optimizer_s >= 0.05 * time.step_s:
+        out.append(f"offload: the host side of the optimizer step takes {time.optimizer_s:.3g} s, "
+                   f"{time.optimizer_s / time.step_s:.0%} of the step, at assumed host rates "
+                   f"({', '.join(assumed)}); {how}")
+    if st.offload_activations and link and time.offload_s >= 0.05 * time.step_s:
+        out.append(f"offload: activation copies the compute cannot hide take {time.offload_s:.3g}"
+                   f" s, {time.offload_s / time.step_s:.0%} of the step, at an assumed "
+                   f"{link[0]}; offload fewer layers, or {how}")
+    elif st.offload_activations and link:      # hidden, but only at the assumed rate
+        shared = "" if acc.host_link_GBps else " (where two GPUs share a PCIe switch, each " \
+            "gets about half)"
+        out.append(f"offload: the activation copies hide behind compute at an assumed {link[0]} "
+                   f"per GPU, every GPU of a node copying at once{shared}; {how}")
+    return out
