@@ -33,15 +33,18 @@ FLAG_VALUES: dict[str, st.SearchStrategy] = {
     "--attention-kernel": st.sampled_from(["fa2", "fa3", "cudnn", "x"]),
     "--fp8-recipe": st.sampled_from(["delayed", "current", "mxfp8", "x"]),
     "--fused-ops": st.sampled_from(["norm,rope", "linear_cross_entropy", "cross_entropy,x", ""]),
+    "--lora-rank": st.sampled_from(["8", "64", "0", "-1", "70000", "x"]),
+    "--frozen": st.sampled_from(["vision", "decoder", "projector", "vision,projector", "x", ""]),
 }
 COMMANDS: dict[tuple[str, ...], list[str]] = {
     ("estimate",): ["--model", "--gpu", "--gpus", "--tp", "--pp", "--zero", "--micro-batch",
                     "--recompute", "--seq-len", "--global-batch", "--tokens", "--precision",
                     "--optimizer", "--framework", "--fail-if-no-fit", "--emit",
-                    "--attention-kernel", "--fp8-recipe", "--fused-ops", "--offload-activations"],
+                    "--attention-kernel", "--fp8-recipe", "--fused-ops", "--offload-activations",
+                    "--lora", "--lora-rank", "--frozen"],
     ("plan",): ["--model", "--gpu", "--gpus", "--objective", "--deadline-days", "--budget-usd",
                 "--headroom-gib", "--top", "--seq-len", "--global-batch", "--tokens", "--precision",
-                "--emit"],
+                "--emit", "--lora", "--lora-rank", "--frozen"],
     ("scale",): ["--flops", "--gpu-hours", "--dollars", "--deadline-days", "--gpu", "--gpus", "--mfu",
                  "--law", "--unique-tokens", "--epochs", "--inference-tokens", "--emit-model"],
     ("scale", "fit"): ["--bootstrap", "--budget-flops", "--ci", "--seed", "--drop-highest", "--name", "--out"],
@@ -55,7 +58,7 @@ COMMANDS: dict[tuple[str, ...], list[str]] = {
                       "--restart-minutes", "--simulate", "--emit", "--min-nodes"],
     ("models",): [], ("gpus",): [], ("frameworks",): [], ("schema",): [], ("conventions",): [],
 }
-BOOL_FLAGS = {"--fail-if-no-fit", "--skip-bad"}
+BOOL_FLAGS = {"--fail-if-no-fit", "--skip-bad", "--lora"}
 PATH_FLAGS = {"--out", "--emit-model"}
 REQUIRED = {("scale", "inference"): ["--inference-tokens"], ("scale", "repeat"): ["--unique-tokens"]}
 

@@ -91,3 +91,28 @@ def test_estimate_attention_kernel_and_fused_ops_flags():
     assert_exits_2(invoke("estimate", "--model", "llama-3-8b", "--gpu", "h100",
                           "--precision", "fp8_mixed", "--fp8-recipe", "mxfp8"),
                    "job.fp8_recipe", "Blackwell")
+
+
+def test_lora_and_frozen_flags_reach_the_job():
+    """--lora (or a --lora-rank alone) trains adapters on the frozen base: no gradients for the
+    base weights, a few hundred MiB of optimizer state instead of tens of GiB; --frozen freezes a
+    stack by name, and a name the model does not have is refused with exit 2 (it used to freeze
+    nothing, silently)."""
+    import json
+    from cli_helpers import assert_exits_2, invoke
+    base = ["estimate", "--model", "llama-3-8b", "--gpu", "a100_sxm_80gb", "--gpus", "1",
+            "--seq-len", "2048", "--global-batch", "8", "--framework", "pytorch", "--json"]
+    full = json.loads(invoke(*base).output)
+    lora = json.loads(invoke(*base, "--lora").output)
+    rank64 = json.loads(invoke(*base, "--lora-rank", "64").output)
+    assert full["inputs"]["job"]["trainable"] == "full"
+    assert lora["inputs"]["job"]["trainable"] == "lora" and lora["inputs"]["job"]["lora_rank"] == 16
+    assert rank64["inputs"]["job"]["trainable"] == "lora" and rank64["inputs"]["job"]["lora_rank"] == 64
+    assert lora["memory"]["optimizer_gib"] < 0.5 < 50 < full["memory"]["optimizer_gib"]
+    assert 3.5 * lora["memory"]["optimizer_gib"] < rank64["memory"]["optimizer_gib"]
+    assert json.loads(invoke(*base, "--lora-rank", "64", "--full").output)["inputs"]["job"][
+        "trainable"] == "full"
+    vlm = json.loads(invoke("estimate", "--frozen", "vision", "--json").output)
+    assert vlm["inputs"]["job"]["frozen"] == ["vision"]
+    assert_exits_2(invoke("estimate", "--frozen", "vison"), "job.frozen", "vision")
+    assert_exits_2(invoke("plan", "--frozen", "vison", "--gpus", "8"), "job.frozen", "decoder")

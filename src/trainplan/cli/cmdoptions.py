@@ -71,6 +71,13 @@ FUSED_OPS: Any = typer.Option(
     None, "--fused-ops", help="op groups your model code fuses (comma list): norm, rope, swiglu, "
                               "bias_dropout_add, cross_entropy, softmax, linear_cross_entropy "
                               "(Liger's fused linear cross-entropy)")
+LORA: Any = typer.Option(None, "--lora/--full",
+                         help="train LoRA adapters on the frozen base (job.trainable = lora) or "
+                              "every weight (full); default: the job file's, else full")
+LORA_RANK: Any = typer.Option(None, "--lora-rank", min=1, max=65536,
+                              help="LoRA rank r (implies --lora; default 16)")
+FROZEN: Any = typer.Option(None, "--frozen", help="stacks or projectors kept frozen, e.g. "
+                                                  "vision (comma list; see `trainplan models`)")
 JOB: Any = typer.Option(None, "--job", help="TOML/YAML job file (as for trainplan estimate)")
 SET: Any = typer.Option(None, "--set", help="strategy/job field, e.g. zero=3 micro_batch=2 "
                                             "precision=fp16_mixed (repeatable)")
@@ -92,3 +99,10 @@ def split_list(values: Optional[list[str]]) -> list[str]:
 
 def as_path(p: Optional[Path]) -> Optional[str]:
     return str(p) if p else None
+
+
+def trainable(lora: Optional[bool], lora_rank: Optional[int]) -> Optional[str]:
+    """job.trainable from --lora/--full and --lora-rank (a rank alone means LoRA)."""
+    if lora is None:
+        return "lora" if lora_rank is not None else None
+    return "lora" if lora else "full"

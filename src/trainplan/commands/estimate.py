@@ -47,6 +47,9 @@ def estimate_command(
     cp_comm_type: Optional[str] = o.CP_COMM_TYPE,
     fp8_recipe: Optional[str] = o.FP8_RECIPE,
     fused_ops: Optional[list[str]] = o.FUSED_OPS,
+    lora: Optional[bool] = o.LORA,
+    lora_rank: Optional[int] = o.LORA_RANK,
+    frozen: Optional[list[str]] = o.FROZEN,
     as_json: bool = typer.Option(False, "--json", help="print the whole Estimate as JSON"),
     report: Optional[Path] = o.REPORT,
     force: bool = typer.Option(False, "--force", help="overwrite existing --report/--emit files"),
@@ -72,7 +75,9 @@ def estimate_command(
           precision=precision, optimizer=optimizer, framework=framework, compile=compile_,
           adamw_impl=adamw_impl, attention_kernel=attention_kernel, cp_comm_type=cp_comm_type,
           fp8_recipe=fp8_recipe,
-          fused_ops=o.split_list(fused_ops) or None)
+          fused_ops=o.split_list(fused_ops) or None,
+          trainable=o.trainable(lora, lora_rank), lora_rank=lora_rank,
+          frozen=tuple(o.split_list(frozen)) or None)
     run = estimate_job(data)
     est = run.estimate
     if report is not None:

@@ -37,6 +37,9 @@ def plan_command(
     precision: Optional[str] = o.PRECISION,
     optimizer: Optional[str] = o.OPTIMIZER,
     profile: Optional[Path] = o.PROFILE,
+    lora: Optional[bool] = o.LORA,
+    lora_rank: Optional[int] = o.LORA_RANK,
+    frozen: Optional[list[str]] = o.FROZEN,
     framework: Optional[str] = typer.Option(
         None, "--framework", help="training framework (megatron, torchtitan, fsdp, llm-foundry, "
                                   "deepspeed, pytorch): only layouts it can run are searched"),
@@ -56,7 +59,9 @@ def plan_command(
     merge(data, "cluster", gpus_per_node=gpus_per_node, usd_per_gpu_hour=price,
           profile=o.as_path(profile))
     merge(data, "job", seq_len=seq_len, global_batch=global_batch, tokens=tokens,
-          precision=precision, optimizer=optimizer, framework=framework)
+          precision=precision, optimizer=optimizer, framework=framework,
+          trainable=o.trainable(lora, lora_rank), lora_rank=lora_rank,
+          frozen=tuple(o.split_list(frozen)) or None)
     data.pop("strategy", None)             # the search chooses the strategy
     req = plan_request(data, gpu=gpu or None, gpus=gpus, objective=objective, deadline_days=deadline_days,
                        budget_usd=budget_usd, headroom_gib=headroom_gib, top=top,

@@ -57,6 +57,19 @@ def check_job(job: Job, accelerator) -> None:
                          f"Megatron-Core fp8_recipe 'mxfp8')")
 
 
+def check_frozen(model: Model, job: Job) -> None:
+    """Every name in ``job.frozen`` is one of the model's stacks or projectors (or 'projector'
+    for all of them): a misspelt name would otherwise freeze nothing, silently."""
+    from trainplan.costmodel.vision_flops import projector_name
+    n = len(model.projectors)
+    names = [st.name for st in model.stacks] + [projector_name(i, n) for i in range(n)] \
+        + (["projector"] if n > 1 else [])
+    for name in job.frozen:
+        if name not in names:
+            raise InputError("job.frozen", name, f"one of the model's stacks or projectors: "
+                             f"{', '.join(names)}")
+
+
 def default_zero(fw, pp: int) -> int:
     """The stage a strategy without one runs: the framework's ``default_zero`` (with a pipeline
     its ``default_zero_with_pp``, else that capped at ``max_zero_with_pp``), the highest stage
@@ -98,6 +111,7 @@ def complete_strategy(model: Model, job: Job, cluster: Cluster, st: Strategy) ->
                          f"gpus / (tp*pp*cp) = {cluster.gpus} / {mp} = {cluster.gpus // mp}")
     fw = get_framework(job.framework)
     check_job(job, cluster.accelerator)
+    check_frozen(model, job)
     defaults = {}                      # the framework's defaults for what the strategy omits
     if st.recompute is None:
         defaults["recompute"] = "selective" if "selective" in fw.recompute else "none"

@@ -66,10 +66,11 @@ def plan_request(data: dict[str, Any], **flags: Any) -> PlanRequest:
 
 def run_plan(req: PlanRequest, progress: Callable[[int, int], None] | None = None) -> tuple[Any, Any]:
     """Search the request: the PlanResult and the Sweep (all candidates)."""
-    from trainplan.costmodel.validate import check_job
+    from trainplan.costmodel.validate import check_frozen, check_job
     from trainplan.search import plan_specs
 
     s = req.specs
+    check_frozen(s.model, s.job)
     for acc in req.accelerators:
         check_job(s.job, acc)
     return plan_specs(s.model, s.job, s.cluster, req.accelerators, req.gpu_counts,
