@@ -116,3 +116,7 @@ def test_lora_and_frozen_flags_reach_the_job():
     assert vlm["inputs"]["job"]["frozen"] == ["vision"]
     assert_exits_2(invoke("estimate", "--frozen", "vison"), "job.frozen", "vision")
     assert_exits_2(invoke("plan", "--frozen", "vison", "--gpus", "8"), "job.frozen", "decoder")
+    # freezing every part trains nothing: refused, pointing at LoRA
+    assert_exits_2(invoke("estimate", "--model", "llama-3-8b", "--frozen", "decoder"),
+                   "job.frozen", "nothing would train")
+    assert invoke("estimate", "--model", "llama-3-8b", "--frozen", "decoder", "--lora").exit_code == 0

@@ -68,6 +68,14 @@ def check_frozen(model: Model, job: Job) -> None:
         if name not in names:
             raise InputError("job.frozen", name, f"one of the model's stacks or projectors: "
                              f"{', '.join(names)}")
+    parts = [st.name for st in model.stacks] + [projector_name(i, n) for i in range(n)]
+    frozen = set(job.frozen) | ({projector_name(i, n) for i in range(n)}
+                                if "projector" in job.frozen else set())
+    if job.trainable == "full" and frozen >= set(parts):
+        raise InputError("job.frozen", list(job.frozen), "a list that leaves some part of the "
+                         "model trained (every stack and projector is frozen, so nothing would "
+                         "train)", hint="to train adapters on a frozen base, use trainable = "
+                         "\"lora\" (--lora)")
 
 
 def default_zero(fw, pp: int) -> int:
