@@ -32,7 +32,8 @@ def runs_by_gpu() -> dict[str, list[Run]]:
         e = p["estimate"]
         measured = e.tokens_per_step / (p["reported"] * rec["gpus"])
         lay = rec["layout"]
-        label = (f"{rec['model']['stack']['name'][:12]} s{rec['seq_len']} mb{rec['micro_batch']} "
+        name = rec["model"]["stack"]["name"].removesuffix("-benchmark")
+        label = (f"{name} s{rec['seq_len']} mb{rec['micro_batch']} "
                  f"{'AC' if lay.get('recompute') == 'full' else 'noAC'}")
         out.setdefault(rec["gpu"], []).append(Run(label, rec["gpu"], features(e), measured,
                                                   e.time.step_s))

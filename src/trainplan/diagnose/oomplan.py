@@ -296,6 +296,7 @@ def diagnose(meas: Measured, cfg: Config) -> dict[str, Any]:
     return {"measured": {k: v for k, v in vars(meas).items() if v not in (None, [], {})},
             "measured_need_gib": need, "measured_peak_allocated_gib": peak, "fragmentation_gib": meas.fragmentation_gib,
             "predicted": {**pred, "total": float(est.memory.total_gib)}, "capacity_gib": cap,
+            "planned_peak": est.memory.peak_phase,
             "layout": est.layout, "step_s": float(est.time.step_s),
             "excess_over_plan_gib": excess, "component": comp, "reason": why,
             "phase": meas.phase, "advice": advice, "warnings": warnings,

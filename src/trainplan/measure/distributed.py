@@ -187,6 +187,7 @@ def _predict(model: Model, inp: Any, nproc: int, backend: str, fsdp: bool, mb: i
     pred_time = flops / (tf * TFLOP)
     note += (f"; time: model FLOPs (6N per token + causal attention) at the matmul rate "
              f"{tf:.3g} TFLOP/s per rank on {device}, measured on the step's MLP GEMM ({tokens} x "
-             f"{dec.hidden} x {dec.ffn_hidden}, {dtype}): a lower bound on the step, with no "
-             "elementwise, communication or optimizer time")
+             f"{dec.hidden} x {dec.ffn_hidden}, {dtype}), with no elementwise, communication or "
+             "optimizer time (on a GPU a lower bound on the step; a lone small GEMM on a CPU can "
+             "run slower than the same GEMMs inside the step)")
     return mem, pred_time, note

@@ -24,7 +24,8 @@ def render_oom(r: dict[str, Any]) -> None:
         for a in r["advice"]:
             typer.echo(f"advice: {a}")
         return
-    typer.echo(f"plan [{r['layout']}] per GPU, of {r['capacity_gib']:.2f} GiB:")
+    typer.echo(f"plan [{r['layout']}] per GPU, of {r['capacity_gib']:.2f} GiB, at its peak "
+               f"({r['planned_peak']}):")
     for k, v in r["predicted"].items():
         typer.echo(f"  {k:<12}{v:8.2f} GiB")
     if r["measured_peak_allocated_gib"]:

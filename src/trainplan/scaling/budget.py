@@ -268,7 +268,8 @@ def flops_from_budget(
                 break
             m = new_m
         if gpus is None and m_src.startswith("cost model"):
-            m_src += f" (assumed {mfu_gpus} GPUs: no --gpus given; about {REFERENCE_RUN_DAYS:g} days)"
+            m_src += (f" (assumed {mfu_gpus} GPUs, a power of two near a {REFERENCE_RUN_DAYS:g}-day "
+                      f"run: no --gpus given; {hours / mfu_gpus / HOURS_PER_DAY:.3g} days on them)")
     constraints = {k: to_flops(m) * v / hours for k, v in caps.items()}
     if flops is not None:
         constraints["flops"] = flops
