@@ -59,8 +59,10 @@ def check_job(job: Job, accelerator) -> None:
 
 def check_frozen(model: Model, job: Job) -> None:
     """Every name in ``job.frozen`` is one of the model's stacks or projectors (or 'projector'
-    for all of them): a misspelt name would otherwise freeze nothing, silently."""
-    from trainplan.costmodel.vision_flops import projector_name
+    for all of them): a misspelt name would otherwise freeze nothing, silently. A full
+    fine-tune must leave some part trained (``vision_flops.trainable_parts`` for the towers and
+    projectors, the decoder by its name)."""
+    from trainplan.costmodel.vision_flops import projector_name, trainable_parts
     n = len(model.projectors)
     names = [st.name for st in model.stacks] + [projector_name(i, n) for i in range(n)] \
         + (["projector"] if n > 1 else [])
@@ -68,10 +70,8 @@ def check_frozen(model: Model, job: Job) -> None:
         if name not in names:
             raise InputError("job.frozen", name, f"one of the model's stacks or projectors: "
                              f"{', '.join(names)}")
-    parts = [st.name for st in model.stacks] + [projector_name(i, n) for i in range(n)]
-    frozen = set(job.frozen) | ({projector_name(i, n) for i in range(n)}
-                                if "projector" in job.frozen else set())
-    if job.trainable == "full" and frozen >= set(parts):
+    trained = [model.decoder.name not in job.frozen, *trainable_parts(model, job).values()]
+    if job.trainable == "full" and not any(trained):
         raise InputError("job.frozen", list(job.frozen), "a list that leaves some part of the "
                          "model trained (every stack and projector is frozen, so nothing would "
                          "train)", hint="to train adapters on a frozen base, use trainable = "

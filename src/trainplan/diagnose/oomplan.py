@@ -16,11 +16,11 @@ Uses only the public ``trainplan.estimate`` and the fields of its ``Estimate`` (
   transients) and the largest component is named. The run went out of memory, so its real need
   is at least max(measured need, capacity): excess = that minus the planned total, when positive.
 * candidate changes (ZeRO stage up, micro-batch down, recompute, optimizer offload, twice the
-  GPUs in whole nodes; TP and PP only with Megatron, which the other stacks cannot switch on by a flag) are
-  estimated one at a time, then in pairs when none fits alone; a change fits when its predicted
-  total plus the excess stays under 95% of the capacity (the planner's own "tight" line). They
-  are ranked by GPU-time per step (step time x GPUs) relative to the failing configuration, so
-  adding GPUs is charged for the GPUs it adds.
+  GPUs in whole nodes; TP and PP only with Megatron, which the other stacks cannot switch on by
+  a flag) are estimated one at a time, then in pairs when none fits alone; a change fits when
+  its predicted total plus the excess stays under 95% of the capacity (the planner's own
+  "tight" line). They are ranked by GPU-time per step (step time x GPUs) relative to the
+  failing configuration, so adding GPUs is charged for the GPUs it adds.
 """
 
 from __future__ import annotations
@@ -203,11 +203,10 @@ def _clean(st: dict[str, Any]) -> dict[str, Any]:
 def suggest(cfg: Config, excess: float, base_step: float, base_mem: dict[str, float],
             limit: int = 5) -> list[dict[str, Any]]:
     """Changes that fit (predicted total + measured excess <= capacity), ranked by slowdown."""
-    from trainplan.catalog import get_model
+    from trainplan.catalog import get_accelerator, get_model
     from trainplan.spec.framework import get_framework
     fw = get_framework(cfg.implementation)
     model = get_model(cfg.model) if isinstance(cfg.model, str) else cfg.model
-    from trainplan.catalog import get_accelerator
     singles = candidates(cfg.strategy, cfg.gpus, cfg.implementation == "megatron",
                          fw.offload_together, fw, model.decoder.layers,
                          get_accelerator(cfg.gpu).gpus_per_node)
