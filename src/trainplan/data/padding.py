@@ -9,10 +9,9 @@ costs compute in proportion, attention aside:
 * packing: samples packed into sequences of C tokens by best-fit decreasing
   (:mod:`trainplan.data.packing`): sum(l) / (bins x C).
 
-Everything is vectorised with numpy: all four policies on 10 million lengths take about 2 s on
-2 CPU cores, the packing alone 0.05 s (``benchmarks/packing.py``; most of the time is the random
-permutation and the gathers of the two batched policies). The lengths come from
-:func:`trainplan.data.lengths.read_lengths`.
+Everything is vectorised with numpy; on 10 million lengths most of the time is the one seeded
+shuffle that both batched policies share (``benchmarks/packing.py`` prints the times). The
+lengths come from :func:`trainplan.data.lengths.read_lengths`.
 """
 
 from __future__ import annotations
@@ -64,25 +63,39 @@ def _quantiles(l: np.ndarray, qs) -> np.ndarray:
 def _truncated_in_order(lengths, capacity: int, seed: int, order: np.ndarray | None) -> np.ndarray:
     """The lengths truncated to ``capacity``, in random batching order (``order``, else a seeded permutation)."""
     l = np.minimum(lengths, capacity)
-    if order is None:
-        order = np.random.default_rng(seed).permutation(l.size)
-    return l[order]
+    if order is not None:
+        return l[order]
+    np.random.default_rng(seed).shuffle(l)     # in place: no index array and gather
+    return l
 
 
 def pad_to_longest_efficiency(lengths, capacity: int, batch: int, seed: int = 0,
                               order: np.ndarray | None = None) -> float:
     """Random batches, each padded to its longest sample: sum(l) / sum_b(B x max_b)."""
-    useful, proc = _batched_efficiency(_truncated_in_order(lengths, capacity, seed, order), batch)
-    return useful / proc
+    return _pad_to_longest(_truncated_in_order(lengths, capacity, seed, order), batch)
 
 
 def bucketed_efficiency(lengths, capacity: int, batch: int, buckets: int = 8, seed: int = 0,
                         order: np.ndarray | None = None) -> float:
     """Length bucketing: samples grouped into ``buckets`` quantile buckets, random batches
     within each bucket, each batch padded to its longest (e.g. HF ``group_by_length``-style)."""
-    lp = _truncated_in_order(lengths, capacity, seed, order)
+    return _bucketed(_truncated_in_order(lengths, capacity, seed, order), batch, buckets)
+
+
+def _pad_to_longest(lp: np.ndarray, batch: int) -> float:
+    """:func:`pad_to_longest_efficiency` of lengths already truncated and in batching order."""
+    useful, proc = _batched_efficiency(lp, batch)
+    return useful / proc
+
+
+def _bucketed(lp: np.ndarray, batch: int, buckets: int) -> float:
+    """:func:`bucketed_efficiency` of lengths already truncated and in batching order."""
     edges = np.unique(_quantiles(lp, np.linspace(0, 1, buckets + 1)[1:-1]))
-    b = np.searchsorted(edges, lp, side="right").astype(np.int16)
+    top = int(lp.max())
+    if top < lp.size:   # many samples: each one's bucket from a table over 0..max (one gather)
+        b = np.searchsorted(edges, np.arange(top + 1), side="right").astype(np.int16)[lp]
+    else:
+        b = np.searchsorted(edges, lp, side="right").astype(np.int16)
     grouped = np.argsort(b, kind="stable")          # random order kept within each bucket
     lo = lp[grouped]
     bo = b[grouped]
@@ -140,11 +153,12 @@ def analyze(lengths, capacity: int | None = None, batch_size: int = 16, buckets:
                          hint="the longest sample sets it when --max-len is not given; pass "
                               "--max-len to truncate" if capacity is None else None)
     bins = pack_bfd_counts(l, cap)
-    order = np.random.default_rng(seed).permutation(l.size)
+    # one random batching order for both batched policies, truncated and gathered once
+    shuffled = _truncated_in_order(l, cap, seed, None)
     eff = {
         "pad_to_max": pad_to_max_efficiency(l, cap),
-        "pad_to_longest": pad_to_longest_efficiency(l, cap, batch_size, seed, order),
-        "bucketed": bucketed_efficiency(l, cap, batch_size, buckets, seed, order),
+        "pad_to_longest": _pad_to_longest(shuffled, batch_size),
+        "bucketed": _bucketed(shuffled, batch_size, buckets),
         "packed": packing_efficiency(l, cap, bins),
     }
     q = _quantiles(l, [0.5, 0.95])

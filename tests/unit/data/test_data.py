@@ -42,6 +42,20 @@ def test_policies_by_hand():
     assert PD.pad_to_max_efficiency(np.array([10, 2]), 4) == 6 / 8
 
 
+def test_report_batches_as_the_policy_functions_do():
+    # analyze() shuffles once for both batched policies; each equals its own function with the
+    # same seed, and a by-hand max-per-batch recount of that order
+    rng = np.random.default_rng(3)
+    l = rng.integers(1, 300, 1001)
+    rep = PD.analyze(l, 256, batch_size=8, buckets=4, seed=7)
+    assert rep.efficiency["pad_to_longest"] == PD.pad_to_longest_efficiency(l, 256, 8, seed=7)
+    assert rep.efficiency["bucketed"] == PD.bucketed_efficiency(l, 256, 8, buckets=4, seed=7)
+    lp = np.minimum(l, 256)[np.random.default_rng(7).permutation(l.size)]
+    proc = sum(int(lp[i:i + 8].max()) * len(lp[i:i + 8]) for i in range(0, lp.size, 8))
+    assert rep.efficiency["pad_to_longest"] == pytest.approx(lp.sum() / proc, rel=1e-12)
+    assert rep.efficiency["pad_to_longest"] < rep.efficiency["bucketed"] < 1.0
+
+
 def test_count_based_bfd_equals_item_by_item():
     rng = np.random.default_rng(0)
     for _ in range(200):
