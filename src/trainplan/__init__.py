@@ -23,6 +23,7 @@ _LAZY = {
     "Cluster": ("trainplan.spec.cluster", "Cluster"),
     "Strategy": ("trainplan.spec.strategy", "Strategy"),
     "InputError": ("trainplan.errors", "InputError"),
+    "evolve": ("trainplan.spec.base", "evolve"),
     "plan": ("trainplan.services.plan", "plan"),
 }
 

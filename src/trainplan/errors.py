@@ -22,10 +22,22 @@ class InputError(TrainplanError, ValueError):
         self.value = value
         self.valid = valid
         self.hint = hint
-        msg = f"{field} = {value!r} is not valid: {valid}"
+        msg = f"{field} = {shown(value)} is not valid: {valid}"
         if hint:
             msg += f" ({hint})"
         super().__init__(msg)
+
+
+def shown(value: Any, limit: int = 160) -> str:
+    """``repr(value)`` for a message, cut to about ``limit`` characters: a whole catalog record
+    (an Accelerator with its sources) is named by its type and id instead."""
+    r = repr(value)
+    if len(r) <= limit:
+        return r
+    ident = getattr(value, "id", None)
+    if isinstance(ident, str):
+        return f"{type(value).__name__}(id={ident!r}, ...)"
+    return r[:limit - 3] + "..."
 
 
 class MissingExtraError(TrainplanError, ImportError):
@@ -54,7 +66,7 @@ def from_validation_error(exc: Any, prefix: str = "") -> InputError:
             msg = msg[len("Value error, "):]
         if i == 0:
             first_field, first_value, first_msg = field, value, msg
-        lines.append(f"{field} = {value!r}: {msg}" if not isinstance(value, dict) else f"{field}: {msg}")
+        lines.append(f"{field} = {shown(value)}: {msg}" if not isinstance(value, dict) else f"{field}: {msg}")
     e = InputError(first_field, first_value if not isinstance(first_value, dict) else "…", first_msg)
     if len(lines) > 1:
         e.args = ("; ".join(lines),)

@@ -26,6 +26,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from trainplan.errors import InputError, from_validation_error
+from trainplan.spec.base import freeze
 from trainplan.spec.cluster import Accelerator
 
 ENV_VAR = "TRAINPLAN_CATALOG"
@@ -142,7 +143,7 @@ class _Catalog:
                 acc = Accelerator.model_validate(fields)
             except ValidationError as e:
                 raise from_validation_error(e, prefix=f"{origin[acc_id]}: {acc_id}.") from None
-            self.accelerators[acc_id] = acc
+            self.accelerators[acc_id] = freeze(acc)   # shared by every caller: read-only
             self.aliases[acc_id] = aliases
         # Alias index: ids first, so that an id always resolves to itself; then names and aliases.
         for acc_id in self.accelerators:

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from trainplan.catalog.hf_config import load_hf_config, model_from_hf_config
 from trainplan.errors import InputError, from_validation_error
+from trainplan.spec.base import freeze
 from trainplan.spec.model import Model
 
 
@@ -54,7 +55,7 @@ def _index() -> dict[str, dict[str, Any]]:
 
 @lru_cache(maxsize=256)
 def _preset(key: str) -> Model:
-    return build_preset(_index()[key])
+    return freeze(build_preset(_index()[key]))    # shared by every caller: read-only
 
 
 def list_models() -> list[dict[str, Any]]:

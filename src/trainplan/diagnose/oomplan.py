@@ -25,7 +25,7 @@ Uses only the public ``trainplan.estimate`` and the fields of its ``Estimate`` (
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pydantic import ValidationError
@@ -280,7 +280,7 @@ def diagnose(meas: Measured, cfg: Config) -> dict[str, Any]:
             warnings.append(f"the artifact's GPU has {meas.capacity_gib:.2f} GiB but the job's "
                             f"{cfg.gpu} lists {listed:.0f} GiB: is the job's GPU right? (the "
                             "measured capacity is used)")
-        cfg.capacity_gib = meas.capacity_gib
+        cfg = replace(cfg, capacity_gib=meas.capacity_gib)   # the caller's Config stays as given
     est = predict(cfg)
     pred = _mem(est)
     cap = float(est.memory.capacity_gib)

@@ -8,11 +8,10 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
-import numpy as np
 
 from trainplan.errors import require_positive
 from trainplan.io.limits import check_flops, check_int, check_range
-from trainplan.scaling.laws import KAPLAN_2020
+from trainplan.scaling.laws import KAPLAN_2020, positive
 
 #: DeepSeek LLM 2024 (arXiv:2401.02954) fits, C in FLOPs: B_opt = 0.2920 C^0.3271 tokens and
 #: eta_opt = 0.3118 C^-0.1250, each as (coefficient, exponent).
@@ -26,13 +25,13 @@ def deepseek_batch_size(flops: Any) -> Any:
     C = M D with M the non-embedding FLOPs per token (DeepSeek's convention).
     """
     coef, exp = DEEPSEEK_BATCH
-    return coef * np.asarray(flops, dtype=float) ** exp
+    return coef * positive("flops", flops) ** exp
 
 
 def deepseek_learning_rate(flops: Any) -> Any:
     """Optimal peak learning rate eta_opt = 0.3118 C^-0.1250 (:data:`DEEPSEEK_LR`)."""
     coef, exp = DEEPSEEK_LR
-    return coef * np.asarray(flops, dtype=float) ** exp
+    return coef * positive("flops", flops) ** exp
 
 
 #: Kaplan et al. 2020 eq. 1.4 critical-batch constants: B* ~ 2e8 tokens, alpha_B ~ 0.21.
@@ -42,7 +41,7 @@ KAPLAN_ALPHA_B = 0.21
 
 def kaplan_critical_batch(loss: Any) -> Any:
     """Critical batch in tokens B_crit(L) = B* / L^(1/alpha_B) (Kaplan et al. 2020 eq. 1.4; L in nats, WebText2)."""
-    return KAPLAN_B_STAR / np.asarray(loss, dtype=float) ** (1.0 / KAPLAN_ALPHA_B)
+    return KAPLAN_B_STAR / positive("loss", loss) ** (1.0 / KAPLAN_ALPHA_B)
 
 
 GAS_HEURISTIC_WARNING = (

@@ -40,14 +40,29 @@ _PF_DAY_TEXT = f"{PF_DAY_FLOPS:.3g}".replace("e+", "e")  # 8.64e19
 FLOPS_PER_PARAM_TOKEN = float(six_nd(1.0, 1.0))
 
 
+def positive(name: str, value: Any, zero: bool = False) -> np.ndarray:
+    """``value`` (a number or an array) as floats, every one finite and > 0 (>= 0 with
+    ``zero``), or an :class:`InputError` naming ``name``: the input check of the broadcasting
+    laws, so that a negative size or a NaN budget is refused instead of returning NaN or a
+    negative FLOP count."""
+    bound = ">= 0" if zero else "> 0"
+    try:
+        a = np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        raise InputError(name, value, f"a number {bound} (or an array of them)") from None
+    if not np.all(np.isfinite(a) & ((a >= 0) if zero else (a > 0))):
+        raise InputError(name, value, f"finite numbers {bound}")
+    return a
+
+
 def training_flops(n_params: Any, tokens: Any) -> Any:
     """Training compute C = 6 N D in FLOPs (:func:`trainplan.costmodel.flops.six_nd`), broadcasting."""
-    return six_nd(np.asarray(n_params, dtype=float), np.asarray(tokens, dtype=float))
+    return six_nd(positive("n_params", n_params, zero=True), positive("tokens", tokens, zero=True))
 
 
 def tokens_for_compute(flops: Any, n_params: Any) -> Any:
     """Tokens D = C / (6 N) that ``flops`` buys for a model of ``n_params`` (inverse of C = 6ND)."""
-    return np.asarray(flops, dtype=float) / (FLOPS_PER_PARAM_TOKEN * np.asarray(n_params, dtype=float))
+    return positive("flops", flops) / (FLOPS_PER_PARAM_TOKEN * positive("n_params", n_params))
 
 
 @runtime_checkable
@@ -103,13 +118,12 @@ class ParametricLaw:
 
     def loss(self, n_params: Any, tokens: Any) -> Any:
         """Predicted loss E + A/N^alpha + B/D^beta (Hoffmann et al. 2022 eq. 2)."""
-        n = np.asarray(n_params, dtype=float)
-        d = np.asarray(tokens, dtype=float)
+        n, d = positive("n_params", n_params), positive("tokens", tokens)
         return self.E + self.A / n**self.alpha + self.B / d**self.beta
 
     def optimal(self, flops: Any) -> tuple[Any, Any]:
         """Compute-optimal (N, D) for C FLOPs (Hoffmann et al. 2022 eq. 4, C = 6ND)."""
-        c6 = np.asarray(flops, dtype=float) / FLOPS_PER_PARAM_TOKEN
+        c6 = positive("flops", flops) / FLOPS_PER_PARAM_TOKEN
         return self.G * c6**self.a, c6**self.b / self.G
 
     @classmethod
@@ -184,14 +198,13 @@ class KaplanLaw:
 
     def optimal(self, flops: Any) -> tuple[Any, Any]:
         """Frontier N = 1.3e9 (C/PF-day)^0.73 (non-embedding) and D = C/(6N)."""
-        c = np.asarray(flops, dtype=float)
+        c = positive("flops", flops)
         n = self.n_coef * (c / PF_DAY_FLOPS) ** self.exponent
         return n, tokens_for_compute(c, n)
 
     def loss(self, n_params: Any, tokens: Any) -> Any:
         """L(N, D) = [(N_c/N)^(alpha_N/alpha_D) + D_c/D]^alpha_D (Kaplan et al. 2020 eq. 1.5)."""
-        n = np.asarray(n_params, dtype=float)
-        d = np.asarray(tokens, dtype=float)
+        n, d = positive("n_params", n_params), positive("tokens", tokens)
         return ((self.N_c / n) ** (self.alpha_N / self.alpha_D) + self.D_c / d) ** self.alpha_D
 
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from trainplan.io.limits import MAX_COUNT, check_flops, check_range
 from trainplan.scaling.allocate import minimise_over_log_n
-from trainplan.scaling.laws import MUENNIGHOFF_2023, ParametricLaw, tokens_for_compute
+from trainplan.scaling.laws import MUENNIGHOFF_2023, ParametricLaw, positive, tokens_for_compute
 
 #: Repetition half-life constants of Muennighoff et al. 2023 (datablations README "Parametric Fit").
 R_D_STAR = 15.387756
@@ -32,7 +32,8 @@ def effective_tokens(total_tokens: Any, unique_tokens: Any, r_star: float = R_D_
 
 def effective_data(unique_tokens: Any, epochs: Any) -> Any:
     """Effective data of ``epochs`` passes over ``unique_tokens`` (Muennighoff et al. 2023, arXiv:2305.16264)."""
-    return effective_tokens(np.asarray(unique_tokens, dtype=float) * np.asarray(epochs, dtype=float), unique_tokens)
+    u = positive("unique_tokens", unique_tokens)
+    return effective_tokens(u * positive("epochs", epochs), u)
 
 
 def effective_params(n_params: Any, unique_params: Any, r_star: float = R_N_STAR) -> Any:

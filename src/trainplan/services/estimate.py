@@ -14,20 +14,32 @@ from trainplan.spec.strategy import Strategy
 from trainplan.costmodel.validate import complete_strategy
 
 
-def estimate(model: str | Model = "llama-3-8b", *, gpu: str = "h100_sxm", gpus: int = 8,
-             job: Job | dict[str, Any] | None = None, strategy: Strategy | dict[str, Any] | None = None,
+def estimate(model: str | Model = "llama-3-8b", *, gpu: str | None = None,
+             gpus: int | None = None, job: Job | dict[str, Any] | None = None,
+             strategy: Strategy | dict[str, Any] | None = None,
              cluster: Cluster | dict[str, Any] | None = None, **job_kw: Any) -> Estimate:
     """Estimate one configuration.
+
+    ``model``: a preset id, a config.json path or a :class:`Model`. ``gpu`` (catalog id,
+    default h100_sxm) and ``gpus`` (default 8), or ``cluster`` (a :class:`Cluster` or its keys),
+    not both. ``job`` (a :class:`Job` or its keys) and/or Job keys as keyword arguments
+    (seq_len, global_batch, tokens, precision, framework, ...); ``strategy`` (a
+    :class:`Strategy` or its keys: tp, pp, zero, micro_batch, recompute, ...), completed by the
+    framework's rules. Raises :class:`trainplan.InputError` naming the field on bad input.
 
     >>> est = estimate("llama-3-8b", gpu="h100", gpus=8, seq_len=8192, global_batch=512,
     ...                strategy={"tp": 1, "zero": 1, "micro_batch": 1})
     """
-    from trainplan.errors import expect_mapping
+    from trainplan.errors import InputError, expect_mapping
 
+    cd = cluster if isinstance(cluster, Cluster) else expect_mapping("cluster", cluster)
+    for key, value in (("gpu", gpu), ("gpus", gpus)):
+        if value is not None and (isinstance(cd, Cluster) or key in cd):
+            raise InputError(key, value, f"either {key}= or the cluster's own "
+                             f"{'accelerator' if key == 'gpu' else 'gpus'}, not both")
     j = job if isinstance(job, Job) and not job_kw else {**_as_dict(job), **job_kw}
-    specs = build_specs(model, j, cluster if isinstance(cluster, Cluster) else
-                        expect_mapping("cluster", cluster), strategy,
-                        default_gpu=gpu, default_gpus=gpus)
+    specs = build_specs(model, j, cd, strategy, default_gpu="h100_sxm" if gpu is None else gpu,
+                        default_gpus=8 if gpus is None else gpus)
     st = complete_strategy(specs.model, specs.job, specs.cluster, specs.strategy)
     return build_estimate(specs.model, specs.job, specs.cluster, st)
 

@@ -151,7 +151,8 @@ def build_specs(model: Any = None, job: Any = None, cluster: Any = None, strateg
     else:
         if "accelerator" in cd:
             raise InputError("cluster.accelerator", cd["accelerator"],
-                             "not a key here: give the catalog id as cluster.gpu (see `trainplan gpus`)")
+                             "not a key here: give the catalog id as cluster.gpu (see `trainplan gpus`), or "
+                             "pass cluster=Cluster(accelerator=..., gpus=...) to the Python API")
         acc = get_accelerator(str(cd.pop("gpu", default_gpu)))
         if "profile" in cd:
             acc = apply_profile(acc, cd.pop("profile"))

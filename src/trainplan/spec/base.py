@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, model_validator
@@ -48,6 +49,7 @@ def _field_bounds(cls: type[BaseModel]) -> tuple[tuple[str, bool], ...]:
 
 
 S = TypeVar("S", bound=BaseModel)
+M = TypeVar("M", bound=BaseModel)
 
 
 class Spec(BaseModel):
@@ -67,6 +69,15 @@ class Spec(BaseModel):
                                  f"{MIN_SPEC_FLOAT:g} and {MAX_SPEC_FLOAT:g} in size")
         return self
 
+    def model_copy(self: S, *, update: Mapping[str, Any] | None = None,  # type: ignore[override]
+                   deep: bool = False) -> S:
+        """A copy; with ``update``, validated again like any new spec (:func:`evolve`).
+        pydantic's own ``model_copy(update=...)`` skips validation, so a copy could otherwise
+        carry a negative sequence length or a NaN token count into an estimate."""
+        if update:
+            return evolve(self, **update)
+        return super().model_copy(deep=deep)
+
 
 def evolve(spec: S, **changes: Any) -> S:
     """A new ``spec`` of the same type with ``changes``, validated again like any other
@@ -75,3 +86,63 @@ def evolve(spec: S, **changes: Any) -> S:
               or k in changes}
     fields.update(changes)
     return type(spec)(**fields)
+
+
+class FrozenDict(dict):
+    """A dict that refuses changes: the mappings inside shared catalog records (a GPU's peaks, a
+    framework's factors), so that editing what :func:`trainplan.get_accelerator` returned cannot
+    change every later estimate of the process. Serialises, copies and pickles as a dict."""
+
+    def _read_only(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError("this mapping belongs to a shared catalog record and is read-only; "
+                        "make a changed copy with trainplan.spec.base.evolve(record, field={...})")
+
+    __setitem__ = __delitem__ = __ior__ = _read_only            # type: ignore[assignment]
+    update = pop = popitem = clear = setdefault = _read_only    # type: ignore[assignment]
+
+    def __reduce__(self) -> Any:
+        return (FrozenDict, (dict(self),))
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> "FrozenDict":
+        from copy import deepcopy
+        return FrozenDict({k: deepcopy(v, memo) for k, v in self.items()})
+
+
+class FrozenList(list):
+    """A list that refuses changes (see :class:`FrozenDict`)."""
+
+    def _read_only(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError("this list belongs to a shared catalog record and is read-only; "
+                        "make a changed copy with trainplan.spec.base.evolve(record, field=[...])")
+
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _read_only   # type: ignore[assignment]
+    append = extend = insert = pop = remove = clear = sort = reverse = _read_only  # type: ignore[assignment]
+
+    def __reduce__(self) -> Any:
+        return (FrozenList, (list(self),))
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> "FrozenList":
+        from copy import deepcopy
+        return FrozenList(deepcopy(v, memo) for v in self)
+
+
+def _frozen(v: Any) -> Any:
+    if isinstance(v, BaseModel):
+        return freeze(v)
+    if isinstance(v, dict):
+        return FrozenDict({k: _frozen(x) for k, x in v.items()})
+    if isinstance(v, list):
+        return FrozenList(_frozen(x) for x in v)
+    return v
+
+
+def freeze(model: M) -> M:
+    """``model`` with every dict and list inside it (nested models included) made read-only in
+    place, for records a cache shares across calls (the catalogs). Frozen pydantic models refuse
+    attribute assignment but not edits of the containers they hold. Returns ``model``."""
+    for name in type(model).model_fields:
+        v = getattr(model, name)
+        fv = _frozen(v)
+        if fv is not v:
+            object.__setattr__(model, name, fv)
+    return model

@@ -24,7 +24,7 @@ from pydantic import Field, NonNegativeFloat, ValidationError
 
 from trainplan.conventions import FUSION_GROUPS, AttentionKernel, CpCollective, Fp8Recipe
 from trainplan.errors import InputError, from_validation_error
-from trainplan.spec.base import Spec, evolve
+from trainplan.spec.base import Spec, evolve, freeze
 
 
 def fused_groups(fw: "FrameworkProfile", job) -> frozenset[str]:
@@ -344,7 +344,7 @@ def _catalog(env: str | None) -> dict[str, FrameworkProfile]:
         except (ValidationError, TypeError) as e:
             raise (from_validation_error(e, "framework.") if isinstance(e, ValidationError)
                    else InputError("framework", row, "a framework record")) from None
-        out[p.id] = p
+        out[p.id] = freeze(p)      # shared by every caller: read-only
     return out
 
 

@@ -99,6 +99,20 @@ def test_real_case_names_optimizer_and_a_change_that_fits(shared):
     assert f == sorted(f)
 
 
+def test_diagnose_leaves_the_callers_config_as_given(shared):
+    # the artifact's capacity is used for this diagnosis only: a second artifact from another
+    # GPU is judged at its own capacity and still gets the capacity warning
+    cases = {c["id"]: c for c in json.loads((shared / "oom_cases.json").read_text())["cases"]}
+    msg = parse_message(cases["oom_tatsu-lab_stanford_alpaca_223"]["error_verbatim"])
+    cfg = Config("llama-2-7b", "a100_sxm_80gb", 8, 512, 64, {"zero": 3, "micro_batch": 1}, "fsdp")
+    first = diagnose(msg, cfg)
+    assert cfg.capacity_gib is None
+    assert first["capacity_gib"] == pytest.approx(msg.capacity_gib)
+    assert any("lists 80 GiB" in w for w in first["warnings"])
+    again = diagnose(msg, cfg)
+    assert again["warnings"] == first["warnings"]
+
+
 def test_summary_without_totals_exits_2(tmp_path):
     head = (FIX / "memory_summary_vissl_480.txt").read_text().split("| Allocated memory")[0]
     f = tmp_path / "summary.txt"

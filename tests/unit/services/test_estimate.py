@@ -84,3 +84,17 @@ def test_layers_not_divisible_by_pp_vp():
 def test_negative_size_is_input_error():
     with pytest.raises(InputError, match="seq_len"):
         estimate("llama-2-7b", gpu="h100", gpus=8, seq_len=-5)
+
+
+def test_gpu_given_twice_is_refused_not_ignored():
+    from trainplan import Cluster, get_accelerator
+    with pytest.raises(InputError, match="gpus = 32.*not both"):
+        estimate("llama-2-7b", cluster={"gpus": 16}, gpus=32, seq_len=2048, global_batch=16)
+    with pytest.raises(InputError, match="gpu = 'a100'.*not both"):
+        estimate("llama-2-7b", cluster=Cluster(accelerator=get_accelerator("h100"), gpus=16),
+                 gpu="a100", seq_len=2048, global_batch=16)
+    e = estimate("llama-2-7b", cluster={"gpus": 16}, seq_len=2048, global_batch=16)
+    assert e.gpus == 16
+    with pytest.raises(InputError) as err:      # a whole record is named by its id, not dumped
+        estimate("llama-2-7b", cluster={"accelerator": get_accelerator("h100")})
+    assert "Accelerator(id='h100_sxm', ...)" in str(err.value) and len(str(err.value)) < 400
