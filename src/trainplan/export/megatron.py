@@ -45,16 +45,45 @@ def uneven_split(layers: int, pp: int, vp: int = 1) -> tuple[int, int, int]:
     return first, mid, last
 
 
+def uneven_args(layers: int, pp: int, vp: int) -> list[str]:
+    """The flags of an uneven pipeline split. First and last ranks given explicitly
+    (:func:`uneven_split`) where each stays a multiple of vp; otherwise, when the embedding and
+    the loss counted as one layer each make the layers divide into pp x vp chunks, Megatron's
+    own accounting: ``--account-for-embedding-in-pipeline-split`` and
+    ``--account-for-loss-in-pipeline-split`` (megatron/core/transformer/transformer_config.py:
+    num_layers + 2 divisible by pp, and per rank by vp). Both give the first and last ranks one
+    layer fewer than the others, as the cost model assumes (``Layout.edge_stage_layers``):
+    Llama 3 405B's 126 layers in 16 x 8 chunks are 1 per chunk, the embedding and the loss in
+    a chunk of their own."""
+    try:
+        first, _, last = uneven_split(layers, pp, vp)
+        return ["--decoder-first-pipeline-num-layers", str(first),
+                "--decoder-last-pipeline-num-layers", str(last)]
+    except InputError:
+        if (layers + 2) % (pp * vp):
+            raise
+    return ["--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split"]
+
+
 def megatron_args(spec: LaunchSpec) -> list[str]:
     """The pretrain_gpt.py arguments for the layout, the model shape and the job."""
     st, job, dec = spec.strategy, spec.job, spec.model.decoder
     a: list[str] = ["--use-mcore-models", "--transformer-impl", "transformer_engine"]
     # -- model shape
     a += ["--num-layers", str(dec.layers), "--hidden-size", str(dec.hidden),
-          "--ffn-hidden-size", str(dec.ffn_hidden), "--num-attention-heads", str(dec.heads),
-          "--kv-channels", str(dec.d_head)]
-    if dec.n_kv != dec.heads:
-        a += ["--group-query-attention", "--num-query-groups", str(dec.n_kv)]
+          "--ffn-hidden-size", str(dec.ffn_hidden), "--num-attention-heads", str(dec.heads)]
+    if dec.mla:       # multi-latent attention: Megatron-LM's _add_mla_args (arguments.py)
+        mla = dec.mla
+        a += ["--multi-latent-attention", "--kv-lora-rank", str(mla.kv_lora_rank),
+              "--qk-head-dim", str(mla.qk_nope_head_dim),       # q_head_dim = qk + pos_emb
+              "--qk-pos-emb-head-dim", str(mla.qk_rope_head_dim),
+              "--v-head-dim", str(mla.v_head_dim)]
+        if mla.q_lora_rank:                                    # 0: a full q_proj (V2-Lite)
+            a += ["--q-lora-rank", str(mla.q_lora_rank)]
+    else:
+        a += ["--kv-channels", str(dec.d_head)]
+        if dec.n_kv != dec.heads:
+            a += ["--group-query-attention", "--num-query-groups", str(dec.n_kv)]
     a += ["--seq-length", str(job.seq_len),
           "--max-position-embeddings", str(max(job.seq_len, dec.max_positions or 0))]
     a += ["--position-embedding-type",
@@ -85,9 +114,7 @@ def megatron_args(spec: LaunchSpec) -> list[str]:
     if st.vp > 1:
         a += ["--num-virtual-stages-per-pipeline-rank", str(st.vp)]
     if st.pp > 1 and dec.layers % (st.pp * st.vp):
-        first, _, last = uneven_split(dec.layers, st.pp, st.vp)
-        a += ["--decoder-first-pipeline-num-layers", str(first),
-              "--decoder-last-pipeline-num-layers", str(last)]
+        a += uneven_args(dec.layers, st.pp, st.vp)
     a += ["--context-parallel-size", str(st.cp)]
     if st.cp > 1 and job.cp_comm_type:      # Megatron-LM's names (arguments.py --cp-comm-type)
         a += ["--cp-comm-type", CP_COMM_TYPE[job.cp_comm_type]]

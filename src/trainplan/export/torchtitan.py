@@ -14,8 +14,28 @@ each stage map to ``selective_ac_option = N`` (every N-th layer, about the same 
 
 from __future__ import annotations
 
+from trainplan.errors import InputError
 from trainplan.export.spec import LaunchSpec
 from trainplan.io.formats import comment, toml_dumps
+
+
+def pipeline_split(layers: int, stages: int) -> tuple[int, int]:
+    """(``pipeline_parallel_layers_per_stage``, ``pipeline_parallel_first/last_stage_less_layers``)
+    that make torchtitan build exactly ``stages`` virtual stages. torchtitan
+    (torchtitan/distributed/pipeline_parallel.py at pytorch/torchtitan@b5bcd76) builds
+    ceil((layers + first_less + last_less) / layers_per_stage) stages and needs at least one
+    decoder layer's worth in each (effective layers // stages >= the edge weights). Where the
+    stages divide the layers, every stage gets the same count (no edge weights), as the cost
+    model assumes; otherwise the embedding and the output count as one layer each where that
+    works (torchtitan's default, Llama 3's first and last stages one layer short, the cost
+    model's ``Layout.edge_stage_layers``), else as none."""
+    for edge in ((0, 1) if layers % stages == 0 else (1, 0)):
+        effective = layers + 2 * edge
+        per_stage = -(-effective // stages)
+        if -(-effective // per_stage) == stages and effective // stages >= max(edge, 1):
+            return per_stage, edge
+    raise InputError("strategy.pp x vp", stages, f"a number of pipeline stages torchtitan can split "
+                     f"{layers} layers into (at most {layers + 2} stages)")
 
 
 def torchtitan_config(spec: LaunchSpec) -> dict[str, dict]:
@@ -46,8 +66,10 @@ def torchtitan_config(spec: LaunchSpec) -> dict[str, dict]:
         training["local_batch_size"] = st.micro_batch * spec.grad_accum
         par["pipeline_parallel_schedule"] = "Interleaved1F1B" if st.vp > 1 else "1F1B"
         par["pipeline_parallel_microbatch_size"] = st.micro_batch
-        if st.vp > 1:
-            par["pipeline_parallel_layers_per_stage"] = dec.layers // (st.pp * st.vp)
+        per_stage, edge = pipeline_split(dec.layers, st.pp * st.vp)
+        par["pipeline_parallel_layers_per_stage"] = per_stage
+        par["pipeline_parallel_first_stage_less_layers"] = edge
+        par["pipeline_parallel_last_stage_less_layers"] = edge
     else:
         # local batch = one micro-batch; gradient accumulation = global / (local x dp)
         training["local_batch_size"] = st.micro_batch

@@ -44,6 +44,10 @@ LAYOUTS = {
                             framework="deepspeed"),   # Megatron-LM has no parameter offload
     "405b-uneven": dict(model="llama-3.1-405b", gpus=16384, gb=2048, seq=8192, tp=8, pp=16,
                         zero=1, recompute="none", uneven_stages=True),
+    "405b-uneven-vp8": dict(model="llama-3.1-405b", gpus=16384, gb=2048, seq=8192, tp=4, cp=4,
+                            pp=16, vp=8, zero=1, recompute="none", uneven_stages=True),
+    "deepseek-v3-mla": dict(model="deepseek-v3", gpus=256, gb=256, tp=8, pp=8, ep=4, zero=1,
+                            recompute="full", uneven_stages=True),
     "mixtral-ep8-layers": dict(model="mixtral-8x7b", tp=2, ep=8, zero=1, recompute="layers",
                                recompute_layers=8),
     "single-gpu": dict(gpus=1, model="llama-2-7b", zero=0, offload_optimizer=False),
@@ -151,6 +155,24 @@ def test_megatron_uneven_stages_like_llama3():
     args = megatron_args(_spec(**LAYOUTS["405b-uneven"]))
     i = args.index("--decoder-first-pipeline-num-layers")
     assert args[i + 1] == "7" and args[args.index("--decoder-last-pipeline-num-layers") + 1] == "7"
+    # 8 virtual stages: 126 layers in 128 chunks cannot give the edge ranks a multiple of 8, so
+    # the embedding and the loss take a chunk each (126 + 2 = 16 x 8), Megatron's own accounting
+    args = megatron_args(_spec(**LAYOUTS["405b-uneven-vp8"]))
+    assert "--account-for-embedding-in-pipeline-split" in args
+    assert "--account-for-loss-in-pipeline-split" in args
+    assert "--decoder-first-pipeline-num-layers" not in args
+    with pytest.raises(InputError, match="unevenly"):       # neither way can split 126 in 12 x 5
+        megatron_args(_spec(model="llama-3.1-405b", gpus=960, gb=960, tp=8, pp=12, vp=5,
+                            zero=1, uneven_stages=True))
+
+
+def test_megatron_writes_multi_latent_attention():
+    args = megatron_args(_spec(**LAYOUTS["deepseek-v3-mla"]))
+    val = {args[i]: args[i + 1] for i in range(len(args) - 1) if args[i].startswith("--")}
+    assert "--multi-latent-attention" in args and "--kv-channels" not in args
+    assert (val["--q-lora-rank"], val["--kv-lora-rank"], val["--qk-head-dim"],
+            val["--qk-pos-emb-head-dim"], val["--v-head-dim"]) == ("1536", "512", "128", "64", "128")
+    assert "--group-query-attention" not in args
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="no bash")
@@ -199,6 +221,37 @@ def test_torchtitan_keys_exist_and_degrees_multiply_to_world(name):
     dp = p["data_parallel_replicate_degree"] * p["data_parallel_shard_degree"]
     assert tr["global_batch_size"] % (micro * dp) == 0
     assert tr["global_batch_size"] // (micro * dp) == spec.grad_accum
+
+
+def _torchtitan_stages(layers, par):
+    """Virtual stages torchtitan builds from a [parallelism] table, and each one's decoder
+    layers: its rule (torchtitan/distributed/pipeline_parallel.py at pytorch/torchtitan@238fa99
+    and b5bcd76, written out here), embedding and output counting as the edge weights."""
+    first = par.get("pipeline_parallel_first_stage_less_layers", 1)
+    last = par.get("pipeline_parallel_last_stage_less_layers", 1)
+    effective = layers + first + last
+    n = math.ceil(effective / par["pipeline_parallel_layers_per_stage"])
+    base, extra = divmod(effective, n)
+    sizes = [base + (i < extra) for i in range(n)]
+    sizes[0] -= first
+    sizes[-1] -= last
+    return n, sizes
+
+
+@pytest.mark.parametrize("model, layers, pp, vp", [
+    ("llama-3.1-405b", 126, 16, 8), ("llama-3.1-405b", 126, 32, 2), ("llama-3-70b", 80, 4, 2),
+    ("llama-3-8b", 32, 4, 2), ("llama-3-70b", 80, 8, 10), ("llama-3.1-405b", 126, 16, 1),
+    ("llama-3-70b", 80, 4, 1)])
+def test_torchtitan_builds_the_planned_virtual_stages(model, layers, pp, vp):
+    spec = _spec(model=model, gpus=pp * 8, gb=pp * 8, tp=8, pp=pp, vp=vp, zero=1,
+                 uneven_stages=True)
+    par = torchtitan_config(spec)["parallelism"]
+    n, sizes = _torchtitan_stages(layers, par)
+    assert n == pp * vp and n % pp == 0
+    assert sum(sizes) == layers and min(sizes) >= 0
+    assert max(sizes) <= math.ceil(layers / (pp * vp))      # no stage above the planned busiest
+    if layers % (pp * vp) == 0:
+        assert set(sizes) == {layers // (pp * vp)}
 
 
 # ------------------------------------------------------------------ Kubernetes
