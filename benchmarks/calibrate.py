@@ -44,8 +44,9 @@ def main() -> None:
     allerr = []
     for gpu, runs in runs_by_gpu().items():
         cal = calibrate(runs, "llm-foundry FSDP")
+        ci = cal["interval_5_95"]
         print(f"{gpu}: {len(runs)} runs; factors " + ", ".join(
-            f"{k} {v:.3f} [{cal['interval_5_95'][k][0]:.3f}, {cal['interval_5_95'][k][1]:.3f}]"
+            f"{k} {v:.3f} " + (f"[{ci[k][0]:.3f}, {ci[k][1]:.3f}]" if ci[k] else "(not fitted)")
             for k, v in cal["factors"].items()))
         for r, e in zip(runs, cal["loo_errors"]):
             print(f"  {r.label:<24} measured {r.measured_s:7.3f} s  planned "

@@ -54,41 +54,61 @@ def features(est: Any) -> np.ndarray:
     return np.array([comp * share, comp * (1.0 - share), t_rest])
 
 
-def _resid(theta: np.ndarray, X: np.ndarray, y: np.ndarray) -> np.ndarray:
-    return X @ theta / y - 1.0
+def free_factors(runs: list[Run]) -> np.ndarray:
+    """Which of (a, b, c) the runs determine. A factor whose time is zero in every run cannot be
+    fitted (no run recomputes, or no run has anything beyond compute); with no more runs than
+    the remaining factors (an exact fit, nothing left to check it) only ``a_model`` is fitted. Factors not fitted stay at 1 (the plan's own
+    time for that part)."""
+    X = np.stack([r.features for r in runs])
+    free = (X > 1e-9 * X.sum(axis=1, keepdims=True)).any(axis=0)
+    free[0] = True
+    if len(runs) <= int(free.sum()):
+        free[1:] = False
+    return free
 
 
-def fit(runs: list[Run]) -> np.ndarray:
-    """Robust fit of (a, b, c) on relative error."""
+def fit(runs: list[Run], free: np.ndarray | None = None) -> np.ndarray:
+    """Robust fit of (a, b, c) on relative error; the factors ``free`` leaves out stay 1."""
     from scipy.optimize import least_squares
     if not runs:
         raise InputError("runs", 0, "at least one measured run")
+    free = free_factors(runs) if free is None else free
     X = np.stack([r.features for r in runs])
     y = np.array([r.measured_s for r in runs])
+    theta = np.ones(3)
+
+    def resid(th: np.ndarray) -> np.ndarray:
+        full = theta.copy()
+        full[free] = th
+        return X @ full / y - 1.0
+
     x0 = np.array([float(np.median(y / np.maximum(X.sum(axis=1), 1e-12))), 1.0, 1.0])
     x0 = np.clip(x0, LOWER + 1e-6, UPPER - 1e-6)
-    res = least_squares(_resid, x0, args=(X, y), bounds=(LOWER, UPPER), loss="soft_l1",
+    res = least_squares(resid, x0[free], bounds=(LOWER[free], UPPER[free]), loss="soft_l1",
                         f_scale=0.05)
-    return res.x
+    theta[free] = res.x
+    return theta
 
 
 def predict(theta: np.ndarray, run: Run) -> float:
     return float(run.features @ theta)
 
 
-def leave_one_out(runs: list[Run]) -> list[float]:
+def leave_one_out(runs: list[Run], free: np.ndarray | None = None) -> list[float]:
     """Relative error of each run predicted from a fit on all the others."""
     out = []
     for i, r in enumerate(runs):
-        theta = fit(runs[:i] + runs[i + 1:])
+        theta = fit(runs[:i] + runs[i + 1:], free)
         out.append(predict(theta, r) / r.measured_s - 1.0)
     return out
 
 
-def bootstrap(runs: list[Run], n: int = 200, seed: int = 0) -> np.ndarray:
+def bootstrap(runs: list[Run], n: int = 200, seed: int = 0,
+              free: np.ndarray | None = None) -> np.ndarray:
     """Percentile 5-95% intervals of (a, b, c) over runs resampled with replacement."""
     rng = np.random.default_rng(seed)
-    thetas = [fit([runs[j] for j in rng.integers(0, len(runs), len(runs))]) for _ in range(n)]
+    thetas = [fit([runs[j] for j in rng.integers(0, len(runs), len(runs))], free)
+              for _ in range(n)]
     return np.percentile(np.stack(thetas), [5, 95], axis=0)
 
 
@@ -98,23 +118,43 @@ def calibrate(runs: list[Run], framework: str, boot: int = 200,
     gpus = sorted({r.gpu for r in runs})
     if len(gpus) != 1:
         raise InputError("runs.gpu", gpus, "runs of one GPU type (calibrate each GPU separately)")
-    theta = fit(runs)
+    free = free_factors(runs)
+    theta = fit(runs, free)
     ins = [predict(theta, r) / r.measured_s - 1.0 for r in runs]
-    loo = leave_one_out(runs) if len(runs) >= 3 else []
-    lo, hi = bootstrap(runs, boot) if len(runs) >= 3 else (theta, theta)
+    loo = leave_one_out(runs, free) if len(runs) >= 3 else []
+    lo, hi = bootstrap(runs, boot, free=free) if len(runs) >= 3 else (None, None)
     import trainplan
     out = {"kind": "trainplan step-time calibration", "gpu": gpus[0], "framework": framework,
             "trainplan_version": trainplan.__version__, "runs": len(runs),
             "factors": dict(zip(NAMES, map(float, theta))),
-            "interval_5_95": {k: [float(a), float(b)] for k, a, b in zip(NAMES, lo, hi)},
+            "fitted": dict(zip(NAMES, map(bool, free))),
+            # None: no interval (fewer than 3 runs to resample, or the factor was not fitted)
+            "interval_5_95": {k: ([float(lo[j]), float(hi[j])] if lo is not None and free[j]
+                                  else None) for j, k in enumerate(NAMES)},
             "in_sample_abs_error_median": statistics.median(map(abs, ins)),
             "loo_abs_error_median": statistics.median(map(abs, loo)) if loo else None,
             "loo_errors": [float(e) for e in loo],
             "planned_abs_error_median": statistics.median(
                 abs(r.planned_s / r.measured_s - 1.0) for r in runs)}
-    out["warnings"] = generalisation_warnings(out)
+    out["warnings"] = identification_warnings(runs, free) + generalisation_warnings(out)
     if base_framework:
         out["frameworks"] = [framework_profile(out, base_framework, gpu_id or gpus[0])]
+    return out
+
+
+def identification_warnings(runs: list[Run], free: np.ndarray) -> list[str]:
+    """What the runs could not determine: factors kept at 1, and no intervals below 3 runs."""
+    out = []
+    why = {"b_recompute": "no run recomputes activations",
+           "c_rest": "no run spends time beyond compute"}
+    for j, k in enumerate(NAMES):
+        if not free[j]:
+            reason = why[k] if len(runs) >= 3 else f"{len(runs)} run(s) cannot determine it"
+            out.append(f"{k} not fitted ({reason}): kept at 1, the plan's own time for that "
+                       "part")
+    if len(runs) < 3:
+        out.append(f"{len(runs)} run(s): no intervals and no leave-one-out error; measure at "
+                   "least 3 runs that differ in layout or batch")
     return out
 
 
@@ -182,11 +222,16 @@ def read_runs_csv(path: Path) -> list[dict[str, str]]:
     p = Path(path)
     if not p.is_file():
         raise InputError("runs", str(p), "an existing CSV file")
-    with open(p, newline="") as fh:
-        rows = list(csv.DictReader(fh))
+    try:             # utf-8-sig: a CSV saved by Excel starts with a byte-order mark
+        with open(p, newline="", encoding="utf-8-sig") as fh:
+            rows = list(csv.DictReader(fh))
+    except (UnicodeDecodeError, csv.Error) as e:
+        raise InputError("runs", str(p), f"a UTF-8 CSV text file ({e})") from None
     need = {"model", "gpu", "gpus", "seq_len", "global_batch", "step_s"}
     if not rows or not need <= set(rows[0]):
-        raise InputError("runs", str(p), f"a CSV with columns {', '.join(sorted(need))}")
+        found = ", ".join(str(k) for k in (rows[0] if rows else {})) or "none"
+        raise InputError("runs", str(p), f"a CSV with columns {', '.join(sorted(need))} "
+                         f"(found: {found})")
     return rows
 
 

@@ -4,6 +4,7 @@ plan sees it."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any, Optional
 
@@ -77,12 +78,19 @@ def calibrate_runs(runs_csv: Path, framework: str, boot: int, out: Optional[Path
             step = float(_cell(row, i, "step_s"))
         except (TypeError, ValueError):
             raise InputError(f"line {i}: step_s", row["step_s"], "a number of seconds") from None
+        if not math.isfinite(step) or step <= 0:
+            raise InputError(f"line {i}: step_s", row["step_s"], "a finite number of seconds > 0")
         extra = [f"{k}={v}" for k, v in row.items()
                  if k not in ("model", "gpu", "gpus", "seq_len", "global_batch", "step_s")
                  and v not in (None, "")]
-        cfg = job_config(None, _cell(row, i, "model"), _cell(row, i, "gpu"), _int(row, i, "gpus"),
-                         _int(row, i, "seq_len"), _int(row, i, "global_batch"), extra)
-        est = predict(cfg)
+        try:
+            cfg = job_config(None, _cell(row, i, "model"), _cell(row, i, "gpu"),
+                             _int(row, i, "gpus"), _int(row, i, "seq_len"),
+                             _int(row, i, "global_batch"), extra)
+            est = predict(cfg)
+        except InputError as e:      # name the CSV line the bad value is on
+            raise InputError(e.field if e.field.startswith("line ") else f"line {i}: {e.field}",
+                             e.value, e.valid, e.hint) from None
         bases.add(est.framework)
         from trainplan.catalog.accelerators import get_accelerator
         gpu_ids.add(get_accelerator(cfg.gpu).id)

@@ -261,6 +261,11 @@ def parse_timeline(events: Any, name: str = "timeline") -> Measured:
                     peak_allocated_gib=peak / GiB, components=comp, oom=False)
 
 
+# words that only an OOM message or a memory report contains (not a profiler timeline's JSON)
+_MESSAGE_MARKERS = ("out of memory", "OutOfMemoryError", "Tried to allocate", "memory summary",
+                    "Allocated memory", "max allocated:")
+
+
 def read_artifact(path: Path) -> Measured:
     """Any of the four inputs from a file (gzip accepted), chosen by content."""
     p = Path(path)
@@ -279,7 +284,10 @@ def read_artifact(path: Path) -> Measured:
         try:
             return parse_timeline(json.loads(text), str(p))
         except json.JSONDecodeError as e:
-            raise InputError("memory timeline", str(p), f"complete JSON ({e})") from None
+            # a log line's prefix ("[rank7]: torch.OutOfMemoryError...", "[2024-05-01 ...]")
+            # also starts with '[': such text is a message, not a truncated timeline
+            if not any(k in text for k in _MESSAGE_MARKERS):
+                raise InputError("memory timeline", str(p), f"complete JSON ({e})") from None
     if "memory summary" in text or "Allocated memory" in text:
         return parse_summary(text)
     if "max allocated:" in text and "Tried to allocate" not in text:

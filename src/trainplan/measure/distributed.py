@@ -125,6 +125,8 @@ def run_measured_steps(inp: Any, nproc: int = 2, backend: str = "auto", steps: i
     """Spawn ``nproc`` ranks, train ``steps`` steps, return measured and predicted figures."""
     import torch
     import torch.multiprocessing as mp
+    if isinstance(nproc, bool) or not isinstance(nproc, int) or not 1 <= nproc <= 64:
+        raise InputError("--nproc", nproc, "a whole number of ranks from 1 to 64")
     if backend == "auto":
         backend = "nccl" if torch.cuda.is_available() else "gloo"
     if backend not in ("gloo", "nccl"):

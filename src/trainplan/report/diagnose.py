@@ -93,8 +93,13 @@ def render_log(s: dict[str, Any]) -> None:
 def render_calibration(cal: dict[str, Any], out: Any) -> None:
     typer.echo(f"{cal['runs']} runs on {cal['gpu']} ({cal['framework']})")
     for k, v in cal["factors"].items():
-        lo, hi = cal["interval_5_95"][k]
-        typer.echo(f"  {k:<12} {v:6.3f}  (5-95%: {lo:.3f} .. {hi:.3f})")
+        ci = cal["interval_5_95"].get(k)
+        if not cal.get("fitted", {}).get(k, True):
+            typer.echo(f"  {k:<12} {v:6.3f}  (not fitted)")
+        elif ci is None:
+            typer.echo(f"  {k:<12} {v:6.3f}  (5-95%: n/a)")
+        else:
+            typer.echo(f"  {k:<12} {v:6.3f}  (5-95%: {ci[0]:.3f} .. {ci[1]:.3f})")
     typer.echo(f"uncalibrated median |error| {cal['planned_abs_error_median']:.1%}; "
                f"in-sample {cal['in_sample_abs_error_median']:.1%}; leave-one-out "
                + (f"{cal['loo_abs_error_median']:.1%}" if cal["loo_abs_error_median"] is not None

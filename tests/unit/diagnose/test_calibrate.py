@@ -64,3 +64,52 @@ def test_calibrate_cli_writes_and_rejects(tmp_path):
     bad.write_text("model,step_s\nllama-2-7b,1.0\n")
     res = CliRunner().invoke(app, ["calibrate", str(bad)])
     assert res.exit_code == 2
+
+
+def test_factors_the_runs_cannot_determine_stay_at_one():
+    # no run recomputes: b_recompute has no time to scale and is not fitted (kept at 1, no
+    # interval), whatever the number of runs; two runs fit a_model only
+    true = np.array([1.3, 0.8, 2.0])
+    runs = []
+    for seq, mb in [(2048, 1), (4096, 1), (2048, 2), (1024, 4)]:
+        e = _est(seq, mb, "none")
+        f = features(e)
+        runs.append(Run(f"{seq}/{mb}", e.gpu, f, float(f @ true), e.time.step_s))
+    cal = calibrate(runs, "test", boot=20)
+    assert cal["fitted"] == {"a_model": True, "b_recompute": False, "c_rest": True}
+    assert cal["factors"]["b_recompute"] == 1.0 and cal["interval_5_95"]["b_recompute"] is None
+    assert cal["factors"]["a_model"] == pytest.approx(1.3, rel=1e-3)
+    assert any("b_recompute not fitted" in w for w in cal["warnings"])
+    two = calibrate(runs[:2], "test", boot=20)
+    assert two["fitted"] == {"a_model": True, "b_recompute": False, "c_rest": False}
+    assert all(v is None for v in two["interval_5_95"].values())
+    assert two["loo_abs_error_median"] is None
+
+
+@pytest.mark.parametrize("value, ok", [("0", False), ("nan", False), ("inf", False),
+                                       ("-5", False), ("1.5", True)])
+def test_calibrate_cli_checks_step_times(tmp_path, value, ok):
+    csv = tmp_path / "runs.csv"
+    rows = ["model,gpu,gpus,seq_len,global_batch,step_s"] + \
+        [f"llama-2-7b,a100_sxm_80gb,8,{s},64,{v}" for s, v in
+         [(2048, "1.2"), (4096, value), (1024, "0.9")]]
+    csv.write_text("\n".join(rows) + "\n")
+    res = CliRunner().invoke(app, ["calibrate", str(csv), "--boot", "5"])
+    assert res.exit_code == (0 if ok else 2), res.output
+    if not ok:
+        assert "line 3: step_s" in res.output and "Traceback" not in res.output
+
+
+def test_calibrate_cli_reads_excel_csv_and_refuses_binary(tmp_path):
+    csv = tmp_path / "excel.csv"
+    csv.write_bytes("\ufeffmodel,gpu,gpus,seq_len,global_batch,step_s\n"
+                    "llama-2-7b,a100_sxm_80gb,8,2048,64,1.2\n".encode("utf-8"))
+    assert CliRunner().invoke(app, ["calibrate", str(csv)]).exit_code == 0
+    binary = tmp_path / "bin.csv"
+    binary.write_bytes(bytes(range(256)) * 4)
+    res = CliRunner().invoke(app, ["calibrate", str(binary)])
+    assert res.exit_code == 2 and "UTF-8" in res.output
+    wrong = tmp_path / "wrong.csv"
+    wrong.write_text("model,gpu,gpus,seq_len,global_batch,step_s\nnot-a-model,a100,8,2048,64,1\n")
+    res = CliRunner().invoke(app, ["calibrate", str(wrong)])
+    assert res.exit_code == 2 and res.output.count("line 2") == 1

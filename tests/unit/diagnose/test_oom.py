@@ -28,6 +28,22 @@ def test_every_real_error_line_parses(shared):
                 assert m.allocated_gib <= m.capacity_gib
 
 
+def test_every_real_error_pasted_into_a_file_is_read(shared, tmp_path):
+    # as `trainplan diagnose oom FILE` reads them: torchrun's "[rank7]: ..." prefix starts with
+    # '[' like a profiler timeline, and must still be read as a message
+    cases = json.loads((shared / "oom_cases.json").read_text())["cases"]
+    texts = [c["error_verbatim"] for c in cases if c.get("error_verbatim")]
+    assert sum(t.lstrip().startswith("[") for t in texts) >= 3
+    for i, text in enumerate(texts):
+        f = tmp_path / f"oom{i}.txt"
+        f.write_text(text)
+        assert read_artifact(f).source == parse_message(text).source
+    f = tmp_path / "cut.json"
+    f.write_text('[[0, 1, 2048, 3], [1, 1')             # a truncated timeline is still refused
+    with pytest.raises(InputError, match="complete JSON"):
+        read_artifact(f)
+
+
 def test_both_message_forms_give_the_numbers():
     old = parse_message("CUDA out of memory. Tried to allocate 388.00 MiB (GPU 3; 31.75 GiB total "
                         "capacity; 28.42 GiB already allocated; 340.94 MiB free; 30.39 GiB reserved "

@@ -30,6 +30,14 @@ def test_measure_step_two_gloo_ranks(tiny_job):
     assert res["predicted_step_s"] > 0
 
 
+@pytest.mark.parametrize("nproc", ["0", "-1"])
+def test_measure_step_refuses_no_ranks(tiny_job, nproc):
+    from trainplan.cli import app
+    r = CliRunner().invoke(app, ["measure", "step", str(tiny_job(global_batch=4)), "--nproc",
+                                 nproc, "--backend", "gloo"])
+    assert r.exit_code == 2 and "--nproc" in r.output and "Traceback" not in r.output
+
+
 def test_scale_down_divides_width_and_depth():
     from trainplan.catalog import get_model
     from trainplan.measure.distributed import scale_model
