@@ -75,7 +75,7 @@ LORA: Any = typer.Option(None, "--lora/--full",
                          help="train LoRA adapters on the frozen base (job.trainable = lora) or "
                               "every weight (full); default: the job file's, else full")
 LORA_RANK: Any = typer.Option(None, "--lora-rank", min=1, max=65536,
-                              help="LoRA rank r (implies --lora; default 16)")
+                              help="LoRA rank r (implies --lora unless --full is given; default 16)")
 FROZEN: Any = typer.Option(None, "--frozen", help="stacks or projectors kept frozen, e.g. "
                                                   "vision (comma list; see `trainplan models`)")
 JOB: Any = typer.Option(None, "--job", help="TOML/YAML job file (as for trainplan estimate)")

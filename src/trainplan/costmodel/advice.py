@@ -64,7 +64,30 @@ def estimate_warnings(model, job, cluster, st, r, mem, time, nb=None) -> tuple[l
           for f in fw.validation_flags if f.applies(st)]
     if job.precision == "fp16_mixed":
         w.append("fp16 needs dynamic loss scaling (GradScaler init 2^16); prefer bf16 on A100/H100")
+    w += _input_warnings(model, job)
     return w, named
+
+
+def _input_warnings(model, job) -> list[str]:
+    """What the job asks that the model or the planner does not do as asked: a sequence longer
+    than the model's position table or trained context, and a frozen list beside LoRA."""
+    out = []
+    dec = model.decoder
+    if dec.position == "learned" and dec.max_positions and job.seq_len > dec.max_positions:
+        out.append(f"seq_len {job.seq_len} is longer than {model.name}'s learned position "
+                   f"table ({dec.max_positions} positions): the model as given cannot take it, "
+                   f"and the {(job.seq_len - dec.max_positions) * dec.hidden:,} parameters a "
+                   "longer table adds are not counted here")
+    elif dec.context_length and job.seq_len > dec.context_length:
+        out.append(f"seq_len {job.seq_len} is longer than the {dec.context_length} tokens "
+                   f"{model.name} was trained on: long-context training usually extends RoPE "
+                   "(e.g. a larger rope theta or YaRN) first; the cost here is of the sequence "
+                   "as given")
+    if job.trainable == "lora" and job.frozen:
+        out.append(f"frozen {list(job.frozen)} changes nothing with LoRA: every base weight is "
+                   "frozen and the adapters train on the decoder's linear layers; a part "
+                   "trained in full beside the adapters (a LLaVA projector) is not modelled")
+    return out
 
 
 def _host_bound_warning(fw, model, st, r, time) -> list[str]:

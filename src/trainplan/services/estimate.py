@@ -34,14 +34,32 @@ def estimate(model: str | Model = "llama-3-8b", *, gpu: str | None = None,
 
     cd = cluster if isinstance(cluster, Cluster) else expect_mapping("cluster", cluster)
     for key, value in (("gpu", gpu), ("gpus", gpus)):
-        if value is not None and (isinstance(cd, Cluster) or key in cd):
-            raise InputError(key, value, f"either {key}= or the cluster's own "
-                             f"{'accelerator' if key == 'gpu' else 'gpus'}, not both")
+        if value is not None and _differs(cd, key, value):
+            raise InputError(key, value, f"the cluster's own {_given(cd, key)!r} (given twice, "
+                             f"differently: pass {key}= or the cluster's, not both)")
     j = job if isinstance(job, Job) and not job_kw else {**_as_dict(job), **job_kw}
     specs = build_specs(model, j, cd, strategy, default_gpu="h100_sxm" if gpu is None else gpu,
                         default_gpus=8 if gpus is None else gpus)
     st = complete_strategy(specs.model, specs.job, specs.cluster, specs.strategy)
     return build_estimate(specs.model, specs.job, specs.cluster, st)
+
+
+def _given(cd: Any, key: str) -> Any:
+    """The cluster's own GPU id or count (a Cluster or its keys), or None."""
+    if isinstance(cd, Cluster):
+        return cd.accelerator.id if key == "gpu" else cd.gpus
+    return cd.get(key)
+
+
+def _differs(cd: Any, key: str, value: Any) -> bool:
+    """Whether ``gpu=``/``gpus=`` names another GPU type or count than the cluster does."""
+    own = _given(cd, key)
+    if own is None:
+        return False
+    if key == "gpu":
+        from trainplan.catalog.accelerators import resolve_id
+        return resolve_id(str(own)) != resolve_id(str(value))
+    return own != value
 
 
 def _as_dict(job: Any) -> dict[str, Any]:

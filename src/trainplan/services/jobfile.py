@@ -174,6 +174,9 @@ def _checked(cls: type, prefix: str, values: dict[str, Any]) -> Any:
 def start(job_file: str | Path | None, model: str | None, use_example: bool) -> dict[str, Any]:
     """The sections a command starts from: the job file, else the built-in example (when
     ``use_example``), else nothing; then ``--model`` (a preset id or a config.json path)."""
+    if model is not None and not model.strip():    # an unset $MODEL: not the built-in example
+        raise InputError("--model", model, "a preset id (see `trainplan models`) or a path to a "
+                         "Hugging Face config.json")
     data = read_file(job_file) if job_file else (read_file(example_path()) if use_example else {})
     if model:
         from trainplan.io.files import path_kind
