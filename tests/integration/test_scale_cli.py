@@ -232,3 +232,11 @@ def test_scipy_and_matplotlib_stay_lazy():
             "trainplan.scaling.law_file, trainplan.scaling.plots; print(sorted({m.split('.')[0] for m in sys.modules} & {'scipy', 'matplotlib'}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_gpus_that_are_not_whole_nodes_are_refused_not_replaced():
+    # the layout search takes whole nodes (as plan does); it used to fail inside, print a raw
+    # pydantic error and fall back to an assumed MFU with exit status 0
+    r = run("--days", "30", "--gpus", "100", "--gpu", "h100")
+    assert r.exit_code == 2 and "gpus = 100" in r.output and "multiple of 8" in r.output
+    assert run("--days", "30", "--gpus", "4", "--gpu", "h100").exit_code == 0

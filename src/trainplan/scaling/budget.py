@@ -227,6 +227,10 @@ def flops_from_budget(
     acc = _accelerator(gpu)
     if gpus is not None:
         gpus = check_int("gpus", gpus, 1, 2**31)
+        node = int(acc.gpus_per_node or 1)
+        if gpus > node and gpus % node:            # as plan and estimate take a cluster
+            raise InputError("gpus", gpus, f"a number of whole {acc.id} nodes: a multiple of "
+                             f"{node} (or at most {node})")
     # bf16 where the hardware has it, else fp16 (V100): the 16-bit matmul rate a run would use.
     peak_dtype = "bf16" if acc.has_math("bf16") else "fp16"
     if not acc.has_math(peak_dtype):
