@@ -129,9 +129,9 @@ def pytorchjob_elastic_manifest(spec: LaunchSpec, min_nodes: int, max_nodes: int
     The operator passes the policy to torchrun as PET_NNODES=min:max, PET_RDZV_BACKEND and
     PET_MAX_RESTARTS."""
     _check(spec, min_nodes, max_nodes, max_restarts)
-    container = {"name": "pytorch", "image": spec.image,
+    container = {"name": "pytorch", "image": spec.container_image,
                  "command": _k8s_args(["torchrun", *spec.program()]), "env": _k8s_env(spec),
-                 "resources": {"limits": {"nvidia.com/gpu": spec.procs_per_node}},
+                 "resources": {"limits": {spec.gpu_resource: spec.procs_per_node}},
                  "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}]}
     return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
             "metadata": {"name": _k8s_name(spec.job_name)},

@@ -101,10 +101,10 @@ def trainjob_manifest(spec: LaunchSpec) -> dict:
             "trainer": {
                 "numNodes": spec.nodes,
                 "numProcPerNode": spec.procs_per_node,
-                "image": spec.image,
+                "image": spec.container_image,
                 "command": cmd,
                 "env": _k8s_env(spec),
-                "resourcesPerNode": {"limits": {"nvidia.com/gpu": spec.procs_per_node}},
+                "resourcesPerNode": {"limits": {spec.gpu_resource: spec.procs_per_node}},
             },
         },
     }
@@ -116,9 +116,9 @@ def pytorchjob_manifest(spec: LaunchSpec) -> dict:
 
     def replica(n: int) -> dict:
         return {"replicas": n, "restartPolicy": "OnFailure", "template": {"spec": {
-            "containers": [{"name": "pytorch", "image": spec.image, "command": cmd,
+            "containers": [{"name": "pytorch", "image": spec.container_image, "command": cmd,
                             "env": _k8s_env(spec),
-                            "resources": {"limits": {"nvidia.com/gpu": spec.procs_per_node}},
+                            "resources": {"limits": {spec.gpu_resource: spec.procs_per_node}},
                             "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}]}],
             "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]}}}
 

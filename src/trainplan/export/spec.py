@@ -17,6 +17,19 @@ from trainplan.spec.specs import Specs
 from trainplan.spec.strategy import Strategy
 
 
+# GPU vendor (catalog ``vendor``, upper case) -> (PyTorch container image, Kubernetes resource):
+# NVIDIA NGC's PyTorch image and the NVIDIA device plugin's nvidia.com/gpu; AMD's ROCm PyTorch
+# image (Docker Hub rocm/pytorch) and amd.com/gpu (ROCm/k8s-device-plugin); Intel Gaudi's image
+# from its vault (docs.habana.ai, "Pull Prebuilt Containers") and habana.ai/gaudi (Intel Gaudi
+# device plugin for Kubernetes).
+VENDOR_CONTAINER = {
+    "NVIDIA": ("nvcr.io/nvidia/pytorch:25.01-py3", "nvidia.com/gpu"),
+    "AMD": ("rocm/pytorch:latest", "amd.com/gpu"),
+    "INTEL/HABANA": ("vault.habana.ai/gaudi-docker/1.16.2/ubuntu22.04/habanalabs/"
+                     "pytorch-installer-2.2.2:latest", "habana.ai/gaudi"),
+}
+
+
 class LaunchSpec(Specs):
     """What the launch files describe: the specs of the chosen layout (:class:`Specs`) and the
     program to run. The strategy is completed on construction: dp derived and the framework's
@@ -26,7 +39,7 @@ class LaunchSpec(Specs):
     script_args: tuple[str, ...] = ()
     python_module: bool = False            # run ``python -m script`` (torchtitan.train)
     job_name: str = "trainplan"
-    image: str = "nvcr.io/nvidia/pytorch:25.01-py3"
+    image: str | None = None               # None: the vendor's PyTorch image (container_image)
     master_port: int = 29500
     notes: tuple[str, ...] = ()
     wall_clock_hours: float | None = None   # predicted, with failures and checkpoints
@@ -47,11 +60,31 @@ class LaunchSpec(Specs):
 
     @property
     def nodes(self) -> int:
-        return self.cluster.nodes
+        """Hosts the launch spans: the cluster's nodes, or where one fast-link domain spans
+        several hosts (GB200 NVL72: 18 trays of 4 GPUs), the hosts (``gpus_per_host``)."""
+        return max(1, -(-self.cluster.gpus // self.procs_per_node))
+
+    @property
+    def _vendor(self) -> tuple[str, str]:
+        return VENDOR_CONTAINER.get(self.cluster.accelerator.vendor.upper(),
+                                    VENDOR_CONTAINER["NVIDIA"])
+
+    @property
+    def container_image(self) -> str:
+        """The image the pods run: the given one, else the GPU vendor's PyTorch container
+        (:data:`VENDOR_CONTAINER`)."""
+        return self.image or self._vendor[0]
+
+    @property
+    def gpu_resource(self) -> str:
+        """The Kubernetes extended resource the vendor's device plugin exposes for its GPUs."""
+        return self._vendor[1]
 
     @property
     def procs_per_node(self) -> int:
-        return min(self.cluster.gpus, self.cluster.node_size)
+        """Processes (GPUs) per host: the node, or the accelerator's host where smaller."""
+        host = self.cluster.accelerator.gpus_per_host or self.cluster.node_size
+        return min(self.cluster.gpus, self.cluster.node_size, host)
 
     @property
     def dp(self) -> int:

@@ -123,6 +123,11 @@ class Accelerator(Spec):
     intra_node_GBps: float = Field(gt=0, description="intra-node link, unidirectional GB/s per GPU")
     inter_node_Gbps: float = Field(gt=0, description="scale-out NIC Gb/s per GPU")
     gpus_per_node: PositiveInt = 8
+    gpus_per_host: PositiveInt | None = Field(None, description="GPUs one operating-system host "
+                                              "drives where that is fewer than the fast-link "
+                                              "domain of gpus_per_node (GB200 NVL72: 4 per "
+                                              "compute tray); launch files count hosts by it; "
+                                              "none: gpus_per_node")
     host_link_GBps: float | None = Field(None, gt=0, description="GPU-to-host-memory link, "
                                          "unidirectional GB/s per GPU, where it is not PCIe "
                                          "(NVLink-C2C); none: PCIe at the assumed achieved rate")

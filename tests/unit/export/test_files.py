@@ -19,6 +19,7 @@ from trainplan.export import FORMATS, LaunchSpec, emit_files, render, with_progr
 from trainplan.export.deepspeed import deepspeed_config, launcher_args
 from trainplan.export.megatron import megatron_args, uneven_split
 from trainplan.export.torchtitan import torchtitan_config
+from trainplan.spec.base import evolve
 from trainplan.spec.cluster import Cluster
 from trainplan.spec.job import Job
 from trainplan.spec.strategy import Strategy
@@ -281,6 +282,22 @@ def test_k8s_manifests_have_required_fields(name):
     assert pj["spec"]["nprocPerNode"] == str(spec.procs_per_node)
 
 
+@pytest.mark.parametrize("gpu, resource, image", [
+    ("h100", "nvidia.com/gpu", "nvcr.io/nvidia/"), ("mi300x", "amd.com/gpu", "rocm/pytorch"),
+    ("gaudi3", "habana.ai/gaudi", "vault.habana.ai/gaudi-docker/")])
+def test_k8s_pods_ask_for_the_vendors_gpus_and_image(gpu, resource, image):
+    spec = _spec(**LAYOUTS["tp2-cp2-pp4-z1-sel"])
+    spec = evolve(spec, cluster=evolve(spec.cluster, accelerator=get_accelerator(gpu)))
+    files = render("k8s", with_program(spec, ["megatron", "k8s"]))
+    tr = yaml.safe_load(files["trainjob.yaml"])["spec"]["trainer"]
+    assert tr["resourcesPerNode"]["limits"] == {resource: spec.procs_per_node}
+    assert tr["image"].startswith(image)
+    pj = yaml.safe_load(files["pytorchjob.yaml"])
+    for rs in pj["spec"]["pytorchReplicaSpecs"].values():
+        c = rs["template"]["spec"]["containers"][0]
+        assert c["image"].startswith(image) and resource in c["resources"]["limits"]
+
+
 # ------------------------------------------------------------------ writing
 
 
@@ -330,3 +347,16 @@ def test_generic_launchers_say_the_layout_offloads_activations():
     assert "offact16" in on and "activations of 16 layers" in on
     off = render_torchrun(_spec(**LAYOUTS["tp2-cp2-pp4-z1-sel"]))["torchrun_launch.sh"]
     assert "activations of" not in off
+
+
+def test_gb200_launches_count_hosts_not_the_nvlink_domain():
+    # the cost model's node is the 72-GPU NVLink domain; a host (compute tray) has 4 GPUs
+    spec = _spec(**LAYOUTS["tp2-cp2-pp4-z1-sel"])
+    spec = evolve(spec, cluster=evolve(spec.cluster, accelerator=get_accelerator("gb200")))
+    assert spec.cluster.node_size == 72 and (spec.procs_per_node, spec.nodes) == (4, 16)
+    files = {**render("slurm", with_program(spec, ["megatron", "slurm"])),
+             **render("k8s", with_program(spec, ["megatron", "k8s"]))}
+    assert "#SBATCH --nodes=16" in files["train.sbatch"]
+    assert "#SBATCH --gpus-per-node=4" in files["train.sbatch"]
+    tr = yaml.safe_load(files["trainjob.yaml"])["spec"]["trainer"]
+    assert (tr["numNodes"], tr["numProcPerNode"]) == (16, 4)
