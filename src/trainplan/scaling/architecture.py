@@ -136,7 +136,7 @@ def propose_architecture(n_params: float, vocab: int | None = None) -> Architect
 
 
 def job_file_text(arch: Architecture, tokens: float, *, gpu: str | None = None, gpus: int | None = None,
-                  law: str = "", seq_len: int = 4096) -> str:
+                  law: str = "", seq_len: int = 4096, global_batch: int | None = None) -> str:
     """A job file (TOML) with the proposed model as an inline stack, ``tokens`` training tokens
     and, when known, the cluster; ``trainplan plan FILE`` reads it (:func:`trainplan.services.jobfile._model`)."""
     from trainplan.io.formats import comment, toml_dumps
@@ -153,6 +153,8 @@ def job_file_text(arch: Architecture, tokens: float, *, gpu: str | None = None, 
         "job": {"seq_len": int(seq_len), "tokens": float(f"{float(tokens):.6g}"),
                 "precision": "bf16_mixed", "optimizer": "adamw"},
     }
+    if global_batch:            # the batch the budget's MFU was found at
+        tables["job"]["global_batch"] = int(global_batch)
     if gpu or gpus:
         tables["cluster"] = {k: v for k, v in (("gpu", str(gpu) if gpu else None),
                                                ("gpus", int(gpus) if gpus else None)) if v}

@@ -45,6 +45,16 @@ def representative_model(n_params: float) -> Model:
                  source="trainplan.search.representative_model")
 
 
+REPRESENTATIVE_SEQ_LEN = 4096
+
+
+def representative_batch(gpus: int) -> int:
+    """The global batch (sequences) :func:`best_mfu` plans with: at least 1,024 sequences, a
+    multiple of the GPU count, and one sequence per 4 GPUs above 1,024 GPUs (what a job file
+    written from the budget, ``scale --emit-model``, must carry for its plan to match)."""
+    return gpus * max(1, -(-1024 // gpus)) if gpus <= 1024 else gpus // 4
+
+
 @lru_cache(maxsize=512)
 def best_mfu(gpu: str, gpus: int, n_params: float) -> tuple[float, str]:
     """MFU of the fastest layout of a representative dense model of ``n_params`` on ``gpus``.
@@ -59,8 +69,8 @@ def best_mfu(gpu: str, gpus: int, n_params: float) -> tuple[float, str]:
 
     acc = get_accelerator(gpu)
     m = representative_model(float(n_params))
-    gb = gpus * max(1, -(-1024 // gpus)) if gpus <= 1024 else gpus // 4
-    job = Job(seq_len=4096, global_batch=gb, precision="bf16_mixed", optimizer="adamw")
+    job = Job(seq_len=REPRESENTATIVE_SEQ_LEN, global_batch=representative_batch(gpus),
+              precision="bf16_mixed", optimizer="adamw")
     template = Cluster(accelerator=acc, gpus=1)
     space = SearchSpace(recompute=("none", "selective", "full"), max_micro_batch=8, max_vp=4)
     d = m.decoder

@@ -74,6 +74,11 @@ def test_emitted_model_runs_through_plan(tmp_path):
     assert model_params(inputs.model).total == pytest.approx(n, rel=0.10)
     assert inputs.job.tokens == pytest.approx(d["recommended"]["tokens"], rel=1e-5)
     assert inputs.cluster.gpus == 64
+    # the batch the budget's MFU was searched at travels with the model (1,024 sequences here;
+    # one per 4 GPUs above 1,024 GPUs), so `plan FILE` plans the run the budget priced
+    from trainplan.search.representative import representative_batch
+    assert inputs.job.global_batch == representative_batch(64) == 1024
+    assert representative_batch(16384) == 4096
     p = cli("plan", str(out), "--json")
     assert p.exit_code == 0, p.output
 

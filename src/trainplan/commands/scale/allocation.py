@@ -52,8 +52,13 @@ def scale(
     if emit_model is not None:
         from trainplan.scaling._io import write_atomic
 
+        batch = None
+        if budget.gpus:                 # the batch the layout search plans the budget with
+            from trainplan.search.representative import representative_batch
+            batch = representative_batch(int(budget.gpus))
         write_atomic(emit_model, job_file_text(arch, rec.recommended.tokens, gpu=budget.gpu,
-                                               gpus=budget.gpus, law=rec.recommended.law), "emit-model", force)
+                                               gpus=budget.gpus, law=rec.recommended.law,
+                                               global_batch=batch), "emit-model", force)
         emitted = str(emit_model)
     grid = common_isoflop_grid(rows)
     table_curves = {}
