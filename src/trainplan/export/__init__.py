@@ -34,6 +34,11 @@ def check_spec(spec: LaunchSpec) -> None:
 def render(fmt: str, spec: LaunchSpec) -> dict[str, str]:
     """The files of one format as ``{file name: text}``."""
     check_spec(spec)
+    if fmt in ("megatron", "torchtitan") and spec.job.trainable == "lora":
+        raise InputError("--emit", fmt, "deepspeed, torchrun, slurm or k8s for a LoRA job: "
+                         f"{'pretrain_gpt.py' if fmt == 'megatron' else 'torchtitan'} trains "
+                         "every weight (LoRA runs through NeMo / Megatron-Bridge PEFT or "
+                         "torchtune, which trainplan does not write)")
     if fmt == "deepspeed":
         from trainplan.export.deepspeed import render_deepspeed
         return render_deepspeed(spec)

@@ -81,6 +81,7 @@ def _notes(spec: LaunchSpec) -> list[str]:
     st = spec.strategy
     out = [f"layout {st.layout()} on {spec.gpus} GPUs ({spec.nodes} node(s) x "
            f"{spec.procs_per_node}); DP = {spec.dp}, gradient accumulation {spec.grad_accum}"]
+    out += spec.training_notes()
     if st.tp > 1 or st.pp > 1:
         out.append(f"TP={st.tp} and PP={st.pp} are not launcher flags: TP via AutoTP "
                    "(tensor_parallel.autotp_size) for HF models or --tensor-model-parallel-size "
@@ -104,7 +105,7 @@ def _notes(spec: LaunchSpec) -> list[str]:
 def render_deepspeed(spec: LaunchSpec) -> dict[str, str]:
     """ds_config.json and deepspeed_launch.sh (plus a hostfile template for several nodes)."""
     files = {"ds_config.json": json.dumps(deepspeed_config(spec), indent=2) + "\n"}
-    lines = ["#!/bin/bash", "# DeepSpeed launch written by trainplan plan --emit deepspeed"]
+    lines = ["#!/bin/bash", "# DeepSpeed launch written by trainplan (plan or estimate) --emit deepspeed"]
     lines += [f"# {n}" for n in _notes(spec)]
     lines += ["set -euo pipefail", 'cd "$(dirname "$0")"', shell_join(launcher_args(spec)), ""]
     files["deepspeed_launch.sh"] = "\n".join(lines)

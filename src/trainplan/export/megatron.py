@@ -185,7 +185,7 @@ def render_megatron(spec: LaunchSpec) -> dict[str, str]:
     st = spec.strategy
     args = megatron_args(spec)
     lines = ["#!/bin/bash",
-             "# Megatron-LM pretrain_gpt.py launch written by trainplan plan --emit megatron",
+             "# Megatron-LM pretrain_gpt.py launch written by trainplan (plan or estimate) --emit megatron",
              f"# layout {st.layout()} on {spec.gpus} GPUs; DP = {spec.dp}, "
              f"{spec.grad_accum} micro-batches per step",
              "# Run on every node with NODE_RANK set (0..nodes-1) and MASTER_ADDR = node 0.",

@@ -64,6 +64,20 @@ class LaunchSpec(Specs):
         several hosts (GB200 NVL72: 18 trays of 4 GPUs), the hosts (``gpus_per_host``)."""
         return max(1, -(-self.cluster.gpus // self.procs_per_node))
 
+    def training_notes(self) -> list[str]:
+        """What the training script must do that no launcher flag says: train LoRA adapters
+        (the planned rank) on a frozen base, keep frozen parts frozen."""
+        job = self.job
+        out = []
+        if job.trainable == "lora":
+            out.append(f"LoRA: the plan trains rank-{job.lora_rank} adapters on the decoder's "
+                       "linear layers of a frozen base; set them up in the training script "
+                       f"(e.g. peft LoraConfig(r={job.lora_rank}, target_modules='all-linear'))")
+        elif job.frozen:
+            out.append(f"frozen: {', '.join(job.frozen)} (requires_grad=False in the training "
+                       "script, as the plan assumes)")
+        return out
+
     @property
     def _vendor(self) -> tuple[str, str]:
         return VENDOR_CONTAINER.get(self.cluster.accelerator.vendor.upper(),

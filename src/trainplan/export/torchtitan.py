@@ -94,7 +94,7 @@ def render_torchtitan(spec: LaunchSpec) -> dict[str, str]:
     tables = torchtitan_config(spec)
     par = tables["parallelism"]
     head = [
-        "# torchtitan job config written by trainplan plan --emit torchtitan",
+        "# torchtitan job config written by trainplan (plan or estimate) --emit torchtitan",
         f"# layout {st.layout()} on {spec.gpus} GPUs: the product of the degrees is the world size",
         "# Format: job_config.py at pytorch/torchtitan@238fa99 (TOML, --job.config_file).",
         "# Newer torchtitan (Python configs): Trainer.Config(parallelism=ParallelismConfig("
@@ -106,7 +106,7 @@ def render_torchtitan(spec: LaunchSpec) -> dict[str, str]:
         head.append("# [quantize.linear.float8] recipe_name defaults to tensorwise")
     launch = "\n".join([
         "#!/bin/bash",
-        "# torchtitan launch written by trainplan plan --emit torchtitan",
+        "# torchtitan launch written by trainplan (plan or estimate) --emit torchtitan",
         "# Run on every node with NODE_RANK set and MASTER_ADDR = node 0.",
         "set -euo pipefail",
         ': "${NODE_RANK:=0}" "${MASTER_ADDR:=localhost}"',

@@ -360,3 +360,15 @@ def test_gb200_launches_count_hosts_not_the_nvlink_domain():
     assert "#SBATCH --gpus-per-node=4" in files["train.sbatch"]
     tr = yaml.safe_load(files["trainjob.yaml"])["spec"]["trainer"]
     assert (tr["numNodes"], tr["numProcPerNode"]) == (16, 4)
+
+
+def test_lora_jobs_are_not_written_as_full_training():
+    spec = _spec(**LAYOUTS["single-gpu"])
+    lora = evolve(spec, job=evolve(spec.job, trainable="lora", lora_rank=32))
+    for fmt in ("megatron", "torchtitan"):        # their entry points train every weight
+        with pytest.raises(InputError, match="LoRA job"):
+            render(fmt, lora)
+    text = render("deepspeed", lora)["deepspeed_launch.sh"] \
+        + render("slurm", with_program(lora, ["slurm"]))["train.sbatch"]
+    assert text.count("rank-32 adapters") == 2 and "LoraConfig(r=32" in text
+    assert "adapters" not in render("deepspeed", spec)["deepspeed_launch.sh"]
