@@ -48,7 +48,19 @@ def test_log_against_plan(shared):
     s = json.loads(res.output)
     vs = s["vs_plan"]
     assert vs["measured_over_planned"] == pytest.approx(s["step_s_median"] / vs["planned_step_s"])
-    assert vs["measured_mfu"] == pytest.approx(vs["planned_mfu"] / vs["measured_over_planned"])
+    assert vs["implied_mfu"] == pytest.approx(vs["planned_mfu"] / vs["measured_over_planned"])
+    # the log's own TFLOP/s (224-244 per GPU) contradicts the default 4,096-token sequences;
+    # with the run's 2,048 the implied figure agrees and nothing is flagged
+    assert s["logged_tflops_per_gpu_median"] == pytest.approx(241.4, abs=0.1)
+    assert any("--seq-len" in a for a in s["advice"])
+    res2 = CliRunner().invoke(app, ["diagnose", "log", str(shared / "logs/issues/"
+                                    "megatron_lm_756_mixtral8x7b_16xH100.txt"), "--model",
+                                    "mixtral-8x7b", "--gpu", "h100_sxm", "--gpus", "16",
+                                    "--global-batch", "128", "--seq-len", "2048", "--set", "ep=8",
+                                    "--json"])
+    s2 = json.loads(res2.output)
+    assert not any("--seq-len" in a for a in s2["advice"])
+    assert s2["vs_plan"]["implied_tflops_per_gpu"] == pytest.approx(241.4, rel=0.25)
 
 
 def test_trace_parts_against_plan(shared):

@@ -53,12 +53,13 @@ def log(
 ) -> None:
     """Step time, throughput, loss, loss scale, skipped steps; against the plan when a job is
     given; fp16 loss-scale advice."""
-    from trainplan.diagnose.compare import log_vs_plan
+    from trainplan.diagnose.compare import log_advice, log_vs_plan
     from trainplan.diagnose.logs import read_log, summarize
     s = summarize(read_log(path, regex))
     est = plan_of(job_file, model, gpu, gpus, seq_len, global_batch, sets)
     if est is not None:
         s["vs_plan"] = log_vs_plan(s, est)
+        s["advice"] += log_advice(s, s["vs_plan"], est)
         if calibration and s["vs_plan"]:
             from trainplan.diagnose.calibrate import apply, read_calibration
             step, warn = apply(read_calibration(calibration), est)

@@ -56,7 +56,9 @@ def trace_vs_plan(mean_us: dict[str, float], est: Any) -> dict[str, Any]:
 
 
 def log_vs_plan(summary: dict[str, Any], est: Any) -> dict[str, Any]:
-    """Measured median step (or tokens/s) against the planned step, tokens/s and MFU."""
+    """Measured median step (or tokens/s) against the planned step, tokens/s and MFU. The
+    tokens/s and MFU of the measured step are *implied*: the job's tokens per step (its
+    sequence length and global batch, as given or defaulted) over the measured time."""
     plan_step = float(est.time.step_s)
     step = summary.get("step_s_median")
     tps = summary.get("tokens_per_s_median")
@@ -64,8 +66,26 @@ def log_vs_plan(summary: dict[str, Any], est: Any) -> dict[str, Any]:
         step = est.tokens_per_step / (tps * est.gpus)
     if not step:
         return {}
-    return {"planned_step_s": plan_step, "measured_step_s": step,
-            "measured_over_planned": step / plan_step,
-            "planned_tokens_per_s": float(est.tokens_per_s),
-            "measured_tokens_per_s": est.tokens_per_step / step,
-            "planned_mfu": float(est.mfu), "measured_mfu": float(est.mfu) * plan_step / step}
+    out = {"planned_step_s": plan_step, "measured_step_s": step,
+           "measured_over_planned": step / plan_step,
+           "planned_tokens_per_s": float(est.tokens_per_s),
+           "implied_tokens_per_s": est.tokens_per_step / step,
+           "planned_mfu": float(est.mfu), "implied_mfu": float(est.mfu) * plan_step / step}
+    if summary.get("logged_tflops_per_gpu_median"):
+        out["implied_tflops_per_gpu"] = float(est.model_flops_per_step) / step / est.gpus / 1e12
+    return out
+
+
+def log_advice(summary: dict[str, Any], vs: dict[str, Any], est: Any) -> list[str]:
+    """Where the log's own throughput contradicts the job it is compared with: the log's
+    TFLOP/s per GPU against the model FLOPs of the job given over the measured step. Frameworks
+    count FLOPs a little differently (Megatron-LM: Narayanan et al. 2021 eq. 3, recompute
+    included), so only a gap beyond a quarter says the job differs from the run."""
+    logged, implied = summary.get("logged_tflops_per_gpu_median"), vs.get("implied_tflops_per_gpu")
+    if not logged or not implied or abs(implied / logged - 1.0) <= 0.25:
+        return []
+    return [f"the log's own {logged:.4g} TFLOP/s per GPU and the {implied:.4g} implied by the "
+            f"job compared with it (sequence {est.inputs['job']['seq_len']}, global batch "
+            f"{est.global_batch} "
+            f"sequences) differ by {implied / logged - 1.0:+.0%}: check --seq-len and "
+            "--global-batch (the implied tokens/s and MFU assume them)"]

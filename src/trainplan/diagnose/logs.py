@@ -187,6 +187,8 @@ def summarize(rep: LogReport, warmup: int = 2) -> dict[str, Any]:
     timed = [s.step_s for s in rep.steps if s.step_s]
     timed_used = timed[warmup:] if len(timed) > warmup + 2 else timed
     tps = [s.tokens_per_s for s in rep.steps if s.tokens_per_s]
+    tflops = [s.tflops_per_gpu for s in rep.steps if s.tflops_per_gpu]
+    mfus = [s.mfu for s in rep.steps if s.mfu]
     losses = [s.loss for s in rep.steps if s.loss is not None]
     scales = [s.loss_scale for s in rep.steps if s.loss_scale is not None]
     skipped = max([s.skipped_total for s in rep.steps if s.skipped_total is not None], default=0)
@@ -195,6 +197,9 @@ def summarize(rep: LogReport, warmup: int = 2) -> dict[str, Any]:
         "step_s_median": statistics.median(timed_used) if timed_used else None,
         "step_s_first": timed[0] if timed else None, "step_s_last": timed[-1] if timed else None,
         "tokens_per_s_median": statistics.median(tps[1:] or tps) if tps else None,
+        # what the framework itself logged (its own FLOPs convention)
+        "logged_tflops_per_gpu_median": statistics.median(tflops[1:] or tflops) if tflops else None,
+        "logged_mfu_median": statistics.median(mfus[1:] or mfus) if mfus else None,
         "loss_first": losses[0] if losses else None, "loss_last": losses[-1] if losses else None,
         "loss_scale_min": min(scales) if scales else None,
         "loss_scale_max": max(scales) if scales else None,

@@ -111,8 +111,13 @@ def stragglers(ranks: list[tuple[int, RankTrace]]) -> dict[str, Any] | None:
         step = rt.steps[-1][2] - rt.steps[-1][1] if rt.steps else float("nan")
         per.append({"rank": r, "lateness_us": float(late[i].sum()), "wait_us": float(wait[i].sum()),
                     "last_arrivals": int((m[i] == m.max(axis=0)).sum()), "step_us": step})
-    worst = max(per, key=lambda p: p["lateness_us"])
+    k = max(range(len(per)), key=lambda i: per[i]["lateness_us"])
+    worst = per[k]
+    own = m[k] == m.max(axis=0)             # the collectives where the straggler came last
+    others = [i for i in range(len(per)) if i != k]
     return {"collectives_matched": n, "unequal_counts": len({len(s) for s in starts}) > 1,
             "per_rank": per, "straggler": worst["rank"],
+            "straggler_last_arrivals": worst["last_arrivals"],
             "straggler_lateness_us": worst["lateness_us"],
-            "others_wait_us": float(sum(p["wait_us"] for p in per if p["rank"] != worst["rank"]))}
+            # what the other ranks waited at the collectives the straggler came last to
+            "others_wait_us": float(wait[others][:, own].sum())}

@@ -68,7 +68,8 @@ def render_trace(out: list[dict[str, Any]], strag: Any, vs: Any) -> None:
                    f"15% of step): {', '.join(o['verdicts']) or 'none triggered'}")
     if strag:
         typer.echo(f"straggler: rank {strag['straggler']} (last to arrive at "
-                   f"{strag['collectives_matched']} collectives, "
+                   f"{strag['straggler_last_arrivals']} of {strag['collectives_matched']} "
+                   "collectives, "
                    f"{strag['straggler_lateness_us'] / 1e3:.2f} ms late in total; the other "
                    f"ranks wait {strag['others_wait_us'] / 1e3:.2f} ms for it together)")
     if vs:
@@ -80,12 +81,11 @@ def render_trace(out: list[dict[str, Any]], strag: Any, vs: Any) -> None:
 
 
 def render_log(s: dict[str, Any]) -> None:
-    for k, v in s.items():
-        if k in ("advice", "vs_plan") or v is None:
-            continue
-        typer.echo(f"{k:<24}{v:.4g}" if isinstance(v, float) else f"{k:<24}{v}")
-    for k, v in (s.get("vs_plan") or {}).items():
-        typer.echo(f"{k:<24}{v:.4g}")
+    rows = [(k, v) for k, v in s.items() if k not in ("advice", "vs_plan") and v is not None]
+    rows += list((s.get("vs_plan") or {}).items())
+    width = max(24, *(len(k) + 2 for k, _ in rows)) if rows else 24
+    for k, v in rows:
+        typer.echo(f"{k:<{width}}{v:.4g}" if isinstance(v, float) else f"{k:<{width}}{v}")
     for a in s["advice"]:
         typer.echo(f"advice: {a}")
 

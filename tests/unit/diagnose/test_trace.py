@@ -60,6 +60,12 @@ def test_dlrm_straggler_from_fixture():
     assert s["straggler"] == max(steps, key=steps.get)
     res = CliRunner().invoke(app, ["diagnose", "trace", str(FIX / "dlrm_kineto.tar.gz")])
     assert res.exit_code == 0 and f"straggler: rank {s['straggler']}" in res.output
+    # the count it was last at, of all matched, and the others' wait at just those collectives
+    worst = next(p for p in s["per_rank"] if p["rank"] == s["straggler"])
+    assert s["straggler_last_arrivals"] == worst["last_arrivals"] < s["collectives_matched"]
+    assert f"last to arrive at {worst['last_arrivals']} of {s['collectives_matched']}" in res.output
+    all_wait = sum(p["wait_us"] for p in s["per_rank"] if p["rank"] != s["straggler"])
+    assert 0 < s["others_wait_us"] < all_wait
 
 
 def test_truncated_trace_exits_2(shared, tmp_path):
