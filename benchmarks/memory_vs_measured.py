@@ -122,14 +122,21 @@ CASES = [
     (get_model("llama-2-7b"), StepConfig(seq_len=2048, precision="bf16_mixed", attn="eager",
                                          dropout=True, recompute="layers",
                                          recompute_layers=24)),
+    # gradient accumulation: every .grad exists through the second micro-batch's backward
+    (SMALL, StepConfig(seq_len=1024, precision="bf16_mixed", attn="sdpa", grad_accum=2)),
+    (GPT2_SMALL, StepConfig(seq_len=1024, micro_batch=4, precision="bf16_mixed", attn="eager",
+                            dropout=True, grad_accum=4)),
+    (get_model("llama-2-7b"), StepConfig(seq_len=4096, precision="bf16_mixed", attn="sdpa",
+                                         recompute="full", grad_accum=2)),
 ]
 
 
 def _short(cfg: StepConfig) -> str:
     rc = {"full": " rc", "layers": f" rc{cfg.recompute_layers}"}.get(cfg.recompute, "")
     drop = " drop" if cfg.dropout else ""
+    ga = f" ga{cfg.grad_accum}" if cfg.grad_accum > 1 else ""
     return (f"s={cfg.seq_len if cfg.part != 'vision' else '-':>5} mb={cfg.micro_batch:<2} "
-            f"{cfg.precision:10s} {cfg.attn:5s}{rc:5s}{drop:5s} {cfg.adamw:7s}")
+            f"{cfg.precision:10s} {cfg.attn:5s}{rc:5s}{drop:5s} {cfg.adamw:7s}{ga}")
 
 
 def _row(tag: str, comp: dict) -> str:

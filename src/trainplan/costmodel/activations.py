@@ -194,11 +194,12 @@ def hf_stage_memory(fw, dec, job, L, st, sb, layers, vis, overhead) -> StageMemo
     with ``trainplan measure memory`` (:func:`trainplan.costmodel.overheads.hf_step_memory`)."""
     from trainplan.costmodel.hf_step import hf_step_memory
     prof = hf_profile(fw, job.precision, adamw_impl(fw, job))
-    in_flight = mem.pipeline_in_flight(L.pp, L.vp, L.micro_batches(job.batch_sequences))
+    m = L.micro_batches(job.batch_sequences)
+    in_flight = mem.pipeline_in_flight(L.pp, L.vp, m)
     r = hf_step_memory(prof, dec, job.seq_len / L.cp, L.mb, job.precision, L.flash, L.rc,
                        st.weights, st.grads, st.optimizer, sb, adamw=job.optimizer == "adamw",
                        n_layers=layers, extra_activations=vis["act_bytes_per_mb"] * in_flight,
-                       dropout=job.dropout, rc_layers=L.rc_layers)
+                       dropout=job.dropout, rc_layers=L.rc_layers, accumulating=m > 1)
     frag = r["total"] * fw.fragmentation
     return StageMemory(weights=r["weights"], grads=r["grads"], optimizer=r["optimizer"],
                        activations=r["activations"], transient=r["transient"],

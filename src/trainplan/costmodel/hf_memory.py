@@ -27,7 +27,10 @@ field or a function below:
 4. **Gradients are freed between steps** (``zero_grad(set_to_none=True)``, the default since
    torch 2.0), so at the start of backward no gradient exists: the peak is the larger of the
    start of backward (activations, no grads) and the optimizer step (grads, no activations),
-   not their sum. Field ``grads_persistent`` = False.
+   not their sum. Field ``grads_persistent`` = False. With gradient accumulation the gradients
+   of the first micro-batch stay (``.grad`` accumulates in place until ``zero_grad``), so every
+   later micro-batch's forward and backward runs beside all of them (measured:
+   ``benchmarks/memory_vs_measured.py``, the ``ga`` rows).
 5. **AdamW temporaries.** ``foreach`` AdamW (the CUDA default) allocates ``exp_avg_sq_sqrt`` for
    all parameters at once (``torch.optim.adam._multi_tensor_adam``): measured one extra buffer
    of the moments' dtype (4 B/param fp32, 2 B/param pure bf16) at the optimizer step; ``fused``

@@ -77,7 +77,7 @@ def mlp_backward_bytes(stack, s, b, precision: str):
 def hf_step_memory(prof, stack, s, b, precision: str, flash, rc,
                    weights, grads, optimizer, state_bytes, adamw: bool = True,
                    n_layers=None, head_bytes=None, extra_activations=0.0, dropout=False,
-                   rc_layers=0, optimizer_temp_bytes=None):
+                   rc_layers=0, optimizer_temp_bytes=None, accumulating=False):
     """Peak bytes of one plain-PyTorch training step of a transformers model, by phase.
 
     ``prof`` is the framework profile (``activations.HFProfile``: ``param_bytes``,
@@ -105,7 +105,11 @@ def hf_step_memory(prof, stack, s, b, precision: str, flash, rc,
     are dropped until the recomputation; the top layer is checkpointed only when k covers all
     layers. ``dropout``: the job trains with dropout (:func:`hf_layer_activation_parts`).
     ``optimizer_temp_bytes`` overrides the profile's (moment-sized buffers at the step; the
-    ``pytorch`` profile: 1 for foreach AdamW, 0 for fused).
+    ``pytorch`` profile: 1 for foreach AdamW, 0 for fused). ``accumulating``: gradient
+    accumulation over more than one micro-batch; ``.grad`` is set to None only by
+    ``zero_grad`` after the optimizer step, so from the second micro-batch on every gradient
+    exists through the whole forward and backward (``torch.Tensor.grad`` accumulates in place,
+    PyTorch autograd docs), and each point holds all of them.
 
     Returns a dict: weights, grads, optimizer, activations (kept at the end of the forward,
     including autocast casts), transient (the largest working set on top), total, phase (0 loss
@@ -202,6 +206,8 @@ def hf_step_memory(prof, stack, s, b, precision: str, flash, rc,
     opt_temp = k_temp * o / 2.0 if adamw else 0.0 * o
     opt_pt = (g + zero, zero, opt_temp + zero)
     pts = [loss_pt, top, bottom, opt_pt, mlp_top, mlp_bottom, fwd_end]
+    acc = np.asarray(accumulating, dtype=bool)
+    pts = [(np.where(acc, g + zero, p[0]), p[1], p[2]) for p in pts]
     totals = np.stack(np.broadcast_arrays(*[states + sum(p) for p in pts]))
     phase = totals.argmax(axis=0)
     pick = [np.choose(phase, np.broadcast_arrays(*[p[k] for p in pts])) for k in range(3)]

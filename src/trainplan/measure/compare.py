@@ -50,7 +50,8 @@ def analytic_peak(model: Model, cfg: StepConfig, implementation: str = "pytorch"
     sb = model_state_bytes(cfg.precision, "adamw")
     sb_g = grad_bytes_per_param(cfg.precision, implementation)
     rc = {"full": 2, "layers": 3}.get(cfg.recompute, 0)
-    kw = dict(dropout=cfg.dropout, rc_layers=cfg.recompute_layers, optimizer_temp_bytes=temp)
+    kw = dict(dropout=cfg.dropout, rc_layers=cfg.recompute_layers, optimizer_temp_bytes=temp,
+              accumulating=cfg.grad_accum > 1)
     flash = cfg.attn == "sdpa"
     if cfg.part == "vision":
         v = model.vision[0]
@@ -103,7 +104,7 @@ def estimate_for(model: Model, cfg: StepConfig, implementation: str = "pytorch",
     from trainplan.services.estimate import estimate
     rc = {"full": "full", "layers": "layers"}.get(cfg.recompute, "none")
     return estimate(model, gpu=gpu, gpus=1,
-                    job={"seq_len": cfg.seq_len, "global_batch": cfg.micro_batch,
+                    job={"seq_len": cfg.seq_len, "global_batch": cfg.micro_batch * cfg.grad_accum,
                          "precision": cfg.precision, "optimizer": "adamw",
                          "framework": implementation, "dropout": cfg.dropout,
                          "adamw_impl": "foreach" if cfg.adamw == "foreach" else "fused",

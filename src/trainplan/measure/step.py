@@ -66,6 +66,7 @@ class StepConfig:
     images_per_sample: int = 1
     dropout: bool = False              # p = 0.1 where the family has dropout (build.py)
     recompute_layers: int = 0          # recompute="layers": the first k layers checkpointed
+    grad_accum: int = 1                # micro-batches whose gradients accumulate before a step
 
     def check(self) -> None:
         for name, val, ok in [("job.precision", self.precision, PRECISIONS),
@@ -77,6 +78,8 @@ class StepConfig:
                 raise InputError(name, val, "one of " + ", ".join(ok) + " for `measure`")
         if self.steps < 1:
             raise InputError("steps", self.steps, "at least 1")
+        if self.grad_accum < 1:
+            raise InputError("grad_accum", self.grad_accum, "at least 1")
         if self.recompute == "layers" and self.recompute_layers < 1:
             raise InputError("strategy.recompute_layers", self.recompute_layers,
                              "at least 1 with recompute='layers'")
@@ -236,15 +239,16 @@ def measure_step_memory(model: Model, cfg: StepConfig, fake: bool = True,
                     if i > 0:
                         first_peak = tr.peak.as_dict()
                     tr.reset_peak()
-                with tr.phase("forward"):
-                    with autocast():
-                        out = hf(**batch)
-                        loss = _loss(out)
-                    del out
-                end_fwd = tr.snapshot("end of forward")
-                with tr.phase("backward"):
-                    loss.backward()
-                del loss
+                for _ in range(cfg.grad_accum):    # .grad accumulates until zero_grad
+                    with tr.phase("forward"):
+                        with autocast():
+                            out = hf(**batch)
+                            loss = _loss(out)
+                        del out
+                    end_fwd = tr.snapshot("end of forward")
+                    with tr.phase("backward"):
+                        loss.backward()
+                    del loss
                 with tr.phase("optimizer"):
                     opt.step()
                 tr.adopt_optimizer(opt)

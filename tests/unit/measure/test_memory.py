@@ -126,3 +126,18 @@ def test_estimate_applies_the_pytorch_profile():
     est = estimate_for(m, cfg)
     assert est.memory.total_gib * 2**30 == pytest.approx(analytic_peak(m, cfg)["total"],
                                                          rel=1e-6)
+
+
+@pytest.mark.parametrize("precision, attn", [("bf16_mixed", "sdpa"), ("fp32", "eager")])
+def test_gradient_accumulation_keeps_every_gradient_through_the_next_backward(precision, attn):
+    """Two micro-batches before the step: from the second one on every .grad exists through
+    the forward and backward (they accumulate until zero_grad), measured on real PyTorch and
+    predicted through the estimate path (global batch = 2 micro-batches on one GPU)."""
+    m = llama(layers=2, hidden=256, heads=8, kv=4, ffn=688, vocab=512)
+    one = StepConfig(seq_len=256, micro_batch=1, precision=precision, attn=attn)
+    two = StepConfig(seq_len=256, micro_batch=1, precision=precision, attn=attn, grad_accum=2)
+    meas1, meas2 = (measure_step_memory(m, c, fake=True) for c in (one, two))
+    est2 = estimate_for(m, two).memory.total_gib * 2**30
+    assert meas2.peak_bytes > meas1.peak_bytes                  # the gradients add up
+    assert est2 == pytest.approx(meas2.peak_bytes, rel=0.02)
+    assert est2 == pytest.approx(analytic_peak(m, two)["total"], rel=1e-6)
