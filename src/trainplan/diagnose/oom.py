@@ -247,7 +247,10 @@ def parse_timeline(events: Any, name: str = "timeline") -> Measured:
     """Replay ``export_memory_timeline`` raw events; bytes by category at the peak."""
     if not isinstance(events, list) or not events or not all(
             isinstance(e, list) and len(e) == 4 for e in events[:100]):
-        raise InputError("memory timeline", name, "a JSON list of [time, action, bytes, category]")
+        raise InputError("memory timeline", name, "a JSON list of [time, action, bytes, category]",
+                         hint="torch.profiler's export_memory_timeline writes that raw event list "
+                              "only to a name ending in .raw.json.gz; .json and .raw.json hold "
+                              "plotted sizes")
     live = [0.0] * len(_TIMELINE_CATS)
     peak, at_peak = -1.0, list(live)
     for t, _action, nbytes, cat in sorted(events, key=lambda e: e[0]):
@@ -292,4 +295,9 @@ def read_artifact(path: Path) -> Measured:
         return parse_summary(text)
     if "max allocated:" in text and "Tried to allocate" not in text:
         return parse_log_memory(text)
-    return parse_message(text)
+    try:
+        return parse_message(text)
+    except InputError:       # name the file, not its bytes
+        raise InputError("oom input", str(p), "a CUDA out-of-memory message ('Tried to allocate "
+                         "...'), a memory summary (torch.cuda.memory_summary()), a memory "
+                         "snapshot pickle or a .raw.json.gz memory timeline") from None

@@ -132,10 +132,26 @@ def name_component(meas: Measured, pred: dict[str, float], capacity: float) -> t
              "optimizer": pred["optimizer"],
              "activations": pred["activations"] + pred["transient"] + excess}
     c = max(sizes, key=sizes.get)
-    why = f"{'largest at the OOM' if meas.oom else 'largest in the plan'}: {sizes[c]:.2f} GiB"
-    if excess > 0 and c == "activations":
-        why += f" (includes {excess:.2f} GiB measured beyond the plan)"
+    why = f"{'largest at the OOM' if meas.oom and excess > 0 else 'largest in the plan'}: " \
+          f"{sizes[c]:.2f} GiB"
+    if c == "activations":
+        why += (f" (activations {pred['activations']:.2f} + transient {pred['transient']:.2f}"
+                + (f" + {excess:.2f} measured beyond the plan" if excess > 0 else "") + ")")
     return c, why
+
+
+def plan_warnings(meas: Measured, planned: float, capacity: float) -> list[str]:
+    """Where the plan itself explains the artifact, or sits far above it."""
+    out = []
+    peak = max(meas.allocated_gib or 0.0, meas.peak_allocated_gib or 0.0)
+    if planned > capacity:
+        out.append(f"the plan does not fit either ({planned:.2f} of {capacity:.2f} GiB): the "
+                   "OOM is what it predicts; the changes below are those it predicts to fit")
+    elif not meas.oom and peak and planned > 1.2 * peak:
+        out.append(f"the plan is {planned - peak:.2f} GiB above the measured peak ({peak:.2f} "
+                   "GiB): check the sequence length, micro-batch and recompute given; the "
+                   "component named follows the plan")
+    return out
 
 
 def more_gpus(gpus: int, gpus_per_node: int) -> int:
@@ -289,6 +305,7 @@ def diagnose(meas: Measured, cfg: Config) -> dict[str, Any]:
     base = Config(**{**vars(cfg), "strategy": {**est.strategy, "dp": None}})
     changes = suggest(base, excess, float(est.time.step_s), pred)
     comp, why = name_component(meas, pred, cap)
+    warnings += plan_warnings(meas, float(est.memory.total_gib), cap)
     cause, helps = fragmentation_cause(meas)
     advice = [_frag_advice(meas, not cause)] if helps else []
     peak = max(meas.allocated_gib or 0.0, meas.peak_allocated_gib or 0.0) or None

@@ -42,6 +42,14 @@ def test_every_real_error_pasted_into_a_file_is_read(shared, tmp_path):
     f.write_text('[[0, 1, 2048, 3], [1, 1')             # a truncated timeline is still refused
     with pytest.raises(InputError, match="complete JSON"):
         read_artifact(f)
+    noise = tmp_path / "noise.dat"                      # named by its file, not its bytes
+    noise.write_bytes(bytes(range(1, 200)) * 3)
+    with pytest.raises(InputError, match=r"^oom input = '.*noise\.dat' is not valid"):
+        read_artifact(noise)
+    plotted = tmp_path / "mem.raw.json"                 # export_memory_timeline's plot form
+    plotted.write_text("[[0, 1, 2], [[1, 2], [3, 4]]]")
+    with pytest.raises(InputError, match=r"\.raw\.json\.gz"):
+        read_artifact(plotted)
 
 
 def test_both_message_forms_give_the_numbers():
