@@ -68,6 +68,21 @@ def test_profile_file_changes_prediction(tmp_path):
     f.write_text(json.dumps({"gemm_max": 7}))
     r2 = runner.invoke(app, base + ["--profile", str(f)])
     assert r2.exit_code == 2 and "gemm_max" in r2.output
+    # a profile `measure bench` wrote on the CPU: its GPU-side figures are the CPU's and are
+    # refused; its host-optimizer rate (measure bench --offload) applies
+    cpu = {"device": "cpu", "profile": {"gemm_max": 1.0, "hbm": 1.0, "intra_busbw_GBps": 0.5,
+                                        "source": "trainplan measure bench on CPU"}}
+    f.write_text(json.dumps(cpu))
+    r3 = runner.invoke(app, base + ["--profile", str(f)])
+    assert r3.exit_code == 2 and "measured on the CPU" in r3.output
+    cpu["profile"]["host_adam_params_per_s"] = 5e8
+    f.write_text(json.dumps(cpu))
+    off = base + ["--offload-optimizer"]
+    r4, r5 = runner.invoke(app, off + ["--profile", str(f)]), runner.invoke(app, off)
+    assert r4.exit_code == 0 and r5.exit_code == 0, r4.output + r5.output
+    t4, t5 = (json.loads(r.output)["time"] for r in (r4, r5))
+    assert t4["optimizer_s"] > t5["optimizer_s"]              # the slower measured host rate
+    assert t4["compute_s"] == t5["compute_s"]                 # the GPU figures untouched
 
 
 def test_estimate_attention_kernel_and_fused_ops_flags():

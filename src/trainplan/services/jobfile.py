@@ -236,11 +236,22 @@ def apply_profile(acc, path: str | Path):
                          f"valid JSON ({getattr(e, 'msg', None) or getattr(e, 'reason', e)})") from None
     except OSError as e:
         raise InputError("cluster.profile", str(path), f"a readable file ({e.strerror})") from None
+    device = data.get("device") if isinstance(data, dict) else None
     if isinstance(data, dict):
         data = data.get("efficiency") or data.get("profile") or data
     if not isinstance(data, dict):
         raise InputError("cluster.profile", str(path), "a JSON object of EfficiencyProfile fields")
     known = set(EfficiencyProfile.model_fields)
+    if device == "cpu":   # trainplan measure bench on the CPU: its matmul, copy and gloo
+        # figures describe the CPU, not a GPU; only the host optimizer's rates carry over
+        known = {k for k in known if k.startswith("host_")}
+        if not any(k in known for k in data):
+            raise InputError("cluster.profile", str(path), "a profile measured on a GPU (this "
+                             "one was measured on the CPU: its matmul, memory and collective "
+                             "figures are the CPU's; only host-optimizer rates, from measure "
+                             "bench --offload, apply to a GPU)")
+        data = {**data, "source": f"host rates of {data.get('source', str(path))}"}
+        known.add("source")
     fields = {k: v for k, v in data.items() if k in known}
     if not fields:
         raise InputError("cluster.profile", str(path),
