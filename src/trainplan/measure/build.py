@@ -52,6 +52,16 @@ def _decoder_config(dec: Stack, seq_len: int, attn: str, dropout: bool = False,
     if dec.attn_out_bias:
         raise InputError("model.decoder.attn_out_bias", True,
                          "False for the Llama/Qwen2/Mistral families built by `measure`")
+    # parts the Llama/Qwen2/Mixtral classes built here do not have: measuring without them
+    # would agree with a prediction that leaves them out too, and prove nothing
+    missing = {"qk_norm": dec.qk_norm != "none", "norms_per_layer": dec.norms_per_layer != 2,
+               "final_logit_softcap": dec.final_logit_softcap > 0, "mla": dec.mla is not None}
+    for field, present in missing.items():
+        if present:
+            raise InputError(f"model.decoder.{field}", getattr(dec, field),
+                             "absent for `measure`: it builds Llama, Qwen2, Mixtral and GPT-2 "
+                             "classes, which have no such part (Qwen3, Gemma 2/3, OLMo 2 and "
+                             "DeepSeek models are not measured)")
     common = dict(vocab_size=dec.vocab, hidden_size=dec.hidden, intermediate_size=dec.ffn_hidden,
                   num_hidden_layers=dec.layers, num_attention_heads=dec.heads,
                   num_key_value_heads=dec.n_kv, head_dim=dec.d_head,

@@ -141,3 +141,14 @@ def test_gradient_accumulation_keeps_every_gradient_through_the_next_backward(pr
     assert meas2.peak_bytes > meas1.peak_bytes                  # the gradients add up
     assert est2 == pytest.approx(meas2.peak_bytes, rel=0.02)
     assert est2 == pytest.approx(analytic_peak(m, two)["total"], rel=1e-6)
+
+
+@pytest.mark.parametrize("preset, field", [("qwen3-0.6b", "qk_norm"), ("gemma-3-1b", "qk_norm"),
+                                           ("gemma-2-9b", "norms_per_layer")])
+def test_models_measure_cannot_build_are_refused(preset, field):
+    """Qwen3's q/k norms and Gemma's extra norms are not in the Llama class `measure` builds:
+    refused by name rather than measured without them."""
+    from trainplan.catalog import get_model
+    from trainplan.errors import InputError
+    with pytest.raises(InputError, match=f"model.decoder.{field}"):
+        measure_step_memory(get_model(preset), StepConfig(seq_len=64), fake=True)
