@@ -17,7 +17,8 @@ def plan_command(
     job_file: Optional[Path] = o.JOB_FILE,
     model: Optional[str] = o.MODEL,
     gpu: Optional[list[str]] = typer.Option(None, "--gpu", help="GPU type(s): repeat or comma list"),
-    gpus: Optional[str] = typer.Option(None, "--gpus", help='GPU count "64", list "64,128" or range "8..4096"'),
+    gpus: Optional[str] = typer.Option(None, "--gpus", help='GPU count "64", list "64,128" or range "8..4096" (powers of two and node multiples '
+                                           'of them; whole nodes in between for --objective fewest)'),
     gpus_per_node: Optional[int] = o.GPUS_PER_NODE,
     price: Optional[float] = o.PRICE,
     objective: Optional[str] = typer.Option(None, "--objective", help="fastest | cheapest | fewest"),

@@ -33,8 +33,12 @@ def plan_specs(model: Model, job: Job, template: Cluster, accelerators: Sequence
                deadline_days: float | None = None, budget_usd: float | None = None,
                headroom_gib: float = 0.0, top: int = 5, space: SearchSpace | None = None,
                progress: Callable[[int, int], None] | None = None,
-               ) -> tuple[PlanResult, Sweep]:
-    """Search on validated specs; returns the PlanResult and the Sweep (all candidates)."""
+               refine: bool = True) -> tuple[PlanResult, Sweep]:
+    """Search on validated specs; returns the PlanResult and the Sweep (all candidates).
+
+    With the objective "fewest", the counts of a range are powers of two: the fewest GPUs that
+    meet the constraints lie between the winner and the largest sampled count that failed, so
+    the search runs once more with the whole-node counts between them (:func:`between_counts`)."""
     t0 = time.perf_counter()
     if objective not in OBJECTIVES:
         raise InputError("objective", objective, " | ".join(OBJECTIVES))
@@ -73,6 +77,13 @@ def plan_specs(model: Model, job: Job, template: Cluster, accelerators: Sequence
         raise _nothing_feasible(sw, fits, feasible, meets, deadline_days, budget_usd, headroom_gib,
                                 objective)
     order = _rank_order(objective, sw, np.flatnonzero(ok))
+    if objective == "fewest" and refine:
+        extra = between_counts(sw, int(order[0]), counts, template)
+        if extra:
+            return plan_specs(model, job, template, accelerators, [*counts, *extra],
+                              objective=objective, deadline_days=deadline_days,
+                              budget_usd=budget_usd, headroom_gib=headroom_gib, top=top,
+                              space=space, progress=progress, refine=False)
     chosen = _distinct(sw, order, top)
     rs = sw.evaluate_rows(chosen)
     ests = [sw.estimate(i, r) for i, r in zip(chosen, rs)]
@@ -95,6 +106,26 @@ def plan_specs(model: Model, job: Job, template: Cluster, accelerators: Sequence
         space=(space or SearchSpace()).model_dump(), skipped_gpus=skipped)
     return result, sw
 
+
+
+#: Most whole-node counts a "fewest" search adds between two sampled counts (evenly spread).
+MAX_REFINE_COUNTS = 32
+
+
+def between_counts(sw: Sweep, i0: int, counts: Sequence[int], template: Cluster) -> list[int]:
+    """Whole-node GPU counts strictly between the winner's count and the largest smaller count
+    searched, at most :data:`MAX_REFINE_COUNTS` of them, evenly spread."""
+    gpus = int(sw.cand["gpus"][i0])
+    smaller = [c for c in counts if c < gpus]
+    if not smaller:
+        return []
+    node = template.gpus_per_node or sw.accelerators[int(sw.cand["acc"][i0])].gpus_per_node
+    lo = max(smaller)
+    grid = [c for c in range((lo // node + 1) * node, gpus, node) if c > lo]
+    if len(grid) > MAX_REFINE_COUNTS:
+        idx = np.unique(np.linspace(0, len(grid) - 1, MAX_REFINE_COUNTS).round().astype(int))
+        grid = [grid[i] for i in idx]
+    return [c for c in grid if c not in counts]
 
 
 #: Share by which a layout with uneven pipeline stages must beat the winner to be pointed out.

@@ -208,3 +208,17 @@ def test_nothing_fits_names_the_parallelisms_the_framework_lacks():
     with pytest.raises(InputError) as e:
         plan("llama-3.1-405b", gpu="h100", gpus=8, seq_len=8192, global_batch=64)
     assert "framework with" not in str(e.value)
+
+
+def test_fewest_searches_whole_nodes_between_the_sampled_counts():
+    # a range samples powers of two; "fewest" then tries the whole-node counts between the
+    # winner and the largest sampled count that failed, so the answer is not rounded up to a
+    # power of two (here 5 nodes of 8, not 8)
+    kw = dict(gpu="h100", seq_len=4096, global_batch=480, tokens=2e11, framework="megatron")
+    probe = plan("llama-2-7b", gpus=40, objective="fastest", **kw).winner
+    deadline = probe.totals.wall_clock_days * 1.02
+    r = plan("llama-2-7b", gpus="8..64", objective="fewest", deadline_days=deadline, **kw)
+    assert r.winner.gpus == 40 and r.winner.totals.wall_clock_days <= deadline
+    assert {32, 40, 48, 56, 64} <= set(r.gpu_counts)
+    assert plan("llama-2-7b", gpus=32, objective="fastest", **kw).winner.totals.wall_clock_days \
+        > deadline
