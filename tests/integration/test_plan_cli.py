@@ -81,3 +81,18 @@ def test_cli_import_stays_light():
             "print(any(m in sys.modules for m in ('numpy', 'rich', 'trainplan.search')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_price_per_gpu_type_keeps_the_others():
+    # the L40S has no catalog price; pricing it alone keeps the A100's catalog price, so the
+    # cheapest comparison is between real prices (one --price re-priced every type)
+    base = ["plan", "--model", "llama-3-8b", "--gpu", "l40s,a100_sxm_80gb", "--gpus", "8",
+            "--objective", "cheapest", "--tokens", "1e10", "--json"]
+    r = runner.invoke(app, base)
+    assert r.exit_code == 2 and "--price l40s=USD" in r.output
+    d = json.loads(runner.invoke(app, base + ["--price", "l40s=0.9"]).output)
+    price = {p["gpu_id"]: p["cost_usd"] / p["gpu_hours"] for p in d["pareto"]}
+    assert abs(price["l40s"] - 0.9) < 1e-9 and abs(price["a100_sxm_80gb"] - 1.79) < 1e-9
+    for bad in ("abc", "l40s=-1", "mi300x=2", "=3"):
+        r = runner.invoke(app, base + ["--price", bad])
+        assert r.exit_code == 2 and "--price" in r.output, (bad, r.output)

@@ -20,7 +20,9 @@ def plan_command(
     gpus: Optional[str] = typer.Option(None, "--gpus", help='GPU count "64", list "64,128" or range "8..4096" (powers of two and node multiples '
                                            'of them; whole nodes in between for --objective fewest)'),
     gpus_per_node: Optional[int] = o.GPUS_PER_NODE,
-    price: Optional[float] = o.PRICE,
+    price: Optional[str] = typer.Option(
+        None, "--price", help="USD per GPU-hour: one price for every GPU type (2.5), or per type "
+                              "(l40s=0.9,h100=2.5; the others keep the catalog's)"),
     objective: Optional[str] = typer.Option(None, "--objective", help="fastest | cheapest | fewest"),
     deadline_days: Optional[float] = typer.Option(None, "--deadline-days", help="wall-clock limit"),
     budget_usd: Optional[float] = typer.Option(None, "--budget-usd", help="cost limit"),
@@ -57,7 +59,9 @@ def plan_command(
         from trainplan.report.output import check_report_path
         check_report_path(report, force)
     data = start(job_file, model, use_example=not model)
-    merge(data, "cluster", gpus_per_node=gpus_per_node, usd_per_gpu_hour=price,
+    from trainplan.services.plan import parse_prices
+    one_price, type_prices = parse_prices(price)
+    merge(data, "cluster", gpus_per_node=gpus_per_node, usd_per_gpu_hour=one_price,
           profile=o.as_path(profile))
     merge(data, "job", seq_len=seq_len, global_batch=global_batch, tokens=tokens,
           precision=precision, optimizer=optimizer, framework=framework,
@@ -67,7 +71,7 @@ def plan_command(
     req = plan_request(data, gpu=gpu or None, gpus=gpus, objective=objective, deadline_days=deadline_days,
                        budget_usd=budget_usd, headroom_gib=headroom_gib, top=top,
                        uneven_stages=uneven_stages, emit=o.split_list(emit) or None,
-                       out=o.as_path(out))
+                       out=o.as_path(out), prices=type_prices)
     bar = DelayedBar(enabled=not as_json)
     try:
         result, sweep = run_plan(req, bar)

@@ -61,7 +61,9 @@ def plan_specs(model: Model, job: Job, template: Cluster, accelerators: Sequence
                                                    and a.usd_per_gpu_hour is None)]
         if no_price:
             raise InputError("usd_per_gpu_hour", None, f"a price for {', '.join(no_price)}",
-                             hint="the catalog has none; give --price")
+                             hint="the catalog has none; give --price "
+                                  + ",".join(f"{a}=USD" for a in no_price)
+                                  + " (the other types keep the catalog's price)")
     counts = sorted(set(int(g) for g in counts))
     sw = run_sweep(model, job, template, accelerators, counts, space, progress)
     col, cand = sw.cols, sw.cand

@@ -22,6 +22,32 @@ def _as_list(v: Any) -> list[str]:
     return [x.strip() for item in items for x in str(item).split(",") if x.strip()]
 
 
+def parse_prices(text: str | None) -> tuple[float | None, dict[str, float]]:
+    """``--price``: one price for every GPU type ("2.5"), or per type ("l40s=0.9,h100=2.5");
+    (the one price or None, {type: price})."""
+    from trainplan.io.limits import check_range
+    if text is None:
+        return None, {}
+    s = str(text).strip()
+    if "=" not in s:
+        try:
+            return check_range("--price", float(s), 0.0, 1e6, lo_open=True), {}
+        except ValueError:
+            raise InputError("--price", text, "USD per GPU-hour (2.5) or per type "
+                             "(l40s=0.9,h100=2.5)") from None
+    out: dict[str, float] = {}
+    for item in filter(None, (x.strip() for x in s.split(","))):
+        k, sep, v = item.partition("=")
+        try:
+            if not sep or not k.strip():
+                raise ValueError
+            out[k.strip()] = check_range(f"--price {k.strip()}", float(v), 0.0, 1e6,
+                                         lo_open=True)
+        except ValueError:
+            raise InputError("--price", item, "TYPE=USD per GPU-hour, e.g. l40s=0.9") from None
+    return None, out
+
+
 def plan_request(data: dict[str, Any], **flags: Any) -> PlanRequest:
     """The request from a job file's sections and the flags (a flag of None: not given).
 
@@ -32,6 +58,7 @@ def plan_request(data: dict[str, Any], **flags: Any) -> PlanRequest:
     from trainplan.search import SearchSpace, gpu_counts
 
     space = flags.pop("space", None)
+    prices = flags.pop("prices", None) or {}
     search = validated(SearchOptions, "search.", **expect_mapping("search", data.get("search")))
     given = {k: v for k, v in flags.items() if v is not None}
     opts = {**search.model_dump(exclude_none=True), **given}
@@ -48,6 +75,17 @@ def plan_request(data: dict[str, Any], **flags: Any) -> PlanRequest:
     cl.update(gpu=gpu_types[0], gpus=1)
     specs = build_specs(data.get("model", {}), data.get("job", {}), cl)   # the search sets the strategy
     accs = tuple(get_accelerator(g) for g in gpu_types)
+    if prices:                           # --price TYPE=USD: that type's price, the others kept
+        from trainplan.catalog.accelerators import resolve_id
+        from trainplan.spec.base import evolve
+        ids = {a.id for a in accs}
+        by_id = {resolve_id(k): v for k, v in prices.items()}
+        for k, v in by_id.items():
+            if k not in ids:
+                raise InputError("--price", f"{k}={v}", "a price for one of the GPU types "
+                                 f"searched: {', '.join(sorted(ids))}")
+        accs = tuple(evolve(a, usd_per_gpu_hour=by_id[a.id], price_source="given (--price)")
+                     if a.id in by_id else a for a in accs)
     node = specs.cluster.gpus_per_node or accs[0].gpus_per_node
     counts = gpu_counts(count_spec if isinstance(count_spec, (int, list, tuple)) else str(count_spec), node)
     if not isinstance(space, SearchSpace):
