@@ -58,6 +58,19 @@ def _preset(key: str) -> Model:
     return freeze(build_preset(_index()[key]))    # shared by every caller: read-only
 
 
+@lru_cache(maxsize=None)
+def _hf_ids() -> dict[str, str]:
+    """Hugging Face repo ids (lower case) -> preset key: the repo whose config.json a preset's
+    source names first (``meta-llama/Llama-2-7b-hf config.json; ...``)."""
+    import re
+    out: dict[str, str] = {}
+    for key, rec in _index().items():
+        m = re.match(r"([\w.-]+/[\w.-]+) config\.json", str(rec.get("source") or ""))
+        if m:
+            out.setdefault(m.group(1).lower(), key)
+    return out
+
+
 def list_models() -> list[dict[str, Any]]:
     """Preset records (id, name, source, params_reference)."""
     return [{k: r.get(k) for k in ("id", "name", "source", "params_reference")}
@@ -81,10 +94,18 @@ def get_model(name: str | Model) -> Model:
     p = Path(name)
     if p.suffix == ".json" or path_kind(p) is not None:
         return load_hf_config(p)
+    hf = _hf_ids().get(key)
+    if hf is not None:          # a Hugging Face repo id whose config a preset reproduces
+        return _preset(hf)
+    import difflib
+    close = difflib.get_close_matches(key, [i.lower() for i in preset_ids()], n=3, cutoff=0.6)
     raise InputError("model", name, "a preset (" + ", ".join(preset_ids()) +
-                     ") or a path to a Hugging Face config.json")
+                     ") or a path to a Hugging Face config.json",
+                     hint=f"did you mean {', '.join(close)}?" if close else
+                     "a Hugging Face id is not fetched: pass its config.json")
 
 
 def clear_cache() -> None:
+    _hf_ids.cache_clear()
     _index.cache_clear()
     _preset.cache_clear()
