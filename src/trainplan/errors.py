@@ -64,6 +64,8 @@ def from_validation_error(exc: Any, prefix: str = "") -> InputError:
         msg = err.get("msg", "")
         if msg.startswith("Value error, "):
             msg = msg[len("Value error, "):]
+        if err.get("type") == "extra_forbidden":
+            msg = _unknown_key(exc, str(err.get("loc", ("?",))[-1]))
         if i == 0:
             first_field, first_value, first_msg = field, value, msg
         lines.append(f"{field} = {shown(value)}: {msg}" if not isinstance(value, dict) else f"{field}: {msg}")
@@ -73,6 +75,24 @@ def from_validation_error(exc: Any, prefix: str = "") -> InputError:
     elif isinstance(first_value, dict):
         e.args = (lines[0],)
     return e
+
+
+#: Spec classes by name (filled by ``trainplan.spec.base.Spec`` subclasses as they are defined),
+#: so that a key a spec lacks is answered with the keys it has.
+SPEC_CLASSES: dict[str, Any] = {}
+
+
+def _unknown_key(exc: Any, key: str) -> str:
+    """'not a key of Job; did you mean ...? (keys: ...)' for a key a spec does not have (the
+    class found by the ValidationError's title)."""
+    import difflib
+    cls = SPEC_CLASSES.get(getattr(exc, "title", ""))
+    if cls is None:
+        return "not a key here"
+    keys = sorted(cls.model_fields)
+    close = difflib.get_close_matches(key, keys, n=2, cutoff=0.6)
+    return (f"not a key of {cls.__name__}" + (f"; did you mean {' or '.join(close)}?" if close
+                                               else "") + f" (keys: {', '.join(keys)})")
 
 
 def expect_mapping(field: str, value: Any) -> dict:

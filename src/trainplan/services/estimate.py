@@ -37,6 +37,11 @@ def estimate(model: str | Model = "llama-3-8b", *, gpu: str | None = None,
         if value is not None and _differs(cd, key, value):
             raise InputError(key, value, f"the cluster's own {_given(cd, key)!r} (given twice, "
                              f"differently: pass {key}= or the cluster's, not both)")
+    for k, v in job_kw.items():           # a strategy or cluster key among the Job keywords
+        where = None if k in Job.model_fields else "strategy" if k in Strategy.model_fields \
+            else "cluster" if k in Cluster.model_fields else None
+        if where:
+            raise InputError(k, v, f"a {where} key: pass {where}={{{k!r}: {v!r}}}")
     j = job if isinstance(job, Job) and not job_kw else {**_as_dict(job), **job_kw}
     specs = build_specs(model, j, cd, strategy, default_gpu="h100_sxm" if gpu is None else gpu,
                         default_gpus=8 if gpus is None else gpus)

@@ -59,6 +59,12 @@ class Spec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True,
                               allow_inf_nan=False, protected_namespaces=())
 
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        from trainplan.errors import SPEC_CLASSES
+        SPEC_CLASSES.setdefault(cls.__name__, cls)      # an unknown key is answered with its keys
+
     @model_validator(mode="after")
     def _bounded(self) -> "Spec":
         for name, own_upper in _field_bounds(type(self)):

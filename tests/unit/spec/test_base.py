@@ -53,3 +53,18 @@ def test_frozen_containers_serialise_copy_and_pickle_as_plain_ones():
     frozen = freeze(trainplan.Job(seq_len=8, global_batch=1))     # a spec without containers
     assert frozen.seq_len == 8
     assert FrozenList([1, 2]) == [1, 2] and copy.deepcopy(FrozenList([[1]])) == [[1]]
+
+
+def test_an_unknown_key_is_answered_with_the_keys_the_spec_has():
+    from trainplan.services.jobfile import build_inputs
+    with pytest.raises(trainplan.InputError) as e:
+        build_inputs({"model": {"preset": "llama-3-8b"}, "job": {"seq_lenn": 4096}})
+    assert "job.seq_lenn" in str(e.value) and "did you mean seq_len?" in str(e.value)
+    with pytest.raises(trainplan.InputError) as e:
+        build_inputs({"model": {"preset": "llama-3-8b"}, "strategy": {"zer": 1}})
+    assert "not a key of Strategy; did you mean zero?" in str(e.value)
+    # a strategy or cluster key among estimate()'s Job keywords says where it belongs
+    with pytest.raises(trainplan.InputError, match=r"a strategy key: pass strategy=\{'tp': 2\}"):
+        trainplan.estimate("llama-3-8b", tp=2)
+    with pytest.raises(trainplan.InputError, match="a cluster key"):
+        trainplan.estimate("llama-3-8b", usd_per_gpu_hour=2.0)
