@@ -35,8 +35,8 @@ class MemoryBreakdown(Out):
                             "activations in flight) or 'optimizer step' (activations freed, the "
                             "step's temporaries allocated); plain PyTorch: the measured phase "
                             "(loss backward, top-layer attention backward, ...)")
-    weights_gib: float
-    gradients_gib: float
+    weights_gib: float = Field(description="parameters held on this GPU (its TP/PP/ZeRO shard, gathered ZeRO-3 layers in overhead)")
+    gradients_gib: float = Field(description="gradients existing at the peak (the framework's grad buffer dtype)")
     optimizer_gib: float = Field(description="optimizer states and fp32 master weights")
     activations_gib: float = Field(description="kept for backward, all micro-batches in flight "
                                    "(0 when the peak is the optimizer step)")
@@ -44,19 +44,19 @@ class MemoryBreakdown(Out):
                                  "(recomputed layer, MLP grads) or the optimizer step's "
                                  "temporaries")
     overhead_gib: float = Field(description="CUDA context, NCCL, buckets, ZeRO-3 gathers, allocator reserve")
-    total_gib: float
+    total_gib: float = Field(description="peak bytes per GPU: the sum of the components above")
     optimizer_step_temp_gib: float = Field(0.0, description="the optimizer step's temporaries "
                                            "(foreach AdamW: one moment-sized buffer), in the "
                                            "total where the peak is the optimizer step")
-    capacity_gib: float
-    headroom_gib: float
+    capacity_gib: float = Field(description="the GPU's memory (catalog hbm_gib)")
+    headroom_gib: float = Field(description="capacity_gib - total_gib (negative: does not fit)")
     fits: bool = Field(description="fits in GPU memory and, with offload, in host memory")
     host_gib_per_node: float = Field(0.0, description="offloaded states in one node's CPU "
                                      "memory (optimizer, gradients, parameters under offload)")
     host_capacity_gib: float = Field(0.0, description="the node's CPU memory for them "
                                      "(cluster.host_memory_gib)")
-    first_stage_gib: float
-    last_stage_gib: float
+    first_stage_gib: float = Field(description="peak of the first pipeline stage (embedding, most micro-batches in flight)")
+    last_stage_gib: float = Field(description="peak of the last pipeline stage (LM head, logits and loss)")
     logits_gib: float = Field(description="logits and loss buffers per micro-batch (last stage)")
 
     @property
@@ -81,18 +81,18 @@ class MemoryBreakdown(Out):
 class TimeBreakdown(Out):
     """Seconds per optimizer step, by component (they add up to ``step_s``)."""
 
-    compute_s: float
+    compute_s: float = Field(description="GEMMs, attention and memory-bound kernels of every micro-batch (recompute included)")
     tp_comm_s: float = Field(description="exposed tensor/sequence-parallel collectives")
     cp_comm_s: float = Field(description="exposed context-parallel ring exchange")
     ep_comm_s: float = Field(description="expert-parallel all-to-all")
-    pp_bubble_s: float
+    pp_bubble_s: float = Field(description="pipeline fill and drain (Narayanan et al. 2021 eq. 1, / vp when interleaved)")
     pp_p2p_s: float
     dp_comm_s: float = Field(description="exposed data-parallel / ZeRO communication")
-    optimizer_s: float
+    optimizer_s: float = Field(description="optimizer step (on the host with offload: CPU-Adam and PCIe copies)")
     offload_s: float = Field(0.0, description="exposed activation-offload copies between GPU "
                              "and host memory")
-    data_s: float
-    step_s: float
+    data_s: float = Field(description="data loading the compute cannot hide")
+    step_s: float = Field(description="one optimizer step: the sum of the components")
 
 
 class Totals(Out):
@@ -100,20 +100,20 @@ class Totals(Out):
     failures and checkpoints (goodput, from ``costmodel.reliability.best_goodput``, the model
     ``trainplan resilience`` uses); ``ideal_wall_clock_days`` is the steps alone."""
 
-    steps: float | None
-    tokens: float | None
-    ideal_wall_clock_days: float | None
-    wall_clock_days: float | None
+    steps: float | None = Field(description="tokens / tokens per step (fractional; a run takes the next whole step)")
+    tokens: float | None = Field(description="training tokens of the run (job.tokens, or samples x epochs x tokens per sample)")
+    ideal_wall_clock_days: float | None = Field(description="steps x step time, without failures or checkpoints")
+    wall_clock_days: float | None = Field(description="ideal days / goodput: with the expected failures, restarts and checkpoints")
     goodput: float | None = Field(None, description="useful time / wall time")
     mtbf_hours: float | None = Field(None, description="mean time between interruptions")
     checkpoint_interval_hours: float | None = Field(None, description="interval that maximises goodput (near Daly 2006's)")
-    checkpoint_write_s: float | None
-    gpu_hours: float | None
-    cost_usd: float | None
-    usd_per_gpu_hour: float | None
-    price_source: str
-    energy_mwh: float | None
-    energy_assumption: str
+    checkpoint_write_s: float | None = Field(description="seconds to write one checkpoint (weights and optimizer states)")
+    gpu_hours: float | None = Field(description="wall-clock hours x GPUs")
+    cost_usd: float | None = Field(description="gpu_hours x usd_per_gpu_hour")
+    usd_per_gpu_hour: float | None = Field(description="the price used (given, or the catalog's dated price)")
+    price_source: str = Field(description="where the price comes from, with its date")
+    energy_mwh: float | None = Field(description="GPU energy of the run, MWh (energy_assumption says how)")
+    energy_assumption: str = Field(description="the power draw assumed (share of TDP, PUE)")
 
 
 class Alternative(Out):
@@ -125,45 +125,45 @@ class Alternative(Out):
     why: str = Field(description=f"'fits' (the layout does not and this does) or 'faster' (it "
                      f"fits with {TIGHT_HEADROOM:.0%} free and is predicted at least "
                      f"{FASTER_BY:.0%} faster)")
-    memory_gib: float
-    step_s: float
+    memory_gib: float = Field(description="its peak memory per GPU")
+    step_s: float = Field(description="its step time")
 
 
 class Estimate(Out):
     """Everything trainplan concludes for one configuration."""
 
-    model: str
-    gpu: str
-    gpus: int
+    model: str = Field(description="model name")
+    gpu: str = Field(description="accelerator name (catalog)")
+    gpus: int = Field(description="GPUs in the cluster")
     framework: str = Field(description="training framework profile (catalog/data/frameworks.json)")
-    precision: str
-    layout: str
-    strategy: dict[str, Any]
-    zero_name: str
-    params_total: int
-    params_active: int
-    grad_accum: int
-    micro_batch: int
-    global_batch: int
-    tokens_per_step: int
-    model_flops_per_step: float
-    hardware_flops_per_step: float
-    six_nd_per_step: float
-    flops_convention: str
+    precision: str = Field(description="bf16_mixed, fp8_mixed, bf16_pure, fp16_mixed or fp32")
+    layout: str = Field(description="the layout in one line, e.g. TP2 PP4x2 DP8 Z1 mb1 sel")
+    strategy: dict[str, Any] = Field(description="the completed Strategy (dp derived, the framework's rules applied)")
+    zero_name: str = Field(description="the ZeRO stage in words (and its FSDP name)")
+    params_total: int = Field(description="exact parameter count")
+    params_active: int = Field(description="parameters active per token (MoE: routed experts only)")
+    grad_accum: int = Field(description="micro-batches per optimizer step on each data-parallel rank")
+    micro_batch: int = Field(description="sequences per micro-batch")
+    global_batch: int = Field(description="sequences per optimizer step")
+    tokens_per_step: int = Field(description="global_batch x seq_len")
+    model_flops_per_step: float = Field(description="model FLOPs of one step (no recompute), flops_convention")
+    hardware_flops_per_step: float = Field(description="FLOPs executed, recompute included")
+    six_nd_per_step: float = Field(description="6 x active parameters x tokens (Kaplan et al. 2020), for comparison")
+    flops_convention: str = Field(description="how model FLOPs are counted (causal attention, LM head)")
     memory: MemoryBreakdown
     time: TimeBreakdown
-    tokens_per_s: float
-    tokens_per_s_per_gpu: float
+    tokens_per_s: float = Field(description="useful tokens per second of the whole cluster")
+    tokens_per_s_per_gpu: float = Field(description="tokens_per_s / gpus")
     tflops_per_gpu: float = Field(description="achieved model TFLOP/s per GPU")
-    mfu: float
-    hfu: float
-    peak_tflops: float
+    mfu: float = Field(description="model FLOPs utilisation: model FLOPs / (step x GPUs x dense peak)")
+    hfu: float = Field(description="hardware FLOPs utilisation (recompute counted)")
+    peak_tflops: float = Field(description="dense peak TFLOP/s per GPU of the matmul dtype")
     totals: Totals
     assumptions: list[str] = Field(default_factory=list, description="the inputs the numbers "
                                    "rest on, in words")
     inputs: dict[str, Any] = Field(default_factory=dict, description="model, job, cluster and "
                                    "strategy specs: the JSON alone reproduces the estimate")
-    warnings: list[str]
+    warnings: list[str] = Field(description="what to check: does not fit, tight memory, bubbles, validation caveats")
     accuracy: Accuracy | None = Field(None, description="how far published runs of this "
                                       "framework family were from trainplan's predictions, and "
                                       "the step range that puts this estimate in (costmodel/"

@@ -7,12 +7,15 @@ one :class:`~trainplan.services.requests.PlanRequest` through :func:`plan_reques
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from trainplan.errors import InputError, expect_mapping
 from trainplan.services.jobfile import build_specs
 from trainplan.services.requests import PlanRequest, SearchOptions, validated
 from trainplan.spec.model import Model
+
+if TYPE_CHECKING:
+    from trainplan.search.rank import PlanResult
 
 
 def _as_list(v: Any) -> list[str]:
@@ -138,8 +141,15 @@ def plan(model: str | Model = "llama-3-8b", job: Any = None, *,
          objective: str = "fastest", deadline_days: float | None = None,
          budget_usd: float | None = None, headroom_gib: float = 0.0, top: int = 5,
          space: Any = None, cluster: dict[str, Any] | None = None,
-         progress: Callable[[int, int], None] | None = None, **job_kw: Any) -> Any:
+         progress: Callable[[int, int], None] | None = None, **job_kw: Any) -> PlanResult:
     """Search every layout of ``model`` on the GPU types and counts; rank by ``objective``.
+
+    ``gpu``: one accelerator id or a list; ``gpus``: a count, a list or a range "8..4096";
+    ``objective``: fastest, cheapest or fewest; ``deadline_days``/``budget_usd``: limits the
+    run must meet; ``job`` (a :class:`Job` or its keys) and/or Job keys as keyword arguments;
+    ``cluster``: other cluster keys (gpus_per_node, usd_per_gpu_hour, ...). Returns a
+    ``PlanResult``: ``top`` (ranked Estimates; ``winner`` is ``top[0]``), ``pareto``,
+    ``explanation``. Raises :class:`trainplan.InputError` naming the field on bad input.
 
     >>> r = plan("llama-2-7b", gpu="h100", gpus=8, seq_len=4096, global_batch=256)
     >>> r.winner.layout  # doctest: +SKIP
