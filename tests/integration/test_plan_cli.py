@@ -96,3 +96,15 @@ def test_price_per_gpu_type_keeps_the_others():
     for bad in ("abc", "l40s=-1", "mi300x=2", "=3"):
         r = runner.invoke(app, base + ["--price", bad])
         assert r.exit_code == 2 and "--price" in r.output, (bad, r.output)
+
+
+def test_out_without_emit_is_refused_and_limits_are_words(tmp_path):
+    for cmd in ("plan", "estimate"):
+        r = runner.invoke(app, [cmd, "--model", "llama-3-8b", "--out", str(tmp_path / "x")])
+        assert r.exit_code == 2 and "--out" in r.output and "--emit" in r.output
+        assert not (tmp_path / "x").exists()
+    r = runner.invoke(app, ["plan", "--model", "llama-2-7b", "--gpus", "8..16", "--tokens", "1e10",
+                            "--objective", "fewest", "--deadline-days", "400"])
+    assert r.exit_code == 0, r.output
+    head = " ".join(r.output.split())
+    assert "(deadline 400 days)" in head and "{" not in head

@@ -63,6 +63,13 @@ def estimate_command(
     from trainplan.services.estimate import estimate_job
     from trainplan.services.jobfile import merge, start
 
+    if report is not None:              # a bad --report path fails before the estimate
+        from trainplan.report.output import check_report_path
+        check_report_path(report, force)
+    if out is not None and not emit:
+        from trainplan.errors import InputError
+        raise InputError("--out", str(out), "given with --emit FORMATS (it is the folder the "
+                         "launch files go to; without --emit nothing is written)")
     data = start(job_file, model, use_example=not model)   # --gpu alone keeps the example
     merge(data, "cluster", gpu=gpu, gpus=gpus, gpus_per_node=gpus_per_node, usd_per_gpu_hour=price,
           profile=o.as_path(profile))

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from trainplan.report import figures as F
-from trainplan.report.fmt import num
+from trainplan.report.fmt import constraint_text, num
 
 
 @dataclass
@@ -139,10 +139,10 @@ def plan_report(result: Any, job: Any = None, cluster: Any = None) -> Report:
     """A report of a plan: the winner and why, the runners-up, the Pareto front, the figures."""
     w = result.winner
     r = Report("plan", f"trainplan plan: {result.model}")
-    cons = {k: v for k, v in result.constraints.items() if v}
+    cons = constraint_text(result.constraints)
     r.recommendation = [
         f"recommended: {w.layout} on {w.gpus} x {w.gpu} ({w.zero_name})",
-        f"objective {result.objective}" + (f", constraints {cons}" if cons else "")
+        f"objective {result.objective}" + (f", {cons}" if cons else "")
         + f"; binds: {result.binding}",
         f"step {w.time.step_s:.3g} s, MFU {w.mfu:.1%}, memory {w.memory.total_gib:.1f} of "
         f"{w.memory.capacity_gib:.0f} GiB", _totals_line(w)]

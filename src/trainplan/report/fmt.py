@@ -39,3 +39,12 @@ def band(ci: Any) -> str:
 def cut(text: str, n: int) -> str:
     """``text`` shortened to ``n`` characters, ending in an ellipsis when shortened."""
     return text if len(text) <= n else text[: n - 1] + "\u2026"
+
+
+def constraint_text(constraints: dict) -> str:
+    """The plan's limits in words: 'deadline 45 days, budget $2,000,000, headroom 4 GiB'."""
+    words = {"deadline_days": lambda v: f"deadline {v:g} days",
+             "budget_usd": lambda v: f"budget ${v:,.0f}",
+             "headroom_gib": lambda v: f"headroom {v:g} GiB"}
+    return ", ".join(words.get(k, lambda v, k=k: f"{k} {v}")(v)
+                     for k, v in constraints.items() if v)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from trainplan.report.fmt import constraint_text
+
 
 def _counts(counts: list[int]) -> str:
     return str(counts[0]) if len(counts) == 1 else f"{counts[0]}..{counts[-1]} ({len(counts)} counts)"
@@ -25,10 +27,10 @@ def render(result, paths: list[Path]) -> None:
     from trainplan.report.echo import console
     c = console()
     w = result.winner
-    cons = {k: v for k, v in result.constraints.items() if v}
+    cons = constraint_text(result.constraints)
     c.print(f"[bold]{escape(result.model)}[/bold]: plan by [cyan]{result.objective}[/cyan] on "
             f"{', '.join(result.gpu_ids)} x {_counts(result.gpu_counts)} GPUs"
-            + (f"  constraints {cons}" if cons else ""), highlight=False)
+            + (f"  ({cons})" if cons else ""), highlight=False)
     many_gpus = len(result.gpu_ids) > 1
     many_counts = len(result.gpu_counts) > 1
     cols = ["layout"] + (["GPU"] if many_gpus else []) + (["n"] if many_counts else []) \

@@ -91,7 +91,8 @@ def emit_elastic(inp, st, ck, work_h, out_dir, min_nodes, max_restarts, force):
     spec = LaunchSpec(model=inp.model, job=inp.job, cluster=inp.cluster, strategy=st,
                       script_args=("--checkpoint-dir", "$CHECKPOINT_DIR"))
     check_spec(spec)
-    files = render_elastic(spec, min_nodes or max(1, spec.nodes // 2), spec.nodes, max_restarts,
+    files = render_elastic(spec, max(1, spec.nodes // 2) if min_nodes is None else min_nodes,
+                           spec.nodes, max_restarts,
                            ck.write_s, time_hours=min(work_h * 1.2, 48.0))
     return write_files(files, out_dir, force=force,
                        executable=("torchrun_elastic.sh", "train_requeue.sbatch"))
