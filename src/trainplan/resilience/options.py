@@ -20,10 +20,18 @@ def purchase_options(job_file, gpu, gpus, provider, interruptions, od, rs, sp, f
 
     for name, v, hi in (("--restart-minutes", restart_minutes, 1e6),
                         ("--spot-wait-minutes", spot_wait_minutes, 1e6),
-                        ("--interruptions", interruptions, 1.0), ("--on-demand-price", od, 1e6),
+                        ("--on-demand-price", od, 1e6),
                         ("--reserved-price", rs, 1e6), ("--spot-price", sp, 1e6)):
         if v is not None:
             check_range(name, v, 0.0, hi)
+    if interruptions is not None:         # every instance interrupted each month: no progress
+        try:
+            f = float(interruptions)
+        except (TypeError, ValueError):
+            f = float("nan")
+        if not 0.0 <= f < 1.0:
+            raise InputError("--interruptions", interruptions, "a fraction of instances "
+                             "interrupted per month, 0 <= f < 1")
     check_int("--simulate", runs, 0, 100_000)
     if job_file is None:
         job_file = Path(str(resources.files("trainplan.examples").joinpath("vlm_source_case.toml")))

@@ -95,3 +95,8 @@ def test_cli_resilience_json_and_bad_input():
     assert set(by["spot"]["sim_days"]) == {"p10", "p50", "p90"}
     bad = CliRunner().invoke(app, ["resilience", "--provider", "nowhere"])
     assert bad.exit_code == 2 and "provider" in bad.output
+    for v in ("1", "1.5", "-0.1"):          # one field name and one range for every bad value
+        bad = CliRunner().invoke(app, ["resilience", "--interruptions", v])
+        assert bad.exit_code == 2 and "--interruptions" in bad.output and "0 <= f < 1" in bad.output
+    bad = CliRunner().invoke(app, ["resilience", "--emit", "e0", "--min-nodes", "0"])
+    assert bad.exit_code == 2 and "--min-nodes" in bad.output
