@@ -83,6 +83,11 @@ def _input_warnings(model, job) -> list[str]:
                    f"{model.name} was trained on: long-context training usually extends RoPE "
                    "(e.g. a larger rope theta or YaRN) first; the cost here is of the sequence "
                    "as given")
+    if job.trainable == "lora" and 2 * job.lora_rank > dec.hidden:
+        out.append(f"LoRA rank {job.lora_rank} is over half the width ({dec.hidden}): the "
+                   "adapters r(d_in + d_out) outgrow the matrices they adapt, so a full "
+                   "fine-tune trains fewer parameters (Hu et al. 2021, sec. 7.2, try r = 1 to 64); the adapters' "
+                   "own matmuls are not timed here")
     if job.trainable == "lora" and job.frozen:
         out.append(f"frozen {list(job.frozen)} changes nothing with LoRA: every base weight is "
                    "frozen and the adapters train on the decoder's linear layers; a part "

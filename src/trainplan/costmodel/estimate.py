@@ -278,7 +278,10 @@ def assumptions(model: Model, job: Job, cluster: Cluster) -> list[str]:
         out.append(f"{job.images_for(model):g} image(s) per sample"
                    + (f", {job.text_tokens:g} text tokens per sample" if job.text_tokens else ""))
     if job.frozen or job.trainable == "lora":
-        out.append("trainable: " + (f"LoRA rank {job.lora_rank}" if job.trainable == "lora"
+        from trainplan.costmodel.params import lora_params
+        lora = (f"LoRA rank {job.lora_rank} on q, k, v, o and the MLP matrices "
+                f"({lora_params(model.decoder, job.lora_rank):,} adapter parameters)")
+        out.append("trainable: " + (lora if job.trainable == "lora"
                                     else "all but " + ", ".join(job.frozen)))
     price = cluster.price
     src = "user override" if cluster.usd_per_gpu_hour is not None else (acc.price_source or "none")

@@ -38,3 +38,14 @@ def test_pytorch_gradients_held_through_accumulated_micro_batches():
     assert eight.gradients_gib == pytest.approx(4 * 1_235_814_400 / 2**30, rel=1e-3)
     assert eight.total_gib == pytest.approx(one.total_gib + eight.gradients_gib, rel=1e-6)
     assert not eight.fits
+
+
+def test_lora_rank_beyond_half_the_width_is_named_and_adapters_counted():
+    w = _warnings("llama-3-8b", trainable="lora", lora_rank=4096)
+    assert any("over half the width (4096)" in x for x in w)
+    assert not any("half the width" in x for x in _warnings("llama-3-8b", trainable="lora",
+                                                                lora_rank=64))
+    e = trainplan.estimate("llama-3-8b", trainable="lora", lora_rank=16)
+    # r (d_in + d_out) per adapted matrix, 7 matrices per layer, 32 layers
+    per_layer = 16 * ((4096 + 4096) + 2 * (4096 + 1024) + (4096 + 4096) + 3 * (4096 + 14336))
+    assert f"({32 * per_layer:,} adapter parameters)" in " ".join(e.assumptions)
