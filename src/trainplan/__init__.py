@@ -25,6 +25,8 @@ _LAZY = {
     "InputError": ("trainplan.errors", "InputError"),
     "evolve": ("trainplan.spec.base", "evolve"),
     "plan": ("trainplan.services.plan", "plan"),
+    "audit": ("trainplan.services.audit", "audit"),
+    "Claims": ("trainplan.services.audit", "Claims"),
 }
 
 

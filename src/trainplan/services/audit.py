@@ -71,12 +71,21 @@ class Claims(Spec):
                                  "accumulation, e.g. 'ceil(sqrt(batch/4))' (the source's)")
 
 
-@dataclass
+Verdict = Literal["contradiction", "warning", "ok", "info"]
+
+
+@dataclass(frozen=True)
 class Finding:
+    """One check of the claims: its name, the verdict, one line, and the arithmetic behind it."""
+
     check: str
-    verdict: str          # contradiction | warning | ok | info
+    verdict: Verdict
     summary: str
     arithmetic: list[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready (``json.dumps(f.to_dict())``)."""
+        return asdict(self)
 
 
 def _g(x: float) -> str:
@@ -229,7 +238,7 @@ def check_memory_states(peak_gb, params, precision, optimizer, gpus, capacity_gi
                        f"ZeRO-{zero} model states alone ({_g(per[zero] / GB)} GB) exceed the claimed "
                        f"{_g(peak_gb)} GB", ar)
     if per[0] > cap and zero is None:
-        verdict = "warning"
+        verdict: Verdict = "warning"
         summary = (f"unsharded states ({_g(per[0] / GB)} GB) exceed the GPU: the run must shard "
                    "(ZeRO/FSDP) but does not say so")
         if abs(wrong - peak_gb) / peak_gb < UNDERCOUNT_MATCH:
@@ -308,8 +317,19 @@ def load_claims(path: str | Path) -> Claims:
         raise from_validation_error(e, "claims.") from None
 
 
-def audit(claims: Claims) -> list[Finding]:
-    """Run every check whose inputs the claims provide."""
+def audit(claims: Claims | dict[str, Any]) -> list[Finding]:
+    """Run every check whose inputs the claims provide (a :class:`Claims` or its keys, as in a
+    claims file's ``[claims]`` table); each :class:`Finding` says its verdict and arithmetic.
+
+    >>> fs = audit({"gpu": "a100_sxm_80gb", "gpus": 8, "days": 11.25, "total_flops": 5.9e21})
+    >>> [f.verdict for f in fs]  # doctest: +SKIP
+    """
+    if not isinstance(claims, Claims):
+        from trainplan.errors import expect_mapping
+        try:
+            claims = Claims(**expect_mapping("claims", claims))
+        except ValidationError as e:
+            raise from_validation_error(e, "claims.") from None
     from trainplan.catalog.accelerators import get_accelerator
     from trainplan.conventions import MATMUL_DTYPE
     acc = get_accelerator(claims.gpu)

@@ -119,3 +119,15 @@ def test_memory_check_with_a_gpu_count_that_is_not_whole_nodes():
     claims = A.Claims(gpu="a100", gpus=12, global_batch=96)
     f = A.check_memory_activations(get_model("llama-2-7b"), claims, 2048, 1, 80.0)
     assert f.arithmetic and "ZeRO-3" in " ".join(f.arithmetic)
+
+
+def test_audit_from_python_takes_a_mapping_and_returns_json_ready_findings():
+    import json
+
+    import trainplan
+    fs = trainplan.audit({"gpu": "a100_sxm_80gb", "gpus": 8, "days": 11.25,
+                          "total_flops": 5.9e21})
+    assert [(f.check, f.verdict) for f in fs] == [("FLOPs vs time vs hardware", "contradiction")]
+    assert json.loads(json.dumps([f.to_dict() for f in fs]))[0]["verdict"] == "contradiction"
+    with pytest.raises(trainplan.InputError, match="claims.gpus"):
+        trainplan.audit({"gpu": "a100_sxm_80gb", "gpus": -1})
