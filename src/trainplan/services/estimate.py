@@ -32,6 +32,10 @@ def estimate(model: str | Model = "llama-3-8b", *, gpu: str | None = None,
     """
     from trainplan.errors import InputError, expect_mapping
 
+    if model is None:
+        raise InputError("model", None, "a preset id, a config.json path or a Model")
+    if isinstance(gpus, bool):
+        raise InputError("gpus", gpus, "a whole number of GPUs")
     cd = cluster if isinstance(cluster, Cluster) else expect_mapping("cluster", cluster)
     for key, value in (("gpu", gpu), ("gpus", gpus)):
         if value is not None and _differs(cd, key, value):

@@ -169,8 +169,11 @@ def plan(model: str | Model = "llama-3-8b", job: Any = None, *,
     j = job if isinstance(job, Job) and not job_kw else \
         {**({k: getattr(job, k) for k in job.model_fields_set} if isinstance(job, Job)
             else expect_mapping("job", job)), **job_kw}
+    import numpy as np
+    counts = [int(x) if isinstance(x, (int, np.integer)) and not isinstance(x, bool) else x
+              for x in gpus] if isinstance(gpus, (tuple, range, np.ndarray)) else gpus
     req = plan_request({"model": model, "job": j, "cluster": cd}, gpu=gpu,
-                       gpus=list(gpus) if isinstance(gpus, tuple) else gpus, objective=objective,
+                       gpus=counts, objective=objective,
                        deadline_days=deadline_days, budget_usd=budget_usd,
                        headroom_gib=headroom_gib, top=top, space=space)
     result, _ = run_plan(req, progress)

@@ -101,3 +101,14 @@ def test_gpu_given_twice_is_refused_not_ignored():
     with pytest.raises(InputError) as err:      # a whole record is named by its id, not dumped
         estimate("llama-2-7b", cluster={"accelerator": get_accelerator("h100")})
     assert "Accelerator(id='h100_sxm', ...)" in str(err.value) and len(str(err.value)) < 400
+
+
+def test_loose_python_inputs_are_refused_or_read_as_meant():
+    import numpy as np
+
+    import trainplan
+    for kw in (dict(gpus=True), dict(model=None)):
+        with pytest.raises(InputError):
+            estimate(**({"model": "llama-3-8b"} | kw))
+    for counts in (range(8, 17, 8), np.array([8, 16])):     # any sequence of GPU counts
+        assert trainplan.plan("llama-2-7b", gpus=counts, tokens=1e10).gpu_counts == [8, 16]
