@@ -18,7 +18,7 @@ def render_models(rows: Sequence[dict[str, Any]]) -> None:
                [(r["id"], r["family"] + (" +vision" if r["vision"] else ""), _billions(r["params"]),
                  _billions(r["active"]) if r["active"] != r["params"] else "=",
                  f"{r['context_length']:,}" if r["context_length"] else "-", r["attention"],
-                 cut(r["source"] or "", 60)) for r in rows],
+                 cut(r["source"] or "", 28)) for r in rows],
                right=("params", "active", "context"))
 
 
