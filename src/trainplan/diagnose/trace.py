@@ -290,4 +290,5 @@ def summarize(rows: list[dict[str, Any]], host: bool = False) -> dict[str, Any]:
         verdicts.append("host-idle" if host else "launch-bound")
     if mean["idle_host_sync_us"] > 0.1 * step:
         verdicts.append("sync-bound")
-    return {"steps": len(rows), "steps_averaged": len(use), "mean": mean, "verdicts": verdicts}
+    return {"steps": len(rows), "steps_averaged": len(use), "mean": mean, "verdicts": verdicts,
+            "host_mode": host}

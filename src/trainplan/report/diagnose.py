@@ -61,8 +61,10 @@ def render_trace(out: list[dict[str, Any]], strag: Any, vs: Any) -> None:
                 typer.echo(f"  {k:<18}{m[f'{k}_us'] / 1e3:9.2f} ms {100 * m[f'{k}_us'] / step:6.1f}%")
         typer.echo(f"  comm overlapped   {m['comm_overlapped_us'] / 1e3:8.2f} ms (under compute, "
                    "not in the sum)")
+        # a CPU-only trace launches no kernels: its rest is host time outside the operators
+        rest = "host time outside operators" if o.get("host_mode") else "launch-bound"
         typer.echo(f"  idle by host cause: data-loader wait {m['idle_data_wait_us'] / 1e3:.2f} ms, "
-                   f"host sync {m['idle_host_sync_us'] / 1e3:.2f} ms, launch-bound "
+                   f"host sync {m['idle_host_sync_us'] / 1e3:.2f} ms, {rest} "
                    f"{m['idle_launch_bound_us'] / 1e3:.2f} ms")
         typer.echo("  heuristics (source document: data wait > 5 ms per batch, communication > "
                    f"15% of step): {', '.join(o['verdicts']) or 'none triggered'}")

@@ -40,3 +40,5 @@ def test_cpu_traces_add_up_and_name_the_slow_rank(gloo_traces):
     assert s["straggler"] == 1
     res = CliRunner().invoke(app, ["diagnose", "trace", *map(str, gloo_traces)])
     assert res.exit_code == 0 and "straggler: rank 1" in res.output
+    # CPU-only traces launch no kernels: their idle rest is not called launch-bound
+    assert "host time outside operators" in res.output and "launch-bound" not in res.output
