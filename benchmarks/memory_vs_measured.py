@@ -51,6 +51,10 @@ def clip_tower(layers, hidden, heads, ffn, image, patch):
 TINY = llama("llama-tiny (3L h192 GQA 6/2)", 3, 192, 6, 2, 512, 1000)
 SMALL = llama("llama-small (4L h512 GQA 8/2, 32K vocab)", 4, 512, 8, 2, 1376, 32000)
 QWEN = llama("qwen2-tiny (2L h256, qkv bias, tied)", 2, 256, 8, 2, 688, 4096, tied=True, bias=True)
+# Qwen3-style: per-head q/k RMSNorm (transformers' Qwen3 class), head dim 128 as Qwen3's
+QWEN3 = Model(name="qwen3-tiny (3L h512, q/k norm)", stacks=(Stack(
+    layers=3, hidden=512, heads=8, kv_heads=4, head_dim=128, ffn_hidden=1536, vocab=8192,
+    tied_embeddings=True, qk_norm="head"),))
 # CLIP ViT-L/14 vision tower (openai/clip-vit-large-patch14: 24 layers, 1024, 16 heads, 4096)
 CLIP_L = Model(name="CLIP ViT-L/14 vision tower", stacks=(
     Stack(layers=1, hidden=64, heads=2, ffn_hidden=128, vocab=16),
@@ -122,6 +126,9 @@ CASES = [
     (get_model("llama-2-7b"), StepConfig(seq_len=2048, precision="bf16_mixed", attn="eager",
                                          dropout=True, recompute="layers",
                                          recompute_layers=24)),
+    (QWEN3, StepConfig(seq_len=1024, precision="bf16_mixed", attn="sdpa", micro_batch=2)),
+    (QWEN3, StepConfig(seq_len=512, precision="fp32", attn="eager", recompute="full")),
+    (QWEN3, StepConfig(seq_len=1024, precision="bf16_pure", attn="sdpa", dropout=True)),
     # gradient accumulation: every .grad exists through the second micro-batch's backward
     (SMALL, StepConfig(seq_len=1024, precision="bf16_mixed", attn="sdpa", grad_accum=2)),
     (GPT2_SMALL, StepConfig(seq_len=1024, micro_batch=4, precision="bf16_mixed", attn="eager",

@@ -44,6 +44,9 @@ field or a function below:
    (:func:`hf_layer_activation_parts`, :func:`hf_head_activation_bytes`).
 8. **Some layers checkpointed** (``recompute="layers"``, k layers): the first k layers keep
    their input only, the others everything (``rc_layers``).
+9. **Q/K norms** (Qwen3's per-head RMSNorm on queries and keys, measured on transformers'
+   Qwen3 class): 8 or 6 bytes per q/k element and a rsqrt per head row
+   (:func:`qk_norm_bytes`), outside SDPA's backward working set.
 
 The step's peak from these tensors is :func:`trainplan.costmodel.hf_step.hf_step_memory`.
 """
@@ -157,8 +160,26 @@ def hf_layer_activation_parts(stack, s, b, precision: str, flash, dropout=False)
     probs = np.where(drop, soft + 1.0 + c, soft + cast) * a * s
     resid_drop = np.where(drop & gpt2, 1.0 * h, 0.0)
     sdpa_attn = c * (a * d + 2 * kv * d + a * d) + 4.0 * a
-    attn = np.where(flash, sdpa_attn, eager_attn + probs)
+    attn = np.where(flash, sdpa_attn, eager_attn + probs) + qk_norm_bytes(stack, precision)
     return tokens * (norm1 + attn + resid_drop), tokens * (norm2 + mlp + resid_drop)
+
+
+def qk_norm_bytes(stack, precision: str) -> float:
+    """Bytes per token the q/k RMSNorm of Qwen3 (per head, ``Qwen3RMSNorm`` on q and k before
+    RoPE) keeps for backward: per element its input and the normalised fp32 value, 8 bytes in
+    fp32 and 6 in bf16 (the bf16 input beside the fp32 upcast; pure bf16 and autocast alike),
+    and an fp32 rsqrt per normalised row (a head of a token; one row of all heads for
+    OLMo 2's ``full`` norm). Measured with ``trainplan.measure.memtrace`` on transformers'
+    Qwen3 class (hidden 256, 8 heads, 4 KV heads, head dim 32, 2 and 4 layers, 128 and 256
+    tokens: 3,120 and 2,352 bytes per token per layer beyond the same Llama layer, in fp32 and
+    in bf16); OLMo 2's ``full`` variant is counted alike, not measured."""
+    if stack.qk_norm == "none":
+        return 0.0
+    e, amp = _elem(precision)
+    per = 8.0 if (e == 4.0 and not amp) else 6.0
+    a, kv, d = stack.heads, stack.n_kv, stack.d_head
+    rows = (a + kv) if stack.qk_norm == "head" else 2.0
+    return per * (a + kv) * d + 4.0 * rows
 
 
 def hf_layer_activation_bytes(stack, s, b, precision: str, flash, rc, dropout=False):

@@ -8,7 +8,8 @@ from __future__ import annotations
 import numpy as np
 
 from trainplan.costmodel.hf_memory import (_elem, _is_gpt2, _probs_bytes,
-                                           hf_head_activation_bytes, hf_layer_activation_parts)
+                                           hf_head_activation_bytes, hf_layer_activation_parts,
+                                           qk_norm_bytes)
 from trainplan.costmodel.layout import by_recompute
 from trainplan.costmodel.params import attention_params, mlp_params, norm_params, stack_params
 
@@ -162,7 +163,10 @@ def hf_step_memory(prof, stack, s, b, precision: str, flash, rc,
     lsm = 4.0 * V * T
     casts_kept = c_head + (L - n_ck) * c_layer
     activations = a_below + np.where(top_ck, a_ck, a_full) + a_head + casts_kept
-    t_attn = np.where(flash, 2.0 * a_attn, eager_attention_backward_bytes(stack, s, b, precision))
+    # SDPA's backward working set: the q, k, v gradients, twice the attention half without the
+    # q/k norms' saved tensors (those are read after it)
+    t_attn = np.where(flash, 2.0 * (a_attn - T * qk_norm_bytes(stack, precision)),
+                      eager_attention_backward_bytes(stack, s, b, precision))
     # by the softmax backward the copy of the probabilities in the compute dtype is freed, or
     # with dropout the mask and the dropped probabilities (measured)
     _, cast = _probs_bytes(stack, precision)

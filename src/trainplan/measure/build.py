@@ -54,14 +54,17 @@ def _decoder_config(dec: Stack, seq_len: int, attn: str, dropout: bool = False,
                          "False for the Llama/Qwen2/Mistral families built by `measure`")
     # parts the Llama/Qwen2/Mixtral classes built here do not have: measuring without them
     # would agree with a prediction that leaves them out too, and prove nothing
-    missing = {"qk_norm": dec.qk_norm != "none", "norms_per_layer": dec.norms_per_layer != 2,
+    # Qwen3's per-head q/k RMSNorm is built with transformers' Qwen3 class (dense, no bias)
+    qwen3 = dec.qk_norm == "head" and dec.moe is None and not dec.attn_bias
+    missing = {"qk_norm": dec.qk_norm != "none" and not qwen3,
+               "norms_per_layer": dec.norms_per_layer != 2,
                "final_logit_softcap": dec.final_logit_softcap > 0, "mla": dec.mla is not None}
     for field, present in missing.items():
         if present:
             raise InputError(f"model.decoder.{field}", getattr(dec, field),
-                             "absent for `measure`: it builds Llama, Qwen2, Mixtral and GPT-2 "
-                             "classes, which have no such part (Qwen3, Gemma 2/3, OLMo 2 and "
-                             "DeepSeek models are not measured)")
+                             "absent for `measure`: it builds Llama, Qwen2, Qwen3 (dense), "
+                             "Mixtral and GPT-2 classes, which have no such part (Gemma 2/3, "
+                             "OLMo 2 and DeepSeek models are not measured)")
     common = dict(vocab_size=dec.vocab, hidden_size=dec.hidden, intermediate_size=dec.ffn_hidden,
                   num_hidden_layers=dec.layers, num_attention_heads=dec.heads,
                   num_key_value_heads=dec.n_kv, head_dim=dec.d_head,
@@ -75,6 +78,8 @@ def _decoder_config(dec: Stack, seq_len: int, attn: str, dropout: bool = False,
                              "a Mixtral-style MoE (no shared experts, all layers MoE) for `measure`")
         return tf.MixtralConfig(num_local_experts=m.num_experts, num_experts_per_tok=m.top_k,
                                 **{**common, "intermediate_size": m.expert_ffn_hidden})
+    if qwen3:
+        return tf.Qwen3Config(attention_bias=False, attention_dropout=pa, **common)
     if dec.attn_bias:
         return tf.Qwen2Config(attention_dropout=pa, **common)
     return tf.LlamaConfig(attention_bias=False, mlp_bias=dec.mlp_bias,

@@ -143,12 +143,32 @@ def test_gradient_accumulation_keeps_every_gradient_through_the_next_backward(pr
     assert est2 == pytest.approx(analytic_peak(m, two)["total"], rel=1e-6)
 
 
-@pytest.mark.parametrize("preset, field", [("qwen3-0.6b", "qk_norm"), ("gemma-3-1b", "qk_norm"),
+@pytest.mark.parametrize("preset, field", [("olmo-2-7b", "qk_norm"), ("gemma-3-1b", "norms_per_layer"),
                                            ("gemma-2-9b", "norms_per_layer")])
 def test_models_measure_cannot_build_are_refused(preset, field):
-    """Qwen3's q/k norms and Gemma's extra norms are not in the Llama class `measure` builds:
-    refused by name rather than measured without them."""
+    """OLMo 2's whole-width q/k norm and Gemma's extra norms are not in the classes `measure`
+    builds: refused by name rather than measured without them."""
     from trainplan.catalog import get_model
     from trainplan.errors import InputError
     with pytest.raises(InputError, match=f"model.decoder.{field}"):
         measure_step_memory(get_model(preset), StepConfig(seq_len=64), fake=True)
+
+
+@pytest.mark.parametrize("precision, attn", [("bf16_mixed", "sdpa"), ("fp32", "eager"),
+                                             ("bf16_pure", "sdpa")])
+def test_qwen3_qk_norm_is_built_measured_and_predicted(precision, attn):
+    """Qwen3's per-head q/k RMSNorm (transformers' Qwen3 class) keeps 8 (fp32) or 6 (bf16)
+    bytes per q/k element and an fp32 rsqrt per head row: the prediction follows the same
+    model without it by the same margin."""
+    from trainplan.spec.model import Model, Stack
+    def mk(qkn):
+        return Model(name="q", stacks=(Stack(layers=4, hidden=256, heads=8, kv_heads=4,
+                                             head_dim=32, ffn_hidden=688, vocab=512,
+                                             tied_embeddings=True, qk_norm=qkn),))
+    cfg = StepConfig(seq_len=512, precision=precision, attn=attn)
+    err = {}
+    for qkn in ("none", "head"):
+        meas = measure_step_memory(mk(qkn), cfg, fake=True)
+        err[qkn] = estimate_for(mk(qkn), cfg).memory.total_gib * 2**30 / meas.peak_bytes - 1
+    assert abs(err["head"] - err["none"]) < 0.002
+    assert abs(err["head"]) < 0.015
