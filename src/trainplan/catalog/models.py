@@ -89,6 +89,9 @@ def get_model(name: str | Model) -> Model:
     from trainplan.io.limits import check_name
     name = check_name("model", name)
     key = name.strip().lower()
+    if not key:
+        raise InputError("model", name, "a preset id (see `trainplan models`) or a path to a "
+                         "Hugging Face config.json")
     if key in _index():
         return _preset(key)
     p = Path(name)

@@ -11,6 +11,8 @@ A job file has up to five tables; every key is optional and flags override the f
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import json
 import tomllib
 from importlib import resources
@@ -137,6 +139,9 @@ def build_specs(model: Any = None, job: Any = None, cluster: Any = None, strateg
         mdl = model
     elif isinstance(model, str):
         mdl = get_model(model)
+    elif model is not None and not isinstance(model, Mapping):
+        raise InputError("model", model, "a preset id, a config.json path, a Model, or a "
+                         "mapping of model keys (preset, hf_config or stacks)")
     else:
         mdl = _model(expect_mapping("model", model))
     cd = {} if isinstance(cluster, Cluster) else expect_mapping("cluster", cluster)

@@ -112,3 +112,10 @@ def test_loose_python_inputs_are_refused_or_read_as_meant():
             estimate(**({"model": "llama-3-8b"} | kw))
     for counts in (range(8, 17, 8), np.array([8, 16])):     # any sequence of GPU counts
         assert trainplan.plan("llama-2-7b", gpus=counts, tokens=1e10).gpu_counts == [8, 16]
+
+
+@pytest.mark.parametrize("model", ["", "  ", 123])
+def test_a_model_that_is_no_model_is_named_as_given(model):
+    with pytest.raises(InputError) as e:
+        estimate(model)
+    assert str(e.value).startswith(f"model = {model!r} is not valid: a preset id")
