@@ -73,3 +73,12 @@ def test_trace_parts_against_plan(shared):
     assert vs["planned_step_s"] == pytest.approx(sum(vs["planned_s"].values()), rel=0.01)
     assert vs["largest_deviation"] in vs["planned_s"]
     assert log_vs_plan({"step_s_median": None}, est) == {}
+
+
+def test_log_calibration_without_a_job_is_refused(shared, tmp_path):
+    cal = tmp_path / "cal.json"
+    cal.write_text("{}")
+    res = CliRunner().invoke(app, ["diagnose", "log", str(shared / "logs/issues/"
+                                   "megatron_lm_756_mixtral8x7b_16xH100.txt"),
+                                   "--calibration", str(cal)])
+    assert res.exit_code == 2 and "--calibration" in res.output and "job" in res.output

@@ -57,6 +57,10 @@ def log(
     from trainplan.diagnose.logs import read_log, summarize
     s = summarize(read_log(path, regex))
     est = plan_of(job_file, model, gpu, gpus, seq_len, global_batch, sets)
+    if calibration and est is None:       # a calibration applies to a plan: it needs the job
+        from trainplan.errors import InputError
+        raise InputError("--calibration", str(calibration), "given with the job (--model or "
+                         "a job file, --gpu, --gpus ...): it rescales the plan's step")
     if est is not None:
         s["vs_plan"] = log_vs_plan(s, est)
         s["advice"] += log_advice(s, s["vs_plan"], est)

@@ -140,17 +140,19 @@ def emit_winner(req: PlanRequest, result: Any, sweep: Any, out: Path | None, for
 
 
 def plan(model: str | Model = "llama-3-8b", job: Any = None, *,
-         gpu: str | Sequence[str] = "h100_sxm", gpus: int | str | Sequence[int] = 8,
+         gpu: str | Sequence[str] | None = None, gpus: int | str | Sequence[int] | None = None,
          objective: str = "fastest", deadline_days: float | None = None,
          budget_usd: float | None = None, headroom_gib: float = 0.0, top: int = 5,
-         space: Any = None, cluster: dict[str, Any] | None = None,
+         space: Any = None, cluster: Any = None,
          progress: Callable[[int, int], None] | None = None, **job_kw: Any) -> PlanResult:
     """Search every layout of ``model`` on the GPU types and counts; rank by ``objective``.
 
-    ``gpu``: one accelerator id or a list; ``gpus``: a count, a list or a range "8..4096";
+    ``gpu``: one accelerator id or a list (default h100_sxm); ``gpus``: a count, a list or a
+    range "8..4096" (default 8);
     ``objective``: fastest, cheapest or fewest; ``deadline_days``/``budget_usd``: limits the
     run must meet; ``job`` (a :class:`Job` or its keys) and/or Job keys as keyword arguments;
-    ``cluster``: other cluster keys (gpus_per_node, usd_per_gpu_hour, ...). Returns a
+    ``cluster``: other cluster keys (gpus_per_node, usd_per_gpu_hour, ...), or a
+    :class:`Cluster`, whose GPU type and count apply unless gpu=/gpus= are given. Returns a
     ``PlanResult``: ``top`` (ranked Estimates; ``winner`` is ``top[0]``), ``pareto``,
     ``explanation``. Raises :class:`trainplan.InputError` naming the field on bad input.
 
@@ -159,6 +161,14 @@ def plan(model: str | Model = "llama-3-8b", job: Any = None, *,
     """
     from trainplan.spec.job import Job
 
+    from trainplan.spec.cluster import Cluster
+    if isinstance(cluster, Cluster):   # its GPU type and count, unless gpu=/gpus= are given
+        gpu = cluster.accelerator.id if gpu is None else gpu
+        gpus = cluster.gpus if gpus is None else gpus
+        cluster = {k: getattr(cluster, k) for k in cluster.model_fields_set
+                   if k not in ("accelerator", "gpus")}
+    gpu = "h100_sxm" if gpu is None else gpu
+    gpus = 8 if gpus is None else gpus
     cd = expect_mapping("cluster", cluster)
     for k in ("gpus", "gpu", "accelerator"):
         if k in cd:

@@ -119,3 +119,13 @@ def test_a_model_that_is_no_model_is_named_as_given(model):
     with pytest.raises(InputError) as e:
         estimate(model)
     assert str(e.value).startswith(f"model = {model!r} is not valid: a preset id")
+
+
+def test_plan_takes_a_cluster_object_like_estimate():
+    import trainplan
+    c = trainplan.Cluster(accelerator=trainplan.get_accelerator("a100_sxm_80gb"), gpus=16,
+                          usd_per_gpu_hour=1.5)
+    r = trainplan.plan("llama-2-7b", cluster=c, tokens=1e10)
+    assert (r.gpu_ids, r.gpu_counts, r.winner.totals.usd_per_gpu_hour) == \
+        (["a100_sxm_80gb"], [16], 1.5)
+    assert trainplan.plan("llama-2-7b", cluster=c, gpus=8, tokens=1e10).gpu_counts == [8]
