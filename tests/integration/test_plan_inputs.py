@@ -60,7 +60,7 @@ def test_emit_into_unusable_folders(tmp_path):
 
 
 @pytest.mark.parametrize("kw", [
-    dict(gpu=[]), dict(gpu=None), dict(gpus=[8, "x"]), dict(gpus=True), dict(top="x"),
+    dict(gpu=[]), dict(gpu=""), dict(gpus=[8, "x"]), dict(gpus=True), dict(top="x"),
     dict(top=2.5), dict(headroom_gib="x"), dict(headroom_gib=float("nan")),
     dict(tokens=1e12, deadline_days="x"), dict(tokens=1e12, deadline_days=float("nan")),
     dict(tokens=1e12, budget_usd="x"), dict(tokens=1e12, budget_usd=-1),
