@@ -86,7 +86,7 @@ class TimeBreakdown(Out):
     cp_comm_s: float = Field(description="exposed context-parallel ring exchange")
     ep_comm_s: float = Field(description="expert-parallel all-to-all")
     pp_bubble_s: float = Field(description="pipeline fill and drain (Narayanan et al. 2021 eq. 1, / vp when interleaved)")
-    pp_p2p_s: float
+    pp_p2p_s: float = Field(description="exposed point-to-point sends between pipeline stages")
     dp_comm_s: float = Field(description="exposed data-parallel / ZeRO communication")
     optimizer_s: float = Field(description="optimizer step (on the host with offload: CPU-Adam and PCIe copies)")
     offload_s: float = Field(0.0, description="exposed activation-offload copies between GPU "

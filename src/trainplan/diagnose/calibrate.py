@@ -57,8 +57,8 @@ def features(est: Any) -> np.ndarray:
 def free_factors(runs: list[Run]) -> np.ndarray:
     """Which of (a, b, c) the runs determine. A factor whose time is zero in every run cannot be
     fitted (no run recomputes, or no run has anything beyond compute); with no more runs than
-    the remaining factors (an exact fit, nothing left to check it) only ``a_model`` is fitted. Factors not fitted stay at 1 (the plan's own
-    time for that part)."""
+    the remaining factors (an exact fit, nothing left to check it) only ``a_model`` is fitted.
+    Factors not fitted stay at 1 (the plan's own time for that part)."""
     X = np.stack([r.features for r in runs])
     free = (X > 1e-9 * X.sum(axis=1, keepdims=True)).any(axis=0)
     free[0] = True

@@ -86,6 +86,5 @@ def log_advice(summary: dict[str, Any], vs: dict[str, Any], est: Any) -> list[st
         return []
     return [f"the log's own {logged:.4g} TFLOP/s per GPU and the {implied:.4g} implied by the "
             f"job compared with it (sequence {est.inputs['job']['seq_len']}, global batch "
-            f"{est.global_batch} "
-            f"sequences) differ by {implied / logged - 1.0:+.0%}: check --seq-len and "
-            "--global-batch (the implied tokens/s and MFU assume them)"]
+            f"{est.global_batch} sequences) differ by {implied / logged - 1.0:+.0%}: check "
+            "--seq-len and --global-batch (the implied tokens/s and MFU assume them)"]

@@ -52,9 +52,9 @@ def _decoder_config(dec: Stack, seq_len: int, attn: str, dropout: bool = False,
     if dec.attn_out_bias:
         raise InputError("model.decoder.attn_out_bias", True,
                          "False for the Llama/Qwen2/Mistral families built by `measure`")
-    # parts the Llama/Qwen2/Mixtral classes built here do not have: measuring without them
-    # would agree with a prediction that leaves them out too, and prove nothing
-    # Qwen3's per-head q/k RMSNorm is built with transformers' Qwen3 class (dense, no bias)
+    # parts the classes built here do not have: measuring without them would agree with a
+    # prediction that leaves them out too, and prove nothing. Qwen3's per-head q/k RMSNorm is
+    # built with transformers' Qwen3 class (dense, no bias).
     qwen3 = dec.qk_norm == "head" and dec.moe is None and not dec.attn_bias
     missing = {"qk_norm": dec.qk_norm != "none" and not qwen3,
                "norms_per_layer": dec.norms_per_layer != 2,

@@ -8,7 +8,6 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
-
 from trainplan.errors import require_positive
 from trainplan.io.limits import check_flops, check_int, check_range
 from trainplan.scaling.laws import KAPLAN_2020, positive

@@ -172,9 +172,7 @@ def gpu_counts(spec: int | str | Sequence[int], node_size: int = 8) -> list[int]
     of two times the node size (so 8..4096 on 8-GPU nodes: 8, 16, ..., 4096; on 6-GPU nodes
     also 6, 12, 24, ...); counts above one node must be whole nodes.
     """
-    if isinstance(spec, (range, np.ndarray)):        # any sequence of counts, as a list
-        spec = [int(x) if isinstance(x, (int, np.integer)) else x for x in spec]
-    if isinstance(spec, (list, tuple)):
+    if isinstance(spec, (list, tuple, range, np.ndarray)):     # any sequence of counts
         if not all(isinstance(x, (int, np.integer)) and not isinstance(x, bool) for x in spec):
             raise InputError("gpus", list(spec), "a list of whole GPU counts, e.g. [64, 128]")
         out = [int(x) for x in spec]

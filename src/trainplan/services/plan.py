@@ -93,7 +93,7 @@ def plan_request(data: dict[str, Any], **flags: Any) -> PlanRequest:
         accs = tuple(evolve(a, usd_per_gpu_hour=by_id[a.id], price_source="given (--price)")
                      if a.id in by_id else a for a in accs)
     node = specs.cluster.gpus_per_node or accs[0].gpus_per_node
-    counts = gpu_counts(count_spec if isinstance(count_spec, (int, list, tuple)) else str(count_spec), node)
+    counts = gpu_counts(count_spec, node)   # a count, a list or any sequence, or "lo..hi"
     if not isinstance(space, SearchSpace):
         sp = {**expect_mapping("space", space)}
         for k in ("uneven_stages", "max_tp"):
@@ -179,11 +179,8 @@ def plan(model: str | Model = "llama-3-8b", job: Any = None, *,
     j = job if isinstance(job, Job) and not job_kw else \
         {**({k: getattr(job, k) for k in job.model_fields_set} if isinstance(job, Job)
             else expect_mapping("job", job)), **job_kw}
-    import numpy as np
-    counts = [int(x) if isinstance(x, (int, np.integer)) and not isinstance(x, bool) else x
-              for x in gpus] if isinstance(gpus, (tuple, range, np.ndarray)) else gpus
     req = plan_request({"model": model, "job": j, "cluster": cd}, gpu=gpu,
-                       gpus=counts, objective=objective,
+                       gpus=gpus, objective=objective,
                        deadline_days=deadline_days, budget_usd=budget_usd,
                        headroom_gib=headroom_gib, top=top, space=space)
     result, _ = run_plan(req, progress)

@@ -52,12 +52,12 @@ def scale(
     if emit_model is not None:
         from trainplan.scaling._io import write_atomic
 
-        batch = None
-        if budget.gpus:                 # the batch the layout search plans the budget with
-            from trainplan.search.representative import representative_batch
-            batch = representative_batch(int(budget.gpus))
+        from trainplan.search.representative import REPRESENTATIVE_SEQ_LEN, representative_batch
+        # the sequence and batch the layout search priced the budget at
+        batch = representative_batch(int(budget.gpus)) if budget.gpus else None
         write_atomic(emit_model, job_file_text(arch, rec.recommended.tokens, gpu=budget.gpu,
                                                gpus=budget.gpus, law=rec.recommended.law,
+                                               seq_len=REPRESENTATIVE_SEQ_LEN,
                                                global_batch=batch), "emit-model", force)
         emitted = str(emit_model)
     grid = common_isoflop_grid(rows)
