@@ -34,6 +34,8 @@ def __getattr__(name: str):
     if name in _LAZY:
         import importlib
         mod, attr = _LAZY[name]
+        if name == "Cluster":             # Cluster(gpu="h100") looks the id up in the catalog
+            importlib.import_module("trainplan.catalog.accelerators")
         value = getattr(importlib.import_module(mod), attr)
         globals()[name] = value           # no submodule has a public function's name
         return value

@@ -299,3 +299,18 @@ def test_budget_reads_numeric_strings_as_numbers():
     assert as_text == as_number
     with pytest.raises(InputError, match="dollars"):
         s.flops_from_budget(dollars="abc", gpu="h100_sxm")
+
+
+def test_a_cluster_that_never_fails_prints_its_checkpoint_without_an_interval(tmp_path):
+    """failure_rate_per_gpu_hour = 0 (and no spot): no MTBF, no interval; the table said
+    neither and crashed formatting None. It now says so, with the checkpoint's size."""
+    job = tmp_path / "job.toml"
+    job.write_text('model = "llama-3-8b"\n[job]\ntokens = 1e10\n'
+                   '[cluster]\ngpu = "h100"\ngpus = 8\nfailure_rate_per_gpu_hour = 0\n')
+    r = _run(["estimate", job])
+    assert r.exit_code == 0, r.output
+    flat = " ".join(r.output.split())
+    assert "no interruptions assumed" in flat and "GiB written in" in flat
+    out = _strict(_run(["estimate", job, "--json"]).output)
+    assert out["totals"]["mtbf_hours"] is None and out["totals"]["goodput"] == 1.0
+    assert out["checkpoint"]["writers"] == 1 and out["checkpoint"]["gib"] > 0

@@ -23,3 +23,19 @@ def test_examples_validate_against_the_schema():
         jsonschema.validate(data, schema)
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({"job": {"seq_len": "long"}}, schema)
+
+
+def test_model_as_a_string_is_a_preset_and_the_schema_says_so(tmp_path):
+    """`model = "llama-3-8b"` is read as model.preset (a .json path as model.hf_config)."""
+    schema = json.loads(CliRunner().invoke(app, ["schema"]).output)
+    jsonschema.validate({"model": "llama-3-8b"}, schema)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"model": 8}, schema)
+    job = tmp_path / "job.toml"
+    job.write_text('model = "llama-3-8b"\n[cluster]\ngpu = "h100"\ngpus = 8\n')
+    r = CliRunner().invoke(app, ["estimate", str(job), "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["inputs"]["model"]["name"] == "Llama-3-8B"
+    job.write_text('model = 8\n')
+    r = CliRunner().invoke(app, ["estimate", str(job)])
+    assert r.exit_code == 2 and "preset id" in r.output

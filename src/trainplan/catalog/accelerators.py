@@ -265,3 +265,8 @@ def default_price(name: str, extra_paths: Iterable[str | os.PathLike[str]] = ())
     cat = _catalog(extra_paths)
     p = cat.defaults.get(resolve_id(name, extra_paths))
     return dict(p) if p else None
+
+
+import trainplan.spec.cluster as _cluster_spec   # noqa: E402  (after get_accelerator is defined)
+
+_cluster_spec.ACCELERATOR_LOOKUP[:] = [get_accelerator]   # Cluster(gpu="h100") looks it up here

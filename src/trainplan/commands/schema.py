@@ -39,7 +39,9 @@ def job_file_schema() -> dict[str, Any]:
 
     search = SearchOptions.model_json_schema()
     search["description"] = "plan's search options (docs/reference/job-file.md); flags override them"
-    sections = {"model": model_section, "job": job, "cluster": cluster,
+    shorthand = {"type": "string", "description": "a preset id or a config.json path "
+                 "(model = \"llama-3-8b\": shorthand for model.preset or model.hf_config)"}
+    sections = {"model": {"anyOf": [shorthand, model_section]}, "job": job, "cluster": cluster,
                 "strategy": Strategy.model_json_schema()}
     defs: dict[str, Any] = dict(model.get("$defs", {}))
     for sec in (*sections.values(), search):  # pydantic refers to '#/$defs/...' from the root

@@ -116,6 +116,19 @@ class Totals(Out):
     energy_assumption: str = Field(description="the power draw assumed (share of TDP, PUE)")
 
 
+class Checkpoint(Out):
+    """One checkpoint of the run's model states, written and loaded at the cluster's storage
+    bandwidth (``costmodel/checkpoint.py``; ``trainplan resilience`` uses the same numbers)."""
+
+    gib: float = Field(description="unique size: every parameter's weights once, plus the fp32 "
+                       "master and optimizer moments of the trainable ones")
+    read_gib: float = Field(description="what all ranks read back on a restart (each replica "
+                            "reads its own copy)")
+    writers: int = Field(description="nodes writing in parallel (one for an unsharded DDP save)")
+    write_s: float = Field(description="seconds to write it")
+    load_s: float = Field(description="seconds to load it on a restart")
+
+
 class Alternative(Out):
     """A layout one knob (or two) away that the estimate names, with the same physics' numbers."""
 
@@ -159,6 +172,7 @@ class Estimate(Out):
     hfu: float = Field(description="hardware FLOPs utilisation (recompute counted)")
     peak_tflops: float = Field(description="dense peak TFLOP/s per GPU of the matmul dtype")
     totals: Totals
+    checkpoint: Checkpoint
     assumptions: list[str] = Field(default_factory=list, description="the inputs the numbers "
                                    "rest on, in words")
     inputs: dict[str, Any] = Field(default_factory=dict, description="model, job, cluster and "
@@ -209,8 +223,9 @@ def build_estimate(model: Model, job: Job, cluster: Cluster, st: Strategy,
     total_tokens = run_tokens(model, job)
     price = cluster.price
     energy = dict(tdp_w=acc.tdp_w, power_share=cluster.utilisation_power, pue=cluster.pue)
+    ck = checkpoint_for(model, job, cluster, st)
     tot = run_totals(total_tokens, job.useful_batch_tokens, step, cluster.gpus, price, energy,
-                     reliability_inputs(model, job, cluster)) if total_tokens else None
+                     reliability_inputs(cluster, ck)) if total_tokens else None
     t = tot or {}
     totals = Totals(
         steps=t.get("steps"), tokens=total_tokens, wall_clock_days=t.get("wall_days"),
@@ -246,6 +261,9 @@ def build_estimate(model: Model, job: Job, cluster: Cluster, st: Strategy,
         tflops_per_gpu=_f(r.model_flops_step) / step / n / 1e12,
         mfu=_f(r.mfu), hfu=_f(r.hfu), peak_tflops=_f(r.peak_flops) / 1e12,
         totals=totals, warnings=warnings, alternatives=alternatives,
+        checkpoint=Checkpoint(gib=_f(ck.bytes_total) / GiB, read_gib=_f(ck.bytes_read) / GiB,
+                              writers=int(ck.writers), write_s=_f(ck.write_s),
+                              load_s=_f(ck.load_s)),
         accuracy=published_accuracy(get_framework(job.framework), job.precision, step,
                                     bool(model.vision), totals.wall_clock_days, totals.cost_usd),
         assumptions=assumptions(model, job, cluster),
@@ -290,20 +308,25 @@ def assumptions(model: Model, job: Job, cluster: Cluster) -> list[str]:
     return out
 
 
-def reliability_inputs(model: Model, job: Job, cluster: Cluster) -> dict[str, Any]:
-    """Arguments of run_totals about failures and checkpoints (shared with the search).
+def checkpoint_for(model: Model, job: Job, cluster: Cluster, layout: Any, nodes: Any = None):
+    """The run's checkpoint (``costmodel.checkpoint``) for a layout: a Strategy, or the search's
+    candidate arrays (``zero``, ``tp``, ``pp``, ``dp``, ``cp``); ``nodes`` defaults to the
+    cluster's."""
+    from trainplan.costmodel.checkpoint import checkpoint_io, checkpoint_state_bytes
+    lay = layout if isinstance(layout, dict) else layout.model_dump()
+    w, o = checkpoint_state_bytes(model, job)
+    return checkpoint_io(w, o, lay["zero"], lay["tp"], lay["pp"], lay["dp"], lay.get("cp", 1),
+                         cluster.nodes if nodes is None else nodes,
+                         cluster.storage_GBps_per_node, cluster.storage_GBps_max)
 
-    Checkpoint size: every parameter's weights plus the fp32 master and optimizer moments
-    (the state a restart needs; frozen parts are counted too, an over-estimate for them).
-    """
-    from trainplan.conventions import model_state_bytes
-    from trainplan.costmodel.params import model_params
-    sb = model_state_bytes(job.precision, job.optimizer)
-    return dict(checkpoint_bytes=model_params(model).total * (sb.weights + sb.master + sb.optim),
-                storage_GBps_per_node=cluster.storage_GBps_per_node,
-                storage_GBps_max=cluster.storage_GBps_max,
-                restart_minutes=cluster.restart_minutes, spot_mtbf_hours=cluster.spot_mtbf_hours,
-                failure_rate=cluster.failure_rate_per_gpu_hour, nodes=cluster.nodes)
+
+def reliability_inputs(cluster: Cluster, ck) -> dict[str, Any]:
+    """Arguments of run_totals about failures and checkpoints (shared with the search): the
+    checkpoint's write and load times (:func:`checkpoint_for`) and the cluster's restart,
+    spot and failure-rate assumptions."""
+    return dict(write_s=ck.write_s, load_s=ck.load_s, restart_minutes=cluster.restart_minutes,
+                spot_mtbf_hours=cluster.spot_mtbf_hours,
+                failure_rate=cluster.failure_rate_per_gpu_hour)
 
 
 def _finite(x):

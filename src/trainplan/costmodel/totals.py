@@ -19,12 +19,11 @@ def run_totals(total_tokens, batch_tokens, step_s, gpus, price=None, energy=None
     expected failure and checkpoint overhead; ``ideal_days`` is the steps alone.
 
     ``energy``: dict(tdp_w, power_share, pue), or None for no energy figure.
-    ``failures``: dict(checkpoint_bytes, nodes, storage_GBps_per_node, storage_GBps_max,
-    restart_minutes, spot_mtbf_hours, failure_rate) from ``Cluster`` (see
-    ``trainplan.costmodel.estimate.reliability_inputs``), or None for a run without interruptions.
-    Checkpoint write time: the model states written in parallel by all nodes at
-    ``storage_GBps_per_node``, capped by the file system's ``storage_GBps_max``; loading them
-    back takes as long and is part of the restart. Goodput: ``reliability.best_goodput``, the
+    ``failures``: dict(write_s, load_s, restart_minutes, spot_mtbf_hours, failure_rate): the
+    checkpoint's write and load seconds (``trainplan.costmodel.checkpoint.checkpoint_io``) and
+    the ``Cluster``'s assumptions (``trainplan.costmodel.estimate.reliability_inputs``), or None
+    for a run without interruptions. A restart loads the checkpoint back
+    (``reliability.restart_hours``). Goodput: ``reliability.best_goodput``, the
     model ``trainplan resilience`` uses, with every interruption unannounced (a spot
     pre-emption whose notice saves the work is modelled there, per provider).
     """
@@ -32,10 +31,9 @@ def run_totals(total_tokens, batch_tokens, step_s, gpus, price=None, energy=None
     ideal = steps * step_s
     if failures:
         f = failures
-        bw = np.minimum(f["nodes"] * f["storage_GBps_per_node"], f["storage_GBps_max"]) * 1e9
-        write_h = f["checkpoint_bytes"] / bw / 3600.0
+        write_h = np.asarray(f["write_s"], dtype=float) / 3600.0
         m = rel.mtbf_hours(gpus, f["failure_rate"], f["spot_mtbf_hours"])
-        restart_h = rel.restart_hours(f["restart_minutes"], write_h * 3600.0)
+        restart_h = rel.restart_hours(f["restart_minutes"], f["load_s"])
         with np.errstate(divide="ignore"):
             g, tau = rel.best_goodput(write_h, restart_h, 1.0 / m)
     else:

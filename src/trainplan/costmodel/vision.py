@@ -94,6 +94,22 @@ def exposed_data_time(loader_time, compute_time):
 # ------------------------------------------------------------------------------------- contract
 
 
+def vision_param_counts(model: Model, job) -> tuple[float, float]:
+    """(parameters, trainable parameters) of the vision side: towers and projectors, those not
+    in ``job.frozen`` trainable (:func:`trainable_parts`); none under LoRA, which adapts the
+    decoder only."""
+    if not model.vision:
+        return 0.0, 0.0
+    parts = trainable_parts(model, job)
+    nproj = len(model.projectors)
+    params = {v.name: float(stack_params(v).total) for v in model.vision}
+    params.update({projector_name(i, nproj): float(projector_params(p))
+                   for i, p in enumerate(model.projectors)})
+    lora = getattr(job, "trainable", "full") == "lora"
+    return (sum(params.values()),
+            0.0 if lora else sum(n for k, n in params.items() if parts[k]))
+
+
 def vision_costs(model: Model, job, L, cluster=None) -> dict[str, Any]:
     """Parameters, FLOPs, activation bytes and time of the vision side, per the job.
 
@@ -109,14 +125,7 @@ def vision_costs(model: Model, job, L, cluster=None) -> dict[str, Any]:
                                act_bytes_per_mb=0.0, time_per_mb=0.0, data_time_step=0.0)
     if not model.vision:
         return out
-    parts = trainable_parts(model, job)
-    nproj = len(model.projectors)
-    params = {v.name: float(stack_params(v).total) for v in model.vision}
-    params.update({projector_name(i, nproj): float(projector_params(p))
-                   for i, p in enumerate(model.projectors)})
-    out["params"] = sum(params.values())
-    lora = getattr(job, "trainable", "full") == "lora"
-    out["trainable_params"] = 0.0 if lora else sum(n for k, n in params.items() if parts[k])
+    out["params"], out["trainable_params"] = vision_param_counts(model, job)
     ips = job.images_for(model)
     if ips <= 0:
         return out

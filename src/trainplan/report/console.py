@@ -67,9 +67,12 @@ def render_estimate(e: Estimate, console: Console | None = None) -> None:
         rt.add_row("steps", f"{tot.steps:,.0f}")
         rt.add_row("wall-clock", f"{tot.wall_clock_days:.2f} days ({tot.ideal_wall_clock_days:.2f} "
                    f"of steps; goodput {tot.goodput:.1%})")
+        ck = e.checkpoint
         rt.add_row("failures / checkpoints",
-                   f"MTBF {tot.mtbf_hours:,.0f} h; checkpoint every {tot.checkpoint_interval_hours:.2g} h "
-                   f"(write {tot.checkpoint_write_s:.0f} s)")
+                   (f"MTBF {tot.mtbf_hours:,.0f} h; checkpoint every "
+                    f"{tot.checkpoint_interval_hours:.2g} h" if tot.mtbf_hours is not None
+                    else "no interruptions assumed (failure rate 0)")
+                   + f"; {ck.gib:,.0f} GiB written in {ck.write_s:.0f} s")
         rt.add_row("GPU-hours", f"{tot.gpu_hours:,.0f}")
         rt.add_row("cost", f"${tot.cost_usd:,.0f} at ${tot.usd_per_gpu_hour}/GPU-h"
                    if tot.cost_usd is not None else "- (no price: pass --price)")

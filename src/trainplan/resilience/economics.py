@@ -74,34 +74,13 @@ class Checkpoint:
         return self.bytes_total / GiB
 
 
-def checkpoint_of(est, nodes: int, storage_GBps_per_node: float, storage_GBps_max: float
-                  ) -> Checkpoint:
-    """Checkpoint size from the Estimate's per-GPU model states and how they are sharded.
-
-    Per GPU the Estimate holds ``memory.weights_gib`` and ``memory.optimizer_gib`` (fp32
-    master + moments, trainable parameters only) on its most loaded stage. Across the
-    ``gpus`` ranks the weights are replicated dp x cp times unless ZeRO-3/FSDP shards them,
-    and the optimizer states unless ZeRO >= 1 does (ZeRO paper, Rajbhandari et al. 2020,
-    sec. 5). Unique bytes = per-GPU bytes x gpus / replicas (most-loaded stage: an
-    over-estimate with pipeline stages of unequal size). A sharded save
-    (torch.distributed.checkpoint) spreads the writes over all nodes; an unsharded model
-    (DDP) is written by one node. Read: every rank loads its own copy. Bandwidth: nodes x
-    ``storage_GBps_per_node`` capped by ``storage_GBps_max`` (as ``costmodel.totals`` does).
-    """
-    st = est.strategy
-    replicas = st["dp"] * st.get("cp", 1)
-    z = st["zero"]
-    w_rep = 1 if z >= 3 else replicas
-    o_rep = 1 if z >= 1 else replicas
-    per_gpu = (est.memory.weights_gib, est.memory.optimizer_gib)
-    total = (per_gpu[0] * est.gpus / w_rep + per_gpu[1] * est.gpus / o_rep) * GiB
-    read = (per_gpu[0] + per_gpu[1]) * est.gpus * GiB
-    sharded = z >= 1 or st["tp"] * st["pp"] > 1
-    writers = nodes if sharded else 1
-    bw_w = min(writers * storage_GBps_per_node, storage_GBps_max) * 1e9
-    bw_r = min(nodes * storage_GBps_per_node, storage_GBps_max) * 1e9
-    return Checkpoint(bytes_total=total, bytes_read=read, write_s=total / bw_w,
-                      load_s=read / bw_r, writers=writers)
+def checkpoint_of(est) -> Checkpoint:
+    """The Estimate's checkpoint (``Estimate.checkpoint``, from ``costmodel/checkpoint.py``: the
+    one formula ``estimate`` and ``plan`` totals use too): unique size, what a restart reads,
+    the writing nodes and the write and load times at the cluster's storage bandwidth."""
+    ck = est.checkpoint
+    return Checkpoint(bytes_total=ck.gib * GiB, bytes_read=ck.read_gib * GiB, write_s=ck.write_s,
+                      load_s=ck.load_s, writers=ck.writers)
 
 
 @dataclass(frozen=True)

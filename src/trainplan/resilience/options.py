@@ -50,7 +50,7 @@ def purchase_options(job_file, gpu, gpus, provider, interruptions, od, rs, sp, f
         rate = ec.failure_rate(failures)
     if rate < 0:
         raise InputError("--failures", failures, "a rate >= 0 or a named rate")
-    ck = ec.checkpoint_of(est, c.nodes, c.storage_GBps_per_node, c.storage_GBps_max)
+    ck = ec.checkpoint_of(est)
     restart_h = ((c.restart_minutes if restart_minutes is None else restart_minutes) * 60
                  + ck.load_s) / 3600.0
     work_h = est.totals.ideal_wall_clock_days * 24.0

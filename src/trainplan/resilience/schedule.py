@@ -112,10 +112,7 @@ class _Planner:
 
     def checkpoint(self, job: str, nodes: int):
         from trainplan.resilience.economics import checkpoint_of
-        est = self.estimate(job, nodes)
-        c = self.cluster
-        return checkpoint_of(est, nodes, c.get("storage_GBps_per_node", 5.0),
-                             c.get("storage_GBps_max", 2000.0))
+        return checkpoint_of(self.estimate(job, nodes))
 
 
 def run_schedule(sched: dict[str, Any]) -> dict[str, Any]:

@@ -147,11 +147,11 @@ def _totals(model: Model, job: Job, cluster: Cluster, cand: dict[str, np.ndarray
             col: dict[str, np.ndarray]) -> None:
     """Run totals through the same function and inputs build_estimate uses."""
     from trainplan.costmodel.totals import run_totals
-    from trainplan.costmodel.estimate import reliability_inputs
+    from trainplan.costmodel.estimate import checkpoint_for, reliability_inputs
     step = col["t_step"]
     gpus = cand["gpus"].astype(np.float64)
-    rel = reliability_inputs(model, job, cluster)
-    rel["nodes"] = np.maximum(1.0, np.ceil(gpus / col["node_size"]))
+    ck = checkpoint_for(model, job, cluster, cand, np.maximum(1.0, np.ceil(gpus / col["node_size"])))
+    rel = reliability_inputs(cluster, ck)
     from trainplan.costmodel.estimate import run_tokens
     tokens = run_tokens(model, job)
     if tokens:

@@ -70,9 +70,14 @@ def read_file(path: str | Path) -> dict[str, Any]:
     if unknown:
         raise InputError(f"job file section '{sorted(unknown)[0]}'", sorted(unknown)[0],
                          "one of " + ", ".join(SECTIONS))
+    if isinstance(data.get("model"), str):     # model = "llama-3-8b": a preset or config.json
+        m = data["model"]
+        data["model"] = {"hf_config": m} if m.endswith(".json") else {"preset": m}
     for k, v in data.items():
         if not isinstance(v, dict):
-            raise InputError(f"[{k}]", v, "a table of keys")
+            raise InputError(f"[{k}]", v, "a table of keys" + (
+                ', or a preset id or config.json path (model = "llama-3-8b")'
+                if k == "model" else ""))
     base = p.parent
     mdl = data.get("model", {})
     if "hf_config" in mdl and isinstance(mdl["hf_config"], str) \

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from pydantic import Field, PositiveInt, model_validator
 
@@ -191,8 +192,14 @@ class Accelerator(Spec):
                           f"{', '.join(ok) or 'no training precision'}", hint=hint)
 
 
+#: How a GPU id or alias becomes its catalog record in ``Cluster(gpu="h100")``: registered by
+#: ``trainplan.catalog.accelerators`` when it loads (the spec layer sits below the catalog).
+ACCELERATOR_LOOKUP: list[Callable[[str], Accelerator]] = []
+
+
 class Cluster(Spec):
-    """How many accelerators, how they are wired, and what an hour costs."""
+    """How many accelerators, how they are wired, and what an hour costs. The accelerator is
+    a catalog record, or its id or alias: ``Cluster(gpu="h100", gpus=64)``."""
 
     accelerator: Accelerator = Field(description="the GPU: written `gpu = \"h100\"` (an id or alias, see `trainplan gpus`) in a job file")
     gpus: PositiveInt = Field(8, description="GPUs in the job")
@@ -220,6 +227,22 @@ class Cluster(Spec):
                                     "2 TB/s, peaks at 7 TB/s)")
     restart_minutes: float = Field(10.0, ge=0, description="time to detect, reschedule and start "
                                    "the processes (the checkpoint load time is added)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _by_id(cls, data: Any) -> Any:
+        """``gpu=`` (the job file's key) for ``accelerator=``; an id or alias is looked up."""
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        if "gpu" in data:
+            if "accelerator" in data:
+                raise ValueError("give the GPU once: gpu= (an id) or accelerator= (a record)")
+            data["accelerator"] = data.pop("gpu")
+        acc = data.get("accelerator")
+        if isinstance(acc, str) and ACCELERATOR_LOOKUP:
+            data["accelerator"] = ACCELERATOR_LOOKUP[0](acc)
+        return data
 
     @model_validator(mode="after")
     def _check(self) -> "Cluster":

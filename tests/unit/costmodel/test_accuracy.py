@@ -83,7 +83,7 @@ def test_run_totals_range_scales_with_the_step():
     assert a.cost_usd_high == pytest.approx(t.cost_usd * a.step_ratio_high)
     # the same job at the high end's step: its totals are the quoted high end
     slow = run_totals(t.tokens, e.tokens_per_step, a.step_s_high, e.gpus, t.usd_per_gpu_hour,
-                      None, reliability_inputs(*_specs(e)))
+                      None, reliability_inputs(_specs(e)[2], e.checkpoint))
     assert slow["wall_days"] == pytest.approx(a.wall_clock_days_high, rel=1e-9)
     assert "days and $" in a.sentence() and "days" not in a.sentence(totals=False)
 

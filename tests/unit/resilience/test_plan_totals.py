@@ -43,9 +43,10 @@ def test_plan_totals_use_the_resilience_model(spot_mtbf):
     cluster = {"gpu": "h100", "gpus": 64} | ({"spot_mtbf_hours": spot_mtbf} if spot_mtbf else {})
     e = estimate("llama-3-8b", **KW, cluster=cluster)
     t, inp = e.totals, e.inputs["cluster"]
+    ck = ec.checkpoint_of(e)             # resilience's checkpoint is the estimate's
     write_s = t.checkpoint_write_s
-    ck = ec.Checkpoint(bytes_total=0.0, bytes_read=0.0, write_s=write_s, load_s=write_s, writers=8)
-    restart_h = (inp["restart_minutes"] * 60 + write_s) / 3600
+    assert ck.write_s == write_s
+    restart_h = (inp["restart_minutes"] * 60 + ck.load_s) / 3600
     # a pre-emption the plan knows no notice for: resilience's spot option with no notice window
     opt = ec.Option("spot" if spot_mtbf else "on-demand", 2.0, "test",
                     preempt_per_hour=1 / spot_mtbf if spot_mtbf else 0.0)
