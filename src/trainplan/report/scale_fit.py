@@ -51,7 +51,7 @@ def print_allocation_tables(budget, rec, arch, rows, curves, grid, repeated, inf
         c.print(f"plot written to {plot_path}")
 
 
-def print_fit(result, allocation, saved, plotted) -> None:
+def print_fit(result, allocation, saved, plotted, warnings=()) -> None:
     from rich.table import Table
 
     c = console()
@@ -83,6 +83,8 @@ def print_fit(result, allocation, saved, plotted) -> None:
         bt.add_row("loss", f"{allocation.loss:.4f}",
                    "-" if not allocation.loss_ci else f"[{allocation.loss_ci[0]:.4f}, {allocation.loss_ci[1]:.4f}]")
         c.print(bt)
+    for w in warnings:
+        c.print(f"warning: {w}", style="yellow")
     if saved:
         c.print(f"law saved to {saved} (use: trainplan scale --law-file {saved})")
     if plotted:

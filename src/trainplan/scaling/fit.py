@@ -36,6 +36,19 @@ _REFINE = 16
 #: L-BFGS runs from the grid points with the lowest starting objective (None: every point).
 DEFAULT_MAX_STARTS = 256
 
+#: Largest exponent alpha or beta a fit may end at: published fits are 0.07-0.7 (Kaplan et al.
+#: 2020 sec. 1.2 to Besiroglu et al. 2024 Table 1); one beyond this has run away along a
+#: direction the runs do not constrain.
+MAX_EXPONENT = 5.0
+
+#: Bootstrap resamples below which a percentile interval is rough: Efron and Tibshirani 1993
+#: (An Introduction to the Bootstrap, sec. 19.3) ask about 1,000 for percentile intervals.
+ROUGH_BOOTSTRAP = 200
+
+#: Budgets beyond this multiple of the largest pilot's compute (6ND) are an extrapolation of
+#: several orders of magnitude; the law's error grows with it (Besiroglu et al. 2024 sec. 4).
+EXTRAPOLATION_WARN = 100.0
+
 #: Most (resample, run) pairs of one bootstrap: its index and data tables are this many float64s
 #: each (an assumption: 2e7 keeps them near 1 GiB together).
 MAX_BOOTSTRAP_ROWS = 20_000_000
@@ -103,6 +116,22 @@ class FitResult:
                                 for x in (ns, ds, ls))
         return AllocationBand(float(flops), float(n), float(d), n_ci, d_ci, loss, l_ci, self.ci_level if self.bootstrap is not None else None)
 
+    def warnings(self, flops: float | None = None) -> list[str]:
+        """What to keep in mind reading the fit: too few resamples for its intervals, a budget
+        far beyond the pilot runs."""
+        out = []
+        k = 0 if self.bootstrap is None else len(self.bootstrap)
+        if 0 < k < ROUGH_BOOTSTRAP:
+            out.append(f"intervals from {k} bootstrap resamples are rough: use --bootstrap 1000 "
+                       "(Efron and Tibshirani 1993 sec. 19.3)")
+        if flops is not None:
+            largest = float(np.max(6.0 * self.runs.n_params * self.runs.tokens))
+            if flops > EXTRAPOLATION_WARN * largest:
+                out.append(f"the budget {flops:.3g} FLOPs is {flops / largest:,.0f}x the largest "
+                           f"pilot run's 6ND ({largest:.3g}): an extrapolation the runs do not "
+                           "check; fit on larger runs before spending it")
+        return out
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "params": self.law.params(),
@@ -146,6 +175,8 @@ def fit_law(
         raise InputError("ci_level", ci_level, "a number between 0 and 1, e.g. 0.95")
     from trainplan.io.limits import MAX_BOOTSTRAP, check_int
     n_bootstrap = check_int("bootstrap", n_bootstrap, 0, MAX_BOOTSTRAP)
+    if seed is not None:
+        seed = check_int("seed", seed, 0, 2**32 - 1)
     if n_bootstrap * len(runs) > MAX_BOOTSTRAP_ROWS:
         raise InputError("bootstrap", n_bootstrap,
                          f"at most {MAX_BOOTSTRAP_ROWS // len(runs):,} resamples of {len(runs):,} runs "
@@ -153,10 +184,11 @@ def fit_law(
     data = (np.log(runs.n_params), np.log(runs.tokens), np.log(runs.loss))
     theta, fun, n_starts = _best_fit(data, delta, grid, max_starts)
     if not np.all(np.isfinite(theta)) or np.max(np.abs(theta[:3])) > 700 \
-            or not (theta[3] > 0 and theta[4] > 0):   # e^700 ~ 1e304; alpha, beta > 0
+            or not (0 < theta[3] <= MAX_EXPONENT and 0 < theta[4] <= MAX_EXPONENT):
         raise InputError("runs", runs.source or f"{len(runs)} runs",
-                         "runs a law can be fitted to (the fit diverged or its exponents are <= 0: "
-                         "the losses do not fall with N and D as E + A/N^alpha + B/D^beta)",
+                         "runs a law can be fitted to (the fit diverged, or an exponent is <= 0 "
+                         f"or above {MAX_EXPONENT:g}: the losses do not fall with N and D as "
+                         "E + A/N^alpha + B/D^beta)",
                          hint=f"log-parameters (a, b, e, alpha, beta) = {np.round(theta, 3).tolist()}")
     samples = bootstrap_fits(runs, theta, n_bootstrap, delta=delta, seed=seed,
                                                     on_progress=on_progress) if n_bootstrap else None

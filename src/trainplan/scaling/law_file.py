@@ -74,7 +74,7 @@ def load_law(path: str | os.PathLike[str]) -> ParametricLaw:
         params[key] = float(v)
     ci = {k: (float(v[0]), float(v[1])) for k, v in (data.get("ci") or {}).items()} or None
     name = str(data.get("name") or p.stem)
-    return ParametricLaw(
+    law = ParametricLaw(
         name=name,
         label=str(data.get("label") or f"user law from {p.name}"),
         source=str(data.get("source") or f"user file {p}"),
@@ -83,3 +83,9 @@ def load_law(path: str | os.PathLike[str]) -> ParametricLaw:
         ci_level=data.get("ci_level"),
         **params,
     )
+    if not (0.0 < law.G < math.inf) or not (0.0 < law.G ** 2 < math.inf):
+        raise InputError("law file params", {k: params[k] for k in ("A", "B", "alpha", "beta")},
+                         "a law whose compute-optimal frontier is finite: G = (alpha A / "
+                         "(beta B))^(1/(alpha+beta)) and its square within the float range "
+                         "(Hoffmann et al. 2022 eq. 4)")
+    return law

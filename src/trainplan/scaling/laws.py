@@ -113,8 +113,12 @@ class ParametricLaw:
 
     @property
     def G(self) -> float:
-        """G = (alpha A / (beta B))^(1/(alpha+beta)) (Hoffmann et al. 2022 eq. 4)."""
-        return (self.alpha * self.A / (self.beta * self.B)) ** (1.0 / (self.alpha + self.beta))
+        """G = (alpha A / (beta B))^(1/(alpha+beta)) (Hoffmann et al. 2022 eq. 4), worked out in
+        logs (A or B near the float range would overflow the ratio); inf or 0 where G is."""
+        with np.errstate(over="ignore", divide="ignore"):
+            g = np.exp((np.log(self.alpha) + np.log(self.A) - np.log(self.beta)
+                        - np.log(self.B)) / (self.alpha + self.beta))
+        return g if np.ndim(g) else float(g)
 
     def loss(self, n_params: Any, tokens: Any) -> Any:
         """Predicted loss E + A/N^alpha + B/D^beta (Hoffmann et al. 2022 eq. 2)."""

@@ -71,11 +71,7 @@ class Runs:
                 "runs", n.size, f"at least {MIN_RUNS} runs (the law has 5 parameters)",
                 hint="add pilot runs at more model sizes and token counts",
             )
-        if np.unique(n).size < 2 or np.unique(d).size < 2:
-            raise InputError(
-                "runs", f"{np.unique(n).size} distinct N, {np.unique(d).size} distinct D",
-                "runs at two or more model sizes and two or more token counts",
-            )
+        check_design(n, d, l)
         return cls(n_params=n, tokens=d, loss=l, source=source)
 
     def without_highest_loss(self, k: int) -> "Runs":
@@ -83,6 +79,44 @@ class Runs:
         keep = np.argsort(self.loss, kind="stable")[: len(self) - k]
         keep.sort()
         return replace(self, n_params=self.n_params[keep], tokens=self.tokens[keep], loss=self.loss[keep])
+
+
+#: Distinct model sizes, token counts and tokens-per-parameter ratios a fit needs: L(N, D) has
+#: three parameters along each axis (E shared), and runs at one D/N ratio cannot tell A/N^alpha
+#: from B/D^beta (both fall as a power of N along the line; Hoffmann et al. 2022 sec. 3.3 and
+#: Besiroglu et al. 2024 fit isoFLOP grids that vary both).
+MIN_DISTINCT = 3
+
+#: Ratios D/N within this factor count as one (5%: a pilot grid's ratios differ far more).
+_RATIO_TOLERANCE = 0.05
+
+
+def check_design(n: np.ndarray, d: np.ndarray, loss: np.ndarray) -> None:
+    """Refuse runs from which the five parameters cannot be identified: fewer than
+    :data:`MIN_RUNS` distinct (N, D) points (repeated rows add no information), fewer than
+    :data:`MIN_DISTINCT` model sizes, token counts or tokens-per-parameter ratios, or losses
+    that fall with neither N nor D (a least-squares slope of log loss on log N and log D)."""
+    pairs = np.unique(np.stack([n, d]), axis=1).shape[1]
+    if pairs < MIN_RUNS:
+        raise InputError("runs", f"{pairs} distinct (N, D) points in {n.size} rows",
+                         f"at least {MIN_RUNS} distinct runs (the law has 5 parameters; a "
+                         "repeated row adds no information)")
+    ratios = np.unique(np.round(np.log(d / n) / np.log1p(_RATIO_TOLERANCE)))
+    counts = {"model sizes": np.unique(n).size, "token counts": np.unique(d).size,
+              "tokens-per-parameter ratios": ratios.size}
+    for what, k in counts.items():
+        if k < MIN_DISTINCT:
+            raise InputError("runs", f"{k} distinct {what}",
+                             f"runs at {MIN_DISTINCT} or more {what}",
+                             hint="train some sizes on more and fewer tokens (an isoFLOP grid, "
+                                  "Hoffmann et al. 2022 sec. 3.2): runs that share a few D/N "
+                                  "ratios, sizes or token counts cannot separate the N and D terms")
+    x = np.column_stack([np.ones_like(n), np.log(n), np.log(d)])
+    slope_n, slope_d = np.linalg.lstsq(x, np.log(loss), rcond=None)[0][1:]
+    if slope_n >= 0 and slope_d >= 0:
+        raise InputError("runs", f"loss slope {slope_n:+.3g} in log N, {slope_d:+.3g} in log D",
+                         "losses that fall as N or D grow (is the column a loss, not an "
+                         "accuracy?)")
 
 
 def _positive_array(name: str, values: Any) -> np.ndarray:

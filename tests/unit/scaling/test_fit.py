@@ -108,10 +108,12 @@ def test_save_and_load_round_trip(tmp_path):
 
 def test_load_runs_with_flops_column(tmp_path):
     f = tmp_path / "runs.csv"
-    rows = ["# comment", "N,C,loss"] + [f"{n},{6 * n * 20 * n},{3.0 - i * 0.1}" for i, n in enumerate([1e7, 2e7, 4e7, 8e7, 1.6e8, 3.2e8, 6.4e8, 1.28e9])]
+    sizes = [1e7, 2e7, 4e7, 8e7, 1.6e8, 3.2e8, 6.4e8, 1.28e9]
+    rows = ["# comment", "N,C,loss"] + [f"{n},{6 * n * (5, 20, 80)[i % 3] * n},{3.0 - i * 0.1}"
+                                        for i, n in enumerate(sizes)]
     f.write_text("\n".join(rows))
     runs = load_runs(f)
-    assert runs.tokens[0] == pytest.approx(20 * 1e7)
+    assert runs.tokens[:3] == pytest.approx([5 * 1e7, 20 * 2e7, 80 * 4e7])
 
 
 @pytest.mark.parametrize(
@@ -136,3 +138,65 @@ def test_bad_law_file(tmp_path):
         load_law(f)
     with pytest.raises(InputError):
         load_law(tmp_path / "missing.json")
+
+
+def _epoch_grid(sizes, ratios):
+    """Noiseless runs of Epoch's law on sizes x tokens-per-parameter ratios."""
+    n = np.repeat(np.asarray(sizes, dtype=float), len(ratios))
+    d = n * np.tile(np.asarray(ratios, dtype=float), len(sizes))
+    return n, d, EPOCH_2024.loss(n, d)
+
+
+@pytest.mark.parametrize("case, words", [
+    ("one ratio", "1 distinct tokens-per-parameter ratios"),     # every run at D = 20N
+    ("two token counts", "2 distinct token counts"),
+    ("repeated rows", "4 distinct (N, D) points in 12 rows"),
+    ("rising loss", "losses that fall as N or D grow"),
+])
+def test_runs_that_cannot_identify_the_law_are_refused(case, words):
+    """Designs on which the five parameters are not identified gave absurd laws with tight
+    bands (alpha 94, a 0.35-parameter model); they are refused, naming the design problem."""
+    if case == "one ratio":
+        n, d, loss = _epoch_grid(np.geomspace(1e8, 1e10, 20), [20])
+    elif case == "two token counts":
+        n = np.repeat(np.geomspace(1e8, 1e10, 10), 2)
+        d = np.tile([2e10, 2e11], 10)
+        loss = EPOCH_2024.loss(n, d)
+    elif case == "repeated rows":
+        n, d, loss = _epoch_grid([1e8, 1e9], [5, 80])
+        n, d, loss = (np.tile(x, 3) for x in (n, d, loss))
+    else:
+        n, d, loss = _epoch_grid(np.geomspace(1e8, 1e10, 5), [5, 20, 80])
+        loss = 1.0 / loss
+    with pytest.raises(InputError) as e:
+        Runs.from_arrays(n, loss, tokens=d)
+    assert words in str(e.value)
+
+
+def test_a_grid_that_varies_size_and_ratio_fits():
+    n, d, loss = _epoch_grid(np.geomspace(1e8, 1e10, 5), [5, 20, 80])
+    fit = fit_law(Runs.from_arrays(n, loss, tokens=d))
+    assert fit.law.alpha == pytest.approx(EPOCH_2024.alpha, rel=1e-3)
+    assert fit.warnings() == []
+
+
+def test_warnings_for_few_resamples_and_far_budgets():
+    n, d, loss = _epoch_grid(np.geomspace(1e8, 1e10, 5), [5, 20, 80])
+    fit = fit_law(Runs.from_arrays(n, loss, tokens=d), n_bootstrap=20)
+    largest = 6 * 1e10 * 80e10
+    assert any("20 bootstrap resamples are rough" in w for w in fit.warnings())
+    assert not any("extrapolation" in w for w in fit.warnings(50 * largest))
+    assert any("extrapolation" in w for w in fit.warnings(1000 * largest))
+    with pytest.raises(InputError, match="seed"):
+        fit_law(Runs.from_arrays(n, loss, tokens=d), n_bootstrap=2, seed=-1)
+
+
+def test_a_law_file_whose_frontier_overflows_is_refused(tmp_path):
+    """A = 1e300 made G overflow (OverflowError, exit 1); it is an InputError naming the
+    parameters."""
+    p = tmp_path / "law.json"
+    p.write_text(json.dumps({"params": {"E": 1.8, "A": 1e300, "B": 2000.0, "alpha": 0.38,
+                                        "beta": 0.36}}))
+    with pytest.raises(InputError) as e:
+        load_law(p)
+    assert e.value.field == "law file params" and "finite" in str(e.value)

@@ -33,6 +33,8 @@ def fit_command(
     from trainplan.scaling.law_file import save_law
     from trainplan.scaling.runs import MIN_RUNS, load_runs
 
+    from trainplan.io.limits import check_int
+    check_int("--seed", seed, 0, 2**32 - 1)
     if drop_highest < 0:
         raise InputError("drop-highest", drop_highest, "an integer >= 0")
     if out is not None:                       # a bad --out fails before the fit
@@ -61,6 +63,7 @@ def fit_command(
         payload["allocation"] = allocation.to_dict() if allocation else None
         payload["law_file"] = str(saved) if saved else None
         payload["plot"] = str(plotted) if plotted else None
+        payload["warnings"] = result.warnings(budget_flops)
         print_json(payload)
         return
-    print_fit(result, allocation, saved, plotted)
+    print_fit(result, allocation, saved, plotted, result.warnings(budget_flops))
