@@ -228,7 +228,7 @@ def test_fit_that_diverges_is_an_input_error():
     from trainplan.scaling.runs import Runs
     base = synthetic_runs(DEFAULT_LAW, 12, noise=0.0, seed=0)
     flat = Runs(n_params=base.n_params, tokens=base.tokens, loss=base.loss[::-1].copy(), source="reversed")
-    with pytest.raises(InputError, match="exponents are <= 0"):      # losses rise with N, D
+    with pytest.raises(InputError, match="exponent is <= 0"):      # losses rise with N, D
         fit_law(flat, n_bootstrap=5, max_starts=8)
     r = fit_law(base, n_bootstrap=5, max_starts=8)
     assert r.law.alpha > 0 and r.law.beta > 0 and isinstance(r.law.G, float)

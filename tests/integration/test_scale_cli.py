@@ -240,3 +240,20 @@ def test_gpus_that_are_not_whole_nodes_are_refused_not_replaced():
     r = run("--days", "30", "--gpus", "100", "--gpu", "h100")
     assert r.exit_code == 2 and "gpus = 100" in r.output and "multiple of 8" in r.output
     assert run("--days", "30", "--gpus", "4", "--gpu", "h100").exit_code == 0
+
+
+def test_emit_model_keeps_the_gpus_and_precision_the_budget_was_priced_on(tmp_path):
+    """Without --gpus the file carries the GPU count the MFU was found on (plan of it ran on 8
+    GPUs for 1,292 days); on V100 it is fp16_mixed (bf16_mixed made plan refuse the file)."""
+    import tomllib
+    out = tmp_path / "m.toml"
+    r = run("--dollars", "1e6", "--gpu", "h100", "--emit-model", str(out), "--json")
+    assert r.exit_code == 0, r.output
+    job = tomllib.loads(out.read_text())
+    assert job["cluster"]["gpus"] == json.loads(r.output)["budget"]["mfu_gpus"]
+    assert job["job"]["precision"] == "bf16_mixed"
+    v = tmp_path / "v.toml"
+    r = run("--gpu-hours", "1e5", "--gpu", "v100", "--emit-model", str(v))
+    assert r.exit_code == 0, r.output
+    assert tomllib.loads(v.read_text())["job"]["precision"] == "fp16_mixed"
+    assert "fp16" in r.output

@@ -19,12 +19,15 @@ def resilience_command(
     interruptions: Optional[float] = typer.Option(
         None, "--interruptions", help="spot: fraction of instances interrupted per month "
         "(AWS Spot Advisor bands: 0.05, 0.10, 0.15, 0.20; default: the lowest band's edge)"),
-    on_demand_price: Optional[float] = typer.Option(None, "--on-demand-price", help="USD/GPU-h"),
+    on_demand_price: Optional[float] = typer.Option(
+        None, "--on-demand-price", help="USD/GPU-h (default: the job file's usd_per_gpu_hour, "
+        "else the provider's catalog price)"),
     reserved_price: Optional[float] = typer.Option(None, "--reserved-price", help="USD/GPU-h"),
     spot_price: Optional[float] = typer.Option(None, "--spot-price", help="USD/GPU-h"),
-    failures: str = typer.Option("llama3", "--failures",
-                                 help="hardware failure rate: llama3 | llama3_all | llama3_gpu_only "
-                                      "or a number per GPU-hour"),
+    failures: Optional[str] = typer.Option(
+        None, "--failures", help="hardware failure rate: llama3 | llama3_all | llama3_gpu_only "
+        "or a number per GPU-hour (default: the cluster's failure_rate_per_gpu_hour, Llama 3's "
+        "unless the job file sets it)"),
     restart_minutes: Optional[float] = typer.Option(
         None, "--restart-minutes", help="detect + reschedule + process start (default: the "
         "cluster's restart_minutes); checkpoint load time is added"),

@@ -43,6 +43,8 @@ def render_options(out: dict) -> None:
     if out["spot_savings"] is not None:
         con.print(f"spot saves {out['spot_savings']:.1%} of the on-demand cost at these prices",
                   highlight=False)
+    for w in out.get("warnings", []):
+        con.print(escape(f"warning: {w}"), style="yellow", highlight=False)
     for path in out["written"]:
         con.print(escape(f"wrote {path}"), highlight=False)
     for r in out["options"]:

@@ -42,7 +42,7 @@ def failure_rate(name: str) -> float:
     """Published hardware failure rate per GPU-hour by key (see providers.json)."""
     rates = provider_data()["hardware_failure_rates"]
     if name not in rates:
-        raise InputError("failure rate", name, " | ".join(rates))
+        raise InputError("--failures", name, " | ".join(rates) + " or a rate per GPU-hour")
     return float(rates[name]["per_gpu_hour"])
 
 

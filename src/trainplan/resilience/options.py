@@ -33,6 +33,9 @@ def purchase_options(job_file, gpu, gpus, provider, interruptions, od, rs, sp, f
             raise InputError("--interruptions", interruptions, "a fraction of instances "
                              "interrupted per month, 0 <= f < 1")
     check_int("--simulate", runs, 0, 100_000)
+    if gpus is not None:
+        check_int("--gpus", gpus, 1, 2**31)
+    provider = str(provider).lower()
     if job_file is None:
         job_file = Path(str(resources.files("trainplan.examples").joinpath("vlm_source_case.toml")))
         gpus = gpus or 64
@@ -44,10 +47,15 @@ def purchase_options(job_file, gpu, gpus, provider, interruptions, od, rs, sp, f
     if not est.totals.ideal_wall_clock_days:
         raise InputError("job.tokens", None, "a token or sample count (the run's length)")
     c = inp.cluster
-    try:
-        rate = float(failures)
-    except ValueError:
-        rate = ec.failure_rate(failures)
+    if failures is None:                  # the job's own rate (Llama 3's unless the file sets it)
+        rate = c.failure_rate_per_gpu_hour
+    else:
+        try:
+            rate = float(failures)
+        except ValueError:
+            rate = ec.failure_rate(failures)
+    if od is None and c.usd_per_gpu_hour is not None:   # the price estimate and plan use
+        od = c.usd_per_gpu_hour
     if rate < 0:
         raise InputError("--failures", failures, "a rate >= 0 or a named rate")
     ck = ec.checkpoint_of(est)
@@ -80,6 +88,12 @@ def purchase_options(job_file, gpu, gpus, provider, interruptions, od, rs, sp, f
         rows.append(row)
     written = emit_elastic(inp, st, ck, work_h, *emit) if emit[0] is not None else []
     by = {r.option.name: r for r in res}
+    warnings = []
+    if by["spot"].option.preempt_per_hour == 0 and interruptions is None:
+        warnings.append(f"{provider} publishes no spot interruption rate and --interruptions was "
+                        "not given: spot is assumed never pre-empted, so its goodput, the "
+                        "break-even discount and the savings are an upper bound; pass "
+                        "--interruptions (AWS's Spot Advisor bands: 0.05-0.20 a month)")
     savings = (1 - by["spot"].cost_usd / by["on-demand"].cost_usd
                if by["spot"].cost_usd is not None and by["on-demand"].cost_usd else None)
     return dict(model=est.model, gpu=est.gpu, gpus=est.gpus, nodes=c.nodes, layout=est.layout,
@@ -88,7 +102,7 @@ def purchase_options(job_file, gpu, gpus, provider, interruptions, od, rs, sp, f
                                 writers=ck.writers, read_gib=ck.bytes_read / 2**30),
                 restart_minutes=restart_h * 60, failures_per_gpu_hour=rate,
                 break_even_spot_discount=ec.break_even_discount(by["spot"], by["on-demand"]),
-                spot_savings=savings,
+                spot_savings=savings, warnings=warnings,
                 options=rows, written=[str(p) for p in written])
 
 

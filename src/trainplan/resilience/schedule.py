@@ -120,6 +120,11 @@ def run_schedule(sched: dict[str, Any]) -> dict[str, Any]:
     pl = _Planner(sched["cluster"], sched["jobs"])
     restart_h = float(sched["cluster"].get("restart_minutes", 10.0)) / 60.0
     left = {n: pl.estimate(n, _first_nodes(sched, n)).totals.tokens for n in sched["jobs"]}
+    first = pl.estimate(next(iter(sched["jobs"])), _first_nodes(sched, next(iter(sched["jobs"]))))
+    if first.totals.usd_per_gpu_hour is None:      # a schedule compares costs: $0 would read as one
+        from trainplan.errors import InputError
+        raise InputError("cluster.usd_per_gpu_hour", None,
+                         f"a price per GPU-hour: {pl.gpu} has no price in the catalog")
     done_day: dict[str, float] = {}
     stats = {n: dict(tokens=left[n], node_hours=0.0, cost=0.0, resizes=0) for n in left}
     resizes: list[dict[str, Any]] = []
@@ -159,7 +164,7 @@ def run_schedule(sched: dict[str, Any]) -> dict[str, Any]:
         left[p.job] -= min(left[p.job], useful * rate)
         if left[p.job] <= 0:
             done_day[p.job] = (t + used) / 24
-        price = est.totals.usd_per_gpu_hour or 0.0
+        price = est.totals.usd_per_gpu_hour
         gpus = p.nodes * pl.node
         stats[p.job]["node_hours"] += used * p.nodes
         stats[p.job]["cost"] += used * gpus * price

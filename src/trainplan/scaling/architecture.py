@@ -136,7 +136,8 @@ def propose_architecture(n_params: float, vocab: int | None = None) -> Architect
 
 
 def job_file_text(arch: Architecture, tokens: float, *, gpu: str | None = None, gpus: int | None = None,
-                  law: str = "", seq_len: int = 4096, global_batch: int | None = None) -> str:
+                  law: str = "", seq_len: int = 4096, global_batch: int | None = None,
+                  precision: str = "bf16_mixed") -> str:
     """A job file (TOML) with the proposed model as an inline stack, ``tokens`` training tokens
     and, when known, the cluster; ``trainplan plan FILE`` reads it (:func:`trainplan.services.jobfile._model`)."""
     from trainplan.io.formats import comment, toml_dumps
@@ -151,7 +152,7 @@ def job_file_text(arch: Architecture, tokens: float, *, gpu: str | None = None, 
         "model": {"name": name, "source": f"trainplan scale ({law or 'scaling law'})",
                   "stacks": [{k: v if isinstance(v, str) else int(v) for k, v in arch.stack().items()}]},
         "job": {"seq_len": int(seq_len), "tokens": float(f"{float(tokens):.6g}"),
-                "precision": "bf16_mixed", "optimizer": "adamw"},
+                "precision": precision, "optimizer": "adamw"},
     }
     if global_batch:            # the batch the budget's MFU was found at
         tables["job"]["global_batch"] = int(global_batch)

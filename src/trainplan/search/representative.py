@@ -60,7 +60,7 @@ def best_mfu(gpu: str, gpus: int, n_params: float) -> tuple[float, str]:
     """MFU of the fastest layout of a representative dense model of ``n_params`` on ``gpus``.
 
     The model is :func:`representative_model`; the job trains 4,096-token sequences in bf16
-    with AdamW at a global batch of at least 1,024 sequences (and at least one sequence per 4
+    (fp16 where the GPU has no bf16) with AdamW at a global batch of at least 1,024 sequences (and at least one sequence per 4
     GPUs, a multiple of the GPU count's data-parallel sizes). Returns (MFU, one-line
     description). When nothing fits (too large a model for the GPUs) it returns
     (0.0, the reason).
@@ -70,7 +70,7 @@ def best_mfu(gpu: str, gpus: int, n_params: float) -> tuple[float, str]:
     acc = get_accelerator(gpu)
     m = representative_model(float(n_params))
     job = Job(seq_len=REPRESENTATIVE_SEQ_LEN, global_batch=representative_batch(gpus),
-              precision="bf16_mixed", optimizer="adamw")
+              precision=acc.mixed_precision, optimizer="adamw")
     template = Cluster(accelerator=acc, gpus=1)
     space = SearchSpace(recompute=("none", "selective", "full"), max_micro_batch=8, max_vp=4)
     d = m.decoder

@@ -146,6 +146,12 @@ class Accelerator(Spec):
         """True when the record has a dense peak that serves a ``dtype`` matmul (see :meth:`peak`)."""
         return any(self.peak_tflops.get(d) for d in _SERVED_BY.get(dtype, (dtype,)))
 
+    @property
+    def mixed_precision(self) -> str:
+        """The 16-bit mixed precision a run on it uses: bf16_mixed, or fp16_mixed where there is
+        no bf16 unit (V100: NVIDIA V100 datasheet, Tensor Cores FP16 only)."""
+        return "bf16_mixed" if self.has_math("bf16") else "fp16_mixed"
+
     def peak(self, dtype: str) -> float:
         """Dense peak FLOP/s of a ``dtype`` matmul; an :class:`InputError` when there is none.
 

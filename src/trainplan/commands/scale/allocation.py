@@ -54,11 +54,16 @@ def scale(
 
         from trainplan.search.representative import REPRESENTATIVE_SEQ_LEN, representative_batch
         # the sequence and batch the layout search priced the budget at
-        batch = representative_batch(int(budget.gpus)) if budget.gpus else None
+        # on the GPUs it was priced on: --gpus, else the count the MFU was found for
+        gpus = budget.gpus or budget.mfu_gpus
+        batch = representative_batch(int(gpus)) if gpus else None
+        from trainplan.catalog.accelerators import get_accelerator
         write_atomic(emit_model, job_file_text(arch, rec.recommended.tokens, gpu=budget.gpu,
-                                               gpus=budget.gpus, law=rec.recommended.law,
-                                               seq_len=REPRESENTATIVE_SEQ_LEN,
-                                               global_batch=batch), "emit-model", force)
+                                               gpus=gpus, law=rec.recommended.law,
+                                               seq_len=REPRESENTATIVE_SEQ_LEN, global_batch=batch,
+                                               precision=get_accelerator(budget.gpu).mixed_precision
+                                               if budget.gpu else "bf16_mixed"),
+                     "emit-model", force)
         emitted = str(emit_model)
     grid = common_isoflop_grid(rows)
     table_curves = {}

@@ -1,0 +1,80 @@
+"""`trainplan resilience` and `schedule` take the job file's price and failure rate, as
+`estimate` and `plan` do, and say when spot has no pre-emption rate."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from trainplan.cli import app
+
+JOB = """[model]
+preset = "llama-3-8b"
+[job]
+tokens = 1e11
+[cluster]
+gpu = "h100"
+gpus = 8
+{extra}
+[strategy]
+zero = 1
+recompute = "selective"
+"""
+
+
+def _job(tmp_path, extra=""):
+    p = tmp_path / "job.toml"
+    p.write_text(JOB.format(extra=extra))
+    return p
+
+
+def _json(*args):
+    r = CliRunner().invoke(app, [str(a) for a in args])
+    assert r.exit_code == 0, r.output
+    return json.loads(r.output)
+
+
+def test_the_job_price_is_the_on_demand_price_and_the_costs_agree(tmp_path):
+    job = _job(tmp_path, "usd_per_gpu_hour = 2.0")
+    est = _json("estimate", job, "--json")
+    res = _json("resilience", job, "--json")
+    od = next(o for o in res["options"] if o["option"] == "on-demand")
+    assert od["usd_per_gpu_hour"] == 2.0
+    assert od["cost_usd"] == pytest.approx(est["totals"]["cost_usd"], rel=1e-6)
+
+
+def test_the_job_failure_rate_sets_the_interval_as_in_estimate(tmp_path):
+    job = _job(tmp_path, "failure_rate_per_gpu_hour = 1e-3\nrestart_minutes = 30")
+    est = _json("estimate", job, "--json")["totals"]
+    res = _json("resilience", job, "--json")
+    assert res["failures_per_gpu_hour"] == 1e-3
+    od = res["options"][0]
+    assert od["interval_h"] == pytest.approx(est["checkpoint_interval_hours"], rel=1e-9)
+    assert od["wall_days"] == pytest.approx(est["wall_clock_days"], rel=1e-9)
+    # --failures still overrides it
+    assert _json("resilience", job, "--failures", "llama3", "--json")["failures_per_gpu_hour"] \
+        < 1e-4
+
+
+def test_spot_without_a_rate_is_flagged_and_bad_options_refused(tmp_path):
+    res = _json("resilience", _job(tmp_path), "--provider", "GCP", "--spot-price", "1", "--json")
+    assert res["provider"] == "gcp"
+    assert any("assumed never pre-empted" in w for w in res["warnings"])
+    aws = _json("resilience", _job(tmp_path), "--json")           # AWS publishes bands
+    assert aws["warnings"] == []
+    r = CliRunner().invoke(app, ["resilience", "--gpus", "0"])
+    assert r.exit_code == 2 and "--gpus" in r.output
+    r = CliRunner().invoke(app, ["resilience", "--failures", "often"])
+    assert r.exit_code == 2 and "rate per GPU-hour" in r.output
+
+
+def test_a_schedule_on_an_unpriced_gpu_asks_for_a_price(tmp_path):
+    from importlib import resources
+    text = resources.files("trainplan.examples").joinpath("day_night.toml").read_text()
+    assert 'gpu = "a100_sxm_80gb"' in text
+    p = tmp_path / "s.toml"
+    p.write_text(text.replace('gpu = "a100_sxm_80gb"', 'gpu = "h100_nvl"'))
+    r = CliRunner().invoke(app, ["schedule", str(p)])
+    assert r.exit_code == 2 and "usd_per_gpu_hour" in r.output
