@@ -82,6 +82,9 @@ def _notes(spec: LaunchSpec) -> list[str]:
     out = [f"layout {st.layout()} on {spec.gpus} GPUs ({spec.nodes} node(s) x "
            f"{spec.procs_per_node}); DP = {spec.dp}, gradient accumulation {spec.grad_accum}"]
     out += spec.training_notes()
+    if spec.checkpoint_interval_steps:   # DeepSpeed saves where the script calls save_checkpoint
+        out.append(f"call engine.save_checkpoint every {spec.checkpoint_interval_steps} steps: "
+                   "the interval that maximises goodput, which the predicted wall-clock assumes")
     if st.tp > 1 or st.pp > 1:
         out.append(f"TP={st.tp} and PP={st.pp} are not launcher flags: TP via AutoTP "
                    "(tensor_parallel.autotp_size) for HF models or --tensor-model-parallel-size "

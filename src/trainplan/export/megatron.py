@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 
 from trainplan.errors import InputError
-from trainplan.export.spec import LaunchSpec, shell_join
+from trainplan.export.spec import LaunchSpec, checkpoint_comment, shell_join
 from trainplan.spec.framework import fused_groups, get_framework
 
 # trainplan's FP8 recipe -> Megatron-Core TransformerConfig.fp8_recipe / --fp8-recipe
@@ -168,7 +168,7 @@ def megatron_args(spec: LaunchSpec) -> list[str]:
           "--weight-decay", "0.1", "--clip-grad", f"{float(job.grad_clip or 0.0):g}",
           "--data-path", "$DATA_PATH", "--split", "99,1,0",
           "--tokenizer-type", "HuggingFaceTokenizer", "--tokenizer-model", "$TOKENIZER_MODEL",
-          "--save", "$CHECKPOINT_DIR", "--load", "$CHECKPOINT_DIR", "--save-interval", "1000",
+          "--save", "$CHECKPOINT_DIR", "--load", "$CHECKPOINT_DIR", "--save-interval", str(spec.save_interval),
           "--log-interval", "10", "--eval-interval", "1000", "--eval-iters", "10"]
     return a
 
@@ -190,6 +190,7 @@ def render_megatron(spec: LaunchSpec) -> dict[str, str]:
              f"{spec.grad_accum} micro-batches per step",
              "# Run on every node with NODE_RANK set (0..nodes-1) and MASTER_ADDR = node 0.",
              "# Set --rotary-base to the model's rope theta (e.g. 500000 for Llama 3).",
+             checkpoint_comment(spec),
              "set -euo pipefail",
              ': "${NODE_RANK:=0}" "${MASTER_ADDR:=localhost}"',
              ': "${DATA_PATH:?set DATA_PATH}" "${TOKENIZER_MODEL:?set TOKENIZER_MODEL}"',

@@ -30,6 +30,16 @@ VENDOR_CONTAINER = {
 }
 
 
+def checkpoint_steps(est: Any) -> int | None:
+    """Steps between checkpoints for an Estimate: its goodput-optimal checkpoint interval
+    (``totals.checkpoint_interval_hours``) over its step time, at least 1; None where it has
+    none (no token count, or a cluster that never fails)."""
+    hours = est.totals.checkpoint_interval_hours
+    if hours is None or not est.time.step_s > 0:
+        return None
+    return max(1, round(hours * 3600.0 / est.time.step_s))
+
+
 class LaunchSpec(Specs):
     """What the launch files describe: the specs of the chosen layout (:class:`Specs`) and the
     program to run. The strategy is completed on construction: dp derived and the framework's
@@ -43,6 +53,9 @@ class LaunchSpec(Specs):
     master_port: int = 29500
     notes: tuple[str, ...] = ()
     wall_clock_hours: float | None = None   # predicted, with failures and checkpoints
+    #: steps between checkpoints: the interval the wall-clock was predicted with (the goodput
+    #: optimum, costmodel.reliability.best_goodput) over the step time; None: not planned
+    checkpoint_interval_steps: int | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -110,6 +123,11 @@ class LaunchSpec(Specs):
         return self.job.batch_sequences // (self.strategy.micro_batch * self.dp)
 
     @property
+    def save_interval(self) -> int:
+        """Steps between checkpoints: the planned interval, else 1,000 (a placeholder)."""
+        return self.checkpoint_interval_steps or 1000
+
+    @property
     def train_steps(self) -> int:
         tokens = self.job.total_tokens()
         return max(1, math.ceil(tokens / self.job.batch_tokens)) if tokens else 1000
@@ -118,6 +136,15 @@ class LaunchSpec(Specs):
         """The command after ``torchrun [flags]``: script (or -m module) and its arguments."""
         head = ["-m", self.script] if self.python_module else [self.script]
         return head + list(self.script_args)
+
+
+def checkpoint_comment(spec: "LaunchSpec") -> str:
+    """One comment line on the checkpoint interval the files carry."""
+    if spec.checkpoint_interval_steps:
+        return (f"# Checkpoint every {spec.checkpoint_interval_steps} steps: the interval that "
+                "maximises goodput, which the predicted wall-clock and cost assume.")
+    return ("# Checkpoint every 1000 steps: a placeholder (the plan has no token count or failure "
+            "rate to choose one from).")
 
 
 def shell_join(args: list[str]) -> str:

@@ -15,7 +15,7 @@ each stage map to ``selective_ac_option = N`` (every N-th layer, about the same 
 from __future__ import annotations
 
 from trainplan.errors import InputError
-from trainplan.export.spec import LaunchSpec
+from trainplan.export.spec import LaunchSpec, checkpoint_comment
 from trainplan.io.formats import comment, toml_dumps
 
 
@@ -82,7 +82,9 @@ def torchtitan_config(spec: LaunchSpec) -> dict[str, dict]:
         ac["selective_ac_option"] = str(max(1, round(per_stage / max(st.recompute_layers, 1))))
     model = {"name": "llama3", "flavor": spec.model.name}
     tables = {"model": model, "training": training, "parallelism": par,
-              "activation_checkpoint": ac}
+              "activation_checkpoint": ac,
+              # off by default in torchtitan (CheckpointConfig.enable, job_config.py at 238fa99)
+              "checkpoint": {"enable": True, "interval": spec.save_interval}}
     if job.precision == "fp8_mixed":
         model["converters"] = ["quantize.linear.float8"]
     return tables
@@ -102,6 +104,7 @@ def render_torchtitan(spec: LaunchSpec) -> dict[str, str]:
         comment("Set [model] name/flavor to the torchtitan model registry entry for "
                 f"{spec.model.name}."),
     ]
+    head.append(checkpoint_comment(spec))
     if spec.job.precision == "fp8_mixed":
         head.append("# [quantize.linear.float8] recipe_name defaults to tensorwise")
     launch = "\n".join([

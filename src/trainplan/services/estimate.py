@@ -89,10 +89,12 @@ class EstimateRun:
 
     def launch_spec(self) -> Any:
         from trainplan.export import LaunchSpec
+        from trainplan.export.spec import checkpoint_steps
 
         wall = self.estimate.totals.wall_clock_days
         return LaunchSpec(model=self.inputs.model, job=self.inputs.job, cluster=self.inputs.cluster,
-                          strategy=self.strategy, wall_clock_hours=wall * 24.0 if wall else None)
+                          strategy=self.strategy, wall_clock_hours=wall * 24.0 if wall else None,
+                          checkpoint_interval_steps=checkpoint_steps(self.estimate))
 
 
 def estimate_job(data: dict[str, Any]) -> EstimateRun:

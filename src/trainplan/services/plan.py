@@ -134,8 +134,10 @@ def emit_winner(req: PlanRequest, result: Any, sweep: Any, out: Path | None, for
     w = result.winner
     cluster = sweep.cluster(sweep.accelerators.index(get_accelerator(result.top_gpu_ids[0])), w.gpus)
     wall = w.totals.wall_clock_days
+    from trainplan.export.spec import checkpoint_steps
     spec = LaunchSpec(model=req.specs.model, job=req.specs.job, cluster=cluster,
-                      strategy=Strategy(**w.strategy), wall_clock_hours=wall * 24.0 if wall else None)
+                      strategy=Strategy(**w.strategy), wall_clock_hours=wall * 24.0 if wall else None,
+                      checkpoint_interval_steps=checkpoint_steps(w))
     return emit_files(list(req.emit), Path(out or req.out or "."), spec, force=force)
 
 

@@ -372,3 +372,28 @@ def test_lora_jobs_are_not_written_as_full_training():
         + render("slurm", with_program(lora, ["slurm"]))["train.sbatch"]
     assert text.count("rank-32 adapters") == 2 and "LoraConfig(r=32" in text
     assert "adapters" not in render("deepspeed", spec)["deepspeed_launch.sh"]
+
+
+def test_launch_files_checkpoint_at_the_interval_the_totals_assume(tmp_path):
+    """The wall-clock and cost assume the goodput-optimal checkpoint interval; the files wrote
+    --save-interval 1000 (Megatron) and no [checkpoint] table (torchtitan: off by default)."""
+    import tomllib
+
+    from trainplan.services.estimate import estimate_job
+
+    run = estimate_job({"model": {"preset": "llama-3-70b"}, "job": {"tokens": 1e11},
+                        "cluster": {"gpu": "h100", "gpus": 64}})
+    e = run.estimate
+    steps = round(e.totals.checkpoint_interval_hours * 3600 / e.time.step_s)
+    spec = run.launch_spec()
+    assert spec.checkpoint_interval_steps == steps and 1 < steps < 1000
+    from trainplan.export.megatron import megatron_args
+    from trainplan.export.torchtitan import render_torchtitan
+    a = megatron_args(spec)
+    assert a[a.index("--save-interval") + 1] == str(steps)
+    toml = tomllib.loads(render_torchtitan(spec)["torchtitan.toml"])
+    assert toml["checkpoint"] == {"enable": True, "interval": steps}
+    # no token count: no interval to plan, the placeholder says so
+    bare = estimate_job({"model": {"preset": "llama-3-8b"}, "cluster": {"gpu": "h100", "gpus": 8}})
+    assert bare.launch_spec().checkpoint_interval_steps is None
+    assert "placeholder" in render_torchtitan(bare.launch_spec())["torchtitan.toml"]
