@@ -30,6 +30,7 @@ from trainplan.catalog.vision_fields import Fields
 from trainplan.catalog.vision_towers import internvit_tower, qwen25vl_tower, vit_tower
 from trainplan.errors import InputError
 from trainplan.spec.model import Model, Projector
+from trainplan.spec.base import evolve
 
 # Gemma3TextConfig defaults (configuration_gemma3.py)
 GEMMA3_TEXT_DEFAULTS = dict(model_type="gemma3_text", vocab_size=262_208, hidden_size=2304,
@@ -84,7 +85,8 @@ def internvl_from_hf(cfg: dict[str, Any], name: str) -> Model:
     The decoder's ``model_type`` is passed on as given (qwen2, qwen3, llama...) to
     ``decoder_from_hf``, which counts each family's own extras (Qwen3's QK-norm).
     """
-    vis = internvit_tower(cfg.get("vision_config"))
+    # the processor's dynamic tiles (GotOcr2ImageProcessor crop_to_patches, max_patches 12)
+    vis = evolve(internvit_tower(cfg.get("vision_config")), tiling="internvl")
     f = Fields(cfg, "config.")
     ratio = f.number("downsample_ratio", 0.5, 0.0, 1.0)
     merge = round(1.0 / ratio)
@@ -104,7 +106,8 @@ def llava_onevision_from_hf(cfg: dict[str, Any], name: str) -> Model:
     """LLaVA-OneVision (Li et al. 2024, arXiv:2408.03326; ``modeling_llava_onevision.py``):
     SigLIP, ``multi_modal_projector`` linear_1 (vision h -> text h), GELU, linear_2, and the
     ``image_newline`` vector."""
-    vis = vit_tower(cfg.get("vision_config"), "siglip")
+    # anyres: grid crops plus the whole image (image_grid_pinpoints, LlavaOnevisionProcessor)
+    vis = evolve(vit_tower(cfg.get("vision_config"), "siglip"), tiling="anyres")
     dec = decoder_from_hf(_text(cfg, {"model_type": "qwen2"}, None, _tie(cfg, False, True)))
     bias = Fields(cfg, "config.").bool("multimodal_projector_bias", True)
     proj = Projector(kind="mlp2", in_dim=vis.hidden, out_dim=dec.hidden, hidden=dec.hidden,

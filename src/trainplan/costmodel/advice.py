@@ -83,6 +83,15 @@ def _input_warnings(model, job) -> list[str]:
                    f"{model.name} was trained on: long-context training usually extends RoPE "
                    "(e.g. a larger rope theta or YaRN) first; the cost here is of the sequence "
                    "as given")
+    if model.vision:
+        from trainplan.costmodel.vision_tokens import mean_llm_tokens_per_image, sample_tokens
+        per = sample_tokens(model, job)
+        if per is not None and per > job.seq_len:
+            out.append(f"a sample is {per:,.0f} tokens ({job.text_tokens:g} text + "
+                       f"{job.images_for(model):g} image(s) x "
+                       f"{mean_llm_tokens_per_image(model, job):,.0f}), longer than seq_len "
+                       f"{job.seq_len}: truncation would cut image tokens, which breaks the "
+                       "sample; raise seq_len or lower the image size or count")
     if job.trainable == "lora" and 2 * job.lora_rank > dec.hidden:
         out.append(f"LoRA rank {job.lora_rank} is over half the width ({dec.hidden}): the "
                    "adapters r(d_in + d_out) outgrow the matrices they adapt, so a full "

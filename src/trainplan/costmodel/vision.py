@@ -40,7 +40,7 @@ from trainplan.costmodel.vision_projectors import (
     MERGING_KINDS,
     merging_activation_bytes,
 )
-from trainplan.costmodel.vision_tokens import weighted_mean
+from trainplan.costmodel.vision_tokens import images_per_sequence, weighted_mean
 from trainplan.spec.model import Model, Projector, Stack
 
 # ------------------------------------------------------------------------------------- memory
@@ -126,7 +126,7 @@ def vision_costs(model: Model, job, L, cluster=None) -> dict[str, Any]:
     if not model.vision:
         return out
     out["params"], out["trainable_params"] = vision_param_counts(model, job)
-    ips = job.images_for(model)
+    ips = images_per_sequence(model, job)     # images_per_sample x samples per sequence
     if ips <= 0:
         return out
 

@@ -38,8 +38,9 @@ from trainplan.costmodel.vision_projectors import (
 )
 from trainplan.costmodel.vision_tokens import (
     encoder_patches,
-    image_sizes,
+    images_per_sequence,
     projector_tokens_out,
+    tower_inputs,
     weighted_mean,
 )
 from trainplan.spec.model import Model, Projector, Stack
@@ -218,7 +219,7 @@ def vision_parts(model: Model, job) -> Iterator[VisionPart]:
     lora = getattr(job, "trainable", "full") == "lora"
     below, last = False, None
     for v in model.vision:
-        h, w, p = image_sizes(job, v)
+        h, w, p = tower_inputs(job, v)
         train = parts[v.name] and not lora
         n = encoder_patches(v, h, w)
         yield VisionPart(v, True, train, below, n, p, h, w)
@@ -241,12 +242,13 @@ def tower_equivalent_decoder_layers(model: Model, job) -> float:
     stage. Give stage 1 about this many fewer decoder layers (Megatron-LM
     ``--decoder-first-pipeline-num-layers``) to balance it.
     """
-    if not model.vision or job.images_for(model) <= 0:
+    ips = images_per_sequence(model, job)
+    if not model.vision or ips <= 0:
         return 0.0
     dec = model.decoder
-    per_sample_vis = sum(part.train_flops_per_image() for part in vision_parts(model, job)) * job.images_for(model)
+    per_sequence = sum(part.train_flops_per_image() for part in vision_parts(model, job)) * ips
     # the mean decoder layer: the stack without its LM head, per layer
     layer = (stack_forward_flops_per_token(dec, job.seq_len, causal=True)
              - (lm_head_flops_per_token(dec) if dec.vocab else 0.0)) / dec.layers
     wgrad = 0.0 if dec.name in job.frozen else 1.0
-    return float(per_sample_vis / (layer * job.seq_len * (2.0 + wgrad)))
+    return float(per_sequence / (layer * job.seq_len * (2.0 + wgrad)))

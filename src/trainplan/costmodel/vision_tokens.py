@@ -4,7 +4,11 @@ The encoder sees the image's patches (+ a class token for CLIP); the decoder see
 projector makes of them: all patches (LLaVA linear / 2-layer MLP, class token dropped),
 patches / merge^2 (Qwen2-VL), or a fixed number of learned queries (Qwen-VL resampler). The
 per-architecture formulas live in :mod:`trainplan.costmodel.image_tokens`; the job's image sizes (a
-resolution distribution, or one side) are weighted by :func:`image_sizes`.
+resolution distribution, or one side) are weighted by :func:`image_sizes`. What the processor
+does with an image's size: dynamic-resolution towers (Qwen2-VL) take it as it is, fixed-
+resolution towers resize it to their side, tiling towers (InternVL, LLaVA-OneVision) cut it into
+crops of their side (:mod:`trainplan.costmodel.vision_tiling`), each a tower pass
+(:func:`tower_inputs`).
 """
 
 from __future__ import annotations
@@ -48,6 +52,32 @@ def projector_tokens_out(p: Projector, n_in):
     return np.asarray(n_in)
 
 
+def tower_crops(stack: Stack, height, width):
+    """Tower passes one input image of ``height`` x ``width`` makes: 1, or a tiling tower's
+    crops (InternVL tiles plus thumbnail; LLaVA-OneVision grid crops plus the whole image:
+    :mod:`trainplan.costmodel.vision_tiling`, checked against transformers' processors)."""
+    from trainplan.costmodel import vision_tiling as vt
+    h, w = np.asarray(height), np.asarray(width)
+    side = stack.image_size
+    if stack.tiling == "internvl":
+        return np.vectorize(lambda a, b: vt.internvl_tiles(int(a), int(b), tile=side,
+                                                           max_num=stack.max_tiles))(h, w)
+    if stack.tiling == "anyres":
+        pins = tuple((side * i, side * j) for i in range(1, 7) for j in range(1, 7))
+        return np.vectorize(lambda a, b: vt.llava_onevision_tokens(
+            int(a), int(b), crop=side, side_tokens=side // stack.patch_size, pinpoints=pins)[0])(h, w)
+    return np.ones(np.broadcast_shapes(h.shape, w.shape))
+
+
+def _anyres_tokens(stack: Stack, height, width):
+    from trainplan.costmodel import vision_tiling as vt
+    side = stack.image_size
+    pins = tuple((side * i, side * j) for i in range(1, 7) for j in range(1, 7))
+    return np.vectorize(lambda a, b: vt.llava_onevision_tokens(
+        int(a), int(b), crop=side, side_tokens=side // stack.patch_size, pinpoints=pins)[1])(
+        np.asarray(height), np.asarray(width))
+
+
 def llm_tokens_per_image(model: Model, height=None, width=None):
     """Tokens one image adds to the decoder's sequence (0 for a text-only model).
 
@@ -58,6 +88,15 @@ def llm_tokens_per_image(model: Model, height=None, width=None):
     if not model.vision:
         return 0
     v = model.vision[0]
+    if v.tiling != "none":             # per crop of the tower's side, times the crops
+        h = v.image_size if height is None else height
+        w = h if width is None else width
+        if v.tiling == "anyres":        # unpadded crop features, row newlines, the base image
+            return _anyres_tokens(v, h, w)
+        per_crop = encoder_patches(v)
+        for p in model.projectors:
+            per_crop = projector_tokens_out(p, per_crop)
+        return tower_crops(v, h, w) * per_crop
     if not model.projectors:
         return encoder_tokens(v, height, width)
     n = encoder_patches(v, height, width)
@@ -73,20 +112,55 @@ def llm_tokens_for_images(model: Model, heights, widths, run_size: int | None = 
     every image to ``run_size`` (default the tower's ``image_size``), so the count is constant.
     """
     h = np.asarray(heights)
-    if model.vision and model.vision[0].spatial_merge > 1:
+    if model.vision and (model.vision[0].spatial_merge > 1 or model.vision[0].tiling != "none"):
         return llm_tokens_per_image(model, h, np.asarray(widths))
     return np.zeros(h.shape, dtype=np.int64) + llm_tokens_per_image(model, run_size)
 
 
 def image_sizes(job, stack: Stack):
-    """(heights, widths, weights) of the job's images: a distribution, or one fixed side."""
+    """(heights, widths, weights) of the job's input images: its resolution distribution, or
+    one side. A fixed-resolution tower (no spatial merge, no tiling) sees every image resized
+    to its side (``job.image_size`` or the tower's: LLaVA's processor resizes to 336 px, Gemma
+    3's to 896), whatever the distribution."""
     dist = getattr(job, "image_resolutions", None)
-    if dist:
+    side = job.image_size or stack.image_size
+    if dist and (stack.spatial_merge > 1 or stack.tiling != "none"):
         arr = np.asarray(dist, dtype=float).reshape(len(dist), -1)
         w = arr[:, 2] if arr.shape[1] > 2 else np.ones(len(arr))
         return arr[:, 0].astype(int), arr[:, 1].astype(int), w / w.sum()
-    side = job.image_size or stack.image_size
     return np.array([side]), np.array([side]), np.array([1.0])
+
+
+def tower_inputs(job, stack: Stack):
+    """(heights, widths, passes per input image) the tower runs on: the input sizes
+    (:func:`image_sizes`) with their weights, or for a tiling tower crops of its side, each
+    resolution's weight times its crops (:func:`tower_crops`): weighted sums are per input
+    image."""
+    h, w, p = image_sizes(job, stack)
+    if stack.tiling == "none":
+        return h, w, p
+    side = np.full(h.shape, stack.image_size)
+    return side, side, p * tower_crops(stack, h, w)
+
+
+def images_per_sequence(model: Model, job) -> float:
+    """Images in one training sequence: images per sample x samples per sequence. With the
+    text length given, a sequence holds seq_len x packing_efficiency / (text tokens + images x
+    decoder tokens per image) samples (the count ``Job.total_tokens`` divides by); without
+    it a sample fills a sequence."""
+    ips = job.images_for(model)
+    if ips <= 0 or job.text_tokens is None:
+        return ips
+    per = job.text_tokens + ips * mean_llm_tokens_per_image(model, job)
+    return ips * job.seq_len * job.packing_efficiency / per
+
+
+def sample_tokens(model: Model, job) -> float | None:
+    """Decoder tokens of one sample (text + images x tokens per image), or None without a
+    text length."""
+    if job.text_tokens is None:
+        return None
+    return job.text_tokens + job.images_for(model) * mean_llm_tokens_per_image(model, job)
 
 
 def weighted_mean(values, weights) -> float:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field, PositiveInt, model_validator
+from pydantic import Field, PositiveInt, field_validator, model_validator
 
 from trainplan.conventions import (AttentionKernel, CpCollective, Fp8Recipe, FusionGroup, Optimizer,
                                   Precision)
@@ -86,7 +86,10 @@ class Job(Spec):
     image_size: int | None = Field(None, gt=0, description="image side in pixels (default: tower's)")
     text_tokens: float | None = Field(None, gt=0, description="text tokens per sample")
     image_resolutions: tuple[tuple[float, float, float], ...] = Field(
-        (), description="dynamic resolution: (height, width, weight) rows")
+        (), description="the dataset's image sizes: (height, width, weight) rows in pixels, "
+        "weight the share of images (a missing weight is 1); dynamic-resolution towers "
+        "(Qwen2-VL) take each size, tiling towers (InternVL, LLaVA-OneVision) cut it into "
+        "crops, fixed-resolution towers resize it to their side")
     loader_images_per_s: float | None = Field(None, gt=0, description="measured decode rate "
                                               "per loader worker (trainplan data loader-bench)")
     loader_workers: int | None = Field(None, ge=1, description="loader workers per GPU")
@@ -110,6 +113,21 @@ class Job(Spec):
             from trainplan.spec.framework import get_framework
             data["framework"] = get_framework(data["framework"]).id
         return data
+
+    @field_validator("image_resolutions", mode="before")
+    @classmethod
+    def _resolutions(cls, v: Any) -> Any:
+        """(height, width) rows weigh 1; every height, width and weight must be > 0."""
+        if not isinstance(v, (list, tuple)):
+            return v
+        rows = [(tuple(r) + ((1.0,) if len(r) == 2 else ())) if isinstance(r, (list, tuple))
+                else r for r in v]
+        for i, r in enumerate(rows):
+            if isinstance(r, tuple) and len(r) == 3 and all(
+                    isinstance(x, (int, float)) and not isinstance(x, bool) for x in r) \
+                    and not all(x > 0 for x in r):
+                raise ValueError(f"row {i} = {list(r)}: height, width and weight must be > 0")
+        return rows
 
     @property
     def implementation(self) -> str:

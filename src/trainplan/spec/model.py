@@ -92,6 +92,8 @@ class Stack(Spec):
     window: int = Field(0, ge=0, description="windowed attention: window side in patches (Qwen2.5-VL: 112 px / 14 = 8); 0: full attention")
     full_attention_layers: tuple[int, ...] = Field((), description="layer indexes that keep full attention in a windowed tower (Qwen2.5-VL: 7, 15, 23, 31)")
     forward_only_layers: int = Field(0, ge=0, description="last layers whose output the VLM does not read (LLaVA vision_feature_layer -2: 1): they run forward but get no gradient")
+    tiling: Literal["none", "internvl", "anyres"] = Field("none", description="how the processor cuts an image into tower crops of image_size: none (one resize), internvl (InternVL 2.5/3 dynamic tiles, 1..max_tiles, plus a thumbnail), anyres (LLaVA-OneVision grid crops plus the whole image)")
+    max_tiles: int = Field(12, ge=1, description="InternVL dynamic tiling: most tiles per image (max_dynamic_patch)")
 
     @model_validator(mode="after")
     def _check_vision(self) -> "Stack":

@@ -95,10 +95,12 @@ def test_cli_estimate_qwen25vl():
 
 @pytest.mark.parametrize("pid,tokens", [("internvl3-8b", 256), ("idefics3-8b", 169),
                                         ("smolvlm-256m", 64), ("gemma-3-4b", 256),
-                                        ("llava-onevision-7b", 729)])
+                                        ("llava-onevision-7b", 1485)])
 def test_tokens_per_image(pid, tokens):
     # InternVL 448/14 = 32^2 / 4; Idefics3 364/14 = 26^2 / 4; SmolVLM 512/16 = 32^2 / 16;
-    # Gemma 3 896/14 = 64^2 pooled 4x4; LLaVA-OneVision 384/14 = 27^2 (one 384 px crop)
+    # Gemma 3 896/14 = 64^2 pooled 4x4; LLaVA-OneVision anyres at 384 px: one 384 px crop
+    # (27^2 features + 27 row newlines) and the base image (27^2): 729 + 27 + 729
+    # (LlavaOnevisionProcessor._get_number_of_features)
     assert llm_tokens_per_image(get_vlm_preset(pid)) == tokens
 
 
