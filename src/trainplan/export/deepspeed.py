@@ -14,17 +14,25 @@ import json
 from typing import Any
 
 from trainplan.export.spec import LaunchSpec, shell_join
+from trainplan.io.formats import comment
 
 
 def deepspeed_config(spec: LaunchSpec) -> dict[str, Any]:
-    """The ds_config dict: train_batch_size = micro-batch x accumulation x data-parallel size."""
+    """The ds_config dict: train_batch_size = micro-batch x accumulation x data-parallel size,
+    where DeepSpeed counts the same data-parallel size. Without a model-parallel unit (the
+    config-only AutoTP path of DeepSpeed's tutorial, the HF Trainer) DeepSpeedConfig takes every
+    rank as data-parallel and asserts train_batch_size = micro x accumulation x world size
+    (deepspeed/runtime/config.py, _batch_assertion, DeepSpeed 0.19.8); with TP or CP > 1 the
+    key is left out, and DeepSpeed derives it from the two that are given."""
     st, job = spec.strategy, spec.job
-    cfg: dict[str, Any] = {
-        "train_batch_size": st.micro_batch * spec.grad_accum * spec.dp,
+    cfg: dict[str, Any] = {}
+    if st.tp == 1 and st.cp == 1:
+        cfg["train_batch_size"] = st.micro_batch * spec.grad_accum * spec.dp
+    cfg.update({
         "train_micro_batch_size_per_gpu": st.micro_batch,
         "gradient_accumulation_steps": spec.grad_accum,
         "gradient_clipping": float(job.grad_clip or 0.0),
-    }
+    })
     if job.precision == "fp16_mixed":
         cfg["fp16"] = {"enabled": True, "loss_scale": 0, "initial_scale_power": 16,
                        "loss_scale_window": 1000, "hysteresis": 2, "min_loss_scale": 1}
@@ -85,6 +93,11 @@ def _notes(spec: LaunchSpec) -> list[str]:
     if spec.checkpoint_interval_steps:   # DeepSpeed saves where the script calls save_checkpoint
         out.append(f"call engine.save_checkpoint every {spec.checkpoint_interval_steps} steps: "
                    "the interval that maximises goodput, which the predicted wall-clock assumes")
+    if st.tp > 1 or st.cp > 1:
+        out.append(f"train_batch_size is left out of ds_config.json: without a model-parallel "
+                   f"unit DeepSpeed counts every rank as data-parallel; the global batch is "
+                   f"{spec.job.batch_sequences} = micro {st.micro_batch} x accumulation "
+                   f"{spec.grad_accum} x DP {spec.dp}")
     if st.tp > 1 or st.pp > 1:
         out.append(f"TP={st.tp} and PP={st.pp} are not launcher flags: TP via AutoTP "
                    "(tensor_parallel.autotp_size) for HF models or --tensor-model-parallel-size "
@@ -109,7 +122,7 @@ def render_deepspeed(spec: LaunchSpec) -> dict[str, str]:
     """ds_config.json and deepspeed_launch.sh (plus a hostfile template for several nodes)."""
     files = {"ds_config.json": json.dumps(deepspeed_config(spec), indent=2) + "\n"}
     lines = ["#!/bin/bash", "# DeepSpeed launch written by trainplan (plan or estimate) --emit deepspeed"]
-    lines += [f"# {n}" for n in _notes(spec)]
+    lines += [comment(n) for n in _notes(spec)]             # user text: kept on its line
     lines += ["set -euo pipefail", 'cd "$(dirname "$0")"', shell_join(launcher_args(spec)), ""]
     files["deepspeed_launch.sh"] = "\n".join(lines)
     if spec.nodes > 1:

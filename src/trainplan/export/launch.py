@@ -13,6 +13,7 @@ import math
 import re
 
 from trainplan.export.spec import LaunchSpec, shell_join
+from trainplan.io.formats import comment
 
 
 def _header(spec: LaunchSpec, what: str) -> list[str]:
@@ -20,7 +21,7 @@ def _header(spec: LaunchSpec, what: str) -> list[str]:
     out = [f"# {what} written by trainplan (plan or estimate) --emit",
            f"# layout {st.layout()} on {spec.gpus} GPUs = {spec.nodes} node(s) x "
            f"{spec.procs_per_node}; DP = {spec.dp}, {spec.grad_accum} micro-batches per step"]
-    out += [f"# {note}" for note in spec.training_notes()]
+    out += [comment(note) for note in spec.training_notes()]    # user text: kept on its line
     if st.offload_activations:      # the training script's switch, not a launcher flag
         out.append(f"# the layout offloads the activations of {st.offload_activations} layers "
                    "per stage to host memory: turn it on in the training script (torchtune "

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, PositiveInt, model_validator
+from pydantic import Field, PositiveInt, field_validator, model_validator
 
 from trainplan.spec.base import Spec
 
@@ -94,6 +94,16 @@ class Stack(Spec):
     forward_only_layers: int = Field(0, ge=0, description="last layers whose output the VLM does not read (LLaVA vision_feature_layer -2: 1): they run forward but get no gradient")
     tiling: Literal["none", "internvl", "anyres"] = Field("none", description="how the processor cuts an image into tower crops of image_size: none (one resize), internvl (InternVL 2.5/3 dynamic tiles, 1..max_tiles, plus a thumbnail), anyres (LLaVA-OneVision grid crops plus the whole image)")
     max_tiles: int = Field(12, ge=1, description="InternVL dynamic tiling: most tiles per image (max_dynamic_patch)")
+
+    @field_validator("name")
+    @classmethod
+    def _printable_name(cls, v: str) -> str:
+        """A stack name is a label (job.frozen and projectors refer to it, launch files quote
+        it): printable, no newline or other control character."""
+        if not v.isprintable():
+            raise ValueError(f"{v!r}: printable characters only (no newline or control "
+                             "character)")
+        return v
 
     @model_validator(mode="after")
     def _check_vision(self) -> "Stack":

@@ -72,8 +72,7 @@ def test_deepspeed_config_parsed_by_deepspeed(name, monkeypatch):
     spec = _spec(**kw)
     cfg = deepspeed_config(spec)
     st = spec.strategy
-    assert cfg["train_batch_size"] == st.micro_batch * spec.grad_accum * spec.dp \
-        == spec.job.batch_sequences
+    assert st.micro_batch * spec.grad_accum * spec.dp == spec.job.batch_sequences
 
     class MPU:                          # DeepSpeed takes the DP world size from the mpu
         def get_data_parallel_world_size(self):
@@ -82,6 +81,12 @@ def test_deepspeed_config_parsed_by_deepspeed(name, monkeypatch):
     monkeypatch.setattr(ds_config.dist, "get_rank", lambda *a, **k: 0)
     parsed = ds_config.DeepSpeedConfig(json.loads(json.dumps(cfg)), mpu=MPU())
     assert parsed.train_batch_size == spec.job.batch_sequences
+    if st.pp == 1:   # as deepspeed.initialize builds it without an mpu: every rank counts as DP
+        monkeypatch.setattr(ds_config.dist, "get_world_size", lambda *a, **k: spec.gpus)
+        bare = ds_config.DeepSpeedConfig(json.loads(json.dumps(cfg)))
+        assert bare.train_micro_batch_size_per_gpu * bare.gradient_accumulation_steps \
+            * spec.dp == spec.job.batch_sequences
+        assert ("train_batch_size" in cfg) == (st.tp == 1 and st.cp == 1)
     assert parsed.train_micro_batch_size_per_gpu == st.micro_batch
     assert parsed.gradient_accumulation_steps == spec.grad_accum
     assert parsed.zero_optimization_stage == st.zero
@@ -397,3 +402,35 @@ def test_launch_files_checkpoint_at_the_interval_the_totals_assume(tmp_path):
     bare = estimate_job({"model": {"preset": "llama-3-8b"}, "cluster": {"gpu": "h100", "gpus": 8}})
     assert bare.launch_spec().checkpoint_interval_steps is None
     assert "placeholder" in render_torchtitan(bare.launch_spec())["torchtitan.toml"]
+
+
+def test_a_note_with_a_newline_stays_a_comment_in_every_launcher(tmp_path, monkeypatch):
+    """A frozen-part name went into '# frozen: ...' raw: a newline in it became a shell line
+    (command injection) and broke the YAML manifests. Stack names are printable only, and
+    every note is written as one comment line."""
+    import yaml
+    from pydantic import ValidationError
+
+    from trainplan.catalog import get_model
+    from trainplan.catalog.accelerators import get_accelerator
+    from trainplan.export import LaunchSpec, emit_files
+    from trainplan.spec.cluster import Cluster
+    from trainplan.spec.job import Job
+    from trainplan.spec.model import Stack
+    from trainplan.spec.strategy import Strategy
+
+    with pytest.raises(ValidationError, match="printable"):
+        Stack(name="vis\ntouch pwned #", layers=2, hidden=64, heads=4, ffn_hidden=128)
+    m = get_model("qwen2-vl-7b")
+    spec = LaunchSpec(model=m, job=Job(seq_len=1024, global_batch=64),
+                      cluster=Cluster(accelerator=get_accelerator("h100"), gpus=8),
+                      strategy=Strategy(zero=1))
+    # what a raw name would put in the notes, whatever future field carries user text there
+    monkeypatch.setattr(LaunchSpec, "training_notes", lambda self: ["frozen: vis\ntouch pwned #"])
+    paths = emit_files(["torchrun", "deepspeed", "slurm", "k8s"], tmp_path / "out", spec)
+    for p in paths:
+        text = p.read_text()
+        assert p.suffix == ".json" or "frozen: vis touch pwned #" in text, p.name
+        assert not any(line.startswith("touch") for line in text.splitlines()), p.name
+        if p.suffix == ".yaml":
+            list(yaml.safe_load_all(text))
