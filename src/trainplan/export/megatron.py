@@ -46,23 +46,25 @@ def uneven_split(layers: int, pp: int, vp: int = 1) -> tuple[int, int, int]:
 
 
 def uneven_args(layers: int, pp: int, vp: int) -> list[str]:
-    """The flags of an uneven pipeline split. First and last ranks given explicitly
-    (:func:`uneven_split`) where each stays a multiple of vp; otherwise, when the embedding and
-    the loss counted as one layer each make the layers divide into pp x vp chunks, Megatron's
-    own accounting: ``--account-for-embedding-in-pipeline-split`` and
-    ``--account-for-loss-in-pipeline-split`` (megatron/core/transformer/transformer_config.py:
-    num_layers + 2 divisible by pp, and per rank by vp). Both give the first and last ranks one
-    layer fewer than the others, as the cost model assumes (``Layout.edge_stage_layers``):
-    Llama 3 405B's 126 layers in 16 x 8 chunks are 1 per chunk, the embedding and the loss in
-    a chunk of their own."""
-    try:
-        first, _, last = uneven_split(layers, pp, vp)
-        return ["--decoder-first-pipeline-num-layers", str(first),
-                "--decoder-last-pipeline-num-layers", str(last)]
-    except InputError:
-        if (layers + 2) % (pp * vp):
-            raise
-    return ["--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split"]
+    """The flags of an uneven pipeline split, the one the cost model priced
+    (``Layout.edge_stage_layers``: the first and last ranks share the excess over the busiest).
+    Megatron's own accounting first where it gives that split: ``--account-for-embedding-in-
+    pipeline-split`` and ``--account-for-loss-in-pipeline-split`` count the embedding and the
+    loss as a layer each (megatron/core/transformer/transformer_config.py: num_layers + 2
+    divisible by pp, and per rank by vp), so the first and last ranks hold one layer fewer:
+    Llama 3 405B's 126 layers in 16 x 8 chunks are 1 per chunk, or in 32 x 2 chunks 3/4/3.
+    Otherwise the first and last ranks given explicitly (:func:`uneven_split`), each a
+    multiple of vp."""
+    from trainplan.costmodel.layout import Layout
+    from trainplan.spec.strategy import Strategy
+    lay = Layout.of(Strategy(pp=pp, vp=vp), dp=1)
+    busiest = int(lay.layers_per_stage(layers))
+    edge = int(lay.edge_stage_layers(layers))
+    if (layers + 2) % (pp * vp) == 0 and edge == busiest - 1:
+        return ["--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split"]
+    first, _, last = uneven_split(layers, pp, vp)
+    return ["--decoder-first-pipeline-num-layers", str(first),
+            "--decoder-last-pipeline-num-layers", str(last)]
 
 
 def megatron_args(spec: LaunchSpec) -> list[str]:

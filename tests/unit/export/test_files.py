@@ -17,7 +17,7 @@ from trainplan.catalog.accelerators import get_accelerator
 from trainplan.errors import InputError
 from trainplan.export import FORMATS, LaunchSpec, emit_files, render, with_program
 from trainplan.export.deepspeed import deepspeed_config, launcher_args
-from trainplan.export.megatron import megatron_args, uneven_split
+from trainplan.export.megatron import megatron_args, uneven_args, uneven_split
 from trainplan.export.torchtitan import torchtitan_config
 from trainplan.spec.base import evolve
 from trainplan.spec.cluster import Cluster
@@ -158,9 +158,17 @@ def test_megatron_cp_comm_type_follows_the_job(comm, flag):
 
 def test_megatron_uneven_stages_like_llama3():
     assert uneven_split(126, 16) == (7, 8, 7)
+    # Megatron's own accounting gives the split the cost model priced: 126 + 2 = 16 x 8, the
+    # embedding and the loss one layer each, so 7/8/7 (Layout.edge_stage_layers)
     args = megatron_args(_spec(**LAYOUTS["405b-uneven"]))
-    i = args.index("--decoder-first-pipeline-num-layers")
-    assert args[i + 1] == "7" and args[args.index("--decoder-last-pipeline-num-layers") + 1] == "7"
+    assert "--account-for-embedding-in-pipeline-split" in args
+    # 32 x 2 chunks: explicit first/last ranks must be multiples of vp (2/4/4), which is not the
+    # 3/4/3 the plan priced; the accounting gives 3/4/3
+    assert uneven_args(126, 32, 2) == ["--account-for-embedding-in-pipeline-split",
+                                       "--account-for-loss-in-pipeline-split"]
+    # 80 layers on 6 ranks: 80 + 2 does not divide, so the ranks are given: 12/14/14/14/14/12
+    assert uneven_args(80, 6, 1) == ["--decoder-first-pipeline-num-layers", "12",
+                                     "--decoder-last-pipeline-num-layers", "12"]
     # 8 virtual stages: 126 layers in 128 chunks cannot give the edge ranks a multiple of 8, so
     # the embedding and the loss take a chunk each (126 + 2 = 16 x 8), Megatron's own accounting
     args = megatron_args(_spec(**LAYOUTS["405b-uneven-vp8"]))
