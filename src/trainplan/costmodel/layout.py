@@ -137,6 +137,7 @@ class Context(NamedTuple):
     act_offload_rc: tuple[int, ...] = ()   # recompute codes it runs with
     act_offload_max_pp: int | None = None
     cp_heads: str = ""                     # all-to-all CP's head rule ('' for other exchanges)
+    mb_ge_pp: bool = False                 # FrameworkProfile.pp_microbatches_at_least_stages
 
 
 class Rule(NamedTuple):
@@ -236,6 +237,10 @@ RULES: tuple[Rule, ...] = (
     Rule("strategy.vp", ("vp", "pp", "mb", "dp"), lambda L, c: (L.vp == 1) | (_m(L, c) % L.pp == 0),
          lambda L, c: "1, or use a micro-batch count that is a multiple of pp (Megatron's "
                       "interleaved schedule requires it)"),
+    Rule("strategy.pp", ("pp", "mb", "dp"),
+         lambda L, c: (L.pp == 1) | (not c.mb_ge_pp) | (_m(L, c) >= L.pp),
+         lambda L, c: f"at most the micro-batches per step ({_m(L, c):g}): the {c.framework} "
+                      "framework's pipeline schedule needs one per stage at least"),
     Rule("strategy.recompute_layers", ("rc", "rc_layers", "pp"),
          lambda L, c: (L.rc != 3) | (L.rc_layers <= c.layers // L.pp),
          lambda L, c: f"at most the layers per stage ({c.layers // L.pp})"),
@@ -311,7 +316,8 @@ def context(model, job, gpus, fw) -> Context:
         act_offload=fw.activation_offload,
         act_offload_rc=tuple(RECOMPUTE_NAMES.index(r) for r in fw.activation_offload_recompute),
         act_offload_max_pp=fw.activation_offload_max_pp,
-        cp_heads=fw.cp_all_to_all_heads if fw.cp_kind(job.cp_comm_type) == "all_to_all" else "")
+        cp_heads=fw.cp_all_to_all_heads if fw.cp_kind(job.cp_comm_type) == "all_to_all" else "",
+        mb_ge_pp=fw.pp_microbatches_at_least_stages)
 
 
 def rules_mask(L: Layout, ctx: Context, have: set[str] | None = None):

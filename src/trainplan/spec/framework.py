@@ -211,6 +211,8 @@ class FrameworkProfile(Spec):
     activation_offload_max_pp: int | None = Field(
         None, ge=1, description="largest pipeline-parallel degree activation offloading runs "
         "with; none: no limit")
+    pp_microbatches_at_least_stages: bool = Field(False, description="its pipeline schedule "
+                                                  "needs at least as many micro-batches as stages")
     adamw_impl: Literal["foreach", "fused"] = Field("fused", description="the framework's default "
                                                     "AdamW implementation")
     # ---- what the framework can run

@@ -51,3 +51,25 @@ def test_megatron_deepspeed_is_the_deepspeed_profile():
     from trainplan.spec.framework import get_framework
     assert get_framework("megatron-deepspeed").id == "deepspeed"
     assert get_framework("megatron-lm").id == "megatron"
+
+
+def test_torchtitan_pipelines_need_a_micro_batch_per_stage():
+    """torch's single-stage schedules (1F1B, GPipe) refuse fewer micro-batches than stages
+    (torch/distributed/pipelining/schedules.py); torchtitan builds them from the local batch."""
+    from trainplan.catalog.accelerators import get_accelerator
+    from trainplan.costmodel.validate import complete_strategy
+    from trainplan.catalog import get_model
+    from trainplan.errors import InputError
+    from trainplan.spec.cluster import Cluster
+    from trainplan.spec.job import Job
+    from trainplan.spec.strategy import Strategy
+
+    m = get_model("llama-3-8b")
+    cl = Cluster(accelerator=get_accelerator("h100"), gpus=16)
+    st = Strategy(tp=1, pp=2, zero=2, micro_batch=1)
+    few = Job(seq_len=4096, global_batch=8, framework="torchtitan")      # DP8: 1 micro-batch
+    with pytest.raises(InputError, match="micro-batches per step"):
+        complete_strategy(m, few, cl, st)
+    assert complete_strategy(m, few.model_copy(update={"global_batch": 16}), cl, st).pp == 2
+    mega = few.model_copy(update={"framework": "megatron"})
+    assert complete_strategy(m, mega, cl, st.model_copy(update={"zero": 1})).pp == 2
