@@ -159,4 +159,6 @@ def job_file_text(arch: Architecture, tokens: float, *, gpu: str | None = None, 
     if gpu or gpus:
         tables["cluster"] = {k: v for k, v in (("gpu", str(gpu) if gpu else None),
                                                ("gpus", int(gpus) if gpus else None)) if v}
+    # the budget's MFU was found with uneven pipeline stages open (search.best_mfu)
+    tables["search"] = {"uneven_stages": True}
     return "\n".join(head) + "\n" + toml_dumps(tables)

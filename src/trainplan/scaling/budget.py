@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from trainplan.errors import InputError, require_positive
 from trainplan.scaling.laws import DEFAULT_LAW, training_flops
@@ -112,8 +112,13 @@ def achievable_mfu(gpu: str, gpus: int | None, n_params: float) -> tuple[float, 
         from trainplan.search import best_mfu  # type: ignore[import-not-found]
     except ImportError:
         return DEFAULT_MFU, DEFAULT_MFU_SOURCE
+    from trainplan.scaling.architecture import propose_architecture
+    from trainplan.spec.model import Model, Stack
+    arch = propose_architecture(float(n_params))     # the model --emit-model writes
+    model = Model(name=f"scale-proposal-{arch.n_params / 1e9:.3g}B",
+                  stacks=(Stack(**arch.stack()),), source="trainplan scale")
     try:
-        answer = best_mfu(gpu, int(gpus), float(n_params))
+        answer = best_mfu(gpu, int(gpus), model)
     except (InputError, ValueError) as exc:  # the search could not model this size: say so, fall back
         reason = " ".join(str(exc).split())[:200]
         return DEFAULT_MFU, f"{DEFAULT_MFU_SOURCE}; layout search failed: {reason}"
@@ -168,6 +173,44 @@ def _mfu_for(gpu: str, gpus: int | None, mfu_gpus: int, n_params: float) -> tupl
             if mfu_gpus >= 16384:
                 return DEFAULT_MFU, f"{DEFAULT_MFU_SOURCE}; no layout fits up to 16384 GPUs", mfu_gpus
             mfu_gpus *= 2
+
+
+def consistent_mfu(mfu_of: Callable[[float], tuple[float, str, int]], start: float,
+                   iterations: int = 4, halvings: int = 5) -> tuple[float, str, int]:
+    """The MFU a budget is priced at: m with mfu_of(m) = m, where ``mfu_of(m)`` is the MFU of
+    the model a budget priced at m buys (its best layout). Found by iterating from ``start``;
+    where the layouts make mfu_of jump across m, so that the iterates cycle, the largest m
+    whose model reaches at least m, by halving the bracket the iterates found (a budget
+    priced there is met: the model it buys runs at least that fast). Returns (m, the
+    description of its model's layout, the GPU count)."""
+    seen: list[tuple[float, tuple[float, str, int]]] = []
+    m = start
+    for _ in range(iterations):
+        got = mfu_of(m)
+        seen.append((m, got))
+        if abs(got[0] - m) <= 1e-3 * m:
+            return got
+        m = got[0]
+    met = [s for s in seen if s[1][0] >= s[0]]
+    short = [s for s in seen if s[1][0] < s[0]]
+    lo = max(met, key=lambda s: s[0]) if met else None
+    hi = min((s for s in short if lo is None or s[0] > lo[0]), key=lambda s: s[0], default=None)
+    if lo is None:               # even the smallest priced model falls short: price at its MFU
+        low = min(s[1][0] for s in seen)
+        got = mfu_of(low)
+        return (min(low, got[0]), got[1], got[2])
+    if hi is None:
+        return lo[1]
+    for _ in range(halvings):
+        mid = 0.5 * (lo[0] + hi[0])
+        got = mfu_of(mid)
+        if got[0] >= mid:
+            lo = (mid, got)
+        else:
+            hi = (mid, got)
+    m, (reached, src, g) = lo
+    return m, (f"{src}; priced at MFU {m:.3f}, the largest at which the model the budget buys "
+               f"reaches it (its best layout: {reached:.1%})"), g
 
 
 def _hour_caps(gpu_hours, dollars, deadline_days, gpus, price) -> dict[str, float]:
@@ -262,15 +305,12 @@ def flops_from_budget(
     if mfu is not None:
         m, m_src = mfu, "given"
     else:
-        # The best layout's MFU depends on the model size, which depends on the budget: iterate.
-        m, m_src = DEFAULT_MFU, DEFAULT_MFU_SOURCE
-        for _ in range(8):
+        # The best layout's MFU depends on the model size, which depends on the budget.
+        def mfu_of(m: float) -> tuple[float, str, int]:
             n, _d = DEFAULT_LAW.optimal(min(to_flops(m), flops or math.inf, MAX_FLOPS))
-            new_m, m_src, mfu_gpus = _mfu_for(acc.id, gpus, mfu_gpus, float(n))
-            if abs(new_m - m) <= 1e-4 * m:
-                m = new_m
-                break
-            m = new_m
+            return _mfu_for(acc.id, gpus, mfu_gpus, float(n))
+
+        m, m_src, mfu_gpus = consistent_mfu(mfu_of, DEFAULT_MFU)
         if gpus is None and m_src.startswith("cost model"):
             m_src += (f" (assumed {mfu_gpus} GPUs, a power of two near a {REFERENCE_RUN_DAYS:g}-day "
                       f"run: no --gpus given; {hours / mfu_gpus / HOURS_PER_DAY:.3g} days on them)")

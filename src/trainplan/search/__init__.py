@@ -27,7 +27,7 @@ Modules, in the order the data flows:
 - :mod:`.rank`: ranking, explanation and the Pareto front (steps 3-4), ``PlanResult``;
 - :mod:`.infeasible`: the error naming the smallest change when nothing is feasible;
 - :mod:`.plan`: ``plan_specs`` (the search on validated specs) and ``gpu_counts`` (the public ``plan`` is :func:`trainplan.services.plan.plan`);
-- :mod:`.representative`: ``best_mfu`` of a representative model, for the scaling laws.
+- :mod:`.representative`: ``best_mfu`` of the model ``scale`` proposes, for the scaling laws.
 """
 
 from __future__ import annotations
@@ -35,12 +35,12 @@ from __future__ import annotations
 from trainplan.search.candidates import enumerate_candidates, layout_of, strategy_of
 from trainplan.search.plan import gpu_counts, plan_specs
 from trainplan.search.rank import ParetoPoint, PlanResult
-from trainplan.search.representative import best_mfu, representative_model
+from trainplan.search.representative import best_mfu
 from trainplan.search.space import (OBJECTIVES, RECOMPUTE_NAMES, Objective, SearchSpace, divisors,
                                     knob_values)
 from trainplan.search.sweep import Sweep, run_sweep
 
 __all__ = ["OBJECTIVES", "RECOMPUTE_NAMES", "Objective", "ParetoPoint", "PlanResult",
            "SearchSpace", "Sweep", "best_mfu", "divisors", "enumerate_candidates", "gpu_counts",
-           "knob_values", "layout_of", "plan_specs", "representative_model",
+           "knob_values", "layout_of", "plan_specs",
            "run_sweep", "strategy_of"]

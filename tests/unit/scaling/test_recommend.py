@@ -165,3 +165,20 @@ def test_job_file_text_escapes_a_law_name():
     text = job_file_text(propose_architecture(1e9), 2e10, law='x"\n[cluster]\ngpus = 1\n#')
     d = tomllib.loads(text)
     assert "cluster" not in d and d["model"]["source"].startswith("trainplan scale (x\"\n[cluster]")
+
+
+def test_a_cycling_mfu_is_priced_where_the_model_it_buys_reaches_it():
+    """The MFU of the model a budget buys jumps with the layouts its layer count allows; the
+    fixed-point iteration cycled and kept the last iterate (12% from a 607B model while a 299B
+    one was proposed). consistent_mfu prices at the largest m whose model reaches m."""
+    from trainplan.scaling.budget import consistent_mfu
+
+    def mfu_of(m):          # a step function: bigger budgets buy models that run slower
+        reached = 0.55 if m < 0.5 else 0.45
+        return reached, f"model at {m:.3f}", 64
+
+    m, src, gpus = consistent_mfu(mfu_of, 0.4)
+    assert 0.49 < m < 0.5 and mfu_of(m)[0] >= m and gpus == 64
+    assert "priced at MFU" in src
+    smooth = consistent_mfu(lambda m: (0.3 + 0.2 * (m < 1.0), "flat", 8), 0.4)
+    assert smooth[0] == 0.5                  # a fixed point is returned as found
