@@ -100,7 +100,7 @@ class Totals(Out):
     failures and checkpoints (goodput, from ``costmodel.reliability.best_goodput``, the model
     ``trainplan resilience`` uses); ``ideal_wall_clock_days`` is the steps alone."""
 
-    steps: float | None = Field(description="tokens / tokens per step (fractional; a run takes the next whole step)")
+    steps: float | None = Field(description="whole optimizer steps: tokens / tokens per step, rounded up")
     tokens: float | None = Field(description="training tokens of the run (job.tokens, or samples x epochs x tokens per sample)")
     ideal_wall_clock_days: float | None = Field(description="steps x step time, without failures or checkpoints")
     wall_clock_days: float | None = Field(description="ideal days / goodput: with the expected failures, restarts and checkpoints")

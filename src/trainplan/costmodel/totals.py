@@ -15,8 +15,10 @@ from trainplan.costmodel import reliability as rel
 
 def run_totals(total_tokens, batch_tokens, step_s, gpus, price=None, energy=None,
                failures=None) -> dict:
-    """Totals of a run. ``wall_days``, ``gpu_hours``, ``cost`` and ``energy_mwh`` include the
-    expected failure and checkpoint overhead; ``ideal_days`` is the steps alone.
+    """Totals of a run. ``steps``: whole optimizer steps, tokens / tokens per step rounded up
+    (at least one; the launch files' train iterations). ``wall_days``, ``gpu_hours``, ``cost``
+    and ``energy_mwh`` include the expected failure and checkpoint overhead; ``ideal_days`` is
+    the steps alone.
 
     ``energy``: dict(tdp_w, power_share, pue), or None for no energy figure.
     ``failures``: dict(write_s, load_s, restart_minutes, spot_mtbf_hours, failure_rate): the
@@ -27,7 +29,7 @@ def run_totals(total_tokens, batch_tokens, step_s, gpus, price=None, energy=None
     model ``trainplan resilience`` uses, with every interruption unannounced (a spot
     pre-emption whose notice saves the work is modelled there, per provider).
     """
-    steps = total_tokens / batch_tokens
+    steps = np.maximum(1.0, np.ceil(np.asarray(total_tokens, dtype=float) / batch_tokens - 1e-9))
     ideal = steps * step_s
     if failures:
         f = failures

@@ -30,7 +30,7 @@ def test_a_packed_sequence_carries_the_images_of_all_its_samples():
     # every image of the run goes through the tower: steps x images per step = samples
     e = trainplan.estimate(m, job=job, gpu="h100", gpus=8)
     images = e.totals.steps * e.global_batch * images_per_sequence(m, job)
-    assert images == pytest.approx(1e6, rel=1e-9)
+    assert images == pytest.approx(1e6, rel=1e-3)         # whole steps: the last one is part-full
     # without a text length a sample fills a sequence
     assert images_per_sequence(m, _job(images_per_sample=2)) == 2.0
     long_text = trainplan.estimate(m, job=_job(images_per_sample=1, text_tokens=3000), gpu="h100",

@@ -1,6 +1,7 @@
 """Estimate: memory by stage, timing components, totals, bad input."""
 
 import json
+import math
 
 import pytest
 
@@ -19,7 +20,7 @@ def test_components_add_up_and_fit_flag():
         m.transient_gib + m.overhead_gib
     assert comps == pytest.approx(m.total_gib, rel=1e-9)
     assert m.fits == (m.total_gib <= m.capacity_gib)
-    assert e.totals.steps == pytest.approx(1e11 / (256 * 8192))
+    assert e.totals.steps == math.ceil(1e11 / (256 * 8192))       # whole steps, rounded up
     assert e.totals.gpu_hours == pytest.approx(e.totals.steps * t.step_s * 16 / 3600
                                                / e.totals.goodput)
     assert e.totals.ideal_wall_clock_days == pytest.approx(e.totals.steps * t.step_s / 86400)
@@ -129,3 +130,8 @@ def test_plan_takes_a_cluster_object_like_estimate():
     assert (r.gpu_ids, r.gpu_counts, r.winner.totals.usd_per_gpu_hour) == \
         (["a100_sxm_80gb"], [16], 1.5)
     assert trainplan.plan("llama-2-7b", cluster=c, gpus=8, tokens=1e10).gpu_counts == [8]
+
+
+def test_a_run_shorter_than_a_step_is_charged_one_step():
+    e = estimate("llama-3-8b", gpu="h100", gpus=8, tokens=1)
+    assert e.totals.steps == 1 and e.totals.cost_usd > 0
