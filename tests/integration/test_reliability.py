@@ -314,3 +314,17 @@ def test_a_cluster_that_never_fails_prints_its_checkpoint_without_an_interval(tm
     out = _strict(_run(["estimate", job, "--json"]).output)
     assert out["totals"]["mtbf_hours"] is None and out["totals"]["goodput"] == 1.0
     assert out["checkpoint"]["writers"] == 1 and out["checkpoint"]["gib"] > 0
+
+
+@pytest.mark.parametrize("extra, words", [
+    ("storage_GBps_per_node = 1e-9", "leaves no useful time"),     # printed nan days, exit 0
+    ("spot_mtbf_hours = 0.01", "leaves no useful time"),           # 2.8e9 days, exit 0
+    ("failure_rate_per_gpu_hour = 2", "failure_rate_per_gpu_hour"),
+])
+def test_a_cluster_on_which_the_run_never_finishes_is_refused(tmp_path, extra, words):
+    job = tmp_path / "job.toml"
+    job.write_text(f'model = "llama-3-8b"\n[job]\ntokens = 1e11\n'
+                   f'[cluster]\ngpu = "h100"\ngpus = 8\n{extra}\n')
+    for cmd in ("estimate", "plan"):
+        flat = _bad([cmd, job], words)
+        assert "nan" not in flat.lower().replace("nano", "")

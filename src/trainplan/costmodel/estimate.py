@@ -227,6 +227,15 @@ def build_estimate(model: Model, job: Job, cluster: Cluster, st: Strategy,
     tot = run_totals(total_tokens, job.useful_batch_tokens, step, cluster.gpus, price, energy,
                      reliability_inputs(cluster, ck)) if total_tokens else None
     t = tot or {}
+    if tot and not float(tot["goodput"]) > 1e-6:     # nan (no bandwidth) or ~0: never finishes
+        from trainplan.errors import InputError
+        raise InputError("cluster", {"storage_GBps_per_node": cluster.storage_GBps_per_node,
+                                     "spot_mtbf_hours": cluster.spot_mtbf_hours,
+                                     "failure_rate_per_gpu_hour":
+                                         cluster.failure_rate_per_gpu_hour},
+                         "settings under which the run makes progress: a checkpoint write of "
+                         f"{ck.write_s:.3g} s against a mean time between interruptions of "
+                         f"{float(tot['mtbf_hours']) * 3600:.3g} s leaves no useful time")
     totals = Totals(
         steps=t.get("steps"), tokens=total_tokens, wall_clock_days=t.get("wall_days"),
         ideal_wall_clock_days=t.get("ideal_days"), goodput=t.get("goodput"),

@@ -36,7 +36,7 @@ def run_totals(total_tokens, batch_tokens, step_s, gpus, price=None, energy=None
         write_h = np.asarray(f["write_s"], dtype=float) / 3600.0
         m = rel.mtbf_hours(gpus, f["failure_rate"], f["spot_mtbf_hours"])
         restart_h = rel.restart_hours(f["restart_minutes"], f["load_s"])
-        with np.errstate(divide="ignore"):
+        with np.errstate(all="ignore"):      # inf or nan where the run never finishes
             g, tau = rel.best_goodput(write_h, restart_h, 1.0 / m)
     else:
         write_h, m, g, tau = 0.0, np.inf, 1.0, np.inf

@@ -222,7 +222,7 @@ class Cluster(Spec):
                                      description="average power draw as a share of TDP")
     pue: float = Field(1.2, ge=1.0, description="datacenter power usage effectiveness")
     failure_rate_per_gpu_hour: float = Field(
-        LLAMA3_FAILURES_PER_GPU_HOUR, ge=0,
+        LLAMA3_FAILURES_PER_GPU_HOUR, ge=0, le=1,
         description="unexpected interruptions per GPU-hour (Llama 3 paper sec. 3.3.4: 1.97e-5)")
     spot_mtbf_hours: float | None = Field(None, gt=0,
                                           description="mean hours between spot pre-emptions")
