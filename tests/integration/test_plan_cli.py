@@ -93,9 +93,12 @@ def test_price_per_gpu_type_keeps_the_others():
     d = json.loads(runner.invoke(app, base + ["--price", "l40s=0.9"]).output)
     price = {p["gpu_id"]: p["cost_usd"] / p["gpu_hours"] for p in d["pareto"]}
     assert abs(price["l40s"] - 0.9) < 1e-9 and abs(price["a100_sxm_80gb"] - 1.79) < 1e-9
-    for bad in ("abc", "l40s=-1", "mi300x=2", "=3"):
+    for bad in ("abc", "l40s=-1", "mi300x=2", "=3", "l40s=1,l40s=2", "a100=1,a100_sxm_80gb=2"):
         r = runner.invoke(app, base + ["--price", bad])
         assert r.exit_code == 2 and "--price" in r.output, (bad, r.output)
+    # 0 is a price (hardware you own), in plan as in estimate and the job file
+    d = json.loads(runner.invoke(app, base + ["--price", "l40s=0"]).output)
+    assert min(p["cost_usd"] for p in d["pareto"]) == 0.0
 
 
 def test_out_without_emit_is_refused_and_limits_are_words(tmp_path):

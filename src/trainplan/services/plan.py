@@ -34,18 +34,20 @@ def parse_prices(text: str | None) -> tuple[float | None, dict[str, float]]:
     s = str(text).strip()
     if "=" not in s:
         try:
-            return check_range("--price", float(s), 0.0, 1e6, lo_open=True), {}
+            return check_range("--price", float(s), 0.0, 1e6), {}    # 0: hardware you own
         except ValueError:
             raise InputError("--price", text, "USD per GPU-hour (2.5) or per type "
                              "(l40s=0.9,h100=2.5)") from None
     out: dict[str, float] = {}
     for item in filter(None, (x.strip() for x in s.split(","))):
         k, sep, v = item.partition("=")
+        if k.strip() in out:
+            raise InputError("--price", item, f"one price per GPU type ({k.strip()} is "
+                             "priced twice)")
         try:
             if not sep or not k.strip():
                 raise ValueError
-            out[k.strip()] = check_range(f"--price {k.strip()}", float(v), 0.0, 1e6,
-                                         lo_open=True)
+            out[k.strip()] = check_range(f"--price {k.strip()}", float(v), 0.0, 1e6)
         except ValueError:
             raise InputError("--price", item, "TYPE=USD per GPU-hour, e.g. l40s=0.9") from None
     return None, out
@@ -85,7 +87,13 @@ def plan_request(data: dict[str, Any], **flags: Any) -> PlanRequest:
         from trainplan.catalog.accelerators import resolve_id
         from trainplan.spec.base import evolve
         ids = {a.id for a in accs}
-        by_id = {resolve_id(k): v for k, v in prices.items()}
+        by_id: dict[str, float] = {}
+        for k, v in prices.items():
+            rid = resolve_id(k)
+            if rid in by_id:
+                raise InputError("--price", f"{k}={v}", f"one price per GPU type ({rid} is "
+                                 "priced twice)")
+            by_id[rid] = v
         for k, v in by_id.items():
             if k not in ids:
                 raise InputError("--price", f"{k}={v}", "a price for one of the GPU types "
