@@ -132,3 +132,30 @@ def test_command_lists_show_each_summary_on_one_line():
             # a row is "│ name   summary   │": a continuation row would have no name
             assert re.match(r"^│ [a-z][a-z-]* {2,}\S", row), (group, row)
     assert summary("First line\n    goes on.\n\n    Details.") == "First line goes on."
+
+
+def _commands(cmd, path=()):
+    yield path, cmd
+    for name, sub in getattr(cmd, "commands", {}).items():
+        yield from _commands(sub, path + (name,))
+
+
+def test_no_help_text_loses_words_to_rich_markup():
+    """Help is rendered as rich markup: '[cluster]' in a help string vanished from
+    `schedule --help` and `audit --help`. Every help text renders to its own words."""
+    from rich.text import Text
+
+    def plain(s):                     # what rich shows: markup removed, escapes resolved
+        return Text.from_markup(s).plain
+
+    def source(s):                    # what the help means: escapes resolved only
+        return s.replace("\\[", "[")
+
+    import typer.main
+    bad = []
+    for path, cmd in _commands(typer.main.get_command(app)):
+        texts = [("", cmd.help or "")] + [(p.name, getattr(p, "help", "") or "") for p in cmd.params]
+        for name, h in texts:
+            if h and plain(h) != source(h):
+                bad.append((" ".join(path), name, h[:60]))
+    assert bad == []

@@ -8,7 +8,7 @@ import typer
 
 
 def audit_command(
-    claims_file: Path = typer.Argument(..., help="TOML/YAML/JSON file with a [claims] table "
+    claims_file: Path = typer.Argument(..., help="TOML/YAML/JSON file with a \\[claims] table "
                                        "(see trainplan/examples/source_case_claims.toml)"),
     json: bool = typer.Option(False, "--json", help="print the findings as JSON"),
 ) -> None:

@@ -12,7 +12,7 @@ from trainplan.cli import cmdoptions as o
 
 def schedule_command(
     schedule_file: Optional[Path] = typer.Argument(
-        None, help="schedule TOML ([cluster], [[job]], [[period]]); none: the source's day/night "
+        None, help="schedule TOML (\\[cluster], \\[\\[job]], \\[\\[period]]); none: the source's day/night "
                    "example (examples/day_night.toml)"),
     as_json: bool = o.JSON,
 ) -> None:
