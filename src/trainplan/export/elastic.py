@@ -35,10 +35,25 @@ from trainplan.export.launch import _env_defaults, _k8s_args, _k8s_env, _k8s_nam
 REQUEUE_EXIT_CODE = 75   # EX_TEMPFAIL (sysexits.h): "try again later"; trainplan.guard exits with it
 
 
-def signal_seconds(write_s: float, margin_s: float = 60.0) -> int:
-    """Lead time for SLURM's ``--signal``: twice the checkpoint write plus a margin (a rule of
-    thumb: the save must finish before the time limit's SIGKILL)."""
-    return int(math.ceil(max(60.0, 2 * write_s + margin_s)))
+def signal_seconds(write_s: float, step_s: float = 0.0, margin_s: float = 60.0) -> int:
+    """Lead time for SLURM's ``--signal`` and torchrun's ``--shutdown_timeout``: the rest of
+    the step in progress (``trainplan.guard`` saves at the next step boundary; up to one step
+    ``step_s``), then twice the checkpoint write, plus a margin (a rule of thumb: the save must
+    finish before the SIGKILL)."""
+    return int(math.ceil(max(60.0, step_s + 2 * write_s + margin_s)))
+
+
+def runnable_nodes(spec: LaunchSpec, lo: int, hi: int) -> list[int]:
+    """Node counts in [lo, hi] at which the planned layout runs: the GPUs divide by TP x PP x
+    CP, and the global batch by micro-batch x the data-parallel size they leave."""
+    st = spec.strategy
+    mp = st.tp * st.pp * st.cp
+    out = []
+    for n in range(lo, hi + 1):
+        g = n * spec.procs_per_node
+        if g % mp == 0 and spec.job.batch_sequences % (st.micro_batch * (g // mp)) == 0:
+            out.append(n)
+    return out
 
 
 def _check(spec: LaunchSpec, min_nodes: int, max_nodes: int, max_restarts: int) -> None:
@@ -46,6 +61,13 @@ def _check(spec: LaunchSpec, min_nodes: int, max_nodes: int, max_restarts: int) 
         raise InputError("--min-nodes", min_nodes, f"1 <= min nodes <= max nodes ({max_nodes})")
     if max_restarts < 0:
         raise InputError("--max-restarts", max_restarts, "an integer >= 0")
+    ok = runnable_nodes(spec, 1, max_nodes)
+    if min_nodes not in ok:
+        st = spec.strategy
+        raise InputError("--min-nodes", min_nodes, "a node count at which the layout "
+                         f"{st.layout()} runs (GPUs divisible by TP x PP x CP, the global batch "
+                         f"{spec.job.batch_sequences} by micro-batch x DP): "
+                         + ", ".join(map(str, ok)))
 
 
 def torchrun_args(spec: LaunchSpec, min_nodes: int, max_nodes: int, max_restarts: int,
@@ -68,6 +90,9 @@ def render_torchrun_elastic(spec: LaunchSpec, min_nodes: int, max_nodes: int,
         f"# elastic torchrun written by trainplan: {min_nodes} to {max_nodes} node(s) of "
         f"{spec.procs_per_node}, c10d rendezvous, {max_restarts} restarts",
         "# Run the same line on every node; nodes may join or leave between MIN and MAX.",
+        f"# The layout {spec.strategy.layout()} runs on "
+        + ", ".join(map(str, runnable_nodes(spec, min_nodes, max_nodes)))
+        + " node(s); at other counts the script must change TP/PP/CP or the batch.",
         "set -euo pipefail",
         ': "${RDZV_HOST:?set RDZV_HOST to a stable host}" "${RDZV_PORT:=29400}" "${JOB_ID:=trainplan}"',
         *_env_defaults(spec),
@@ -147,10 +172,11 @@ def pytorchjob_elastic_manifest(spec: LaunchSpec, min_nodes: int, max_nodes: int
 
 
 def render_elastic(spec: LaunchSpec, min_nodes: int, max_nodes: int, max_restarts: int,
-                   write_s: float, time_hours: float | None = None) -> dict[str, str]:
+                   write_s: float, time_hours: float | None = None,
+                   step_s: float = 0.0) -> dict[str, str]:
     """The three files as {name: text}."""
     import yaml
-    sig = signal_seconds(write_s)
+    sig = signal_seconds(write_s, step_s)
     return {
         "torchrun_elastic.sh": render_torchrun_elastic(spec, min_nodes, max_nodes, max_restarts,
                                                        grace_s=sig),

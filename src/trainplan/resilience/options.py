@@ -86,7 +86,8 @@ def purchase_options(job_file, gpu, gpus, provider, interruptions, od, rs, sp, f
             row["sim_days"] = {f"p{q}": v / 24 for q, v in s.percentiles().items()}
             row["sim_mean_goodput"] = s.goodput
         rows.append(row)
-    written = emit_elastic(inp, st, ck, work_h, *emit) if emit[0] is not None else []
+    written = emit_elastic(inp, st, ck, work_h, *emit, step_s=est.time.step_s) \
+        if emit[0] is not None else []
     by = {r.option.name: r for r in res}
     warnings = []
     if by["spot"].option.preempt_per_hour == 0 and interruptions is None:
@@ -106,7 +107,7 @@ def purchase_options(job_file, gpu, gpus, provider, interruptions, od, rs, sp, f
                 options=rows, written=[str(p) for p in written])
 
 
-def emit_elastic(inp, st, ck, work_h, out_dir, min_nodes, max_restarts, force):
+def emit_elastic(inp, st, ck, work_h, out_dir, min_nodes, max_restarts, force, step_s=0.0):
     from trainplan.export import LaunchSpec, check_spec
     from trainplan.export.elastic import render_elastic
     from trainplan.export.write import write_files
@@ -115,6 +116,6 @@ def emit_elastic(inp, st, ck, work_h, out_dir, min_nodes, max_restarts, force):
     check_spec(spec)
     files = render_elastic(spec, max(1, spec.nodes // 2) if min_nodes is None else min_nodes,
                            spec.nodes, max_restarts,
-                           ck.write_s, time_hours=min(work_h * 1.2, 48.0))
+                           ck.write_s, time_hours=min(work_h * 1.2, 48.0), step_s=step_s)
     return write_files(files, out_dir, force=force,
                        executable=("torchrun_elastic.sh", "train_requeue.sbatch"))

@@ -83,6 +83,11 @@ def test_refuses_overwrite_and_bad_range(files):
     assert again.exit_code == 2 and "--force" in again.output
     bad = CliRunner().invoke(app, ["resilience", "--emit", str(files), "--force", "--min-nodes", "9"])
     assert bad.exit_code == 2 and "min" in bad.output
+    # 3 nodes of the built-in plan (DP over 24 GPUs) cannot split its global batch: named
+    odd = CliRunner().invoke(app, ["resilience", "--emit", str(files), "--force", "--min-nodes", "3"])
+    assert odd.exit_code == 2 and "a node count at which the layout" in " ".join(odd.output.split())
+    text = (files / "torchrun_elastic.sh").read_text()
+    assert "node(s); at other counts" in text
 
 
 FAKE_SRUN = """#!/bin/bash
@@ -129,5 +134,7 @@ def test_sbatch_trap_checkpoints_and_requeues(files, tmp_path):
 def test_render_checks_inputs():
     from trainplan.export.elastic import render_slurm_requeue, signal_seconds
     assert signal_seconds(1.0) == 62 and signal_seconds(100.0) == 260
+    # a 345 s step: the guard saves at its end, so the lead covers it (248 s killed the save)
+    assert signal_seconds(98.8, 344.7) == 603
     with pytest.raises(InputError):
         render_slurm_requeue(None, 0)
