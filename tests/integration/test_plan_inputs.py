@@ -95,3 +95,16 @@ def test_plan_refuses_job_settings_the_gpu_or_framework_cannot_run(tmp_path):
     job.write_text('[model]\npreset = "llama-3-8b"\n[job]\nseq_len = 4096\nglobal_batch = 64\n'
                    'tokens = 1e9\nattention_kernel = "fa3"\n[cluster]\ngpu = "a100"\ngpus = 8\n')
     assert_exits_2(invoke("plan", str(job)), "job.attention_kernel", "Hopper")
+
+
+def test_an_empty_emit_and_an_unsplittable_batch_are_named():
+    """--emit "" wrote nothing with exit 0; on 7 GPUs the batch error named no working batch
+    (the one-GPU data-parallel split it found leaves a 7-way model split no model has)."""
+    from typer.testing import CliRunner
+
+    from trainplan.cli import app
+    r = CliRunner().invoke(app, ["plan", "--model", "llama-3-8b", "--gpus", "8", "--emit", ""])
+    assert r.exit_code == 2 and "one or more of deepspeed" in r.output
+    r = CliRunner().invoke(app, ["plan", "--model", "llama-3-8b", "--gpus", "7"])
+    flat = " ".join(r.output.split())
+    assert r.exit_code == 2 and "smallest change: global batch 1029" in flat

@@ -70,7 +70,7 @@ def plan_command(
     data.pop("strategy", None)             # the search chooses the strategy
     req = plan_request(data, gpu=gpu or None, gpus=gpus, objective=objective, deadline_days=deadline_days,
                        budget_usd=budget_usd, headroom_gib=headroom_gib, top=top,
-                       uneven_stages=uneven_stages, emit=o.split_list(emit) or None,
+                       uneven_stages=uneven_stages, emit=None if emit is None else o.split_list(emit),
                        out=o.as_path(out), prices=type_prices)
     bar = DelayedBar(enabled=not as_json)
     try:

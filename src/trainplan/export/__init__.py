@@ -75,6 +75,8 @@ def emit_files(formats: list[str], out_dir: Path, spec: LaunchSpec, *, force: bo
     """Render every format and write the files atomically (refusing to overwrite unless force)."""
     from trainplan.export.write import write_files
 
+    if not formats:
+        raise InputError("--emit", "", "one or more of " + " | ".join(FORMATS))
     bad = [f for f in formats if f not in FORMATS]
     if bad:
         raise InputError("--emit", bad[0], " | ".join(FORMATS))

@@ -113,10 +113,19 @@ def _nothing_feasible(sw: Sweep, fits, feasible, meets, deadline_days, budget_us
 def _no_valid_layout(sw: Sweep) -> InputError:
     """No layout passes the divisibility rules: name the nearest global batch that works."""
     gb = sw.job.batch_sequences
+    dec = sw.model.decoder
+    space = sw.space or SearchSpace()
+    cps = [c for c in space.cp if sw.job.seq_len % (2 * c) == 0 or c == 1]
+
+    def splits(mp: int) -> bool:   # tp x pp x cp = mp with tp | heads, cp searched, pp | layers
+        return any(mp % (t * c) == 0 and (dec.layers % (mp // (t * c)) == 0
+                                          or (space.uneven_stages and mp // (t * c) <= dec.layers))
+                   for t in divisors(dec.heads) for c in cps)
+
     best = None
     for g in sw.counts:
         for d in divisors(g):
-            if d <= 4 * gb:
+            if d <= 4 * gb and splits(g // d):
                 cand = -(-gb // d) * d
                 if best is None or abs(cand - gb) < abs(best - gb):
                     best = cand

@@ -75,6 +75,9 @@ def plan_request(data: dict[str, Any], **flags: Any) -> PlanRequest:
     if opts.get("out") is not None and not _as_list(opts.get("emit")):
         raise InputError("--out", str(opts["out"]), "given with --emit FORMATS (it is the folder "
                          "the launch files go to; without --emit nothing is written)")
+    if "emit" in given and not _as_list(given["emit"]):
+        from trainplan.export import FORMATS
+        raise InputError("--emit", "", "one or more of " + " | ".join(FORMATS))
     if "gpu" in given and not _as_list(given["gpu"]):
         raise InputError("--gpu", given["gpu"], "one or more accelerator ids (see `trainplan gpus`)")
     cl = expect_mapping("cluster", data.get("cluster"))
