@@ -86,8 +86,9 @@ def purchase_options(job_file, gpu, gpus, provider, interruptions, od, rs, sp, f
             row["sim_days"] = {f"p{q}": v / 24 for q, v in s.percentiles().items()}
             row["sim_mean_goodput"] = s.goodput
         rows.append(row)
-    written = emit_elastic(inp, st, ck, work_h, *emit, step_s=est.time.step_s) \
-        if emit[0] is not None else []
+    out_dir, min_nodes, max_restarts, force = emit
+    written = emit_elastic(inp, st, ck, work_h, out_dir, min_nodes, max_restarts, force,
+                           step_s=est.time.step_s) if out_dir is not None else []
     by = {r.option.name: r for r in res}
     warnings = []
     if by["spot"].option.preempt_per_hour == 0 and interruptions is None:
