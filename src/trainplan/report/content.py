@@ -57,7 +57,9 @@ def assumptions(e: Any, job: Any = None, cluster: Any = None) -> list[tuple[str,
         ("GPU", f"{e.gpus} x {e.gpu}"), ("framework", e.framework), ("precision", e.precision)]
     if job is not None:
         rows += [("sequence length", f"{job.seq_len:,}"), ("optimizer", job.optimizer),
-                 ("tokens", _si(job.tokens) if job.tokens else "not given (per-step figures only)"),
+                 ("tokens", _si(job.tokens) if job.tokens else
+                  (f"{_si(e.totals.tokens)} (samples {_si(job.samples)} x {job.epochs:g} epochs)"
+                   if e.totals.tokens else "not given (per-step figures only)")),
                  ("epochs", f"{job.epochs:g}"), ("trainable", job.trainable),
                  ("frozen parts", ", ".join(job.frozen) or "none"),
                  ("images per sample", _n(job.images_per_sample, "g")),
@@ -110,8 +112,14 @@ def _totals_line(e: Any) -> str:
     t = e.totals
     if t.wall_clock_days is None:
         return "no token count given: run totals (days, cost) are not computed"
-    return (f"{t.wall_clock_days:.2f} days wall-clock (goodput {_n(t.goodput, '.1%')}), "
-            f"{_si(t.gpu_hours)} GPU-hours, cost ${_n(t.cost_usd)}")
+    ck = e.checkpoint
+    failures = (f"MTBF {t.mtbf_hours:,.0f} h, a checkpoint every "
+                f"{t.checkpoint_interval_hours:.2g} h" if t.mtbf_hours is not None
+                else "no interruptions assumed")
+    return (f"{t.wall_clock_days:.2f} days wall-clock (goodput {_n(t.goodput, '.1%')}; "
+            f"{failures}; checkpoint {ck.gib:,.0f} GiB written in {ck.write_s:.0f} s), "
+            f"{_si(t.gpu_hours)} GPU-hours, cost ${_n(t.cost_usd)}, energy "
+            f"{_n(t.energy_mwh, ',.1f')} MWh ({t.energy_assumption})")
 
 
 def estimate_report(e: Any, job: Any = None, cluster: Any = None) -> Report:

@@ -89,3 +89,16 @@ def test_frameworks_listing_quotes_each_family_validation():
     ds = family_figures("DeepSpeed")
     assert f"DeepSpeed: {ds['n']}, {ds['median_abs']:.1%} / {ds['max_abs']:.1%}" in text
     assert family_figures("") is None                   # the textbook profile: "no"
+
+
+def test_the_report_carries_the_run_totals_the_console_shows(tmp_path):
+    """Energy, MTBF, the checkpoint and the derived token count were on the console only."""
+    from typer.testing import CliRunner
+
+    from trainplan.cli import app
+    out = tmp_path / "e.md"
+    r = CliRunner().invoke(app, ["estimate", "--report", str(out)])
+    assert r.exit_code == 0, r.output
+    text = out.read_text().replace("\\", "")
+    for words in ("MWh", "MTBF", "GiB written in", "(samples 20M x 3 epochs)"):
+        assert words in text, words
