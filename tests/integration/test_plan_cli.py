@@ -111,3 +111,16 @@ def test_out_without_emit_is_refused_and_limits_are_words(tmp_path):
     assert r.exit_code == 0, r.output
     head = " ".join(r.output.split())
     assert "(deadline 400 days)" in head and "{" not in head
+
+
+def test_a_plan_over_gpu_types_shows_each_types_price_and_source():
+    base = ["plan", "--model", "llama-3-8b", "--gpu", "h100,a100_sxm_80gb", "--gpus", "8",
+            "--tokens", "1e10", "--objective", "cheapest", "--price", "a100=1.1"]
+    d = json.loads(runner.invoke(app, base + ["--json"]).output)
+    by = {p["gpu_id"]: p for p in d["per_type"]}
+    assert by["a100_sxm_80gb"]["usd_per_gpu_hour"] == 1.1
+    assert by["a100_sxm_80gb"]["price_source"] == "given (--price)"
+    assert by["h100_sxm"]["usd_per_gpu_hour"] > 0 and by["h100_sxm"]["price_source"]
+    text = " ".join(runner.invoke(app, base, env={"COLUMNS": "200"}).output.split())
+    assert "price a100_sxm_80gb: $1.1/GPU-hour (given (--price))" in text
+    assert "price h100_sxm: $" in text

@@ -64,6 +64,12 @@ def render(result, paths: list[Path]) -> None:
                          num(q.wall_clock_days, ".1f"), num(q.gpu_hours), num(q.cost_usd),
                          "yes" if q.meets_constraints else "no") for q in points],
                        console=c, key_columns=3, right=_RIGHT, simple=True)
+    types = {q.gpu_id: q for q in [*result.pareto, *result.per_type]}
+    if len(types) > 1:                    # each type's price, where the costs compared come from
+        for gid, q in types.items():
+            price = f"${q.usd_per_gpu_hour:g}/GPU-hour" if q.usd_per_gpu_hour is not None \
+                else "no price"
+            c.print(f"  price {gid}: {price} ({q.price_source})", markup=False, highlight=False)
     c.print(f"[dim]{result.candidates_evaluated:,} layouts evaluated "
             f"({result.candidates_fit:,} fit, {result.candidates_feasible:,} feasible) in "
             f"{result.seconds:.2f} s, {result.candidates_per_s:,.0f} layouts/s[/dim]", highlight=False)

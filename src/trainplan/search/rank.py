@@ -29,6 +29,8 @@ class ParetoPoint(_Out):
     gpu_hours: float | None
     cost_usd: float | None
     meets_constraints: bool
+    usd_per_gpu_hour: float | None = None
+    price_source: str = ""
 
 
 class PlanResult(_Out):
@@ -164,7 +166,10 @@ def _point(sw: Sweep, i: int, meets) -> ParetoPoint:
         gpu_hours=float(col["gpu_hours"][i]) if has_tokens else None,
         cost_usd=(float(col["cost"][i]) if has_tokens and not np.isnan(col["cost"][i])
                   else None),
-        meets_constraints=bool(meets[i]))
+        meets_constraints=bool(meets[i]),
+        usd_per_gpu_hour=None if np.isnan(col["price"][i]) else float(col["price"][i]),
+        price_source=("user override" if sw.template.usd_per_gpu_hour is not None
+                      else acc.price_source or "no price in catalog"))
 
 
 def _best_per(sw: Sweep, feasible: np.ndarray, key_of) -> np.ndarray:
