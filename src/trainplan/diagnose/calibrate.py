@@ -43,6 +43,8 @@ class Run:
     features: np.ndarray
     measured_s: float
     planned_s: float
+    mfu_measured: float = 0.0      # the plan's model FLOPs over the measured step, per peak
+    fits: bool = True              # the plan's memory says the layout fits
 
 
 def features(est: Any) -> np.ndarray:
@@ -62,9 +64,18 @@ def free_factors(runs: list[Run]) -> np.ndarray:
     X = np.stack([r.features for r in runs])
     free = (X > 1e-9 * X.sum(axis=1, keepdims=True)).any(axis=0)
     free[0] = True
-    if len(runs) <= int(free.sum()):
+    if len(configurations(runs)) <= int(free.sum()):
         free[1:] = False
     return free
+
+
+def configurations(runs: list[Run]) -> list[list[int]]:
+    """Indexes of the runs grouped by configuration (the same planned times): repeats of one
+    configuration are one point for identification and for leave-one-out."""
+    groups: dict[tuple, list[int]] = {}
+    for i, r in enumerate(runs):
+        groups.setdefault(tuple(np.round(r.features, 12)), []).append(i)
+    return list(groups.values())
 
 
 def fit(runs: list[Run], free: np.ndarray | None = None) -> np.ndarray:
@@ -95,11 +106,13 @@ def predict(theta: np.ndarray, run: Run) -> float:
 
 
 def leave_one_out(runs: list[Run], free: np.ndarray | None = None) -> list[float]:
-    """Relative error of each run predicted from a fit on all the others."""
-    out = []
-    for i, r in enumerate(runs):
-        theta = fit(runs[:i] + runs[i + 1:], free)
-        out.append(predict(theta, r) / r.measured_s - 1.0)
+    """Relative error of each run predicted from a fit on the other configurations (a repeat
+    of the left-out configuration would predict it from itself)."""
+    out = [0.0] * len(runs)
+    for group in configurations(runs):
+        theta = fit([r for j, r in enumerate(runs) if j not in group], free)
+        for i in group:
+            out[i] = predict(theta, runs[i]) / runs[i].measured_s - 1.0
     return out
 
 
@@ -121,14 +134,15 @@ def calibrate(runs: list[Run], framework: str, boot: int = 200,
     free = free_factors(runs)
     theta = fit(runs, free)
     ins = [predict(theta, r) / r.measured_s - 1.0 for r in runs]
-    loo = leave_one_out(runs, free) if len(runs) >= 3 else []
-    lo, hi = bootstrap(runs, boot, free=free) if len(runs) >= 3 else (None, None)
+    enough = len(configurations(runs)) >= 3
+    loo = leave_one_out(runs, free) if enough else []
+    lo, hi = bootstrap(runs, boot, free=free) if enough else (None, None)
     import trainplan
     out = {"kind": "trainplan step-time calibration", "gpu": gpus[0], "framework": framework,
             "trainplan_version": trainplan.__version__, "runs": len(runs),
             "factors": dict(zip(NAMES, map(float, theta))),
             "fitted": dict(zip(NAMES, map(bool, free))),
-            # None: no interval (fewer than 3 runs to resample, or the factor was not fitted)
+            # None: no interval (fewer than 3 configurations to resample, or not fitted)
             "interval_5_95": {k: ([float(lo[j]), float(hi[j])] if lo is not None and free[j]
                                   else None) for j, k in enumerate(NAMES)},
             "in_sample_abs_error_median": statistics.median(map(abs, ins)),
@@ -136,24 +150,49 @@ def calibrate(runs: list[Run], framework: str, boot: int = 200,
             "loo_errors": [float(e) for e in loo],
             "planned_abs_error_median": statistics.median(
                 abs(r.planned_s / r.measured_s - 1.0) for r in runs)}
-    out["warnings"] = identification_warnings(runs, free) + generalisation_warnings(out)
+    out["warnings"] = (measurement_warnings(runs, theta, free)
+                       + identification_warnings(runs, free) + generalisation_warnings(out))
     if base_framework:
         out["frameworks"] = [framework_profile(out, base_framework, gpu_id or gpus[0])]
     return out
 
 
-def identification_warnings(runs: list[Run], free: np.ndarray) -> list[str]:
-    """What the runs could not determine: factors kept at 1, and no intervals below 3 runs."""
+def measurement_warnings(runs: list[Run], theta: np.ndarray, free: np.ndarray) -> list[str]:
+    """Runs the physics says cannot be as measured, and factors the fit pushed to a bound."""
     out = []
+    for r in runs:
+        if r.mfu_measured > 1.0:
+            out.append(f"{r.label}: the measured step implies MFU {r.mfu_measured:.2f}, faster "
+                       "than the GPU's peak: check step_s (seconds per optimizer step) and the "
+                       "batch (PaLM, Chowdhery et al. 2022, app. B: MFU <= 1)")
+        if not r.fits:
+            out.append(f"{r.label}: the plan says this layout does not fit in GPU memory; its "
+                       "settings (recompute, offload, micro-batch) may not be what ran")
+    for j, k in enumerate(NAMES):
+        low = LOWER[j] > 0 and theta[j] <= LOWER[j] * 1.01    # c_rest = 0: no time beyond compute
+        if free[j] and (low or theta[j] >= UPPER[j] * 0.99):
+            out.append(f"{k} = {theta[j]:.3g} sits at its bound [{LOWER[j]:g}, {UPPER[j]:g}]: "
+                       "the plan's times cannot explain these steps; check the runs before "
+                       "using the profile")
+    return out
+
+
+def identification_warnings(runs: list[Run], free: np.ndarray) -> list[str]:
+    """What the runs could not determine: factors kept at 1, and no intervals below 3
+    configurations (repeats of one configuration count once)."""
+    out = []
+    n = len(configurations(runs))
     why = {"b_recompute": "no run recomputes activations",
            "c_rest": "no run spends time beyond compute"}
     for j, k in enumerate(NAMES):
         if not free[j]:
-            reason = why[k] if len(runs) >= 3 else f"{len(runs)} run(s) cannot determine it"
+            reason = why[k] if n >= 3 else f"{n} configuration(s) cannot determine it"
             out.append(f"{k} not fitted ({reason}): kept at 1, the plan's own time for that "
                        "part")
-    if len(runs) < 3:
-        out.append(f"{len(runs)} run(s): no intervals and no leave-one-out error; measure at "
+    if n < len(runs):
+        out.append(f"{len(runs)} runs of {n} distinct configuration(s): repeats count once")
+    if n < 3:
+        out.append(f"{n} configuration(s): no intervals and no leave-one-out error; measure at "
                    "least 3 runs that differ in layout or batch")
     return out
 

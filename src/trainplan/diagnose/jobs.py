@@ -89,12 +89,19 @@ def calibrate_runs(runs_csv: Path, framework: str, boot: int, out: Optional[Path
                              _int(row, i, "global_batch"), extra)
             est = predict(cfg)
         except InputError as e:      # name the CSV line the bad value is on
+            if e.field == "--set":     # an extra column: it is a column here, not a flag
+                col = str(e.value).partition("=")[0]
+                raise InputError(f"line {i}: column '{col}'", row.get(col), "a column named "
+                                 "after a strategy or job field (or model, gpu, gpus, seq_len, "
+                                 "global_batch, step_s); remove other columns") from None
             raise InputError(e.field if e.field.startswith("line ") else f"line {i}: {e.field}",
                              e.value, e.valid, e.hint) from None
         bases.add(est.framework)
         from trainplan.catalog.accelerators import get_accelerator
         gpu_ids.add(get_accelerator(cfg.gpu).id)
-        runs.append(Run(f"line {i}", est.gpu, features(est), step, float(est.time.step_s)))
+        runs.append(Run(f"line {i}", est.gpu, features(est), step, float(est.time.step_s),
+                        mfu_measured=float(est.mfu) * float(est.time.step_s) / step,
+                        fits=bool(est.memory.fits)))
     if len(bases) > 1:
         raise InputError("runs.framework", sorted(bases), "runs of one framework")
     cal = calibrate(runs, framework, boot, base_framework=next(iter(bases), None),

@@ -105,7 +105,7 @@ def render_calibration(cal: dict[str, Any], out: Any) -> None:
     typer.echo(f"uncalibrated median |error| {cal['planned_abs_error_median']:.1%}; "
                f"in-sample {cal['in_sample_abs_error_median']:.1%}; leave-one-out "
                + (f"{cal['loo_abs_error_median']:.1%}" if cal["loo_abs_error_median"] is not None
-                  else "n/a (fewer than 3 runs)"))
+                  else "n/a (fewer than 3 distinct configurations)"))
     for w in cal.get("warnings", []):
         typer.echo(f"warning: {w}")
     if out:

@@ -144,13 +144,16 @@ def load_runs(path: str | os.PathLike[str]) -> Runs:
         raise InputError("runs file", str(path), "an existing CSV file")
     check_file_size("runs file", p)
     try:
-        with p.open(newline="", encoding="utf-8") as fh:
+        with p.open(newline="", encoding="utf-8-sig") as fh:     # Excel's "CSV UTF-8" has a BOM
             rows = [r for r in csv.reader(line for line in fh
                                           if line.strip() and not line.lstrip().startswith("#"))]
     except UnicodeDecodeError:
         raise InputError("runs file", str(path), "a UTF-8 CSV file", hint="it looks binary") from None
     if not rows:
         raise InputError("runs file", str(path), "a CSV with a header row and one row per run")
+    if rows[0] and rows[0][0].lstrip().startswith(("[", "{")):
+        raise InputError("runs file", str(path), "a CSV (columns N, D or C, loss): JSON is not "
+                         "read; write the runs as CSV")
     header = [_norm(h) for h in rows[0]]
     cols: dict[str, int] = {}
     for key, aliases in COLUMN_ALIASES.items():

@@ -200,3 +200,15 @@ def test_a_law_file_whose_frontier_overflows_is_refused(tmp_path):
     with pytest.raises(InputError) as e:
         load_law(p)
     assert e.value.field == "law file params" and "finite" in str(e.value)
+
+
+def test_runs_csv_with_a_bom_is_read_and_json_is_named(tmp_path):
+    n, d, loss = _epoch_grid(np.geomspace(1e8, 1e10, 5), [5, 20, 80])
+    body = "N,D,loss\n" + "".join(f"{a},{b},{c}\n" for a, b, c in zip(n, d, loss))
+    bom = tmp_path / "excel.csv"
+    bom.write_bytes(b"\xef\xbb\xbf" + body.encode())          # Excel's "CSV UTF-8"
+    assert len(load_runs(bom)) == 15
+    js = tmp_path / "runs.json"
+    js.write_text(json.dumps([{"N": 1e8, "D": 2e9, "loss": 3.0}]))
+    with pytest.raises(InputError, match="JSON is not read"):
+        load_runs(js)
