@@ -257,3 +257,20 @@ def test_emit_model_keeps_the_gpus_and_precision_the_budget_was_priced_on(tmp_pa
     assert r.exit_code == 0, r.output
     assert tomllib.loads(v.read_text())["job"]["precision"] == "fp16_mixed"
     assert "fp16" in r.output
+
+
+def test_when_unique_data_binds_the_recommendation_and_the_job_file_respect_it(tmp_path):
+    """--unique-tokens said 'data is the limit' beside a recommendation (and a job file) that
+    ignored it; the data-constrained optimum (Muennighoff et al. 2023) is recommended now."""
+    import tomllib
+    from trainplan.scaling.repeated_data import data_constrained_optimum
+    out = tmp_path / "dc.toml"
+    r = run("--flops", "1e22", "--unique-tokens", "1e10", "--emit-model", str(out), "--json")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    dc = data_constrained_optimum(1e22, 1e10)
+    assert d["recommended"]["law"] == "muennighoff2023"
+    assert d["recommended"]["n_params"] == pytest.approx(dc.n_params)
+    assert tomllib.loads(out.read_text())["job"]["tokens"] == pytest.approx(dc.tokens, rel=1e-5)
+    plenty = json.loads(run("--flops", "1e22", "--unique-tokens", "1e13", "--json").output)
+    assert plenty["recommended"]["law"] == "epoch2024"       # enough data: unchanged

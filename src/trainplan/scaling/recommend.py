@@ -85,3 +85,24 @@ def recommend(rows: Sequence[Allocation], fitted: str | None = None) -> Recommen
         rec, why = rows[0], "the only law asked for" if len(rows) == 1 else "first law asked for (--law)"
     others = [a for a in rows if a is not rec]
     return Recommendation(recommended=rec, why=why, others=others, range=_range(others))
+
+
+def with_data_limit(rec: Recommendation, dc: Any) -> Recommendation:
+    """The recommendation when unique data binds (``dc``: ``repeated_data.
+    DataConstrainedResult``): the data-constrained optimum of Muennighoff et al. 2023 (the
+    repeated-data law, their eq. 5 and fitted R*), which trades parameters for fewer repeats;
+    the unconstrained recommendation joins the others. Unchanged when the data suffices."""
+    if not dc.data_limited:
+        return rec
+    best = Allocation(
+        law=dc.law, label="data-constrained optimum (Muennighoff et al. 2023)", flops=dc.flops,
+        n_params=dc.n_params, tokens=dc.tokens, tokens_per_param=dc.tokens / dc.n_params,
+        loss=dc.loss, convention=rec.recommended.convention,
+        source="Muennighoff et al. 2023 (arXiv:2305.16264) eq. 5 with the fitted R*_D, R*_N")
+    why = (f"the {dc.unique_tokens:.3g} unique tokens limit the run ({rec.recommended.law}'s "
+           f"optimum reads them {rec.recommended.tokens / dc.unique_tokens:.1f} times, and "
+           "repeated tokens and excess parameters are worth less): the data-constrained "
+           f"optimum of Muennighoff et al. 2023 trains {dc.n_params / 1e9:.3g}B parameters for "
+           f"{dc.epochs:.1f} epochs")
+    others = [rec.recommended, *rec.others]
+    return Recommendation(recommended=best, why=why, others=others, range=_range(others))

@@ -47,6 +47,15 @@ def scale(
     from trainplan.scaling.recommend import recommend
 
     rec = recommend(rows, fitted=laws[-1].name if law_file is not None else None)
+    if epochs is not None:
+        require_positive("epochs", epochs)
+    if epochs is not None and unique_tokens is None:
+        raise InputError("epochs", epochs, "used together with --unique-tokens")
+    constrained = None
+    if unique_tokens is not None:                  # unique data can bind: recommend within it
+        from trainplan.scaling.recommend import with_data_limit
+        constrained = data_constrained_optimum(budget.flops, unique_tokens)
+        rec = with_data_limit(rec, constrained)
     arch = propose_architecture(rec.recommended.n_params)
     emitted = None
     if emit_model is not None:
@@ -72,16 +81,12 @@ def scale(
         if cur is not None:
             table_curves[lw.name] = cur
     repeated = None
-    if epochs is not None:
-        require_positive("epochs", epochs)
-    if unique_tokens is not None:
-        repeated = data_constrained_optimum(budget.flops, unique_tokens).to_dict()
+    if constrained is not None:
+        repeated = constrained.to_dict()
         if epochs is not None:
             repeated["planned"] = planned_epochs(budget.flops, unique_tokens, epochs).to_dict()
             repeated["planned_epochs"] = epochs
             repeated["planned_effective_tokens"] = repeated["planned"]["effective_tokens"]
-    elif epochs is not None:
-        raise InputError("epochs", epochs, "used together with --unique-tokens")
     inference = None
     if inference_tokens is not None:
         inference = inference_aware(inference_tokens, flops=budget.flops).to_dict()
