@@ -81,7 +81,7 @@ def scale(
         if cur is not None:
             table_curves[lw.name] = cur
     repeated = None
-    if constrained is not None:
+    if constrained is not None and unique_tokens is not None:
         repeated = constrained.to_dict()
         if epochs is not None:
             repeated["planned"] = planned_epochs(budget.flops, unique_tokens, epochs).to_dict()
