@@ -107,7 +107,9 @@ def multimodal_advice(
     a, b = _fusion_exponents(fusion)
     _check_padding(padding)
     lw = as_law(law)
-    n, d = (float(x) for x in lw.optimal(c))
+    # padding burns its share of the processed tokens' compute: the allocation is the optimum
+    # of the useful compute C (1 - padding), whose tokens with padding cost C itself
+    n, d = (float(x) for x in lw.optimal(c * (1.0 - padding)))
     refs = (ref_flops, ref_n_params, ref_tokens)
     scaled_n = scaled_d = None
     ref = None
@@ -115,6 +117,12 @@ def multimodal_advice(
         if any(r is None for r in refs):
             raise InputError("reference", refs, "all three of ref_flops, ref_n_params, ref_tokens")
         rf, rn, rd = (require_positive(k, v) for k, v in zip(("ref_flops", "ref_n_params", "ref_tokens"), refs))
+        # an optimum under C = 6ND (Shukor et al. 2025 count C ~ 6ND too, the vision side in N
+        # and D): a reference off by more than 2x is not one, and its scaling misses the budget
+        if not 0.5 <= 6.0 * rn * rd / rf <= 2.0:
+            raise InputError("reference", {"ref_flops": rf, "ref_n_params": rn, "ref_tokens": rd},
+                             f"a compute-optimal point with ref_flops ~ 6 x ref_n_params x "
+                             f"ref_tokens (within 2x; here 6ND = {6.0 * rn * rd:.3g} FLOPs)")
         sn, sd = shukor_scale(c, rf, rn, rd, fusion)
         scaled_n, scaled_d = float(sn), float(sd)
         ref = {"flops": rf, "n_params": rn, "tokens": rd}
@@ -124,7 +132,7 @@ def multimodal_advice(
         flops=c, fusion=fusion, n_exponent=a, d_exponent=b, base_law=lw.name, base_n_params=n, base_tokens=d,
         scaled_n_params=scaled_n, scaled_tokens=scaled_d, reference=ref, padding=padding,
         tokens_to_process=tokens_needed, padding_flops=float(training_flops(n, tokens_needed - d)),
-        effective_tokens_if_budget_fixed=d * (1.0 - padding),
+        effective_tokens_if_budget_fixed=d,
         heuristic_n_params=heur, heuristic_gamma=gamma,
         heuristic_warning=MULTIMODAL_HEURISTIC_WARNING if heur is not None else None,
         notes=(

@@ -225,3 +225,22 @@ def test_flop_counts_use_one_definition_of_6nd():
     assert r.chinchilla_train_flops == pytest.approx(1e23)
     m = multimodal_advice(1e22, padding=0.2)
     assert m.padding_flops == pytest.approx(6 * m.base_n_params * (m.tokens_to_process - m.base_tokens))
+
+
+def test_a_multimodal_reference_must_be_a_6nd_optimum():
+    """A reference 60x off C = 6ND was scaled to 59x the budget without a word."""
+    from trainplan.errors import InputError
+    from trainplan.scaling.multimodal import multimodal_advice
+    with pytest.raises(InputError, match="6 x ref_n_params x ref_tokens"):
+        multimodal_advice(1e22, ref_flops=1e20, ref_n_params=1e9, ref_tokens=1e12)
+    a = multimodal_advice(1e22, ref_flops=6e21, ref_n_params=1e9, ref_tokens=1e12)
+    assert 0.5 < 6 * a.scaled_n_params * a.scaled_tokens / 1e22 < 2.0
+
+
+def test_padding_stays_inside_the_budget():
+    """The allocation was made for the whole budget and the padding tokens added on top
+    (13.6% over at 12% padding)."""
+    from trainplan.scaling.multimodal import multimodal_advice
+    a = multimodal_advice(1e22, fusion="late", padding=0.12)
+    assert 6 * a.base_n_params * a.tokens_to_process == pytest.approx(1e22, rel=1e-6)
+    assert a.padding_flops == pytest.approx(0.12e22, rel=1e-6)

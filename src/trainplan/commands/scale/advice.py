@@ -73,7 +73,8 @@ def multimodal_command(
          "Shukor et al. 2025 (arXiv:2504.07951)"),
         ("10x compute multiplies", f"N by {10 ** adv.n_exponent:.2f}, D by {10 ** adv.d_exponent:.2f}",
          "from the exponents"),
-        (f"base N, D ({adv.base_law})", f"{num(adv.base_n_params)}, {num(adv.base_tokens)}", "text law"),
+        (f"base N, D ({adv.base_law})", f"{num(adv.base_n_params)}, {num(adv.base_tokens)}",
+         "text law, at the useful compute C x (1 - padding)"),
     ]
     if adv.scaled_n_params is not None:
         rows.append(("your reference scaled to this budget", f"{num(adv.scaled_n_params)}, {num(adv.scaled_tokens)}",
