@@ -135,3 +135,29 @@ def test_lora_and_frozen_flags_reach_the_job():
     assert_exits_2(invoke("estimate", "--model", "llama-3-8b", "--frozen", "decoder"),
                    "job.frozen", "nothing would train")
     assert invoke("estimate", "--model", "llama-3-8b", "--frozen", "decoder", "--lora").exit_code == 0
+
+
+def test_vlm_fields_from_the_command_line_and_what_the_estimate_assumes():
+    """Images per sample, image size, text tokens and samples were job-file only, and the
+    output did not say what image the tower was charged for."""
+    import json as _json
+
+    from typer.testing import CliRunner
+
+    from trainplan.cli import app
+    args = ["estimate", "--model", "internvl3-8b", "--gpus", "8", "--seq-len", "8192",
+            "--images-per-sample", "2", "--image-size", "896x1344", "--text-tokens", "300",
+            "--samples", "1e6", "--epochs", "2"]
+    r = CliRunner().invoke(app, args + ["--json"])
+    assert r.exit_code == 0, r.output
+    d = _json.loads(r.output)
+    job = d["inputs"]["job"]
+    assert (job["images_per_sample"], job["text_tokens"], job["samples"], job["epochs"]) \
+        == (2.0, 300.0, 1e6, 2.0)
+    assert job["image_resolutions"] == [[896.0, 1344.0, 1.0]]
+    assert d["totals"]["tokens"] == 1e6 * 2 * (300 + 2 * 7 * 256)      # 7 InternVL tiles
+    text = " ".join(CliRunner().invoke(app, args, env={"COLUMNS": "200"}).output.split())
+    assert "2 image(s) per sample (896x1344 px, 7 tower passes of 448 px: 1,792 decoder " \
+           "tokens each)" in text
+    bad = CliRunner().invoke(app, ["estimate", "--model", "qwen2-vl-7b", "--image-size", "0x4"])
+    assert bad.exit_code == 2 and "--image-size" in bad.output

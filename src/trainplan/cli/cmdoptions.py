@@ -78,6 +78,16 @@ LORA_RANK: Any = typer.Option(None, "--lora-rank", min=1, max=65536,
                               help="LoRA rank r (implies --lora unless --full is given; default 16)")
 FROZEN: Any = typer.Option(None, "--frozen", help="stacks or projectors kept frozen, e.g. "
                                                   "vision (comma list; see `trainplan models`)")
+SAMPLES: Any = typer.Option(None, "--samples", help="training samples per epoch (with "
+                            "--text-tokens and images: the run's tokens; job.samples)")
+EPOCHS: Any = typer.Option(None, "--epochs", help="passes over the samples (default 1)")
+IMAGES_PER_SAMPLE: Any = typer.Option(None, "--images-per-sample",
+                                      help="images per sample (a VLM's default: 1)")
+IMAGE_SIZE: Any = typer.Option(
+    None, "--image-size", help="the images' size in pixels: a side (448) or HxW (896x1344); "
+    "fixed-resolution towers resize to their own side, tiling towers cut crops")
+TEXT_TOKENS: Any = typer.Option(None, "--text-tokens", help="text tokens per sample (with it a "
+                                "packed sequence holds several samples and their images)")
 JOB: Any = typer.Option(None, "--job", help="TOML/YAML job file (as for trainplan estimate)")
 SET: Any = typer.Option(None, "--set", help="strategy/job field, e.g. zero=3 micro_batch=2 "
                                             "precision=fp16_mixed (repeatable)")
@@ -106,3 +116,21 @@ def trainable(lora: Optional[bool], lora_rank: Optional[int]) -> Optional[str]:
     if lora is None:
         return "lora" if lora_rank is not None else None
     return "lora" if lora else "full"
+
+
+def image_size(text: Optional[str]) -> dict[str, Any]:
+    """--image-size as job fields: "448" -> image_size, "896x1344" (height x width) ->
+    image_resolutions [[896, 1344, 1]]."""
+    if text is None:
+        return {}
+    from trainplan.errors import InputError
+    parts = str(text).lower().replace(" ", "").split("x")
+    try:
+        sides = [int(p) for p in parts]
+    except ValueError:
+        sides = []
+    if len(sides) not in (1, 2) or min(sides, default=0) <= 0:
+        raise InputError("--image-size", text, "a side in pixels (448) or HxW (896x1344)")
+    if len(sides) == 1:
+        return {"image_size": sides[0]}
+    return {"image_resolutions": [[sides[0], sides[1], 1.0]]}

@@ -37,6 +37,11 @@ def estimate_command(
     seq_len: Optional[int] = o.SEQ_LEN,
     global_batch: Optional[int] = o.GLOBAL_BATCH,
     tokens: Optional[float] = o.TOKENS,
+    samples: Optional[float] = o.SAMPLES,
+    epochs: Optional[float] = o.EPOCHS,
+    images_per_sample: Optional[float] = o.IMAGES_PER_SAMPLE,
+    image_size: Optional[str] = o.IMAGE_SIZE,
+    text_tokens: Optional[float] = o.TEXT_TOKENS,
     precision: Optional[str] = o.PRECISION,
     optimizer: Optional[str] = o.OPTIMIZER,
     framework: Optional[str] = o.FRAMEWORK,
@@ -78,6 +83,8 @@ def estimate_command(
           recompute_layers=recompute_layers, sequence_parallel=sequence_parallel,
           flash_attention=flash, offload_optimizer=offload_optimizer,
           offload_activations=offload_activations)
+    merge(data, "job", samples=samples, epochs=epochs, images_per_sample=images_per_sample,
+          text_tokens=text_tokens, **o.image_size(image_size))
     merge(data, "job", seq_len=seq_len, global_batch=global_batch, tokens=tokens,
           precision=precision, optimizer=optimizer, framework=framework, compile=compile_,
           adamw_impl=adamw_impl, attention_kernel=attention_kernel, cp_comm_type=cp_comm_type,

@@ -37,6 +37,11 @@ def plan_command(
     seq_len: Optional[int] = o.SEQ_LEN,
     global_batch: Optional[int] = o.GLOBAL_BATCH,
     tokens: Optional[float] = o.TOKENS,
+    samples: Optional[float] = o.SAMPLES,
+    epochs: Optional[float] = o.EPOCHS,
+    images_per_sample: Optional[float] = o.IMAGES_PER_SAMPLE,
+    image_size: Optional[str] = o.IMAGE_SIZE,
+    text_tokens: Optional[float] = o.TEXT_TOKENS,
     precision: Optional[str] = o.PRECISION,
     optimizer: Optional[str] = o.OPTIMIZER,
     profile: Optional[Path] = o.PROFILE,
@@ -63,6 +68,8 @@ def plan_command(
     one_price, type_prices = parse_prices(price)
     merge(data, "cluster", gpus_per_node=gpus_per_node, usd_per_gpu_hour=one_price,
           profile=o.as_path(profile))
+    merge(data, "job", samples=samples, epochs=epochs, images_per_sample=images_per_sample,
+          text_tokens=text_tokens, **o.image_size(image_size))
     merge(data, "job", seq_len=seq_len, global_batch=global_batch, tokens=tokens,
           precision=precision, optimizer=optimizer, framework=framework,
           trainable=o.trainable(lora, lora_rank), lora_rank=lora_rank,

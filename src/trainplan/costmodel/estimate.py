@@ -290,6 +290,24 @@ def run_tokens(model: Model, job: Job) -> float | None:
     return job.total_tokens()
 
 
+def image_assumption(model: Model, job: Job) -> str:
+    """What a VLM's images are taken to be, in words: size as the tower sees it, tower passes
+    and decoder tokens per image, text per sample and images per packed sequence."""
+    from trainplan.costmodel.vision_tokens import (image_sizes, images_per_sequence,
+                                                   mean_llm_tokens_per_image, tower_crops,
+                                                   weighted_mean)
+    v = model.vision[0]
+    h, w, p = image_sizes(job, v)
+    size = f"{int(h[0])}x{int(w[0])} px" if len(h) == 1 else f"{len(h)} sizes"
+    crops = weighted_mean(tower_crops(v, h, w), p)
+    passes = f", {crops:.3g} tower passes of {v.image_size} px" if v.tiling != "none" else ""
+    text = (f", {job.text_tokens:g} text tokens per sample, "
+            f"{images_per_sequence(model, job):.3g} images per packed sequence"
+            if job.text_tokens else "")
+    return (f"{job.images_for(model):g} image(s) per sample ({size}{passes}: "
+            f"{mean_llm_tokens_per_image(model, job):,.0f} decoder tokens each){text}")
+
+
 def assumptions(model: Model, job: Job, cluster: Cluster) -> list[str]:
     """The inputs an estimate rests on, in words (printed and in the JSON)."""
     acc = cluster.accelerator
@@ -302,8 +320,7 @@ def assumptions(model: Model, job: Job, cluster: Cluster) -> list[str]:
            + (" with torch.compile" if job.compile else ""),
            f"packing efficiency {job.packing_efficiency:.0%} (useful tokens / processed)"]
     if model.vision:
-        out.append(f"{job.images_for(model):g} image(s) per sample"
-                   + (f", {job.text_tokens:g} text tokens per sample" if job.text_tokens else ""))
+        out.append(image_assumption(model, job))
     if job.frozen or job.trainable == "lora":
         from trainplan.costmodel.params import lora_params
         lora = (f"LoRA rank {job.lora_rank} on q, k, v, o and the MLP matrices "

@@ -114,10 +114,10 @@ def achievable_mfu(gpu: str, gpus: int | None, n_params: float) -> tuple[float, 
         return DEFAULT_MFU, DEFAULT_MFU_SOURCE
     from trainplan.scaling.architecture import propose_architecture
     from trainplan.spec.model import Model, Stack
-    arch = propose_architecture(float(n_params))     # the model --emit-model writes
-    model = Model(name=f"scale-proposal-{arch.n_params / 1e9:.3g}B",
-                  stacks=(Stack(**arch.stack()),), source="trainplan scale")
     try:
+        arch = propose_architecture(float(n_params))     # the model --emit-model writes
+        model = Model(name=f"scale-proposal-{arch.n_params / 1e9:.3g}B",
+                      stacks=(Stack(**arch.stack()),), source="trainplan scale")
         answer = best_mfu(gpu, int(gpus), model)
     except (InputError, ValueError) as exc:  # the search could not model this size: say so, fall back
         reason = " ".join(str(exc).split())[:200]
