@@ -149,7 +149,9 @@ def qwen_from_hf(cfg: dict[str, Any], name: str) -> Model:
     dec = Stack(name="decoder", layers=cfg["num_hidden_layers"], hidden=h, heads=heads,
                 head_dim=kv_ch if kv_ch and kv_ch != h // heads else None, ffn_hidden=cfg["intermediate_size"] // 2, mlp="swiglu", attn_bias=True,
                 norm="rmsnorm", vocab=cfg["vocab_size"],
-                tied_embeddings=bool(cfg.get("tie_word_embeddings", False)), position="rope")
+                tied_embeddings=bool(cfg.get("tie_word_embeddings", False)), position="rope",
+                # Qwen's config gives its training context as seq_length (2,048 for Qwen-7B/VL)
+                context_length=int(cfg.get("seq_length") or 0))
     vcfg = cfg.get("visual")
     if not vcfg:
         return Model(name=name, stacks=(dec,), source="Qwen config (text only)")

@@ -9,6 +9,7 @@ from trainplan.catalog.models import build_preset
 from trainplan.catalog.vision import (_mlp_projector, get_vision_tower, vision_tower_from_hf,
                                       vision_tower_records)
 from trainplan.errors import InputError
+from trainplan.spec.base import evolve
 from trainplan.spec.model import Model, Projector, Stack
 
 __all__ = ["compose_vlm", "get_vision_tower", "get_vlm_preset", "resolve_model", "vision_presets",
@@ -43,8 +44,11 @@ def resolve_model(name: str | Model) -> Model:
 
 def compose_vlm(tower: Stack | str, decoder: Model | str, projector: str = "mlp2",
                 name: str | None = None, queries: int = 256) -> Model:
-    """Join a vision tower, a projector (linear, mlp2, resampler, merge_mlp) and a decoder."""
+    """Join a vision tower, a projector (linear, mlp2, resampler, merge_mlp) and a decoder.
+    A tower's SigLIP pooling head is dropped: the projector reads the patch features."""
     vis = get_vision_tower(tower) if isinstance(tower, str) else tower
+    if vis.pool_head:      # a VLM reads the patch features: SigLIP's pooling head is not used
+        vis = evolve(vis, pool_head=False)    # (the presets' vision_use_head = False)
     dec_model = resolve_model(decoder) if isinstance(decoder, str) else decoder
     dec = dec_model.decoder
     if projector == "resampler":    # Qwen-VL's attn_pool: 256 queries, width/128 heads (visual.py)

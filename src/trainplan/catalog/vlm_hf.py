@@ -35,7 +35,8 @@ from trainplan.spec.base import evolve
 # Gemma3TextConfig defaults (configuration_gemma3.py)
 GEMMA3_TEXT_DEFAULTS = dict(model_type="gemma3_text", vocab_size=262_208, hidden_size=2304,
                             intermediate_size=9216, num_hidden_layers=26, num_attention_heads=8,
-                            num_key_value_heads=4, head_dim=256)
+                            num_key_value_heads=4, head_dim=256,
+                            max_position_embeddings=131_072)   # Gemma3TextConfig default
 # PaliGemmaConfig's default text_config (GemmaConfig with these overrides; head_dim 256)
 PALIGEMMA_TEXT_DEFAULTS = dict(model_type="gemma", vocab_size=257152, hidden_size=2048,
                                intermediate_size=16384, num_hidden_layers=18,

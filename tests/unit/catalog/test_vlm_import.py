@@ -206,3 +206,16 @@ def test_forward_only_layer_saves_backward_time_and_memory():
     assert a["time_per_mb"] < b["time_per_mb"]
     assert a["act_bytes_per_mb"] < b["act_bytes_per_mb"]
     assert a["model_flops_step"] < b["model_flops_step"]
+
+
+def test_composed_vlm_drops_the_siglip_pooling_head_and_presets_know_their_context():
+    """compose_vlm kept SigLIP's unused pooling head (15.2M); transformers' SiglipVisionModel
+    without it (vision_use_head False) has 412,987,248 parameters. Gemma 3 and Qwen-VL had no
+    context length, so long sequences got no warning."""
+    from trainplan.catalog import get_model
+    from trainplan.catalog.vlm import compose_vlm, get_vision_tower
+    from trainplan.costmodel.params import model_params
+    m = compose_vlm(get_vision_tower("siglip-so400m-patch14-384"), "llama-3-8b", "mlp2")
+    assert model_params(m).by_stack[m.vision[0].name] == 412_987_248
+    assert get_model("gemma-3-27b").decoder.context_length == 131_072    # Gemma3TextConfig
+    assert get_model("qwen-vl-7b").decoder.context_length == 2048        # seq_length
