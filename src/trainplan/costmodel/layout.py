@@ -138,6 +138,7 @@ class Context(NamedTuple):
     act_offload_max_pp: int | None = None
     cp_heads: str = ""                     # all-to-all CP's head rule ('' for other exchanges)
     mb_ge_pp: bool = False                 # FrameworkProfile.pp_microbatches_at_least_stages
+    vision_heads: tuple[int, ...] = ()     # attention heads of each vision tower (TP splits them)
 
 
 class Rule(NamedTuple):
@@ -153,6 +154,13 @@ def _divisors(n: int) -> list[int]:
 
 def _mp(L):
     return L.tp * L.pp * L.cp
+
+
+def _vision_heads_ok(L, c):
+    ok = True
+    for h in c.vision_heads:
+        ok = ok & (h % np.asarray(L.tp) == 0)
+    return ok
 
 
 def _m(L, c):
@@ -193,6 +201,9 @@ RULES: tuple[Rule, ...] = (
          lambda L, c: f"a divisor of the attention heads {c.heads}: {_divisors(c.heads)}"),
     Rule("strategy.tp", ("tp",), lambda L, c: (c.kv_heads % L.tp == 0) | (L.tp % c.kv_heads == 0),
          lambda L, c: f"a divisor or multiple of the KV heads {c.kv_heads}"),
+    Rule("strategy.tp", ("tp",), lambda L, c: _vision_heads_ok(L, c),
+         lambda L, c: f"a divisor of the vision tower's attention heads {list(c.vision_heads)}: "
+                      "TP splits the tower's heads as the decoder's"),
     Rule("strategy.tp", ("tp",), lambda L, c: (L.tp <= c.max_tp) if c.max_tp else True,
          lambda L, c: f"at most {c.max_tp}: the {c.framework} framework has no tensor "
                       "parallelism (choose framework megatron or torchtitan for TP)"),
@@ -317,7 +328,8 @@ def context(model, job, gpus, fw) -> Context:
         act_offload_rc=tuple(RECOMPUTE_NAMES.index(r) for r in fw.activation_offload_recompute),
         act_offload_max_pp=fw.activation_offload_max_pp,
         cp_heads=fw.cp_all_to_all_heads if fw.cp_kind(job.cp_comm_type) == "all_to_all" else "",
-        mb_ge_pp=fw.pp_microbatches_at_least_stages)
+        mb_ge_pp=fw.pp_microbatches_at_least_stages,
+        vision_heads=tuple(v.heads for v in model.vision))
 
 
 def rules_mask(L: Layout, ctx: Context, have: set[str] | None = None):

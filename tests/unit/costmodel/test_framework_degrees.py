@@ -73,3 +73,21 @@ def test_torchtitan_pipelines_need_a_micro_batch_per_stage():
     assert complete_strategy(m, few.model_copy(update={"global_batch": 16}), cl, st).pp == 2
     mega = few.model_copy(update={"framework": "megatron"})
     assert complete_strategy(m, mega, cl, st.model_copy(update={"zero": 1})).pp == 2
+
+
+def test_tp_must_split_the_vision_towers_heads_too():
+    """LLaVA-1.5-13B: the decoder's 40 heads split 5 ways, CLIP-L's 16 do not."""
+    from trainplan.catalog import get_model
+    from trainplan.catalog.accelerators import get_accelerator
+    from trainplan.costmodel.validate import complete_strategy
+    from trainplan.errors import InputError
+    from trainplan.spec.cluster import Cluster
+    from trainplan.spec.job import Job
+    from trainplan.spec.strategy import Strategy
+
+    m = get_model("llava-1.5-13b")
+    cl = Cluster(accelerator=get_accelerator("h100"), gpus=10, gpus_per_node=10)
+    job = Job(seq_len=2048, global_batch=60)
+    with pytest.raises(InputError, match="vision tower's attention heads"):
+        complete_strategy(m, job, cl, Strategy(tp=5, zero=1))
+    assert complete_strategy(m, job, cl, Strategy(tp=2, zero=1)).tp == 2
