@@ -70,7 +70,9 @@ def print_recommendation(c, rec, arch) -> None:
             ("layers", str(arch.layers)), ("hidden", str(arch.hidden)),
             ("heads / KV heads", f"{arch.heads} / {arch.kv_heads} (head dim {arch.head_dim})"),
             ("FFN (SwiGLU)", str(arch.ffn_hidden)), ("vocab", f"{arch.vocab:,}"),
-            ("parameters", f"{num(arch.n_params)} ({arch.n_params / r.n_params - 1:+.1%} of N)"),
+            ("parameters", f"{num(arch.n_params)} ({arch.matched_params / r.n_params - 1:+.1%} of N"
+                           + (f"; {num(arch.non_embedding_params)} without embeddings, as "
+                              "this law counts N)" if arch.non_embedding_target else ")")),
             ("hidden/layers", f"{arch.aspect_ratio:.0f}"),
         ]))
         c.print("Shapes: Llama 3 (arXiv:2407.21783 Table 3): hidden/layers ~128, head dim 128, "

@@ -59,6 +59,17 @@ class Architecture:
     target_params: float
     aspect_ratio: float
     source: str = SOURCES
+    non_embedding_target: bool = False     # the target counts no embeddings (Kaplan's N)
+
+    @property
+    def non_embedding_params(self) -> float:
+        """Parameters without the input embedding and the (untied) LM head."""
+        return self.n_params - 2.0 * self.vocab * self.hidden
+
+    @property
+    def matched_params(self) -> float:
+        """The count compared with the target: non-embedding where the target is."""
+        return self.non_embedding_params if self.non_embedding_target else self.n_params
 
     def stack(self) -> dict[str, Any]:
         """The ``[[model.stacks]]`` table (the keys of :class:`trainplan.spec.model.Stack`)."""
@@ -101,15 +112,16 @@ def _counts(hidden: int, vocab: int) -> tuple[float, float]:
     return float(one.per_dense_layer), float(one.total - one.per_dense_layer)
 
 
-def _best(n_params: float, vocab: int) -> Architecture:
+def _best(n_params: float, vocab: int, non_embedding: bool = False) -> Architecture:
     cands = []
     for h in _widths():
         per, rest = _counts(h, vocab)
-        layers = max(1, int(round((n_params - rest) / per)))
+        emb = 2.0 * vocab * h if non_embedding else 0.0    # the target leaves them out
+        layers = max(1, int(round((n_params + emb - rest) / per)))
         if layers >= 24:  # a multiple of 4, so that 2- and 4-stage pipelines split it evenly
             layers = int(round(layers / 4.0)) * 4
         total = rest + layers * per
-        err = abs(total / n_params - 1.0)
+        err = abs((total - emb) / n_params - 1.0)
         cands.append((err, abs(math.log((h / layers) / TARGET_ASPECT)), h, layers, total))
         if rest > n_params * 2:
             break
@@ -118,20 +130,24 @@ def _best(n_params: float, vocab: int) -> Architecture:
     heads, kv, hd = _heads(h)
     return Architecture(layers=layers, hidden=h, heads=heads, kv_heads=kv, head_dim=hd,
                         ffn_hidden=int(round(FFN_RATIO * h / 256.0)) * 256, vocab=vocab,
-                        n_params=total, target_params=n_params, aspect_ratio=h / layers)
+                        n_params=total, target_params=n_params, aspect_ratio=h / layers,
+                        non_embedding_target=non_embedding)
 
 
-def propose_architecture(n_params: float, vocab: int | None = None) -> Architecture:
+def propose_architecture(n_params: float, vocab: int | None = None,
+                         non_embedding: bool = False) -> Architecture:
     """A Llama-3-shaped dense decoder of about ``n_params`` parameters (see the module doc for
-    each ratio's source). ``vocab`` fixes the vocabulary; default: 128,256, or 32,000 when the
-    embeddings would exceed :data:`MAX_EMBEDDING_SHARE` of the parameters."""
+    each ratio's source); ``non_embedding``: ``n_params`` counts no embeddings (Kaplan et al.
+    2020 sec. 1.2's N), so the embedding and LM head come on top. ``vocab`` fixes the
+    vocabulary; default: 128,256, or 32,000 when the embeddings would exceed
+    :data:`MAX_EMBEDDING_SHARE` of the parameters."""
     from trainplan.io.limits import check_int, check_range
     n = check_range("n_params", n_params, 1e6, 1e16)
     if vocab is not None:
-        return _best(n, check_int("vocab", vocab, 1, 2**24))
-    a = _best(n, LARGE_VOCAB)
+        return _best(n, check_int("vocab", vocab, 1, 2**24), non_embedding)
+    a = _best(n, LARGE_VOCAB, non_embedding)
     if 2.0 * LARGE_VOCAB * a.hidden > MAX_EMBEDDING_SHARE * a.n_params:
-        a = _best(n, SMALL_VOCAB)
+        a = _best(n, SMALL_VOCAB, non_embedding)
     return a
 
 

@@ -185,6 +185,7 @@ class KaplanLaw:
 
     name: str = "kaplan2020"
     label: str = "Kaplan et al. 2020 (frontier, non-embedding N)"
+    non_embedding_n: bool = True      # N counts no embedding parameters (sec. 1.2)
     n_coef: float = 1.3e9
     exponent: float = 0.73
     alpha_N: float = 0.076

@@ -182,3 +182,14 @@ def test_a_cycling_mfu_is_priced_where_the_model_it_buys_reaches_it():
     assert "priced at MFU" in src
     smooth = consistent_mfu(lambda m: (0.3 + 0.2 * (m < 1.0), "flat", 8), 0.4)
     assert smooth[0] == 0.5                  # a fixed point is returned as found
+
+
+def test_kaplans_non_embedding_n_gets_its_embeddings_on_top():
+    """Under Kaplan et al. 2020 N counts no embeddings: the proposal matched the total and came
+    out 5.5% short of N without embeddings."""
+    from trainplan.scaling.architecture import propose_architecture
+    a = propose_architecture(41.7e9, non_embedding=True)
+    assert abs(a.non_embedding_params / 41.7e9 - 1) < 0.05
+    assert a.n_params > 41.7e9 and a.matched_params == a.non_embedding_params
+    b = propose_architecture(41.7e9)
+    assert abs(b.n_params / 41.7e9 - 1) < 0.05 and b.matched_params == b.n_params
