@@ -57,7 +57,7 @@ def test_emit_model_law_name_stays_a_string(tmp_path):
     from trainplan.scaling.architecture import job_file_text, propose_architecture
     text = job_file_text(propose_architecture(1e9), 2e10, gpu="h100", gpus=8, law=EVIL + "\U0001F600")
     data = tomllib.loads(text)
-    assert set(data) == {"model", "job", "cluster"} and EVIL in data["model"]["source"]
+    assert set(data) == {"model", "job", "cluster", "search"} and EVIL in data["model"]["source"]
 
 
 def test_a_set_appears_whole_in_a_new_or_existing_folder(tmp_path):
