@@ -162,8 +162,15 @@ def analyze(lengths, capacity: int | None = None, batch_size: int = 16, buckets:
         "packed": packing_efficiency(l, cap, bins),
     }
     q = _quantiles(l, [0.5, 0.95])
-    rec = (f"packing_efficiency = {eff['packed']:.3f} with packing into sequences of {cap} tokens; "
-           "otherwise the efficiency of the batching policy you train with")
+    best = max(eff, key=lambda k: eff[k])
+    how = {"pad_to_max": f"padding every sample to {cap} tokens",
+           "pad_to_longest": "padding each batch to its longest sample",
+           "bucketed": f"bucketing by length ({buckets} buckets)",
+           "packed": f"packing into sequences of {cap} tokens"}
+    rec = (f"packing_efficiency = {eff[best]:.3f} with {how[best]}, the policy that wastes least "
+           "here" + ("" if best == "packed" else
+                     f" (packing gives {eff['packed']:.3f})")
+           + "; otherwise the efficiency of the batching policy you train with")
     return PaddingReport(samples=int(l.size), tokens=int(np.minimum(l, cap).sum()),
                          mean=float(l.mean()), p50=float(q[0]), p95=float(q[1]),
                          max=int(l.max()), capacity=cap,

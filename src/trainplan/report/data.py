@@ -15,6 +15,7 @@ POLICIES = {"pad_to_max": "pad every sample to the sequence length",
 
 
 def render_padding(rep: Any, name: str) -> None:
+    from rich.markup import escape
     from rich.table import Table
     from rich.text import Text
     c = console()
@@ -32,8 +33,7 @@ def render_padding(rep: Any, name: str) -> None:
         t.add_row(k, f"{e:.3f}", f"{1 - e:.1%}", how)
     c.print(t)
     c.print(f"packing: {rep.packed_sequences:,} sequences of {rep.capacity:,} tokens")
-    c.print(f"[bold]use in the job file:[/bold] packing_efficiency = {rep.efficiency['packed']:.3f} "
-            "when packing (otherwise the efficiency of the policy you train with)")
+    c.print("[bold]use in the job file:[/bold] " + escape(rep.recommendation), highlight=False)
 
 
 
