@@ -151,12 +151,23 @@ def catalog_options(gpu_id: str, provider_name: str, gpus_per_node: int, nodes: 
     from trainplan.catalog.accelerators import prices_for
 
     prov = provider(provider_name)
+    prov_name = provider_name.upper() if len(provider_name) <= 3 else provider_name.title()
     rows = [r for r in prices_for(gpu_id) if r.get("provider", "").lower() == provider_name]
+
+    def month(r) -> int:                     # "2024-12 (...)" -> 2024 * 12 + 12
+        import re
+        m = re.match(r"(\d{4})-(\d{2})", str(r.get("as_of", "")))
+        return int(m.group(1)) * 12 + int(m.group(2)) if m else 0
+    newest = max((month(r) for r in rows), default=0)
 
     def pick(kind: str, key: str = "usd_per_gpu_hour"):
         for r in rows:
             if (r.get("kind") == kind or kind == "spot") and r.get(key) is not None:
-                return float(r[key]), f"{r['provider']} {r.get('sku', '')} as of {r['as_of']}: {r['source']}"
+                src = f"{r['provider']} {r.get('sku', '')} as of {r['as_of']}: {r['source']}"
+                if month(r) and newest - month(r) > 12:      # stale beside the provider's others
+                    src += (f" [over a year older than the catalog's newest {prov_name} price: "
+                            "check the current one, or pass it]")
+                return float(r[key]), src
         return None, "not in the price catalog: pass a price"
 
     out = []

@@ -78,3 +78,11 @@ def test_a_schedule_on_an_unpriced_gpu_asks_for_a_price(tmp_path):
     p.write_text(text.replace('gpu = "a100_sxm_80gb"', 'gpu = "h100_nvl"'))
     r = CliRunner().invoke(app, ["schedule", str(p)])
     assert r.exit_code == 2 and "usd_per_gpu_hour" in r.output
+
+
+def test_a_price_far_older_than_the_providers_others_says_so(tmp_path):
+    """AWS's H100 Capacity Block rate is from 2024-12, beside a 2026 on-demand price."""
+    res = _json("resilience", _job(tmp_path), "--json")
+    rs = next(o for o in res["options"] if o["option"] == "reserved")
+    od = next(o for o in res["options"] if o["option"] == "on-demand")
+    assert "over a year older" in rs["price_source"] and "over a year" not in od["price_source"]
