@@ -27,6 +27,8 @@ def num(x: Any, spec: str | None = None, *, unit: str = "", none: str = "-", sca
         return format(v, spec) + unit
     for div, suffix in _SI:
         if abs(v) >= div:
+            if abs(v) >= 1000 * div:        # beyond the largest suffix: plain scientific
+                break                         # (not "4.74e+06P")
             return f"{v / div:.3g}{suffix}{unit}"
     return f"{v:.3g}{unit}"
 

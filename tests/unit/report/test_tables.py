@@ -102,3 +102,8 @@ def test_the_report_carries_the_run_totals_the_console_shows(tmp_path):
     text = out.read_text().replace("\\", "")
     for words in ("MWh", "MTBF", "GiB written in", "(samples 20M x 3 epochs)"):
         assert words in text, words
+
+
+def test_numbers_beyond_the_largest_suffix_are_plain_scientific():
+    from trainplan.report.fmt import num
+    assert num(4.74e21) == "4.74e+21" and num(1.2e15) == "1.2P" and num(5e9) == "5B"
