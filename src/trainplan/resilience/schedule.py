@@ -137,8 +137,9 @@ def run_schedule(sched: dict[str, Any]) -> dict[str, Any]:
     while any(v > 0 for v in left.values()) and t < sched["max_days"] * 24:
         p = periods[i % len(periods)]
         i += 1
+        ph = min(p.hours, sched["max_days"] * 24 - t)   # the cap ends the last period early
         if left[p.job] <= 0:           # nothing to run: the nodes are released, not paid
-            t += p.hours
+            t += ph
             released = prev or released
             prev = None
             continue
@@ -158,9 +159,9 @@ def run_schedule(sched: dict[str, Any]) -> dict[str, Any]:
             resizes.append(ev)
             stats[p.job]["resizes"] += 1
         rate = est.tokens_per_s * (est.totals.goodput or 1.0) * 3600   # tokens per hour
-        useful = max(0.0, p.hours - over)
+        useful = max(0.0, ph - over)
         need_h = left[p.job] / rate
-        used = p.hours if need_h > useful else over + need_h
+        used = ph if need_h > useful else over + need_h
         left[p.job] -= min(left[p.job], useful * rate)
         if left[p.job] <= 0:
             done_day[p.job] = (t + used) / 24
@@ -170,7 +171,7 @@ def run_schedule(sched: dict[str, Any]) -> dict[str, Any]:
         stats[p.job]["cost"] += used * gpus * price
         last_size[p.job] = p.nodes
         prev = (p.job, p.nodes)
-        t += p.hours if any(v > 0 for v in left.values()) else used
+        t += ph if any(v > 0 for v in left.values()) else used
     jobs = {n: dict(progress=1 - left[n] / stats[n]["tokens"], done_day=done_day.get(n),
                     cost_usd=stats[n]["cost"], node_hours=stats[n]["node_hours"],
                     resizes=stats[n]["resizes"],

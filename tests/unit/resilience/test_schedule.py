@@ -69,3 +69,14 @@ def test_bad_schedule_files(tmp_path, bad, field):
     assert field in str(e.value)
     res = CliRunner().invoke(app, ["schedule", str(f)])
     assert res.exit_code == 2 and "error" in res.output
+
+
+def test_max_days_ends_the_schedule_inside_a_period(tmp_path):
+    """A cap of 1.2 days ran to the end of the period (1.67 days) and paid for it."""
+    from importlib import resources
+    text = resources.files("trainplan.examples").joinpath("day_night.toml").read_text()
+    assert "max_days = 60" in text
+    p = tmp_path / "s.toml"
+    p.write_text(text.replace("max_days = 60", "max_days = 1.2"))
+    out = run_schedule(read_schedule(p))
+    assert out["wall_days"] == pytest.approx(1.2) and not out["finished"]
