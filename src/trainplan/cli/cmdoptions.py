@@ -88,6 +88,9 @@ IMAGE_SIZE: Any = typer.Option(
     "fixed-resolution towers resize to their own side, tiling towers cut crops")
 TEXT_TOKENS: Any = typer.Option(None, "--text-tokens", help="text tokens per sample (with it a "
                                 "packed sequence holds several samples and their images)")
+TRAIN_IN_FULL: Any = typer.Option(
+    None, "--train-in-full", help="with --lora: vision towers or projectors trained in full "
+    "beside the adapters (comma list; LLaVA's LoRA recipe: projector)")
 JOB: Any = typer.Option(None, "--job", help="TOML/YAML job file (as for trainplan estimate)")
 SET: Any = typer.Option(None, "--set", help="strategy/job field, e.g. zero=3 micro_batch=2 "
                                             "precision=fp16_mixed (repeatable)")

@@ -55,6 +55,7 @@ def estimate_command(
     lora: Optional[bool] = o.LORA,
     lora_rank: Optional[int] = o.LORA_RANK,
     frozen: Optional[list[str]] = o.FROZEN,
+    train_in_full: Optional[list[str]] = o.TRAIN_IN_FULL,
     as_json: bool = typer.Option(False, "--json", help="print the whole Estimate as JSON"),
     report: Optional[Path] = o.REPORT,
     force: bool = typer.Option(False, "--force", help="overwrite existing --report/--emit files"),
@@ -91,7 +92,8 @@ def estimate_command(
           fp8_recipe=fp8_recipe,
           fused_ops=o.split_list(fused_ops) or None,
           trainable=o.trainable(lora, lora_rank), lora_rank=lora_rank,
-          frozen=tuple(o.split_list(frozen)) or None)
+          frozen=tuple(o.split_list(frozen)) or None,
+          trained_in_full=tuple(o.split_list(train_in_full)) or None)
     run = estimate_job(data)
     est = run.estimate
     if report is not None:

@@ -48,6 +48,7 @@ def plan_command(
     lora: Optional[bool] = o.LORA,
     lora_rank: Optional[int] = o.LORA_RANK,
     frozen: Optional[list[str]] = o.FROZEN,
+    train_in_full: Optional[list[str]] = o.TRAIN_IN_FULL,
     framework: Optional[str] = typer.Option(
         None, "--framework", help="training framework (megatron, torchtitan, fsdp, llm-foundry, "
                                   "deepspeed, pytorch): only layouts it can run are searched"),
@@ -73,7 +74,8 @@ def plan_command(
     merge(data, "job", seq_len=seq_len, global_batch=global_batch, tokens=tokens,
           precision=precision, optimizer=optimizer, framework=framework,
           trainable=o.trainable(lora, lora_rank), lora_rank=lora_rank,
-          frozen=tuple(o.split_list(frozen)) or None)
+          frozen=tuple(o.split_list(frozen)) or None,
+          trained_in_full=tuple(o.split_list(train_in_full)) or None)
     data.pop("strategy", None)             # the search chooses the strategy
     req = plan_request(data, gpu=gpu or None, gpus=gpus, objective=objective, deadline_days=deadline_days,
                        budget_usd=budget_usd, headroom_gib=headroom_gib, top=top,

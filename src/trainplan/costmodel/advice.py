@@ -99,8 +99,9 @@ def _input_warnings(model, job) -> list[str]:
                    "own matmuls are not timed here")
     if job.trainable == "lora" and job.frozen:
         out.append(f"frozen {list(job.frozen)} changes nothing with LoRA: every base weight is "
-                   "frozen and the adapters train on the decoder's linear layers; a part "
-                   "trained in full beside the adapters (a LLaVA projector) is not modelled")
+                   "frozen and the adapters train on the decoder's linear layers; name a part "
+                   "trained in full beside them in trained_in_full (a LLaVA projector: "
+                   "--train-in-full projector)")
     return out
 
 

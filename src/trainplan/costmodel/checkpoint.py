@@ -38,7 +38,7 @@ def checkpoint_state_bytes(model, job) -> tuple[float, float]:
     decoder = float(mp.total) - vis_total
     if job.trainable == "lora":
         adapters = float(lora_params(model.decoder, job.lora_rank))
-        total, trainable = float(mp.total) + adapters, adapters
+        total, trainable = float(mp.total) + adapters, adapters + vis_trainable
     else:
         trainable = (0.0 if model.decoder.name in job.frozen else decoder) + vis_trainable
         total = float(mp.total)

@@ -72,8 +72,10 @@ def stage_params(model, job, L, vis: dict, first: bool) -> StageParams:
     if job.trainable == "lora":
         # the adapters are added to the frozen base (Hu et al. 2021 sec. 4: W0 + BA), so they
         # count on top of it; the base stays frozen whatever the rank
-        train = lora_params(dec, job.lora_rank) / L.pp / L.tp + 0.0 * total
-        total = total + train
+        adapters = lora_params(dec, job.lora_rank) / L.pp / L.tp + 0.0 * total
+        total = total + adapters
+        # vision parts trained in full beside the adapters (job.trained_in_full)
+        train = adapters + vis["trainable_params"] / L.tp * vis_on
     else:
         frac = 0.0 if dec.name in job.frozen else 1.0
         train = dec_p * frac + vis["trainable_params"] / L.tp * vis_on

@@ -70,6 +70,16 @@ def check_frozen(model: Model, job: Job) -> None:
         if name not in names:
             raise InputError("job.frozen", name, f"one of the model's stacks or projectors: "
                              f"{', '.join(names)}")
+    vision_names = [v.name for v in model.vision] + [projector_name(i, n) for i in range(n)] \
+        + (["projector"] if n else [])
+    for name in job.trained_in_full:
+        if job.trainable != "lora":
+            raise InputError("job.trained_in_full", list(job.trained_in_full),
+                             "empty unless trainable = lora (a full fine-tune trains every part "
+                             "not in frozen)")
+        if name not in vision_names:
+            raise InputError("job.trained_in_full", name, "a vision tower or projector of the "
+                             f"model: {', '.join(dict.fromkeys(vision_names)) or 'none'}")
     trained = [model.decoder.name not in job.frozen, *trainable_parts(model, job).values()]
     if job.trainable == "full" and not any(trained):
         raise InputError("job.frozen", list(job.frozen), "a list that leaves some part of the "

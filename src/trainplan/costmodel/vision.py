@@ -30,6 +30,7 @@ from trainplan.costmodel.params import projector_params, stack_params
 from trainplan.costmodel.vision_attention import attention_keys
 from trainplan.costmodel.vision_flops import (
     backward_multipliers,
+    full_under_lora,
     patch_embedding_flops,
     projector_forward_flops,
     projector_name,
@@ -96,8 +97,8 @@ def exposed_data_time(loader_time, compute_time):
 
 def vision_param_counts(model: Model, job) -> tuple[float, float]:
     """(parameters, trainable parameters) of the vision side: towers and projectors, those not
-    in ``job.frozen`` trainable (:func:`trainable_parts`); none under LoRA, which adapts the
-    decoder only."""
+    in ``job.frozen`` trainable (:func:`trainable_parts`); under LoRA, which adapts the decoder,
+    only those ``job.trained_in_full`` names."""
     if not model.vision:
         return 0.0, 0.0
     parts = trainable_parts(model, job)
@@ -107,7 +108,8 @@ def vision_param_counts(model: Model, job) -> tuple[float, float]:
                    for i, p in enumerate(model.projectors)})
     lora = getattr(job, "trainable", "full") == "lora"
     return (sum(params.values()),
-            0.0 if lora else sum(n for k, n in params.items() if parts[k]))
+            sum(n for k, n in params.items() if parts[k]
+                and (not lora or full_under_lora(job, k))))
 
 
 def vision_costs(model: Model, job, L, cluster=None) -> dict[str, Any]:

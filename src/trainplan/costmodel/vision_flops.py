@@ -132,6 +132,13 @@ def trainable_parts(model: Model, job) -> dict[str, bool]:
     return out
 
 
+def full_under_lora(job, name: str) -> bool:
+    """Whether a vision part is trained in full beside LoRA adapters (``job.trained_in_full``;
+    'projector' names every projector)."""
+    full = getattr(job, "trained_in_full", ())
+    return name in full or (name.startswith("projector") and "projector" in full)
+
+
 def backward_multipliers(trainable: bool, below_trainable: bool) -> tuple[float, float]:
     """(weight-grad, input-grad) FLOPs as multiples of the forward (Kaplan et al. 2020 sec. 2.1).
 
@@ -214,13 +221,14 @@ class VisionPart:
 
 def vision_parts(model: Model, job) -> Iterator[VisionPart]:
     """The towers, then the projectors (on the last tower's patches), bottom up: what each trains
-    (nothing under LoRA, which adapts the decoder) and whether anything below it does."""
+    (under LoRA, which adapts the decoder, only the parts ``job.trained_in_full`` names) and
+    whether anything below it does."""
     parts = trainable_parts(model, job)
     lora = getattr(job, "trainable", "full") == "lora"
     below, last = False, None
     for v in model.vision:
         h, w, p = tower_inputs(job, v)
-        train = parts[v.name] and not lora
+        train = parts[v.name] and (not lora or full_under_lora(job, v.name))
         n = encoder_patches(v, h, w)
         yield VisionPart(v, True, train, below, n, p, h, w)
         below = below or train
@@ -229,7 +237,8 @@ def vision_parts(model: Model, job) -> Iterator[VisionPart]:
         return
     n, p = last
     for i, pr in enumerate(model.projectors):
-        train = parts[projector_name(i, len(model.projectors))] and not lora
+        name = projector_name(i, len(model.projectors))
+        train = parts[name] and (not lora or full_under_lora(job, name))
         yield VisionPart(pr, False, train, below, n, p)
         below = below or train
         n = projector_tokens_out(pr, n)

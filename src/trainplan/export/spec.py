@@ -86,6 +86,9 @@ class LaunchSpec(Specs):
             out.append(f"LoRA: the plan trains rank-{job.lora_rank} adapters on the decoder's "
                        "linear layers of a frozen base; set them up in the training script "
                        f"(e.g. peft LoraConfig(r={job.lora_rank}, target_modules='all-linear'))")
+            if job.trained_in_full:
+                out.append(f"trained in full beside the adapters: {', '.join(job.trained_in_full)} "
+                           "(peft modules_to_save, as the plan assumes)")
         elif job.frozen:
             out.append(f"frozen: {', '.join(job.frozen)} (requires_grad=False in the training "
                        "script, as the plan assumes)")

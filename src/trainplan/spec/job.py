@@ -30,6 +30,9 @@ class Job(Spec):
     grad_clip: float | None = Field(1.0, ge=0, description="gradient-norm clipping threshold (none: off; costs one norm per step)")
     trainable: Literal["full", "lora"] = Field("full", description="full fine-tune / pre-train, or LoRA adapters on a frozen base")
     frozen: tuple[str, ...] = Field((), description="stack or projector names kept frozen")
+    trained_in_full: tuple[str, ...] = Field(
+        (), description="with trainable = lora: vision towers or projectors trained in full "
+        "beside the adapters (LLaVA's LoRA recipe trains the projector: ['projector'])")
     lora_rank: int = Field(16, ge=1, le=65536, description="LoRA rank r (trainable = \"lora\")")
     dropout: bool = Field(False, description="dropout in attention and MLP (GPT-style); masks are kept")
     framework: str = Field(

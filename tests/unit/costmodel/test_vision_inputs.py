@@ -82,3 +82,24 @@ def test_a_sample_longer_than_the_sequence_is_warned():
     e = trainplan.estimate(m, job=_job(images_per_sample=4, text_tokens=500,
                                    image_resolutions=[[896, 1344, 1.0]]), gpu="h100", gpus=8)
     assert any("longer than seq_len 4096" in w for w in e.warnings)
+
+
+def test_lora_with_a_projector_trained_in_full():
+    """LLaVA's LoRA recipe trains the projector fully beside the decoder's adapters; LoRA
+    froze every base weight and said so."""
+    from trainplan.costmodel.checkpoint import checkpoint_state_bytes
+    from trainplan.costmodel.params import model_params
+    m = trainplan.get_model("llava-1.5-7b")
+    kw = dict(gpu="h100", gpus=8, strategy={"zero": 0})
+    lora = trainplan.estimate(m, job=_job(trainable="lora"), **kw)
+    proj = trainplan.estimate(m, job=_job(trainable="lora", trained_in_full=["projector"]), **kw)
+    n_proj = model_params(m).projectors
+    # fp32 master + two moments of the projector, replicated on every GPU (ZeRO-0)
+    extra = (proj.memory.optimizer_gib - lora.memory.optimizer_gib) * 2**30
+    assert extra == pytest.approx(12 * n_proj, rel=1e-6)
+    assert proj.model_flops_per_step > lora.model_flops_per_step
+    w, o = checkpoint_state_bytes(m, _job(trainable="lora", trained_in_full=["projector"]))
+    w0, o0 = checkpoint_state_bytes(m, _job(trainable="lora"))
+    assert o - o0 == pytest.approx(12 * n_proj)
+    with pytest.raises(Exception, match="trainable = lora"):
+        trainplan.estimate(m, job=_job(trained_in_full=["projector"]), **kw)

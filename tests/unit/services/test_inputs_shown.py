@@ -42,7 +42,7 @@ def test_packing_efficiency_changes_steps_and_cost():
     kw = dict(gpu="h100", gpus=8, seq_len=4096, global_batch=256, tokens=1e11)
     full = estimate("llama-3-8b", **kw).totals
     half = estimate("llama-3-8b", packing_efficiency=0.5, **kw).totals
-    assert half.steps == 2 * full.steps
+    assert abs(half.steps - 2 * full.steps) <= 1          # whole steps, each rounded up
     assert half.cost_usd > 1.9 * full.cost_usd
 
 
