@@ -70,16 +70,6 @@ def test_spot_without_a_rate_is_flagged_and_bad_options_refused(tmp_path):
     assert r.exit_code == 2 and "rate per GPU-hour" in r.output
 
 
-def test_a_schedule_on_an_unpriced_gpu_asks_for_a_price(tmp_path):
-    from importlib import resources
-    text = resources.files("trainplan.examples").joinpath("day_night.toml").read_text()
-    assert 'gpu = "a100_sxm_80gb"' in text
-    p = tmp_path / "s.toml"
-    p.write_text(text.replace('gpu = "a100_sxm_80gb"', 'gpu = "h100_nvl"'))
-    r = CliRunner().invoke(app, ["schedule", str(p)])
-    assert r.exit_code == 2 and "usd_per_gpu_hour" in r.output
-
-
 def test_a_price_far_older_than_the_providers_others_says_so(tmp_path):
     """AWS's H100 Capacity Block rate is from 2024-12, beside a 2026 on-demand price."""
     res = _json("resilience", _job(tmp_path), "--json")

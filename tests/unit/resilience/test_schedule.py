@@ -71,12 +71,24 @@ def test_bad_schedule_files(tmp_path, bad, field):
     assert res.exit_code == 2 and "error" in res.output
 
 
-def test_max_days_ends_the_schedule_inside_a_period(tmp_path):
-    """A cap of 1.2 days ran to the end of the period (1.67 days) and paid for it."""
+def _day_night_with(tmp_path, old: str, new: str):
+    """The built-in day/night schedule with one line changed."""
     from importlib import resources
     text = resources.files("trainplan.examples").joinpath("day_night.toml").read_text()
-    assert "max_days = 60" in text
+    assert old in text
     p = tmp_path / "s.toml"
-    p.write_text(text.replace("max_days = 60", "max_days = 1.2"))
-    out = run_schedule(read_schedule(p))
+    p.write_text(text.replace(old, new))
+    return p
+
+
+def test_max_days_ends_the_schedule_inside_a_period(tmp_path):
+    """A cap of 1.2 days ran to the end of the period (1.67 days) and paid for it."""
+    out = run_schedule(read_schedule(_day_night_with(tmp_path, "max_days = 60", "max_days = 1.2")))
     assert out["wall_days"] == pytest.approx(1.2) and not out["finished"]
+
+
+def test_a_schedule_on_an_unpriced_gpu_asks_for_a_price(tmp_path):
+    """It printed $0 for every job and allocation."""
+    p = _day_night_with(tmp_path, 'gpu = "a100_sxm_80gb"', 'gpu = "h100_nvl"')
+    r = CliRunner().invoke(app, ["schedule", str(p)])
+    assert r.exit_code == 2 and "usd_per_gpu_hour" in r.output
