@@ -52,30 +52,29 @@ def projector_tokens_out(p: Projector, n_in):
     return np.asarray(n_in)
 
 
+def _anyres(stack: Stack, height, width, which: int):
+    """LLaVA-OneVision's (crops, decoder tokens)[which] per image, with the grid pinpoints of
+    the tower's own crop side (transformers' default image_grid_pinpoints: 1..6 crops a side)."""
+    from trainplan.costmodel import vision_tiling as vt
+    side = stack.image_size
+    pins = tuple((side * i, side * j) for i in range(1, 7) for j in range(1, 7))
+    return np.vectorize(lambda a, b: vt.llava_onevision_tokens(
+        int(a), int(b), crop=side, side_tokens=side // stack.patch_size, pinpoints=pins)[which])(
+        np.asarray(height), np.asarray(width))
+
+
 def tower_crops(stack: Stack, height, width):
     """Tower passes one input image of ``height`` x ``width`` makes: 1, or a tiling tower's
     crops (InternVL tiles plus thumbnail; LLaVA-OneVision grid crops plus the whole image:
     :mod:`trainplan.costmodel.vision_tiling`, checked against transformers' processors)."""
     from trainplan.costmodel import vision_tiling as vt
     h, w = np.asarray(height), np.asarray(width)
-    side = stack.image_size
     if stack.tiling == "internvl":
-        return np.vectorize(lambda a, b: vt.internvl_tiles(int(a), int(b), tile=side,
+        return np.vectorize(lambda a, b: vt.internvl_tiles(int(a), int(b), tile=stack.image_size,
                                                            max_num=stack.max_tiles))(h, w)
     if stack.tiling == "anyres":
-        pins = tuple((side * i, side * j) for i in range(1, 7) for j in range(1, 7))
-        return np.vectorize(lambda a, b: vt.llava_onevision_tokens(
-            int(a), int(b), crop=side, side_tokens=side // stack.patch_size, pinpoints=pins)[0])(h, w)
+        return _anyres(stack, h, w, 0)
     return np.ones(np.broadcast_shapes(h.shape, w.shape))
-
-
-def _anyres_tokens(stack: Stack, height, width):
-    from trainplan.costmodel import vision_tiling as vt
-    side = stack.image_size
-    pins = tuple((side * i, side * j) for i in range(1, 7) for j in range(1, 7))
-    return np.vectorize(lambda a, b: vt.llava_onevision_tokens(
-        int(a), int(b), crop=side, side_tokens=side // stack.patch_size, pinpoints=pins)[1])(
-        np.asarray(height), np.asarray(width))
 
 
 def llm_tokens_per_image(model: Model, height=None, width=None):
@@ -92,7 +91,7 @@ def llm_tokens_per_image(model: Model, height=None, width=None):
         h = v.image_size if height is None else height
         w = h if width is None else width
         if v.tiling == "anyres":        # unpadded crop features, row newlines, the base image
-            return _anyres_tokens(v, h, w)
+            return _anyres(v, h, w, 1)
         per_crop = encoder_patches(v)
         for p in model.projectors:
             per_crop = projector_tokens_out(p, per_crop)
