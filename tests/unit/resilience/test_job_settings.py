@@ -76,3 +76,8 @@ def test_a_price_far_older_than_the_providers_others_says_so(tmp_path):
     rs = next(o for o in res["options"] if o["option"] == "reserved")
     od = next(o for o in res["options"] if o["option"] == "on-demand")
     assert "over a year older" in rs["price_source"] and "over a year" not in od["price_source"]
+
+
+def test_min_nodes_without_emit_is_refused():
+    r = CliRunner().invoke(app, ["resilience", "--min-nodes", "2"])
+    assert r.exit_code == 2 and "--emit" in r.output
