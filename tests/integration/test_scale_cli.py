@@ -274,3 +274,13 @@ def test_when_unique_data_binds_the_recommendation_and_the_job_file_respect_it(t
     assert tomllib.loads(out.read_text())["job"]["tokens"] == pytest.approx(dc.tokens, rel=1e-5)
     plenty = json.loads(run("--flops", "1e22", "--unique-tokens", "1e13", "--json").output)
     assert plenty["recommended"]["law"] == "epoch2024"       # enough data: unchanged
+
+
+def test_a_flops_budget_keeps_the_cluster_for_the_job_file_and_refuses_a_price(tmp_path):
+    import tomllib
+    out = tmp_path / "m.toml"
+    r = run("--flops", "1e23", "--gpu", "h100", "--gpus", "256", "--emit-model", str(out))
+    assert r.exit_code == 0, r.output
+    assert tomllib.loads(out.read_text())["cluster"] == {"gpu": "h100_sxm", "gpus": 256}
+    r = run("--flops", "1e23", "--usd-per-gpu-hour", "2")
+    assert r.exit_code == 2 and "usd_per_gpu_hour" in r.output

@@ -262,7 +262,14 @@ def flops_from_budget(
             raise InputError("mfu", mfu, "a fraction in (0, 1]")
     if set(given) == {"flops"}:
         _check_floor(flops, "flops")
-        return BudgetResult(flops=flops, kind="flops", constraints={"flops": flops})
+        if usd_per_gpu_hour is not None:       # a FLOPs budget has no hours to price
+            raise InputError("usd_per_gpu_hour", usd_per_gpu_hour, "given with --dollars, "
+                             "--gpu-hours or --deadline-days (a --flops budget has no GPU-hours "
+                             "to price)")
+        acc_id = _accelerator(gpu).id if gpu is not None else None   # kept for --emit-model
+        n = check_int("gpus", gpus, 1, 2**31) if gpus is not None else None
+        return BudgetResult(flops=flops, kind="flops", constraints={"flops": flops},
+                            gpu=acc_id, gpus=n)
 
     kind0 = next(k for k in given if k != "flops")
     if gpu is None:
