@@ -177,6 +177,11 @@ def load_runs(path: str | os.PathLike[str]) -> Runs:
         return out
 
     n, loss = column("N"), column("loss")
+    if "D" in cols and "C" in cols:           # both given: they must tell the same story
+        for lineno, (ni, di, ci) in enumerate(zip(n, column("D"), column("C")), start=2):
+            if not (ci > 0 and 0.5 <= 6.0 * ni * di / ci <= 2.0):
+                raise InputError(f"C (row {lineno})", ci, f"about 6 x N x D = {6 * ni * di:.3g} "
+                                 "(C = 6ND; within 2x), or leave the C column out: D is used")
     if "D" in cols:
         return Runs.from_arrays(n, loss, tokens=column("D"), source=str(path))
     return Runs.from_arrays(n, loss, flops=column("C"), source=str(path))

@@ -212,3 +212,14 @@ def test_runs_csv_with_a_bom_is_read_and_json_is_named(tmp_path):
     js.write_text(json.dumps([{"N": 1e8, "D": 2e9, "loss": 3.0}]))
     with pytest.raises(InputError, match="JSON is not read"):
         load_runs(js)
+
+
+def test_a_c_column_beside_d_must_agree_with_it(tmp_path):
+    n, d, loss = _epoch_grid(np.geomspace(1e8, 1e10, 5), [5, 20, 80])
+    ok = tmp_path / "ok.csv"
+    ok.write_text("N,D,C,loss\n" + "".join(f"{a},{b},{6 * a * b},{c}\n" for a, b, c in zip(n, d, loss)))
+    assert len(load_runs(ok)) == 15
+    bad = tmp_path / "bad.csv"
+    bad.write_text("N,D,C,loss\n" + "".join(f"{a},{b},1e30,{c}\n" for a, b, c in zip(n, d, loss)))
+    with pytest.raises(InputError, match="C = 6ND"):
+        load_runs(bad)
