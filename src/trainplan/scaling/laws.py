@@ -320,6 +320,12 @@ def get_law(name: str) -> Law:
         raise InputError("law", name, "one of " + ", ".join(ALL_LAWS)) from None
 
 
+def counts_non_embedding(name: str) -> bool:
+    """Whether the law registered as ``name`` counts N without embeddings (Kaplan et al. 2020);
+    False for any other name (a fitted law counts every weight)."""
+    return bool(getattr(ALL_LAWS.get(name), "non_embedding_n", False))
+
+
 def as_law(law: str | Law) -> Law:
     """``law`` itself, or the law registered under that name (:func:`get_law`)."""
     return get_law(law) if isinstance(law, str) else law

@@ -56,12 +56,9 @@ def scale(
         from trainplan.scaling.recommend import with_data_limit
         constrained = data_constrained_optimum(budget.flops, unique_tokens)
         rec = with_data_limit(rec, constrained)
-    from trainplan.scaling.laws import as_law
-    try:
-        non_emb = bool(getattr(as_law(rec.recommended.law), "non_embedding_n", False))
-    except InputError:                 # a fitted or data-constrained law: N counts every weight
-        non_emb = False
-    arch = propose_architecture(rec.recommended.n_params, non_embedding=non_emb)
+    from trainplan.scaling.laws import counts_non_embedding
+    arch = propose_architecture(rec.recommended.n_params,
+                                non_embedding=counts_non_embedding(rec.recommended.law))
     emitted = None
     if emit_model is not None:
         from trainplan.scaling._io import write_atomic
