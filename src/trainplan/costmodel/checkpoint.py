@@ -6,6 +6,7 @@ restart's load take. The one formula behind ``estimate``/``plan`` totals (the go
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -22,13 +23,15 @@ class CheckpointIO:
     load_s: Any
 
 
+@lru_cache(maxsize=256)
 def checkpoint_state_bytes(model, job) -> tuple[float, float]:
     """(weights, optimizer) bytes of one whole checkpoint: every parameter's weights once, in
     the precision's weight dtype, and the fp32 master copy and optimizer moments of the
     trainable parameters only (a frozen tower or a LoRA base has none; LoRA adapters are
     trainable). What Megatron's distributed checkpoint and torch.distributed.checkpoint save
     of a model and its optimizer; bytes per parameter from ``conventions.model_state_bytes``
-    (ZeRO paper, Rajbhandari et al. 2020, sec. 3.1)."""
+    (ZeRO paper, Rajbhandari et al. 2020, sec. 3.1). Worked out once per (model, job): both
+    are frozen."""
     from trainplan.conventions import model_state_bytes
     from trainplan.costmodel.params import lora_params, model_params
     from trainplan.costmodel.vision import vision_param_counts

@@ -339,9 +339,10 @@ def checkpoint_for(model: Model, job: Job, cluster: Cluster, layout: Any, nodes:
     candidate arrays (``zero``, ``tp``, ``pp``, ``dp``, ``cp``); ``nodes`` defaults to the
     cluster's."""
     from trainplan.costmodel.checkpoint import checkpoint_io, checkpoint_state_bytes
-    lay = layout if isinstance(layout, dict) else layout.model_dump()
+    def get(k):
+        return layout.get(k, 1) if isinstance(layout, dict) else getattr(layout, k)
     w, o = checkpoint_state_bytes(model, job)
-    return checkpoint_io(w, o, lay["zero"], lay["tp"], lay["pp"], lay["dp"], lay.get("cp", 1),
+    return checkpoint_io(w, o, get("zero"), get("tp"), get("pp"), get("dp"), get("cp"),
                          cluster.nodes if nodes is None else nodes,
                          cluster.storage_GBps_per_node, cluster.storage_GBps_max)
 
