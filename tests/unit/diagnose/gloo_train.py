@@ -1,5 +1,5 @@
 """Made by tests/unit/diagnose/test_gloo_trace.py under torchrun: a tiny DDP model on CPU with 2 gloo
-ranks, profiled for 3 steps; rank 1 sleeps 20 ms before each step (a known straggler)."""
+ranks, profiled for 3 steps; rank 1 sleeps 200 ms before each step (a known straggler)."""
 
 import os
 import sys
@@ -27,7 +27,7 @@ with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=0, warmup
              on_trace_ready=save) as prof:
     for _ in range(4):
         if rank == 1:
-            time.sleep(0.02)
+            time.sleep(0.2)   # far above what a loaded 2-core runner deschedules a rank for
         loss = ddp(x).pow(2).mean()
         loss.backward()
         opt.step()
