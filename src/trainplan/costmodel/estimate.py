@@ -286,7 +286,7 @@ def run_tokens(model: Model, job: Job) -> float | None:
     """The job's useful tokens, images counted with the model's decoder tokens per image."""
     if model.vision and job.text_tokens is not None and job.tokens is None:
         from trainplan.costmodel.vision_tokens import mean_llm_tokens_per_image
-        return job.total_tokens(mean_llm_tokens_per_image(model, job))
+        return job.total_tokens(mean_llm_tokens_per_image(model, job), job.images_for(model))
     return job.total_tokens()
 
 

@@ -13,6 +13,12 @@ import numpy as np
 from trainplan.costmodel import reliability as rel
 
 
+def whole_steps(total_tokens, batch_tokens):
+    """Optimizer steps of a run: tokens / tokens per step rounded up, at least one (what
+    ``run_totals`` charges and the launch files' iterations)."""
+    return np.maximum(1.0, np.ceil(np.asarray(total_tokens, dtype=float) / batch_tokens - 1e-9))
+
+
 def run_totals(total_tokens, batch_tokens, step_s, gpus, price=None, energy=None,
                failures=None) -> dict:
     """Totals of a run. ``steps``: whole optimizer steps, tokens / tokens per step rounded up
@@ -29,7 +35,7 @@ def run_totals(total_tokens, batch_tokens, step_s, gpus, price=None, energy=None
     model ``trainplan resilience`` uses, with every interruption unannounced (a spot
     pre-emption whose notice saves the work is modelled there, per provider).
     """
-    steps = np.maximum(1.0, np.ceil(np.asarray(total_tokens, dtype=float) / batch_tokens - 1e-9))
+    steps = whole_steps(total_tokens, batch_tokens)
     ideal = steps * step_s
     if failures:
         f = failures

@@ -148,18 +148,16 @@ def images_per_sequence(model: Model, job) -> float:
     decoder tokens per image) samples (the count ``Job.total_tokens`` divides by); without
     it a sample fills a sequence."""
     ips = job.images_for(model)
-    if ips <= 0 or job.text_tokens is None:
+    per = sample_tokens(model, job)
+    if ips <= 0 or per is None:
         return ips
-    per = job.text_tokens + ips * mean_llm_tokens_per_image(model, job)
     return ips * job.seq_len * job.packing_efficiency / per
 
 
 def sample_tokens(model: Model, job) -> float | None:
-    """Decoder tokens of one sample (text + images x tokens per image), or None without a
-    text length."""
-    if job.text_tokens is None:
-        return None
-    return job.text_tokens + job.images_for(model) * mean_llm_tokens_per_image(model, job)
+    """Decoder tokens of one sample of ``model`` (``Job.sample_tokens`` with its images' tokens
+    and the VLM default of one image), or None without a text length."""
+    return job.sample_tokens(mean_llm_tokens_per_image(model, job), job.images_for(model))
 
 
 def weighted_mean(values, weights) -> float:

@@ -3,12 +3,13 @@ format modules import these from here, :mod:`trainplan.export` re-exports them."
 
 from __future__ import annotations
 
-import math
 import shlex
 from typing import Any
 
 from pydantic import model_validator
 
+from trainplan.costmodel.estimate import run_tokens
+from trainplan.costmodel.totals import whole_steps
 from trainplan.costmodel.validate import complete_strategy
 from trainplan.spec.cluster import Cluster
 from trainplan.spec.job import Job
@@ -132,8 +133,8 @@ class LaunchSpec(Specs):
 
     @property
     def train_steps(self) -> int:
-        tokens = self.job.total_tokens()
-        return max(1, math.ceil(tokens / self.job.batch_tokens)) if tokens else 1000
+        tokens = run_tokens(self.model, self.job)     # the steps the totals charge
+        return int(whole_steps(tokens, self.job.useful_batch_tokens)) if tokens else 1000
 
     def program(self) -> list[str]:
         """The command after ``torchrun [flags]``: script (or -m module) and its arguments."""

@@ -190,17 +190,25 @@ class Job(Spec):
     def batch_tokens(self) -> int:
         return self.batch_sequences * self.seq_len
 
-    def total_tokens(self, image_tokens: float = 0.0) -> float | None:
+    def sample_tokens(self, image_tokens: float = 0.0, images: float | None = None) -> float | None:
+        """Decoder tokens of one sample: ``text_tokens`` + images x ``image_tokens`` (the decoder
+        tokens of one image; ``images``: the job's ``images_per_sample`` unless given, a VLM's
+        default 1 comes from ``images_for``); None without a text length."""
+        if self.text_tokens is None:
+            return None
+        n = self.images_per_sample if images is None else images
+        return self.text_tokens + (n or 0.0) * image_tokens
+
+    def total_tokens(self, image_tokens: float = 0.0, images: float | None = None) -> float | None:
         """Useful training tokens: ``tokens`` if given; else samples x epochs x tokens per sample
-        -- ``text_tokens`` + images x ``image_tokens`` (the decoder tokens of one image) when the
-        text length is given, else a sequence filled to the packing efficiency. Steps are these
-        over the useful tokens of a step (``useful_batch_tokens``)."""
+        -- :meth:`sample_tokens` when the text length is given, else a sequence filled to the
+        packing efficiency. Steps are these over the useful tokens of a step
+        (``useful_batch_tokens``)."""
         if self.tokens is not None:
             return float(self.tokens)
         if self.samples is not None:
-            if self.text_tokens is not None:
-                per = self.text_tokens + (self.images_per_sample or 0.0) * image_tokens
-            else:
+            per = self.sample_tokens(image_tokens, images)
+            if per is None:
                 per = self.seq_len * self.packing_efficiency
             return self.samples * self.epochs * per
         return None

@@ -103,3 +103,18 @@ def test_lora_with_a_projector_trained_in_full():
     assert o - o0 == pytest.approx(12 * n_proj)
     with pytest.raises(Exception, match="trainable = lora"):
         trainplan.estimate(m, job=_job(trained_in_full=["projector"]), **kw)
+
+
+def test_one_sample_formula_for_tokens_images_and_launch_steps():
+    """A VLM job without images_per_sample charged its tower one image per sample but counted
+    no image tokens in the run; the launch files' iterations left the images and the packing
+    efficiency out of the steps the totals charged."""
+    from trainplan.services.estimate import estimate_job
+    m = trainplan.get_model("qwen2-vl-7b")
+    job = _job(text_tokens=300, samples=1e6, packing_efficiency=0.9)
+    per = 300 + mean_llm_tokens_per_image(m, job)                 # one image by default
+    run = estimate_job({"model": {"preset": "qwen2-vl-7b"}, "job": job.model_dump(exclude_unset=True),
+                        "cluster": {"gpu": "h100", "gpus": 8}})
+    assert run.estimate.totals.tokens == pytest.approx(1e6 * per)
+    assert images_per_sequence(m, job) == pytest.approx(4096 * 0.9 / per)
+    assert run.launch_spec().train_steps == run.estimate.totals.steps
