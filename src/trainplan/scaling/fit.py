@@ -23,7 +23,7 @@ import numpy as np
 from trainplan.errors import InputError
 from trainplan.scaling.batch_lbfgs import minimise_rows
 from trainplan.scaling.bootstrap import bootstrap_allocations, bootstrap_fits, percentile_interval, percentile_intervals
-from trainplan.scaling.laws import ParametricLaw
+from trainplan.scaling.laws import ParametricLaw, training_flops
 from trainplan.scaling.objective import HUBER_DELTA, LogData, grid_objectives, init_grid, log_loss_lse, theta_to_law
 from trainplan.scaling.runs import Runs
 
@@ -45,8 +45,8 @@ MAX_EXPONENT = 5.0
 #: (An Introduction to the Bootstrap, sec. 19.3) ask about 1,000 for percentile intervals.
 ROUGH_BOOTSTRAP = 200
 
-#: Budgets beyond this multiple of the largest pilot's compute (6ND) are an extrapolation of
-#: several orders of magnitude; the law's error grows with it (Besiroglu et al. 2024 sec. 4).
+#: Budgets beyond this multiple of the largest pilot's compute (6ND) are warned about: an
+#: assumption (two orders of magnitude of extrapolation; the fitted law's error grows with it).
 EXTRAPOLATION_WARN = 100.0
 
 #: Most (resample, run) pairs of one bootstrap: its index and data tables are this many float64s
@@ -125,7 +125,7 @@ class FitResult:
             out.append(f"intervals from {k} bootstrap resamples are rough: use --bootstrap 1000 "
                        "(Efron and Tibshirani 1993 sec. 19.3)")
         if flops is not None:
-            largest = float(np.max(6.0 * self.runs.n_params * self.runs.tokens))
+            largest = float(np.max(training_flops(self.runs.n_params, self.runs.tokens)))
             if flops > EXTRAPOLATION_WARN * largest:
                 out.append(f"the budget {flops:.3g} FLOPs is {flops / largest:,.0f}x the largest "
                            f"pilot run's 6ND ({largest:.3g}): an extrapolation the runs do not "

@@ -60,6 +60,18 @@ def training_flops(n_params: Any, tokens: Any) -> Any:
     return six_nd(positive("n_params", n_params, zero=True), positive("tokens", tokens, zero=True))
 
 
+#: How far a stated compute may sit from 6ND and still be the same run: an assumption (the
+#: 6ND convention leaves out attention and embeddings, a few % to tens of % for long sequences
+#: or small models: Kaplan et al. 2020 sec. 2.1, Hoffmann et al. 2022 app. F).
+SIX_ND_TOLERANCE = 2.0
+
+
+def agrees_with_six_nd(flops: Any, n_params: Any, tokens: Any) -> Any:
+    """Whether ``flops`` is within :data:`SIX_ND_TOLERANCE` of :func:`training_flops`."""
+    ratio = np.asarray(training_flops(n_params, tokens), dtype=float) / np.asarray(flops, dtype=float)
+    return (ratio >= 1.0 / SIX_ND_TOLERANCE) & (ratio <= SIX_ND_TOLERANCE)
+
+
 def tokens_for_compute(flops: Any, n_params: Any) -> Any:
     """Tokens D = C / (6 N) that ``flops`` buys for a model of ``n_params`` (inverse of C = 6ND)."""
     return positive("flops", flops) / (FLOPS_PER_PARAM_TOKEN * positive("n_params", n_params))

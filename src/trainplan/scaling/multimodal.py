@@ -11,7 +11,8 @@ import numpy as np
 
 from trainplan.errors import InputError, require_positive
 from trainplan.io.limits import check_flops
-from trainplan.scaling.laws import DEFAULT_LAW, as_law, training_flops
+from trainplan.scaling.laws import (DEFAULT_LAW, SIX_ND_TOLERANCE, agrees_with_six_nd, as_law,
+                                    training_flops)
 
 #: Shukor et al. 2025 (arXiv:2504.07951) compute-optimal exponents: N_opt ~ C^a, D_opt ~ C^b.
 SHUKOR_2025_EXPONENTS: dict[str, tuple[float, float]] = {"early": (0.526, 0.468), "late": (0.636, 0.462)}
@@ -118,11 +119,12 @@ def multimodal_advice(
             raise InputError("reference", refs, "all three of ref_flops, ref_n_params, ref_tokens")
         rf, rn, rd = (require_positive(k, v) for k, v in zip(("ref_flops", "ref_n_params", "ref_tokens"), refs))
         # an optimum under C = 6ND (Shukor et al. 2025 count C ~ 6ND too, the vision side in N
-        # and D): a reference off by more than 2x is not one, and its scaling misses the budget
-        if not 0.5 <= 6.0 * rn * rd / rf <= 2.0:
+        # and D): a reference far off it is not one, and its scaling misses the budget
+        if not agrees_with_six_nd(rf, rn, rd):
             raise InputError("reference", {"ref_flops": rf, "ref_n_params": rn, "ref_tokens": rd},
                              f"a compute-optimal point with ref_flops ~ 6 x ref_n_params x "
-                             f"ref_tokens (within 2x; here 6ND = {6.0 * rn * rd:.3g} FLOPs)")
+                             f"ref_tokens (within {SIX_ND_TOLERANCE:g}x; here 6ND = "
+                             f"{float(training_flops(rn, rd)):.3g} FLOPs)")
         sn, sd = shukor_scale(c, rf, rn, rd, fusion)
         scaled_n, scaled_d = float(sn), float(sd)
         ref = {"flops": rf, "n_params": rn, "tokens": rd}

@@ -19,7 +19,8 @@ from typing import Any
 import numpy as np
 
 from trainplan.errors import InputError
-from trainplan.scaling.laws import ParametricLaw, tokens_for_compute
+from trainplan.scaling.laws import (SIX_ND_TOLERANCE, ParametricLaw, agrees_with_six_nd,
+                                    tokens_for_compute, training_flops)
 
 #: Fewest runs accepted: 5 free parameters plus 3 degrees of freedom for the residuals.
 MIN_RUNS = 8
@@ -179,9 +180,10 @@ def load_runs(path: str | os.PathLike[str]) -> Runs:
     n, loss = column("N"), column("loss")
     if "D" in cols and "C" in cols:           # both given: they must tell the same story
         for lineno, (ni, di, ci) in enumerate(zip(n, column("D"), column("C")), start=2):
-            if not (ci > 0 and 0.5 <= 6.0 * ni * di / ci <= 2.0):
-                raise InputError(f"C (row {lineno})", ci, f"about 6 x N x D = {6 * ni * di:.3g} "
-                                 "(C = 6ND; within 2x), or leave the C column out: D is used")
+            if not (ci > 0 and ni > 0 and di > 0 and agrees_with_six_nd(ci, ni, di)):
+                raise InputError(f"C (row {lineno})", ci, f"about 6 x N x D = "
+                                 f"{float(training_flops(ni, di)):.3g} (C = 6ND; within "
+                                 f"{SIX_ND_TOLERANCE:g}x), or leave the C column out: D is used")
     if "D" in cols:
         return Runs.from_arrays(n, loss, tokens=column("D"), source=str(path))
     return Runs.from_arrays(n, loss, flops=column("C"), source=str(path))
