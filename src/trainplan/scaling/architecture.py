@@ -64,7 +64,7 @@ class Architecture:
     @property
     def non_embedding_params(self) -> float:
         """Parameters without the input embedding and the (untied) LM head."""
-        return self.n_params - 2.0 * self.vocab * self.hidden
+        return self.n_params - _counts(self.hidden, self.vocab)[2]
 
     @property
     def matched_params(self) -> float:
@@ -99,9 +99,10 @@ def _widths():
         h += 128 if h < 2048 else (256 if h < 8192 else 1024)
 
 
-def _counts(hidden: int, vocab: int) -> tuple[float, float]:
-    """(parameters per layer, parameters outside the layers) from the cost model's own counter
-    (:func:`trainplan.costmodel.params.stack_params`), so the proposal agrees with ``plan``."""
+def _counts(hidden: int, vocab: int) -> tuple[float, float, float]:
+    """(parameters per layer, parameters outside the layers, of which the token embedding and
+    LM head) from the cost model's own counter (:func:`trainplan.costmodel.params.stack_params`),
+    so the proposal agrees with ``plan``."""
     from trainplan.costmodel.params import stack_params
     from trainplan.spec.model import Stack
 
@@ -109,14 +110,15 @@ def _counts(hidden: int, vocab: int) -> tuple[float, float]:
     ffn = int(round(FFN_RATIO * hidden / 256.0)) * 256
     one = stack_params(Stack(layers=1, hidden=hidden, heads=heads, kv_heads=kv, head_dim=hd,
                              ffn_hidden=ffn, vocab=vocab))
-    return float(one.per_dense_layer), float(one.total - one.per_dense_layer)
+    return (float(one.per_dense_layer), float(one.total - one.per_dense_layer),
+            float(one.embedding + one.lm_head))
 
 
 def _best(n_params: float, vocab: int, non_embedding: bool = False) -> Architecture:
     cands = []
     for h in _widths():
-        per, rest = _counts(h, vocab)
-        emb = 2.0 * vocab * h if non_embedding else 0.0    # the target leaves them out
+        per, rest, embeddings = _counts(h, vocab)
+        emb = embeddings if non_embedding else 0.0    # the target leaves them out
         layers = max(1, int(round((n_params + emb - rest) / per)))
         if layers >= 24:  # a multiple of 4, so that 2- and 4-stage pipelines split it evenly
             layers = int(round(layers / 4.0)) * 4
