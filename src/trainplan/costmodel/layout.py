@@ -63,7 +63,8 @@ class Layout:
         ``changes`` to its fields by their Strategy names (unvalidated: the rules check them)."""
         def f(name):
             return changes.get(name, getattr(st, name))
-        return cls(tp=f("tp"), pp=f("pp"), vp=f("vp"), dp=dp or f("dp"), cp=f("cp"), ep=f("ep"),
+        return cls(tp=f("tp"), pp=f("pp"), vp=f("vp"), dp=f("dp") if dp is None else dp,
+                   cp=f("cp"), ep=f("ep"),
                    sp=f("sequence_parallel"), zero=f("zero"), mb=f("micro_batch"),
                    rc=RECOMPUTE_NAMES.index(f("recompute") or "selective"),
                    rc_layers=f("recompute_layers"), off_opt=f("offload_optimizer"),

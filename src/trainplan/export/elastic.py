@@ -44,16 +44,22 @@ def signal_seconds(write_s: float, step_s: float = 0.0, margin_s: float = 60.0) 
 
 
 def runnable_nodes(spec: LaunchSpec, lo: int, hi: int) -> list[int]:
-    """Node counts in [lo, hi] at which the planned layout runs: the GPUs divide by TP x PP x
-    CP, and the global batch by micro-batch x the data-parallel size they leave."""
+    """Node counts in [lo, hi] at which the planned layout runs: its GPUs split by the same
+    TP x PP x CP, the data-parallel size they leave passing the layout rules the planner
+    applies (``costmodel.layout.RULES``: the global batch divides by micro-batch x DP, the
+    framework's pipeline gets its micro-batches, EP divides DP...)."""
+    import numpy as np
+
+    from trainplan.costmodel.layout import Layout, context, rules_mask
+    from trainplan.spec.framework import get_framework
     st = spec.strategy
+    nodes = np.arange(lo, hi + 1)
+    gpus = nodes * spec.procs_per_node
     mp = st.tp * st.pp * st.cp
-    out = []
-    for n in range(lo, hi + 1):
-        g = n * spec.procs_per_node
-        if g % mp == 0 and spec.job.batch_sequences % (st.micro_batch * (g // mp)) == 0:
-            out.append(n)
-    return out
+    L = Layout.of(st, dp=np.maximum(gpus // mp, 1))
+    ctx = context(spec.model, spec.job, gpus, get_framework(spec.job.framework))
+    ok = np.broadcast_to(rules_mask(L, ctx._replace(uneven=st.uneven_stages)), nodes.shape)
+    return [int(n) for n in nodes[ok]]
 
 
 def _check(spec: LaunchSpec, min_nodes: int, max_nodes: int, max_restarts: int) -> None:
