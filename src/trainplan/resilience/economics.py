@@ -143,6 +143,11 @@ def break_even_discount(spot: OptionResult, on_demand: OptionResult) -> float:
     return 1.0 - spot.goodput / on_demand.goodput
 
 
+#: A catalog price this many months older than the provider's newest is flagged (an
+#: assumption: a year).
+STALE_MONTHS = 12
+
+
 def catalog_options(gpu_id: str, provider_name: str, gpus_per_node: int, nodes: int,
                     band: float | None, spot_wait_h: float,
                     overrides: dict[str, float | None]) -> list[Option]:
@@ -151,7 +156,6 @@ def catalog_options(gpu_id: str, provider_name: str, gpus_per_node: int, nodes: 
     from trainplan.catalog.accelerators import prices_for
 
     prov = provider(provider_name)
-    prov_name = provider_name.upper() if len(provider_name) <= 3 else provider_name.title()
     rows = [r for r in prices_for(gpu_id) if r.get("provider", "").lower() == provider_name]
 
     def month(r) -> int:                     # "2024-12 (...)" -> 2024 * 12 + 12
@@ -164,9 +168,9 @@ def catalog_options(gpu_id: str, provider_name: str, gpus_per_node: int, nodes: 
         for r in rows:
             if (r.get("kind") == kind or kind == "spot") and r.get(key) is not None:
                 src = f"{r['provider']} {r.get('sku', '')} as of {r['as_of']}: {r['source']}"
-                if month(r) and newest - month(r) > 12:      # stale beside the provider's others
-                    src += (f" [over a year older than the catalog's newest {prov_name} price: "
-                            "check the current one, or pass it]")
+                if month(r) and newest - month(r) > STALE_MONTHS:
+                    src += (f" [over a year older than the catalog's newest {r['provider']} "
+                            "price: check the current one, or pass it]")
                 return float(r[key]), src
         return None, "not in the price catalog: pass a price"
 

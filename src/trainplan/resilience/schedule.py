@@ -119,12 +119,12 @@ def run_schedule(sched: dict[str, Any]) -> dict[str, Any]:
     """Walk the periods (cycled) until every job is done or ``max_days`` pass."""
     pl = _Planner(sched["cluster"], sched["jobs"])
     restart_h = float(sched["cluster"].get("restart_minutes", 10.0)) / 60.0
-    left = {n: pl.estimate(n, _first_nodes(sched, n)).totals.tokens for n in sched["jobs"]}
-    first = pl.estimate(next(iter(sched["jobs"])), _first_nodes(sched, next(iter(sched["jobs"]))))
-    if first.totals.usd_per_gpu_hour is None:      # a schedule compares costs: $0 would read as one
-        from trainplan.errors import InputError
+    first = {n: pl.estimate(n, _first_nodes(sched, n)) for n in sched["jobs"]}
+    if any(e.totals.usd_per_gpu_hour is None for e in first.values()):
+        from trainplan.errors import InputError      # a schedule compares costs: $0 reads as one
         raise InputError("cluster.usd_per_gpu_hour", None,
                          f"a price per GPU-hour: {pl.gpu} has no price in the catalog")
+    left = {n: e.totals.tokens for n, e in first.items()}
     done_day: dict[str, float] = {}
     stats = {n: dict(tokens=left[n], node_hours=0.0, cost=0.0, resizes=0) for n in left}
     resizes: list[dict[str, Any]] = []
