@@ -41,8 +41,9 @@ DEFAULT_MAX_STARTS = 256
 #: direction the runs do not constrain.
 MAX_EXPONENT = 5.0
 
-#: Bootstrap resamples below which a percentile interval is rough: Efron and Tibshirani 1993
-#: (An Introduction to the Bootstrap, sec. 19.3) ask about 1,000 for percentile intervals.
+#: Bootstrap resamples below which a percentile interval is called rough: Efron and Tibshirani
+#: 1993 (An Introduction to the Bootstrap, sec. 19.3) ask about 1,000 for percentile intervals;
+#: warning only below 200 is an assumption (the tests and quick looks use fewer).
 ROUGH_BOOTSTRAP = 200
 
 #: Budgets beyond this multiple of the largest pilot's compute (6ND) are warned about: an
