@@ -82,6 +82,8 @@ def test_no_layout_fits_is_input_error(monkeypatch):
         (["multimodal", "--flops", "1e22", "--padding", "1.5"], "padding"),
         (["repeat", "--unique-tokens", "0", "--epochs", "2"], "unique-tokens"),
         (["inference", "--inference-tokens", "1e12"], "budget"),
+        (["repeat", "--unique-tokens", "1e9", "--epochs", "1e-6", "--flops", "1e22"], "unique_tokens x epochs"),
+        (["repeat", "--unique-tokens", "1", "--flops", "1e22"], "unique_tokens"),
     ],
 )
 def test_bad_input_exits_2_without_traceback(args, needle):
@@ -101,7 +103,14 @@ def test_fit_nonpositive_value_exits_2(tmp_path):
     f = tmp_path / "runs.csv"
     f.write_text("N,D,loss\n" + "\n".join(f"{1e8 * (i + 1)},{2e9 * (i + 1)},{3.0 if i else -1}" for i in range(10)))
     r = run("fit", str(f))
-    assert r.exit_code == 2 and "loss[0]" in r.output
+    assert r.exit_code == 2 and "loss (line 2)" in r.output
+    # a bad value and a missing one are both named by their line in the file, comments counted
+    lines = [f"{1e8 * (i + 1)},{2e9 * (i + 1)},3.0" for i in range(10)]
+    for bad, needle in (("1e9,2e10,nan", "loss (line 5)"), ("1e9,,3.0", "D (line 5)"),
+                        ("1e9,2e10", "loss (line 5)")):
+        f.write_text("# pilot runs\nN,D,loss\n\n" + "\n".join(lines[:1] + [bad] + lines[1:]))
+        r = run("fit", str(f))
+        assert r.exit_code == 2 and needle in r.output, r.output
 
 
 def test_fit_then_scale_with_law_file(tmp_path):

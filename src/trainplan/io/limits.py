@@ -30,6 +30,12 @@ MAX_FLOPS = 1e35
 #: resamples (Efron & Tibshirani 1993, ch. 13); 100,000 still finishes in minutes.
 MAX_BOOTSTRAP = 100_000
 
+#: Model sizes (parameters) a scaling-law answer may name: from 1e6, about the smallest models
+#: in Kaplan et al. 2020 (Fig. 1: 768 non-embedding parameters upwards; Hoffmann et al. 2022
+#: fit from 70M), to 1e16, ~1e4 x the largest dense models trained to date. An answer outside
+#: is an extrapolation no published law supports (an assumption, chosen wide).
+PARAMS_RANGE = (1e6, 1e16)
+
 #: Most samples, tokens, or any count that is multiplied in a formula: 1e30 keeps products of
 #: several such counts finite in float64 (max ~1.8e308).
 MAX_COUNT = 1e30

@@ -102,6 +102,12 @@ def print_advice(budget, title: str, rows: list[tuple[str, str, str]], notes, wa
         c.print(f"[yellow]warning:[/yellow] {warning}", highlight=False)
 
 
+def _ratio(e: float, decimals: int = 2) -> str:
+    """A ratio (epochs, tokens per parameter) to ``decimals`` decimals, or three significant
+    figures when large."""
+    return f"{e:.{decimals}f}" if e < 1e4 else f"{e:.3g}"
+
+
 def print_repeated(c, r: dict) -> None:
     """The data-constrained optimum (a ``DataConstrainedResult.to_dict()``) against the unconstrained one."""
     from rich.table import Table
@@ -110,12 +116,12 @@ def print_repeated(c, r: dict) -> None:
     for col in ("", "N", "D (seen)", "epochs", "eff. D'", "loss"):
         t.add_column(col, no_wrap=True)
     t.add_row("unconstrained optimum", num(r["unconstrained_n_params"]), num(r["unconstrained_tokens"]),
-              f"{r['unconstrained_tokens'] / r['unique_tokens']:.2f}", "-", f"{r['unconstrained_loss']:.4f}")
-    t.add_row("best with this data", num(r["n_params"]), num(r["tokens"]), f"{r['epochs']:.2f}",
+              _ratio(r['unconstrained_tokens'] / r['unique_tokens']), "-", f"{r['unconstrained_loss']:.4f}")
+    t.add_row("best with this data", num(r["n_params"]), num(r["tokens"]), _ratio(r['epochs']),
               num(r["effective_tokens"]), f"{r['loss']:.4f}")
     p = r.get("planned")
     if p:
-        t.add_row(f"your plan: {p['epochs']:g} epochs", num(p["n_params"]), num(p["tokens"]), f"{p['epochs']:.2f}",
+        t.add_row(f"your plan: {p['epochs']:g} epochs", num(p["n_params"]), num(p["tokens"]), _ratio(p['epochs']),
                   num(p["effective_tokens"]), f"{p['loss']:.4f}")
     c.print(t)
     if p:
@@ -134,10 +140,12 @@ def print_inference(c, r: dict) -> None:
     for col in ("", "N", "D (train)", "tokens/param", "train FLOPs", "total FLOPs"):
         t.add_column(col)
     t.add_row("compute-optimal", num(r["chinchilla_n_params"]), num(r["chinchilla_tokens"]),
-              f"{r['chinchilla_tokens_per_param']:.1f}", f"{r['chinchilla_train_flops']:.3g}",
+              _ratio(r['chinchilla_tokens_per_param'], 1), f"{r['chinchilla_train_flops']:.3g}",
               f"{r['chinchilla_total_flops']:.3g}")
-    t.add_row("lifetime-optimal", num(r["n_params"]), num(r["tokens"]), f"{r['tokens_per_param']:.1f}",
+    t.add_row("lifetime-optimal", num(r["n_params"]), num(r["tokens"]), _ratio(r['tokens_per_param'], 1),
               f"{r['train_flops']:.3g}", f"{r['total_flops']:.3g}")
     c.print(t)
     c.print(f"saves {r['flops_saved']:.3g} FLOPs ({r['fraction_saved']:.1%}) over the model's life "
             "(training 6ND + inference 2N per token).")
+    for w in r.get("warnings", ()):
+        c.print(f"warning: {w}", style="yellow", highlight=False)

@@ -143,8 +143,8 @@ def propose_architecture(n_params: float, vocab: int | None = None,
     2020 sec. 1.2's N), so the embedding and LM head come on top. ``vocab`` fixes the
     vocabulary; default: 128,256, or 32,000 when the embeddings would exceed
     :data:`MAX_EMBEDDING_SHARE` of the parameters."""
-    from trainplan.io.limits import check_int, check_range
-    n = check_range("n_params", n_params, 1e6, 1e16)
+    from trainplan.io.limits import PARAMS_RANGE, check_int, check_range
+    n = check_range("n_params", n_params, *PARAMS_RANGE)
     if vocab is not None:
         return _best(n, check_int("vocab", vocab, 1, 2**24), non_embedding)
     a = _best(n, LARGE_VOCAB, non_embedding)

@@ -17,6 +17,11 @@ from trainplan.scaling.laws import DEFAULT_LAW, ParametricLaw, as_law, training_
 #: Table 1; the 2N D_inf term of Sardana and Frankle 2023).
 INFERENCE_FLOPS_PER_PARAM_TOKEN = 2.0
 
+#: Most training tokens per parameter at which Sardana et al. checked that quality keeps improving
+#: (arXiv:2401.00448 v2, abstract and sec. 4: 47 models, "up to 10,000"); beyond it the answer
+#: is the law's extrapolation, and a warning says so.
+VALIDATED_TOKENS_PER_PARAM = 10_000.0
+
 
 def inference_flops(n_params: Any, inference_tokens: Any) -> Any:
     """Inference FLOPs 2 N D_inf (forward pass only)."""
@@ -54,11 +59,13 @@ class InferenceAwareResult:
     total_flops: float
     flops_saved: float
     fraction_saved: float
+    warnings: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["tokens_per_param"] = self.tokens / self.n_params
         d["chinchilla_tokens_per_param"] = self.chinchilla_tokens / self.chinchilla_n_params
+        d["warnings"] = list(self.warnings)
         return d
 
 
@@ -108,6 +115,17 @@ def inference_aware(
     res = minimise_over_log_n(total, math.log(n_min) + 1e-6, math.log(n_c) + math.log(2.0), 600, 1e-8)
     n = math.exp(res.x)
     d = float(tokens_for_loss(n, target, lw))
+    from trainplan.io.limits import PARAMS_RANGE
+    if not PARAMS_RANGE[0] <= n <= PARAMS_RANGE[1]:
+        field, value = ("flops", f"{flops:g}") if flops is not None else ("target_loss", f"{target_loss:g}")
+        raise InputError(field, value, f"a quality target whose lifetime-optimal model has {PARAMS_RANGE[0]:g} "
+                         f"to {PARAMS_RANGE[1]:g} parameters (this one has {n:.3g})")
+    warnings = ()
+    if d / n > VALIDATED_TOKENS_PER_PARAM:
+        warnings = (f"the lifetime-optimal model trains on {d / n:.3g} tokens per parameter, beyond the "
+                    f"{VALIDATED_TOKENS_PER_PARAM:,.0f} Sardana et al. 2023 validated (arXiv:2401.00448 v2): "
+                    f"the law is extrapolated there, and they found fits from typical ratios overestimate "
+                    f"the value of extra tokens at extreme ones",)
     chin_total = float(lifetime_flops(n_c, d_c, t_inf))
     tot = float(lifetime_flops(n, d, t_inf))
     return InferenceAwareResult(
@@ -115,7 +133,7 @@ def inference_aware(
         chinchilla_n_params=n_c, chinchilla_tokens=d_c, chinchilla_train_flops=float(training_flops(n_c, d_c)),
         chinchilla_total_flops=chin_total, n_params=n, tokens=d, train_flops=float(training_flops(n, d)),
         inference_flops=float(inference_flops(n, t_inf)), total_flops=tot, flops_saved=chin_total - tot,
-        fraction_saved=(chin_total - tot) / chin_total,
+        fraction_saved=(chin_total - tot) / chin_total, warnings=warnings,
     )
 
 

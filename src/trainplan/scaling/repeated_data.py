@@ -10,7 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from trainplan.io.limits import MAX_COUNT, check_flops, check_range
+from trainplan.errors import InputError
+from trainplan.io.limits import MAX_COUNT, PARAMS_RANGE, check_flops, check_range
 from trainplan.scaling.allocate import minimise_over_log_n
 from trainplan.scaling.laws import MUENNIGHOFF_2023, ParametricLaw, positive, tokens_for_compute
 
@@ -91,8 +92,16 @@ def data_constrained_optimum(
         n = math.exp(log_n)
         return float(data_constrained_loss(n, tokens_for_compute(c, n), u, law))
 
-    res = minimise_over_log_n(objective, math.log(n0) - math.log(1e3), math.log(n0) + math.log(1e2), 400, 1e-7)
+    lo, hi, points = math.log(n0) - math.log(1e3), math.log(n0) + math.log(1e2), 400
+    res = minimise_over_log_n(objective, lo, hi, points, 1e-7)
     n = math.exp(res.x)
+    # a minimum in the first two grid cells is the bracket's edge, not the law's optimum
+    if res.x < lo + 2 * (hi - lo) / (points - 1) or not PARAMS_RANGE[0] <= n <= PARAMS_RANGE[1]:
+        raise InputError("unique_tokens", f"{u:g}", f"enough unique data for a budget of {c:.3g} FLOPs: with "
+                         f"this little, the best model is below {max(math.exp(lo), PARAMS_RANGE[0]):.3g} "
+                         f"parameters, outside the sizes the law was searched over "
+                         f"({PARAMS_RANGE[0]:g} to {PARAMS_RANGE[1]:g}, and 1/1000 to 100x the "
+                         f"compute-optimal {n0:.3g})")
     d = float(tokens_for_compute(c, n))
     return DataConstrainedResult(
         flops=c, unique_tokens=u, n_params=n, tokens=d, epochs=d / u,
@@ -132,6 +141,11 @@ def planned_epochs(
     e = check_range("epochs", epochs, 1e-6, 1e6)
     d = u * e
     n = c / (6.0 * d)
+    if not PARAMS_RANGE[0] <= n <= PARAMS_RANGE[1]:
+        raise InputError("unique_tokens x epochs", f"{d:g}", f"a number of tokens seen for which a budget of "
+                         f"{c:.3g} FLOPs trains a model of {PARAMS_RANGE[0]:g} to {PARAMS_RANGE[1]:g} "
+                         f"parameters (C = 6ND): between {c / (6 * PARAMS_RANGE[1]):.3g} and "
+                         f"{c / (6 * PARAMS_RANGE[0]):.3g} tokens (here N would be {n:.3g})")
     loss = float(data_constrained_loss(n, d, u, law))
     best = data_constrained_optimum(c, u, law)
     eff = float(effective_tokens(d, u))

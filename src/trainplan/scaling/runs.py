@@ -146,10 +146,11 @@ def load_runs(path: str | os.PathLike[str]) -> Runs:
     check_file_size("runs file", p)
     try:
         with p.open(newline="", encoding="utf-8-sig") as fh:     # Excel's "CSV UTF-8" has a BOM
-            rows = [r for r in csv.reader(line for line in fh
-                                          if line.strip() and not line.lstrip().startswith("#"))]
+            numbered = [(i, line) for i, line in enumerate(fh, start=1)
+                        if line.strip() and not line.lstrip().startswith("#")]
     except UnicodeDecodeError:
         raise InputError("runs file", str(path), "a UTF-8 CSV file", hint="it looks binary") from None
+    rows = [next(csv.reader([line])) for _, line in numbered]    # one run per line
     if not rows:
         raise InputError("runs file", str(path), "a CSV with a header row and one row per run")
     if rows[0] and rows[0][0].lstrip().startswith(("[", "{")):
@@ -166,22 +167,27 @@ def load_runs(path: str | os.PathLike[str]) -> Runs:
         raise InputError(
             "runs file columns", rows[0], "columns N, loss and one of D (tokens) or C (FLOPs)"
         )
-    body = rows[1:]
+    body, lines = rows[1:], [i for i, _ in numbered[1:]]
 
     def column(key: str) -> list[float]:
+        """The column's values; a bad one is named by its file line (comments and blank lines count)."""
         out = []
-        for lineno, r in enumerate(body, start=2):
+        for lineno, r in zip(lines, body):
+            text = r[cols[key]] if cols[key] < len(r) else ""
             try:
-                out.append(float(r[cols[key]]))
-            except (ValueError, IndexError):
-                raise InputError(f"{key} (row {lineno})", r[cols[key]] if cols[key] < len(r) else "", "a number") from None
+                v = float(text)
+            except ValueError:
+                v = math.nan
+            if not (math.isfinite(v) and v > 0):
+                raise InputError(f"{key} (line {lineno})", text, "a finite number > 0")
+            out.append(v)
         return out
 
     n, loss = column("N"), column("loss")
     if "D" in cols and "C" in cols:           # both given: they must tell the same story
-        for lineno, (ni, di, ci) in enumerate(zip(n, column("D"), column("C")), start=2):
-            if not (ci > 0 and ni > 0 and di > 0 and agrees_with_six_nd(ci, ni, di)):
-                raise InputError(f"C (row {lineno})", ci, f"about 6 x N x D = "
+        for lineno, ni, di, ci in zip(lines, n, column("D"), column("C")):
+            if not agrees_with_six_nd(ci, ni, di):
+                raise InputError(f"C (line {lineno})", ci, f"about 6 x N x D = "
                                  f"{float(training_flops(ni, di)):.3g} (C = 6ND; within "
                                  f"{SIX_ND_TOLERANCE:g}x), or leave the C column out: D is used")
     if "D" in cols:

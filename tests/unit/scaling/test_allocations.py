@@ -145,6 +145,21 @@ def test_data_constrained_optimum():
     assert 6 * limited.n_params * limited.tokens == pytest.approx(1e22)
 
 
+def test_repeated_data_answers_stay_inside_the_model_sizes_searched():
+    """One unique token at 1e22 FLOPs: the planned model (C = 6ND) would have 5.6e20 parameters and
+    the 'best' one sits on the search bracket's edge; both are refused naming the field."""
+    from trainplan.scaling.repeated_data import planned_epochs
+
+    with pytest.raises(InputError) as e:
+        planned_epochs(1e22, 1.0, 3.0)
+    assert e.value.field == "unique_tokens x epochs" and "1.67e+05 and 1.67e+15" in e.value.valid
+    with pytest.raises(InputError) as e:
+        data_constrained_optimum(1e22, 1.0)
+    assert e.value.field == "unique_tokens"
+    ok = planned_epochs(1e22, 1e9, 3.0)           # 556B parameters on 3B tokens: inside the range
+    assert ok.n_params == pytest.approx(1e22 / (6 * 3e9))
+
+
 # ---- inference-aware: Sardana and Frankle 2023 ------------------------------------------
 
 
@@ -159,6 +174,15 @@ def test_sardana_frankle_13b_example():
     assert r.fraction_saved == pytest.approx(0.17, abs=0.02)
     # Same quality by construction.
     assert law.loss(r.n_params, r.tokens) == pytest.approx(r.target_loss, rel=1e-9)
+
+
+def test_inference_aware_warns_beyond_the_validated_tokens_per_parameter():
+    """Sardana et al. (arXiv:2401.00448 v2) checked quality up to 10,000 tokens per parameter:
+    beyond it the answer carries a warning; at the paper's own example it carries none."""
+    far = inference_aware(1e30, flops=1e22, law=EPOCH_2024)
+    assert far.tokens / far.n_params > 1e4 and far.warnings and "10,000" in far.warnings[0]
+    assert far.to_dict()["warnings"] == list(far.warnings)
+    assert not inference_aware(2e12, flops=1e22, law=EPOCH_2024).warnings
 
 
 def test_inference_aware_no_inference_is_chinchilla():
