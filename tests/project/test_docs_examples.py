@@ -112,6 +112,7 @@ CLI_BLOCKS = [
     ("docs/resilience.md", "$ trainplan schedule", 120, None),
     ("docs/scaling.md", "$ trainplan scale --gpu-hours 1e6 --gpu h100_sxm", 80, None),
     ("docs/scaling.md", "$ trainplan scale --gpu-hours 1e6 --gpu h100_sxm --gpus 1024", 80, None),
+    ("docs/scaling.md", "$ trainplan scale --days 30 --gpus 256 --gpu h100 --usd 5e6 --emit-model model.toml", 80, None),
     ("docs/multimodal.md", "$ trainplan audit src/trainplan/examples/source_case_claims.toml",
      200, "root"),
     ("docs/diagnose.md", "$ trainplan diagnose oom err.txt --model llama-2-7b --gpu "

@@ -163,7 +163,8 @@ def job_file_text(arch: Architecture, tokens: float, *, gpu: str | None = None, 
     name = f"scale-proposal-{arch.n_params / 1e9:.3g}B"
     head = [
         comment(f"Proposed by `trainplan scale`{' under ' + law if law else ''}: "
-                f"{arch.n_params:.4g} parameters for a target of {arch.target_params:.4g}."),
+                f"{arch.n_params:.4g} parameters for a target of {arch.target_params:.4g}, "
+                f"trained on {float(tokens):.4g} tokens."),
         comment("Shapes: " + SOURCES),
     ]
     tables: dict[str, Any] = {

@@ -1,8 +1,12 @@
 """Turn a budget (FLOPs, GPU-hours, dollars or a deadline on a cluster) into training FLOPs.
 
-FLOPs = GPU-seconds x dense bf16 peak FLOP/s x MFU, where MFU (model FLOPs utilisation) is what
-the cost model predicts for the best layout (:func:`achievable_mfu`). GPU peaks and prices come from
-the accelerator catalog (:mod:`trainplan.catalog`), each with its source.
+FLOPs = GPU-seconds x dense bf16 peak FLOP/s x MFU x goodput x 6ND share, where MFU (model
+FLOPs utilisation) is what the cost model predicts for the best layout (:func:`achievable_mfu`),
+goodput the share of the wall-clock that layout keeps after expected failures, restarts and
+checkpoints (``costmodel.totals.run_totals``), and the 6ND share the part of the model FLOPs the
+laws' C = 6ND counts (model FLOPs also count causal attention), so that ``plan`` of the model
+the budget buys spends the budget. GPU peaks and prices come from the accelerator catalog
+(:mod:`trainplan.catalog`), each with its source.
 """
 
 from __future__ import annotations
@@ -45,6 +49,8 @@ class BudgetResult:
     peak_source: str | None = None
     mfu: float | None = None
     mfu_source: str | None = None
+    goodput: float | None = None  # share of the hours that trains (None: not counted, see explanation)
+    six_nd_share: float | None = None  # 6ND / model FLOPs of the layout (None: not counted)
     gpus: int | None = None
     gpu_hours: float | None = None
     usd_per_gpu_hour: float | None = None
@@ -85,9 +91,11 @@ class BudgetResult:
         parts.append(
             f"{self.gpu_hours:,.0f}" if self.gpu_hours >= 100 else f"{self.gpu_hours:.3g}"
         )
+        g = (f" x goodput {self.goodput:.3g} x 6ND share {self.six_nd_share:.3g}" if self.goodput is not None
+             else " (failures, checkpoints and attention FLOPs not counted)")
         parts[-1] += (
             f" GPU-hours x {self.peak_flops_per_s / 1e12:.4g} TFLOP/s dense {self.peak_dtype} peak "
-            f"({self.gpu}) x MFU {self.mfu:.3g} = {self.flops:.3g} FLOPs"
+            f"({self.gpu}) x MFU {self.mfu:.3g}{g} = {self.flops:.3g} FLOPs"
         )
         if len(self.constraints) > 1:
             parts.append(f"binds: {self.bound}")
@@ -99,19 +107,22 @@ class BudgetResult:
         return d
 
 
-def achievable_mfu(gpu: str, gpus: int | None, n_params: float) -> tuple[float, str]:
-    """MFU of the best layout for ``n_params`` on ``gpus`` x ``gpu``, and where that number came from.
+def achievable_mfu(gpu: str, gpus: int | None, n_params: float) -> tuple[float, str, tuple | None]:
+    """MFU of the best layout for ``n_params`` on ``gpus`` x ``gpu``, where that number came
+    from, and (the layout's goodput, its 6ND share of model FLOPs).
 
-    Asks the layout search (``trainplan.search.best_mfu(gpu, gpus, n_params)``, which returns
-    ``(mfu, description)`` with mfu 0 when no layout fits) when it is installed and the cluster size
-    is known; otherwise returns :data:`DEFAULT_MFU`. Raises :class:`InputError` when no layout fits.
+    Asks the layout search (``trainplan.search.best_mfu(gpu, gpus, model)``, which returns
+    ``(mfu, description, goodput, 6ND share)`` with mfu 0 when no layout fits) when it is
+    installed and the cluster size is known; otherwise returns :data:`DEFAULT_MFU` and None
+    (neither counted). Raises :class:`InputError` when no layout fits.
     """
     if gpus is None:
-        return DEFAULT_MFU, DEFAULT_MFU_SOURCE.replace("(", "(no --gpus given, so no layout search; ", 1)
+        return (DEFAULT_MFU, DEFAULT_MFU_SOURCE.replace("(", "(no --gpus given, so no layout search; ", 1),
+                None)
     try:
         from trainplan.search import best_mfu  # type: ignore[import-not-found]
     except ImportError:
-        return DEFAULT_MFU, DEFAULT_MFU_SOURCE
+        return DEFAULT_MFU, DEFAULT_MFU_SOURCE, None
     from trainplan.scaling.architecture import propose_architecture
     from trainplan.spec.model import Model, Stack
     try:
@@ -121,15 +132,15 @@ def achievable_mfu(gpu: str, gpus: int | None, n_params: float) -> tuple[float, 
         answer = best_mfu(gpu, int(gpus), model)
     except (InputError, ValueError) as exc:  # the search could not model this size: say so, fall back
         reason = " ".join(str(exc).split())[:200]
-        return DEFAULT_MFU, f"{DEFAULT_MFU_SOURCE}; layout search failed: {reason}"
-    mfu, how = (answer if isinstance(answer, tuple) else (answer, "best layout"))
+        return DEFAULT_MFU, f"{DEFAULT_MFU_SOURCE}; layout search failed: {reason}", None
+    mfu, how, goodput, share = answer
     if mfu is None or not (mfu > 0):
         raise InputError(
             "budget", f"{gpus} x {gpu} for a {n_params:.3g}-parameter compute-optimal model",
             "a cluster on which some layout fits the model",
             hint=f"{how}; use more GPUs or GPUs with more memory",
         )
-    return float(mfu), f"cost model, best layout: {how}"
+    return float(mfu), f"cost model, best layout: {how}", (float(goodput), float(share))
 
 
 def _accelerator(gpu: str):
@@ -160,29 +171,31 @@ def default_gpus(gpu_hours: float) -> int:
     return int(min(16384, max(8, 2 ** round(math.log2(max(want, 1.0))))))
 
 
-def _mfu_for(gpu: str, gpus: int | None, mfu_gpus: int, n_params: float) -> tuple[float, str, int]:
+def _mfu_for(gpu: str, gpus: int | None, mfu_gpus: int, n_params: float) -> tuple:
     """:func:`achievable_mfu` on the given cluster; on an assumed one (no ``gpus``), twice as many
-    GPUs while no layout fits (up to 16,384), then :data:`DEFAULT_MFU`, labelled."""
+    GPUs while no layout fits (up to 16,384), then :data:`DEFAULT_MFU`, labelled. Returns
+    (MFU x goodput x 6ND share, the description, the GPU count, (goodput, 6ND share) or None)."""
     while True:
         try:
-            m, src = achievable_mfu(gpu, mfu_gpus if gpus is None else gpus, n_params)
-            return m, src, mfu_gpus
+            m, src, g = achievable_mfu(gpu, mfu_gpus if gpus is None else gpus, n_params)
+            return m * (1.0 if g is None else g[0] * g[1]), src, mfu_gpus, g
         except InputError:
             if gpus is not None:
                 raise
             if mfu_gpus >= 16384:
-                return DEFAULT_MFU, f"{DEFAULT_MFU_SOURCE}; no layout fits up to 16384 GPUs", mfu_gpus
+                return DEFAULT_MFU, f"{DEFAULT_MFU_SOURCE}; no layout fits up to 16384 GPUs", mfu_gpus, None
             mfu_gpus *= 2
 
 
-def consistent_mfu(mfu_of: Callable[[float], tuple[float, str, int]], start: float,
-                   iterations: int = 4, halvings: int = 5) -> tuple[float, str, int]:
-    """The MFU a budget is priced at: m with mfu_of(m) = m, where ``mfu_of(m)`` is the MFU of
-    the model a budget priced at m buys (its best layout). Found by iterating from ``start``;
-    where the layouts make mfu_of jump across m, so that the iterates cycle, the largest m
-    whose model reaches at least m, by halving the bracket the iterates found (a budget
-    priced there is met: the model it buys runs at least that fast). Returns (m, the
-    description of its model's layout, the GPU count)."""
+def consistent_mfu(mfu_of: Callable[[float], tuple], start: float,
+                   iterations: int = 4, halvings: int = 5) -> tuple:
+    """The utilisation a budget is priced at: m with mfu_of(m)[0] = m, where ``mfu_of(m)`` is
+    (the utilisation of the model a budget priced at m buys (its best layout), its
+    description, anything else). Found by iterating from ``start``; where the layouts make
+    mfu_of jump across m, so that the iterates cycle, the largest m whose model reaches at
+    least m, by halving the bracket the iterates found (a budget priced there is met: the
+    model it buys runs at least that fast). Returns mfu_of's tuple for the model priced at m,
+    with m first (and the description saying so where m is below what the model reaches)."""
     seen: list[tuple[float, tuple[float, str, int]]] = []
     m = start
     for _ in range(iterations):
@@ -198,7 +211,7 @@ def consistent_mfu(mfu_of: Callable[[float], tuple[float, str, int]], start: flo
     if lo is None:               # even the smallest priced model falls short: price at its MFU
         low = min(s[1][0] for s in seen)
         got = mfu_of(low)
-        return (min(low, got[0]), got[1], got[2])
+        return (min(low, got[0]),) + tuple(got[1:])
     if hi is None:
         return lo[1]
     for _ in range(halvings):
@@ -208,9 +221,9 @@ def consistent_mfu(mfu_of: Callable[[float], tuple[float, str, int]], start: flo
             lo = (mid, got)
         else:
             hi = (mid, got)
-    m, (reached, src, g) = lo
-    return m, (f"{src}; priced at MFU {m:.3f}, the largest at which the model the budget buys "
-               f"reaches it (its best layout: {reached:.1%})"), g
+    m, got = lo
+    return (m, f"{got[1]}; priced at {m:.3f} (MFU x goodput x 6ND share), the largest at which the model the budget buys "
+               f"reaches it (its best layout: {got[0]:.1%})") + tuple(got[2:])
 
 
 def _hour_caps(gpu_hours, dollars, deadline_days, gpus, price) -> dict[str, float]:
@@ -309,15 +322,17 @@ def flops_from_budget(
     def to_flops(m: float) -> float:
         return hours * SECONDS_PER_HOUR * peak * m
 
+    factors: tuple | None = None           # (goodput, 6ND share) of the layout, when searched
     if mfu is not None:
         m, m_src = mfu, "given"
     else:
-        # The best layout's MFU depends on the model size, which depends on the budget.
-        def mfu_of(m: float) -> tuple[float, str, int]:
+        # The best layout's MFU (x goodput) depends on the model size, which depends on the budget.
+        def mfu_of(m: float) -> tuple:
             n, _d = DEFAULT_LAW.optimal(min(to_flops(m), flops or math.inf, MAX_FLOPS))
             return _mfu_for(acc.id, gpus, mfu_gpus, float(n))
 
-        m, m_src, mfu_gpus = consistent_mfu(mfu_of, DEFAULT_MFU)
+        # m: the priced MFU x goodput x 6ND share (at most the layout's)
+        m, m_src, mfu_gpus, factors = consistent_mfu(mfu_of, DEFAULT_MFU)
         if gpus is None and m_src.startswith("cost model"):
             m_src += (f" (assumed {mfu_gpus} GPUs, a power of two near a {REFERENCE_RUN_DAYS:g}-day "
                       f"run: no --gpus given; {hours / mfu_gpus / HOURS_PER_DAY:.3g} days on them)")
@@ -331,7 +346,8 @@ def flops_from_budget(
     used_hours = hours if kind != "flops" else total / (SECONDS_PER_HOUR * peak * m)
     return BudgetResult(
         flops=total, kind=kind, gpu=acc.id, gpu_name=acc.name, peak_flops_per_s=peak, peak_dtype=peak_dtype,
-        peak_source=peak_src, mfu=m, mfu_source=m_src, gpus=gpus, mfu_gpus=mfu_gpus, gpu_hours=used_hours,
+        peak_source=peak_src, mfu=m / (factors[0] * factors[1] if factors else 1.0), mfu_source=m_src,
+        goodput=factors[0] if factors else None, six_nd_share=factors[1] if factors else None, gpus=gpus, mfu_gpus=mfu_gpus, gpu_hours=used_hours,
         usd_per_gpu_hour=price, price_source=price_src, dollars=dollars, deadline_days=deadline_days,
         constraints=constraints,
     )

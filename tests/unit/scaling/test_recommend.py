@@ -72,7 +72,10 @@ def test_emitted_model_runs_through_plan(tmp_path):
     n = d["recommended"]["n_params"]
     inputs = build_inputs(read_file(out))
     assert model_params(inputs.model).total == pytest.approx(n, rel=0.10)
-    assert inputs.job.tokens == pytest.approx(d["recommended"]["tokens"], rel=1e-5)
+    # the job spends the budget with the shape proposed: D = C / 6N of that shape
+    total = model_params(inputs.model).total
+    assert inputs.job.tokens == pytest.approx(d["budget"]["flops"] / (6 * total), rel=1e-5)
+    assert inputs.job.tokens == pytest.approx(d["recommended"]["tokens"], rel=0.10)
     assert inputs.cluster.gpus == 64
     # the batch the budget's MFU was searched at travels with the model (1,024 sequences here;
     # one per 4 GPUs above 1,024 GPUs), so `plan FILE` plans the run the budget priced
@@ -149,12 +152,16 @@ def test_output_fits_80_columns_and_ids_are_not_cut(args):
 
 def test_assumed_cluster_grows_until_a_layout_fits(monkeypatch):
     search = pytest.importorskip("trainplan.search")
-    monkeypatch.setattr(search, "best_mfu", lambda gpu, gpus, n: (0.5, "ok") if gpus >= 64 else (0.0, "no fit"))
+    monkeypatch.setattr(search, "best_mfu", lambda gpu, gpus, n: (0.5, "ok", 0.9, 0.95) if gpus >= 64 else (0.0, "no fit", 0.0, 0.0))
     b = flops_from_budget(gpu_hours=100, gpu="h100_sxm")
     assert b.mfu == 0.5 and b.mfu_gpus == 64
-    monkeypatch.setattr(search, "best_mfu", lambda gpu, gpus, n: (0.0, "no fit"))
+    # the hours that train are those the layout's goodput leaves (failures, restarts, checkpoints)
+    assert b.goodput == 0.9 and b.flops == pytest.approx(100 * 3600 * b.peak_flops_per_s * 0.5 * 0.9 * 0.95)
+    assert "x MFU 0.5 x goodput 0.9 x 6ND share 0.95 =" in b.explanation
+    monkeypatch.setattr(search, "best_mfu", lambda gpu, gpus, n: (0.0, "no fit", 0.0, 0.0))
     b = flops_from_budget(gpu_hours=100, gpu="h100_sxm")
     assert b.mfu == 0.40 and "no layout fits" in b.mfu_source
+    assert b.goodput is None and "failures, checkpoints and attention FLOPs not counted" in b.explanation
 
 
 def test_job_file_text_escapes_a_law_name():
@@ -179,7 +186,7 @@ def test_a_cycling_mfu_is_priced_where_the_model_it_buys_reaches_it():
 
     m, src, gpus = consistent_mfu(mfu_of, 0.4)
     assert 0.49 < m < 0.5 and mfu_of(m)[0] >= m and gpus == 64
-    assert "priced at MFU" in src
+    assert "priced at 0.4" in src
     smooth = consistent_mfu(lambda m: (0.3 + 0.2 * (m < 1.0), "flat", 8), 0.4)
     assert smooth[0] == 0.5                  # a fixed point is returned as found
 

@@ -69,7 +69,10 @@ def scale(
         gpus = budget.gpus or budget.mfu_gpus
         batch = representative_batch(int(gpus)) if gpus else None
         from trainplan.catalog.accelerators import get_accelerator
-        write_atomic(emit_model, job_file_text(arch, rec.recommended.tokens, gpu=budget.gpu,
+        from trainplan.scaling.laws import tokens_for_compute
+        # the budget spent by the proposed shape (within a few % of the law's N): D = C / 6N
+        tokens = float(tokens_for_compute(budget.flops, arch.n_params))
+        write_atomic(emit_model, job_file_text(arch, tokens, gpu=budget.gpu,
                                                gpus=gpus, law=rec.recommended.law,
                                                seq_len=REPRESENTATIVE_SEQ_LEN, global_batch=batch,
                                                precision=get_accelerator(budget.gpu).mixed_precision
