@@ -75,13 +75,12 @@ def evaluate(model, job, cluster, L: Layout) -> Evaluation:
     t_compute = m * t_stage
     bubble = pipeline.bubble_time(L.pp, L.vp, t_stage)
     t_p2p = pipeline.p2p_time(net, L, m, T, dec.hidden, act_b, cluster.node_size)
-    p_train = np.maximum(np.where(p1.total >= p2.total, p1.trainable, p2.trainable), p1.middle)
+    group = L.shard_group(fw.optimizer_shard == "dp_cp")
+    p_sync, p_layer, p_opt = stt.data_parallel_params(p1, p2, L, group)
     regather = zero3.recompute_regather_share(dec, L, rc_frac, fw.zero3_reuse(job.zero3_max_reuse_params))
-    dp = comm.dp_time(net, fw, L, p_train, p1.layer, layers, m, sb.weights, g_b,
+    dp = comm.dp_time(net, fw, L, p_sync, p_layer, layers, m, sb.weights, g_b,
                       lt.forward, lt.backward + lt.recompute, regather)
     t_dp = dp.exposed + fw.overlap_slowdown * dp.hidden
-    group = L.shard_group(fw.optimizer_shard == "dp_cp")
-    p_opt = p_train / np.where(L.zero >= 1, group, 1.0)
     t_opt = opt.optimizer_time(p_opt, sb, g_b, sb.weights, acc.hbm_bw_tbps * 1e12,
                                acc.efficiency.hbm, L.off_opt, fw.offload_grad_bytes, host) \
         + opt.param_offload_time(m, np.maximum(p1.total, p2.total) / group, sb.weights,

@@ -26,6 +26,10 @@ class StageParams:
     trainable: Any
     layer: Any            # one layer's parameters on this GPU (ZeRO-3 gathers this unit)
     middle: Any = 0.0     # trainable parameters of a middle (busiest) stage: its layers only
+    expert: Any = 0.0     # routed-expert parameters among ``total`` (replicated on fewer ranks)
+    expert_trainable: Any = 0.0   # ... among ``trainable``
+    middle_expert: Any = 0.0      # ... among ``middle``
+    layer_expert: Any = 0.0       # ... among ``layer``
 
 
 @dataclass
@@ -56,7 +60,8 @@ def stage_params(model, job, L, vis: dict, first: bool) -> StageParams:
     moe = sp_.moe_layers > 0
     layer = sp_.per_moe_layer if moe else sp_.per_dense_layer
     experts = sp_.num_experts * sp_.expert if moe else 0
-    per_layer = (layer - experts) / L.tp + experts / (L.tp * L.ep)
+    per_expert_layer = experts / (L.tp * L.ep)
+    per_layer = (layer - experts) / L.tp + per_expert_layer
     layers = L.edge_stage_layers(dec.layers)
     emb = sp_.embedding / L.tp
     head = (sp_.lm_head + sp_.final) / L.tp
@@ -76,30 +81,76 @@ def stage_params(model, job, L, vis: dict, first: bool) -> StageParams:
         total = total + adapters
         # vision parts trained in full beside the adapters (job.trained_in_full)
         train = adapters + vis["trainable_params"] / L.tp * vis_on
+        frac = 0.0
     else:
         frac = 0.0 if dec.name in job.frozen else 1.0
         train = dec_p * frac + vis["trainable_params"] / L.tp * vis_on
-    middle = L.layers_per_stage(dec.layers) * per_layer * np.where(single, 0.0, 1.0) \
-        * (train / np.maximum(total, 1.0))
-    return StageParams(total=total, trainable=train, layer=per_layer, middle=middle)
+    mid_layers = L.layers_per_stage(dec.layers) * np.where(single, 0.0, 1.0)
+    middle = mid_layers * per_layer * (train / np.maximum(total, 1.0))
+    return StageParams(total=total, trainable=train, layer=per_layer, middle=middle,
+                       expert=layers * per_expert_layer, expert_trainable=layers * per_expert_layer * frac,
+                       middle_expert=mid_layers * per_expert_layer * frac, layer_expert=per_expert_layer)
+
+
+def expert_group(L, group):
+    """Ranks that hold the same routed experts and share their ZeRO/FSDP shard and gradient
+    reduction: the expert-data-parallel group, the shard group over EP (Megatron-Core
+    ``parallel_state.py``: expert_data_parallel_size = world / (etp x ep x pp) with etp = tp;
+    torchtitan ``parallel_dims.py``: efsdp = dp_shard x cp x tp / (etp x ep); DeepSpeed-MoE's
+    expert data-parallel groups). 1 when EP spans the whole group."""
+    return np.maximum(np.asarray(group, dtype=float) / L.ep, 1.0)
+
+
+def ring_share(n):
+    """Share of a buffer each rank sends in a ring reduce-scatter or all-gather over n ranks,
+    (n - 1) / n (Thakur et al. 2005, sec. 4); 0 for one rank."""
+    n = np.asarray(n, dtype=float)
+    return (n - 1.0) / n
+
+
+def data_parallel_params(p1: StageParams, p2: StageParams, L, group):
+    """What the data-parallel side of a step moves and updates on the busiest GPU: (trainable
+    parameters whose gradients it reduces, one layer's parameters ZeRO-3 gathers, parameters
+    whose optimizer step it runs). Routed experts are reduced and gathered over their smaller
+    expert-data-parallel group (:func:`expert_group`), so they count at that ring's share over
+    the shard group's (none where EP spans the group), and under ZeRO >= 1 each GPU steps its
+    dense shard over ``group`` and its expert shard over the expert group."""
+    first = p1.total >= p2.total
+    train = np.where(first, p1.trainable, p2.trainable)
+    expert = np.where(first, p1.expert_trainable, p2.expert_trainable)
+    mid = p1.middle > train
+    train, expert = np.where(mid, p1.middle, train), np.where(mid, p1.middle_expert, expert)
+    eg = expert_group(L, group)
+    w = ring_share(eg) / np.maximum(ring_share(group), 1e-12)
+    sync = train - expert + expert * w
+    layer = p1.layer - p1.layer_expert + p1.layer_expert * w
+    sharded = np.asarray(L.zero) >= 1
+    opt = np.where(sharded, (train - expert) / group + expert / eg, train)
+    return sync, layer, opt
 
 
 def stage_state_bytes(p: StageParams, sb, grad_bytes: float, fw, L, act_bytes: float) -> States:
     """Weights, gradients and optimizer states of one GPU (see the module docstring).
 
     Trainable parameters follow ``mem.model_state_bytes_per_gpu`` over the framework's shard
-    group (dp, or dp x cp); frozen ones are kept in the activation dtype (no master copy, no
+    group (dp, or dp x cp), routed experts over their expert-data-parallel group
+    (:func:`expert_group`); frozen ones are kept in the activation dtype (no master copy, no
     gradient) and are sharded too under ZeRO-3 (FSDP/ZeRO-3 shard every parameter, trainable or
     not).
     """
     group = L.shard_group(fw.optimizer_shard == "dp_cp")
-    w, g, o = on_gpu = mem.model_state_bytes_per_gpu(p.trainable, sb.weights, grad_bytes,
-                                                     sb.master, sb.optim, group, L.zero,
-                                                     L.off_opt, L.off_par)
+    w = g = o = host = frozen = 0.0
+    z3 = np.asarray(L.zero) >= 3
     frozen_w = 2.0 if act_bytes == 2.0 else 4.0
-    frozen = (p.total - p.trainable) * frozen_w / np.where(np.asarray(L.zero) >= 3, group, 1.0)
-    host = mem.offloaded_bytes_per_gpu(p.trainable, sb.weights, grad_bytes, sb.master, sb.optim,
-                                       group, L.zero, L.off_opt, L.off_par, on_gpu) \
-        + frozen * np.where(L.off_par, 1.0, 0.0)
+    # dense parameters over the shard group, routed experts over their expert-data-parallel group
+    for trainable, held, over in ((p.trainable - p.expert_trainable, p.total - p.expert, group),
+                                  (p.expert_trainable, p.expert, expert_group(L, group))):
+        on_gpu = mem.model_state_bytes_per_gpu(trainable, sb.weights, grad_bytes, sb.master, sb.optim,
+                                               over, L.zero, L.off_opt, L.off_par)
+        w, g, o = w + on_gpu[0], g + on_gpu[1], o + on_gpu[2]
+        host = host + mem.offloaded_bytes_per_gpu(trainable, sb.weights, grad_bytes, sb.master,
+                                                  sb.optim, over, L.zero, L.off_opt, L.off_par, on_gpu)
+        frozen = frozen + (held - trainable) * frozen_w / np.where(z3, over, 1.0)
+    host = host + frozen * np.where(L.off_par, 1.0, 0.0)
     frozen = frozen * np.where(L.off_par, 0.0, 1.0)
     return States(weights=w + frozen, grads=g, optimizer=o, host=host)

@@ -1,0 +1,47 @@
+"""Routed experts' model states are sharded over the expert-data-parallel group, not the whole
+data-parallel group (Megatron-Core parallel_state.py: expert_data_parallel_size =
+world / (etp x ep x pp); torchtitan parallel_dims.py: efsdp = dp_shard x cp x tp / (etp x ep))."""
+
+import pytest
+
+import trainplan
+from trainplan.costmodel.params import model_params
+from trainplan.conventions import GiB
+
+MIX = dict(gpu="h100", gpus=8, seq_len=4096, global_batch=64, tokens=1e10)
+
+
+@pytest.mark.parametrize("framework,zero,floor", [("megatron", 1, 18.0), ("torchtitan", 3, 18.0),
+                                                 ("deepspeed", 2, 16.0)])
+def test_model_states_summed_over_the_gpus_never_fall_below_the_optimizer_floor(framework, zero, floor):
+    """Mixtral 8x7B, EP8 on 8 GPUs: each expert lives on one GPU, so its master weights and
+    moments (12 B per parameter) cannot be sharded. The states had summed to 2.8-9.3 B per
+    parameter over the 8 GPUs (less than AdamW's 12) and plan picked a layout that cannot run."""
+    e = trainplan.estimate("mixtral-8x7b", framework=framework, **MIX,
+                           strategy={"tp": 1, "pp": 1, "ep": 8, "zero": zero, "micro_batch": 1})
+    m = e.memory
+    per_param = (m.weights_gib + m.gradients_gib + m.optimizer_gib) * 8 * GiB / e.params_total
+    assert per_param >= floor - 0.5
+    assert not e.fits
+
+
+def test_the_expert_optimizer_shard_by_hand():
+    """Megatron distributed optimizer, TP1 PP1 DP8 EP8 (expert-DP 1): the non-expert
+    parameters' 12 B over 8 ranks plus each rank's own experts at 12 B each."""
+    e = trainplan.estimate("mixtral-8x7b", framework="megatron", **MIX,
+                           strategy={"tp": 1, "pp": 1, "ep": 8, "zero": 1, "micro_batch": 1})
+    p = model_params(trainplan.get_model("mixtral-8x7b"))
+    experts = p.total - 1_605_636_096          # the audit's non-expert count (HF config)
+    want = (1_605_636_096 * 12 / 8 + experts / 8 * 12) / GiB
+    assert e.memory.optimizer_gib == pytest.approx(want, rel=0.01)
+
+
+def test_plan_keeps_every_state_of_mixtral_somewhere():
+    """plan on 8 H100 had won with TP1 PP1 DP8 EP8 Z3 at 77.3 GiB with no offload: 46.7B x 18 B
+    of states is 783 GiB against 640 GiB of HBM. The winner must hold them on the GPUs or,
+    offloaded, in host memory: at least AdamW's 12 B per parameter in all."""
+    r = trainplan.plan("mixtral-8x7b", gpu="h100", gpus=8, seq_len=4096, global_batch=256,
+                       tokens=1e11, framework="megatron")
+    m = r.winner.memory
+    on_gpus = (m.weights_gib + m.gradients_gib + m.optimizer_gib) * 8
+    assert (on_gpus + m.host_gib_per_node) * GiB / r.winner.params_total >= 12.0
