@@ -339,11 +339,17 @@ def audit(claims: Claims | dict[str, Any]) -> list[Finding]:
         from trainplan.catalog.vlm import resolve_model
         model = resolve_model(claims.model)
     params = claims.params
+    flops_params = params          # N of C = 6ND: the parameters a token passes through
     if model is not None:
         from trainplan.costmodel.params import model_params
         from trainplan.costmodel.vision_tokens import mean_llm_tokens_per_image
+        counts = model_params(model)
         if params is None:
-            params = float(model_params(model).total)
+            params = float(counts.total)
+        # an MoE token passes through its top-k experts only: 6 N_active D (Kaplan et al. 2020
+        # sec. 2.1 counts the parameters used per token; DeepSeek-V3 tech report Table 1 trains
+        # 671B total / 37B activated); the memory checks keep every parameter
+        flops_params = float(counts.active) if counts.active < counts.total else params
     c = claims
     out: list[Finding] = []
     mb = None
@@ -357,16 +363,16 @@ def audit(claims: Claims | dict[str, Any]) -> list[Finding]:
     if c.total_flops and c.days:
         out.append(check_flops_time(c.total_flops, c.gpus, c.days, peak, acc.name))
     tps = c.tokens_per_sample
-    if c.total_flops and params and c.samples:
+    if c.total_flops and flops_params and c.samples:
         img = None
         if model is not None and model.vision:
             from trainplan.spec.job import Job
             sizes = Job(image_size=c.image_size)       # the claimed image side, else the tower's
             img = c.images_per_sample * mean_llm_tokens_per_image(model, sizes)
-        out.append(check_flops_samples(c.total_flops, params, c.samples, c.epochs, tps, img))
-        tps = tps or c.total_flops / six_nd(params, c.samples * c.epochs)
-    if c.samples_per_s_per_gpu and tps and params:
-        out.append(check_throughput_flops(c.samples_per_s_per_gpu, tps, params, peak))
+        out.append(check_flops_samples(c.total_flops, flops_params, c.samples, c.epochs, tps, img))
+        tps = tps or c.total_flops / six_nd(flops_params, c.samples * c.epochs)
+    if c.samples_per_s_per_gpu and tps and flops_params:
+        out.append(check_throughput_flops(c.samples_per_s_per_gpu, tps, flops_params, peak))
     if c.peak_memory_gb and params:
         out.append(check_memory_states(c.peak_memory_gb, params, c.precision, c.optimizer, c.gpus,
                                        acc.hbm_gib, c.zero))

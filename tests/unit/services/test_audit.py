@@ -133,3 +133,16 @@ def test_audit_from_python_takes_a_mapping_and_returns_json_ready_findings():
     assert json.loads(json.dumps([f.to_dict() for f in fs]))[0]["verdict"] == "contradiction"
     with pytest.raises(trainplan.InputError, match="claims.gpus"):
         trainplan.audit({"gpu": "a100_sxm_80gb", "gpus": -1})
+
+
+def test_moe_flops_use_the_active_parameters():
+    """DeepSeek-V3's report: 14.8T tokens, 37B of 671B parameters activated per token, so
+    C = 6 x N_active x D = 3.33e24. The audit took the total and called the claim a
+    contradiction (228.9 tokens per sample instead of 4,096)."""
+    claims = {"model": "deepseek-v3", "gpu": "h800_sxm", "gpus": 2048, "samples": 3_613_281_250,
+              "tokens_per_sample": 4096, "epochs": 1, "days": 56.7, "total_flops": 3.33e24,
+              "precision": "fp8_mixed"}
+    f = _by_check(A.audit(claims))
+    six = f["FLOPs vs samples (6ND)"]
+    assert six.verdict == "ok", six
+    assert "6 x 3.76e10 x" in " ".join(six.arithmetic)
