@@ -127,13 +127,28 @@ def cp_layer_time(net: Net, fw, stack, T, act_b, L, t_attn, rc_frac=0.0):
     return np.maximum(t - (1.0 + FLASH_BACKWARD_RATIO) * t_attn, 0.0)
 
 
-def ep_layer_time(net: Net, stack, T, act_b, L, moe_share):
-    """Expert-parallel dispatch and combine all-to-all, forward and backward (4 per MoE layer),
-    averaged over the layers (``moe_share`` of them are MoE)."""
+def ep_layer_time(net: Net, stack, T, act_b, L, moe_share, rc_frac=0.0):
+    """Expert-parallel communication of one layer, averaged over the layers (``moe_share`` of
+    them are MoE).
+
+    The dispatch and combine all-to-all of the top-k token copies, forward and backward (4 per
+    MoE layer), over the EP group. Megatron-Core builds its expert rank grid with the
+    context-parallel ranks folded into EP (parallel_state.py ``RankGenerator(tp=etp, ep=ep,
+    dp=edp, pp=pp, cp=1)``, order tp-cp-ep-dp-pp) and torchtitan borrows EP from its innermost
+    dims after TP (parallel_dims.py), so EP neighbours are TP ranks apart. With experts split by
+    TP (expert TP = TP, Megatron's default), the dispatched tokens are all-gathered over the TP
+    group after the all-to-all and reduce-scattered before the combine, and mirrored in the
+    backward (token_dispatcher.py ``MoEAlltoAllTokenDispatcher.dispatch_postprocess`` /
+    ``combine_preprocess``): an all-gather plus a reduce-scatter of the T k h tokens each way,
+    the bytes of two all-reduces. A recomputed forward (full recompute, or the ``rc_frac`` of
+    layers recomputed) dispatches and combines again."""
     if not stack.moe:
         return 0.0
-    a2a = T * stack.moe.top_k * stack.hidden * act_b / L.tp
-    return 4.0 * net.coll(coll.A2A, a2a, L.ep, L.tp * L.cp) * moe_share
+    tokens = T * stack.moe.top_k * stack.hidden * act_b
+    redo = by_recompute(L.rc, 0.0, 0.0, 1.0, rc_frac, 0.0)
+    a2a = (4.0 + 2.0 * redo) * net.coll(coll.A2A, tokens / L.tp, L.ep, L.tp)
+    tp_gather = (2.0 + redo) * net.coll(coll.AR, tokens, L.tp, 1)
+    return (a2a + tp_gather) * moe_share
 
 
 # ---------------------------------------------------------------- data parallel / ZeRO

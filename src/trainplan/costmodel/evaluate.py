@@ -63,7 +63,7 @@ def evaluate(model, job, cluster, L: Layout) -> Evaluation:
     moe_share = (dec.layers - dec.moe.dense_layers) / dec.layers if dec.moe else 0.0
     t_tp = compute_tp = comm.tp_layer_time(net, fw, dec, T, act_b, L, rc_frac, job.tp_comm_overlap)
     t_cp = comm.cp_layer_time(net, fw, dec, T, act_b, L, lt.attention, rc_frac)
-    t_ep = comm.ep_layer_time(net, dec, T, act_b, L, moe_share)
+    t_ep = comm.ep_layer_time(net, dec, T, act_b, L, moe_share, rc_frac)
     t_layer = lt.total + compute_tp + t_cp + t_ep
     t_head = compute.head_time(km, dec, L, T, wgrad, fw.logits_fp32)
     host = opt.host_rates(acc.efficiency, opt.host_optimizer(fw.cpu_optimizer, ac.adamw_impl(fw, job)),

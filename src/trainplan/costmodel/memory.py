@@ -51,7 +51,8 @@ def layer_activation_policies(stack: Stack, s, b, t, sp, rc, flash, dropout, act
     The per-op bytes come from the op inventory (:func:`trainplan.costmodel.ops.layer_ops`,
     Korthikanti sec. 4.1 generalised to GQA, SwiGLU, any FFN size and FlashAttention).
     Replicated tensors (norm and linear inputs, dropout masks) shard by t only with sequence
-    parallelism; head- and FFN-split tensors shard by t always. Context parallelism splits the
+    parallelism; head- and FFN-split tensors shard by t always; an MoE layer's dispatched
+    tokens, gathered over the TP group, by neither. Context parallelism splits the
     sequence: s/cp tokens per rank, each attending to s keys. ``rc``: 0 none, 1 selective (the
     attention core's scores are dropped), 2 full (only the layer input, 2h per token, is kept),
     3 a layer of the first-k policy counted whole (the caller counts the k recomputed ones),
@@ -63,11 +64,11 @@ def layer_activation_policies(stack: Stack, s, b, t, sp, rc, flash, dropout, act
     from trainplan.costmodel.ops import attention_kept_bytes, kept_bytes_per_token
     sc = act_bytes / 2.0                     # scale for fp32 activations
     tokens = np.asarray(s, dtype=float) / cp * b
-    rep, split, mrep, msplit = kept_bytes_per_token(stack, bool(moe_layer and stack.moe), fp8)
+    rep, split, mrep, msplit, gathered = kept_bytes_per_token(stack, bool(moe_layer and stack.moe), fp8)
     drop = 1.0 if dropout else 0.0
     sp_div = np.where(sp, t, 1.0)
     attn = tokens * attention_kept_bytes(stack, s, flash, 0, dropout, act_bytes) / t
-    rest = tokens * ((rep * sc + drop * mrep) / sp_div + (split * sc + drop * msplit) / t)
+    rest = tokens * ((rep * sc + drop * mrep) / sp_div + (split * sc + drop * msplit) / t + gathered * sc)
     whole = rest + attn                      # no recompute (selective drops the scores: rest)
     only_input = tokens * 2.0 * stack.hidden * sc / sp_div
     op_sac = attn + (1.0 - OP_SAC_RECOMPUTED_SHARE) * rest

@@ -71,6 +71,8 @@ class Op:
     keep_split: bool | None = None   # kept tensor split by TP (None: as ``split``)
     keep_fp8: float | None = None    # elements kept (activation-dtype units) when the linear
     #                                  layers run in FP8 (None: as ``keep``)
+    keep_gathered: float = 0.0       # elements kept per token of the TP group's sequence, whole
+    #                                  on every TP rank (neither TP nor SP divides them)
     fp8: bool = False          # a linear layer that FP8 recipes run in FP8
     d_in: float = 0.0          # input features (FP8 casts)
     d_out: float = 0.0         # output features (FP8 casts)
@@ -165,6 +167,13 @@ def layer_ops(stack: Stack, moe_layer: bool = False) -> tuple[Op, ...]:
                       weights=pm.router_params(stack) + gate_w))
         expert_w = pm.mlp_params(stack, m.expert_ffn_hidden) * m.num_experts \
             + pm.shared_expert_params(stack) - gate_w
+        # the routed experts' input: each token's top-k dispatched copies, [T k, h], which the
+        # expert GEMM keeps for its weight gradient (TE GroupedLinear saves its input; HF
+        # Mixtral/Qwen3-MoE blocks index hidden_states per expert). Megatron's all-to-all
+        # dispatcher all-gathers the dispatched tokens over the TP group before the experts
+        # (token_dispatcher.py MoEAlltoAllTokenDispatcher.dispatch_postprocess, expert TP = TP
+        # by default, parallel_state.py), so every TP rank keeps them whole.
+        ops.append(Op("expert_in", "elementwise", "", keep_gathered=2.0 * h * m.top_k, split=False))
         ops += _mlp_ops(stack, f, lin["moe_mlp"], float(expert_w), "expert_",
                         gemm_count=float(m.top_k + m.shared_experts))
     else:
@@ -190,15 +199,18 @@ def attention_kept_bytes(stack: Stack, s, flash, rc, dropout, act_bytes):
 
 def kept_bytes_per_token(stack: Stack, moe_layer: bool = False, fp8: bool = False):
     """(replicated, split) bytes per token a layer keeps, at 2-byte activations, without the
-    attention scores and without dropout masks; and (replicated, split) mask bytes.
+    attention scores and without dropout masks; (replicated, split) mask bytes; and the bytes
+    kept whole on every TP rank (an MoE layer's dispatched tokens, ``Op.keep_gathered``; half
+    in FP8, where the grouped GEMM saves its FP8 input).
 
     With ``fp8`` (the framework runs the linear layers in FP8) each linear keeps its input as
     the FP8 cast it multiplied (1 byte per element: Transformer Engine ``Linear``/
     ``LayerNormLinear``/``LayerNormMLP`` save the FP8 input for the weight gradient), while the
     attention output is kept in BF16 by the attention kernel and in FP8 by the out-projection.
     """
-    rep = split = mrep = msplit = 0.0
+    rep = split = mrep = msplit = whole = 0.0
     for op in layer_ops(stack, moe_layer):
+        whole += op.keep_gathered * (0.5 if fp8 else 1.0)
         keep = op.keep_fp8 if (fp8 and op.keep_fp8 is not None) else op.keep
         if op.split if op.keep_split is None else op.keep_split:
             split += keep
@@ -206,7 +218,7 @@ def kept_bytes_per_token(stack: Stack, moe_layer: bool = False, fp8: bool = Fals
         else:
             rep += keep
             mrep += op.keep_mask
-    return rep, split, mrep, msplit
+    return rep, split, mrep, msplit, whole
 
 
 def elementwise_bytes_per_token(stack: Stack, fused: frozenset, sp_div, tp, act_bytes,

@@ -42,7 +42,7 @@ def render_estimate(e: Estimate, console: Console | None = None) -> None:
     tt.add_column("share", justify="right")
     t = e.time
     for k, v in [("compute", t.compute_s), ("TP/SP comm (exposed)", t.tp_comm_s),
-                 ("CP comm (exposed)", t.cp_comm_s), ("EP all-to-all", t.ep_comm_s),
+                 ("CP comm (exposed)", t.cp_comm_s), ("EP comm (all-to-all, TP gather)", t.ep_comm_s),
                  ("pipeline bubble", t.pp_bubble_s), ("pipeline p2p", t.pp_p2p_s),
                  ("DP/ZeRO comm (exposed)", t.dp_comm_s), ("optimizer", t.optimizer_s),
                  ("activation offload (exposed)", t.offload_s), ("data", t.data_s)]:

@@ -21,7 +21,7 @@ MEMORY_PARTS = (("weights_gib", "weights"), ("gradients_gib", "gradients"),
 
 #: Time components of :class:`trainplan.costmodel.estimate.TimeBreakdown` (they add up to ``step_s``).
 TIME_PARTS = (("compute_s", "compute"), ("tp_comm_s", "TP comm."), ("cp_comm_s", "CP comm."),
-              ("ep_comm_s", "EP all-to-all"), ("pp_bubble_s", "pipeline bubble"),
+              ("ep_comm_s", "EP comm (all-to-all, TP gather)"), ("pp_bubble_s", "pipeline bubble"),
               ("pp_p2p_s", "pipeline send/recv"), ("dp_comm_s", "DP / ZeRO comm."),
               ("optimizer_s", "optimizer"), ("offload_s", "activation offload"),
               ("data_s", "data loading"))

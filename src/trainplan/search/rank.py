@@ -97,7 +97,7 @@ def _cost_col(sw: Sweep) -> np.ndarray:
 
 _TIME_PARTS = (("tp_comm_s", "TP communication"), ("pp_bubble_s", "pipeline bubble"),
                ("dp_comm_s", "DP all-reduce / ZeRO communication"),
-               ("cp_comm_s", "CP ring exchange"), ("ep_comm_s", "EP all-to-all"),
+               ("cp_comm_s", "CP ring exchange"), ("ep_comm_s", "EP comm (all-to-all, TP gather)"),
                ("pp_p2p_s", "pipeline send/receive"), ("optimizer_s", "optimizer step"),
                ("offload_s", "activation offload copies"), ("data_s", "data loading"))
 
