@@ -52,18 +52,31 @@ def group_layout(n, stride, gpus_per_node):
     return per_node, nodes
 
 
+def point_to_point_busbw(busbw, g, gpus_per_node):
+    """Bus bandwidth of ``g`` of a node's GPUs on a point-to-point fabric whose whole-node
+    figure is ``busbw``: each GPU reaches each peer over its own link, so the group uses g-1 of
+    the gpus_per_node-1 links (MI300X: 312.9 GB/s all-reduce busbw on 8 GPUs, 47.7 on 2, one
+    64 GB/s link per peer: stas00/ml-engineering network/README.md, peer-to-peer section;
+    JUPITER GH200: 150 GB/s per direction between each pair of its 4 GPUs)."""
+    g = np.asarray(g, dtype=float)
+    return busbw * np.clip((g - 1.0) / max(gpus_per_node - 1.0, 1.0), 1.0 / max(gpus_per_node - 1.0, 1.0), 1.0)
+
+
 def collective_terms(kind, n, stride, gpus_per_node, intra_busbw, inter_busbw, intra_alpha,
-                     inter_alpha):
+                     inter_alpha, point_to_point=False):
     """(seconds, seconds per byte) of one collective over ``n`` ranks: its time is the first
     plus the second times the buffer's bytes (0 for n == 1).
 
     Hierarchical when the group spans nodes: an intra-node phase over ``g`` members (busbw
     ``intra_busbw``, bytes S) and an inter-node phase over ``nodes`` (each GPU moves S/g on its
     own NIC at ``inter_busbw``). All-to-all has no reduction tree: each rank exchanges (n-1)/n
-    of its data once, bottlenecked by the slowest link it crosses.
+    of its data once, bottlenecked by the slowest link it crosses. On a ``point_to_point``
+    fabric the intra-node phase gets only its members' links (:func:`point_to_point_busbw`).
     """
     n = np.asarray(n, dtype=float)
     g, nodes = group_layout(n, stride, gpus_per_node)
+    if point_to_point:
+        intra_busbw = point_to_point_busbw(intra_busbw, g, gpus_per_node)
     multi = nodes > 1
     if kind == A2A:
         per_byte = (g - 1.0) / np.maximum(n, 1.0) / intra_busbw \

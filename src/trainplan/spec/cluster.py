@@ -119,11 +119,16 @@ class Accelerator(Spec):
     arch: str = Field("", description="architecture family (ampere, hopper, blackwell, cdna3...): "
                       "framework profiles may be calibrated per family")
     peak_tflops: dict[str, float] = Field(description="dense peak TFLOP/s per dtype")
-    hbm_gib: float = Field(gt=0, description="HBM capacity (vendor 'GB' labels are GiB)")
+    hbm_gib: float = Field(gt=0, description="HBM capacity as the driver exposes it (nvidia-smi "
+                           "memory.total), GiB; the binary label where no reading is recorded")
     hbm_bw_tbps: float = Field(gt=0, description="HBM bandwidth, TB/s")
     intra_node_GBps: float = Field(gt=0, description="intra-node link, unidirectional GB/s per GPU")
     inter_node_Gbps: float = Field(gt=0, description="scale-out NIC Gb/s per GPU")
     gpus_per_node: PositiveInt = 8
+    point_to_point: bool = Field(False, description="the node's GPUs are linked pairwise, one "
+                                 "link to each peer and no switch (AMD Infinity Fabric, GH200 "
+                                 "NVLink quads): a group of g of the node's GPUs uses g-1 of "
+                                 "its gpus_per_node-1 links")
     gpus_per_host: PositiveInt | None = Field(None, description="GPUs one operating-system host "
                                               "drives where that is fewer than the fast-link "
                                               "domain of gpus_per_node (GB200 NVL72: 4 per "

@@ -297,3 +297,20 @@ def test_peak_has_no_silent_substitution():
                 assert acc.peak(d) == acc.peak_tflops[d] * 1e12
             else:
                 assert not acc.has_math(d)
+
+
+def test_a_default_price_is_not_a_single_gpu_instance_where_a_multi_gpu_one_exists():
+    """A100 40GB defaulted to Lambda's 1x instance ($1.99) and priced 64-GPU jobs with it; the
+    cheapest whole-node row (AWS p4d.24xlarge) is $2.7447."""
+    import json
+    from importlib.resources import files
+
+    data = json.loads(files("trainplan.catalog").joinpath("data/prices.json").read_text())
+    for acc, dft in data["defaults"].items():
+        rows = [r for r in data["rows"] if r["accelerator"] == acc and r["kind"] == "on_demand"]
+        single = dft["sku"].lower().startswith("1x") or any(
+            r["provider"] == dft["provider"] and r["sku"] == dft["sku"] and r.get("gpus_per_instance") == 1
+            for r in rows)
+        multi = [r for r in rows if (r.get("gpus_per_instance") or 0) > 1]
+        assert not (single and multi), (acc, dft)
+    assert data["defaults"]["a100_sxm_40gb"]["usd_per_gpu_hour"] == 2.7447
