@@ -25,6 +25,30 @@ MEGATRON_FP8_RECIPE = {"delayed": "delayed", "current": "tensorwise", "mxfp8": "
 # job.cp_comm_type -> Megatron-LM --cp-comm-type (megatron/training/arguments.py at d98e8a6)
 CP_COMM_TYPE = {"ring": "p2p", "all_gather": "allgather", "all_to_all": "a2a"}
 
+# The attention kernel the step was timed with (job.attention_kernel, else the framework
+# profile's) -> Megatron-LM (--attention-backend, --flash-attention-version). AttnBackend
+# (megatron/core/transformer/enums.py at d98e8a6): flash | fused | unfused | local | auto;
+# LanguageModule._set_attention_backend (megatron/core/models/common/language_module/
+# language_module.py) maps flash to NVTE_FLASH_ATTN=1 NVTE_FUSED_ATTN=0, fused to cuDNN's
+# FusedAttention only (NVTE_FUSED_ATTN=1, the others 0), unfused to the plain softmax path.
+# TransformerConfig.flash_attention_version (transformer_config.py, same commit: 2 | 3 | 4)
+# pins the FlashAttention generation through NVTE_FLASH_ATTN_V2/V3/V4.
+ATTENTION_BACKEND = {"cudnn": ("fused", None), "fa2": ("flash", 2), "fa3": ("flash", 3)}
+
+
+def attention_args(spec: LaunchSpec) -> list[str]:
+    """The attention backend of the kernel the plan priced: without memory-efficient attention
+    (``strategy.flash_attention`` false) the unfused path, else the job's kernel or the
+    framework profile's (``costmodel.compute.KernelModel.attn_eta`` reads the same two)."""
+    if not spec.strategy.flash_attention:
+        return ["--attention-backend", "unfused"]
+    kernel = spec.job.attention_kernel or get_framework(spec.job.framework).attention_kernel
+    backend, version = ATTENTION_BACKEND[kernel]
+    out = ["--attention-backend", backend]
+    if version:
+        out += ["--flash-attention-version", str(version)]
+    return out
+
 
 def uneven_split(layers: int, pp: int, vp: int = 1) -> tuple[int, int, int]:
     """(first, middle, last) layers per pipeline rank when pp x vp does not divide the layers.
@@ -110,7 +134,7 @@ def megatron_args(spec: LaunchSpec) -> list[str]:
         if moe.dense_layers:
             a += ["--moe-layer-freq",
                   f"([0]*{moe.dense_layers}+[1]*{dec.layers - moe.dense_layers})"]
-    a += ["--attention-backend", "flash" if st.flash_attention else "unfused"]
+    a += attention_args(spec)
     # -- parallelism
     a += ["--tensor-model-parallel-size", str(st.tp), "--pipeline-model-parallel-size", str(st.pp)]
     if st.vp > 1:

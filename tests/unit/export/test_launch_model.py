@@ -1,0 +1,59 @@
+"""The launch files build the model and layout the plan priced (audit of MoE and long-context
+launches, /work/audit/moe.md findings 9-16): attention kernel, MoE block, router, QK norm,
+expert layout."""
+
+from __future__ import annotations
+
+import pytest
+
+from trainplan.catalog import get_model
+from trainplan.catalog.accelerators import get_accelerator
+from trainplan.export import LaunchSpec
+from trainplan.export.megatron import megatron_args
+from trainplan.spec.cluster import Cluster
+from trainplan.spec.job import Job
+from trainplan.spec.strategy import Strategy
+
+
+def _spec(model="llama-3.1-8b", gpus=64, gb=64, seq=4096, framework="megatron",
+          kernel=None, **st):
+    s = Strategy(**st)
+    s = s.model_copy(update={"dp": gpus // (s.tp * s.pp * s.cp)})
+    return LaunchSpec(model=get_model(model),
+                      job=Job(seq_len=seq, global_batch=gb, tokens=1e10, framework=framework,
+                              attention_kernel=kernel),
+                      cluster=Cluster(accelerator=get_accelerator("h100"), gpus=gpus), strategy=s)
+
+
+def _val(args, flag):
+    return args[args.index(flag) + 1] if flag in args else None
+
+
+# ------------------------------------------------------------------ attention backend (#9)
+
+
+@pytest.mark.parametrize("kernel, backend, version", [
+    (None, "fused", None),          # the Megatron profile's kernel: cuDNN fused attention
+    ("cudnn", "fused", None), ("fa2", "flash", "2"), ("fa3", "flash", "3")])
+def test_megatron_attention_backend_is_the_kernel_priced(kernel, backend, version):
+    args = megatron_args(_spec(kernel=kernel, tp=1, cp=8, seq=131072, gb=8, recompute="full"))
+    assert _val(args, "--attention-backend") == backend
+    assert _val(args, "--flash-attention-version") == version
+
+
+def test_megatron_attention_without_flash_is_unfused():
+    args = megatron_args(_spec(kernel="fa3", tp=1, flash_attention=False))
+    assert _val(args, "--attention-backend") == "unfused"
+    assert "--flash-attention-version" not in args
+
+
+def test_docs_list_the_megatron_flags_emitted():
+    """docs/plan.md lists every flag of megatron_flags.txt, and no other."""
+    import re
+    from pathlib import Path
+    here = Path(__file__).parent
+    flags = {ln.strip() for ln in (here / "megatron_flags.txt").read_text().splitlines()
+             if ln.strip() and not ln.startswith("#")}
+    docs = (here.parents[2] / "docs" / "plan.md").read_text()
+    line = next(ln for ln in docs.splitlines() if ln.startswith("`--account-for-embedding"))
+    assert set(re.findall(r"`(--[a-z0-9-]+)`", line)) == flags
