@@ -129,8 +129,16 @@ def megatron_args(spec: LaunchSpec) -> list[str]:
               "--moe-ffn-hidden-size", str(moe.expert_ffn_hidden),
               "--moe-token-dispatcher-type", "alltoall"]
         if moe.shared_experts:
-            a += ["--moe-shared-expert-intermediate-size",
-                  str(moe.shared_experts * moe.expert_ffn_hidden)]
+            # TransformerConfig.moe_shared_expert_intermediate_size is the shared experts'
+            # total: num_shared_experts x ffn size of each (transformer_config.py at d98e8a6);
+            # one shared expert's size is its own where the model has one (Qwen2-MoE
+            # shared_expert_intermediate_size), else the routed experts' (DeepSeek)
+            each = moe.shared_expert_ffn_hidden or moe.expert_ffn_hidden
+            a += ["--moe-shared-expert-intermediate-size", str(moe.shared_experts * each)]
+            if moe.shared_expert_gate:
+                # the sigmoid gate h -> 1 on the shared output (moe/shared_experts.py
+                # SharedExpertMLP gate_weight, TransformerConfig.moe_shared_expert_gate)
+                a.append("--moe-shared-expert-gate")
         if moe.dense_layers:
             a += ["--moe-layer-freq",
                   f"([0]*{moe.dense_layers}+[1]*{dec.layers - moe.dense_layers})"]

@@ -57,3 +57,32 @@ def test_docs_list_the_megatron_flags_emitted():
     docs = (here.parents[2] / "docs" / "plan.md").read_text()
     line = next(ln for ln in docs.splitlines() if ln.startswith("`--account-for-embedding"))
     assert set(re.findall(r"`(--[a-z0-9-]+)`", line)) == flags
+
+
+# ------------------------------------------------------------------ shared experts (#10)
+
+
+@pytest.mark.parametrize("model, size, gate", [
+    ("qwen1.5-moe-a2.7b", "5632", True),     # shared_expert_intermediate_size, sigmoid gate
+    ("deepseek-v3", "2048", False),          # 1 shared expert of moe_intermediate_size
+    ("deepseek-v2-lite", "2816", False),     # 2 x 1408
+    ("mixtral-8x7b", None, False)])          # no shared expert
+def test_megatron_shared_expert_is_the_models(model, size, gate):
+    args = megatron_args(_spec(model=model, gpus=64, ep=4, tp=1, pp=1))
+    assert _val(args, "--moe-shared-expert-intermediate-size") == size
+    assert ("--moe-shared-expert-gate" in args) == gate
+
+
+def test_megatron_shared_expert_counts_the_params_priced():
+    """The shared expert Megatron builds from the flags has the parameters trainplan counted:
+    3 x h x size (SwiGLU) plus the h gate weights, per MoE layer."""
+    from trainplan.costmodel.params import model_params
+    model = get_model("qwen1.5-moe-a2.7b")
+    dec, moe = model.decoder, model.decoder.moe
+    args = megatron_args(_spec(model="qwen1.5-moe-a2.7b", gpus=16, ep=4, tp=1))
+    size = int(_val(args, "--moe-shared-expert-intermediate-size"))
+    with_launch = model.model_copy(update={"stacks": tuple(
+        s.model_copy(update={"moe": moe.model_copy(update={"shared_expert_ffn_hidden": size,
+                                                            "shared_experts": 1})})
+        if s is dec else s for s in model.stacks)})
+    assert model_params(with_launch).total == model_params(model).total
