@@ -110,6 +110,12 @@ def megatron_args(spec: LaunchSpec) -> list[str]:
         a += ["--kv-channels", str(dec.d_head)]
         if dec.n_kv != dec.heads:
             a += ["--group-query-attention", "--num-query-groups", str(dec.n_kv)]
+    if dec.mla or dec.qk_norm != "none":
+        # gpt_layer_specs.py at d98e8a6: standard attention gets q/k_layernorm (a norm over
+        # each head's dims, attention.py hidden_size_per_attention_head) only with
+        # qk_layernorm; MLA gets its latent norms (the norm fused into linear_q_up_proj /
+        # linear_kv_up_proj: DeepSeek's q_a_layernorm and kv_a_layernorm) only with it too
+        a.append("--qk-layernorm")
     a += ["--seq-length", str(job.seq_len),
           "--max-position-embeddings", str(max(job.seq_len, dec.max_positions or 0))]
     a += ["--position-embedding-type",
@@ -231,6 +237,9 @@ def render_megatron(spec: LaunchSpec) -> dict[str, str]:
              ': "${CHECKPOINT_DIR:=./checkpoints}"']
     if st.offload_params:
         lines.append("# NOTE: parameter offload has no Megatron-LM flag; use DeepSpeed ZeRO-Infinity")
+    if spec.model.decoder.qk_norm == "full":
+        lines.append("# NOTE: the model normalises queries and keys over all heads (OLMo 2); "
+                     "Megatron's --qk-layernorm normalises each head (a head_dim-wide norm)")
     if spec.model.vision:
         lines.append("# NOTE: pretrain_gpt.py trains the language decoder; VLMs need a "
                      "multimodal entry point (examples/multimodal)")

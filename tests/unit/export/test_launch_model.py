@@ -86,3 +86,22 @@ def test_megatron_shared_expert_counts_the_params_priced():
                                                             "shared_experts": 1})})
         if s is dec else s for s in model.stacks)})
     assert model_params(with_launch).total == model_params(model).total
+
+
+# ------------------------------------------------------------------ QK norm (#12)
+
+
+@pytest.mark.parametrize("model, qk", [
+    ("qwen3-30b-a3b", True), ("qwen3-235b-a22b", True),   # q_norm/k_norm over head_dim
+    ("deepseek-v3", True), ("deepseek-v2-lite", True),    # MLA: q_a_layernorm, kv_a_layernorm
+    ("mixtral-8x7b", False), ("llama-3.1-8b", False)])
+def test_megatron_qk_layernorm_where_the_model_has_it(model, qk):
+    args = megatron_args(_spec(model=model, gpus=64, tp=1, ep=8 if qk or "mixtral" in model
+                               else 1))
+    assert ("--qk-layernorm" in args) == qk
+
+
+def test_megatron_notes_a_full_width_qk_norm():
+    from trainplan.export.megatron import render_megatron
+    text = render_megatron(_spec(model="olmo-2-7b", gpus=8, tp=1))["megatron_pretrain.sh"]
+    assert "--qk-layernorm" in text and "# NOTE: the model normalises queries and keys" in text
