@@ -17,7 +17,9 @@ import math
 
 from trainplan.errors import InputError
 from trainplan.export.spec import LaunchSpec, checkpoint_comment, shell_join
+from trainplan.io.formats import comment
 from trainplan.spec.framework import fused_groups, get_framework
+from trainplan.spec.model import MoE
 
 # trainplan's FP8 recipe -> Megatron-Core TransformerConfig.fp8_recipe / --fp8-recipe
 MEGATRON_FP8_RECIPE = {"delayed": "delayed", "current": "tensorwise", "mxfp8": "mxfp8"}
@@ -91,6 +93,67 @@ def uneven_args(layers: int, pp: int, vp: int) -> list[str]:
             "--decoder-last-pipeline-num-layers", str(last)]
 
 
+def router_args(moe: MoE) -> list[str]:
+    """The model's router and its balancing (TransformerConfig moe_* fields, the routing in
+    megatron/core/transformer/moe/moe_utils.py topk_routing_with_score_function at d98e8a6),
+    and grouped GEMMs for the experts.
+
+    * Softmax: Megatron's default takes the top-k logits and softmaxes them, i.e. the top-k
+      weights renormalised (Mixtral, Qwen with norm_topk_prob); ``--moe-router-pre-softmax``
+      softmaxes over all experts first and keeps the top-k weights as they are (Qwen1.5-MoE,
+      DeepSeek-V2). Sigmoid (``--moe-router-score-function sigmoid``, DeepSeek-V3) always
+      renormalises the top-k weights.
+    * ``--moe-router-enable-expert-bias``: the per-expert bias added to the scores for the choice
+      only (aux-loss-free balancing; Megatron updates it at ``moe_router_bias_update_rate``,
+      1e-3 by default, DeepSeek-V3's bias update speed, arXiv:2412.19437 sec. 4.2).
+    * ``--moe-router-topk-scaling-factor``: the factor on the weights (routed_scaling_factor).
+    * ``--moe-router-num-groups``/``--moe-router-group-topk``: group-limited routing.
+    * ``--moe-aux-loss-coeff``: TransformerConfig.moe_aux_loss_coeff defaults to 0.0, no
+      balancing loss at all, so the model's recorded coefficient is written; per sequence
+      (``--moe-router-load-balancing-type seq_aux_loss``) where the model computes it so.
+    * ``--moe-grouped-gemm``: the local experts' GEMMs as one grouped GEMM (TEGroupedMLP);
+      without it Megatron loops over the local experts (SequentialMLP), which the MoE README
+      lists among the basic performance flags.
+    """
+    a = ["--moe-grouped-gemm"]
+    if moe.router_score == "sigmoid":
+        a += ["--moe-router-score-function", "sigmoid"]
+    elif not moe.router_norm_topk:
+        a.append("--moe-router-pre-softmax")
+    if moe.router_expert_bias:
+        a.append("--moe-router-enable-expert-bias")
+    if moe.router_scaling != 1.0:
+        a += ["--moe-router-topk-scaling-factor", f"{moe.router_scaling:g}"]
+    if moe.router_group_topk:
+        a += ["--moe-router-num-groups", str(moe.router_groups),
+              "--moe-router-group-topk", str(moe.router_group_topk)]
+    if moe.router_aux_loss_coef is not None:
+        if moe.router_seq_aux:
+            a += ["--moe-router-load-balancing-type", "seq_aux_loss"]
+        a += ["--moe-aux-loss-coeff", f"{moe.router_aux_loss_coef:g}"]
+    return a
+
+
+def router_notes(moe: MoE) -> list[str]:
+    """What the router flags cannot say: a balancing loss the model does not record (Megatron's
+    default coefficient is 0), routing Megatron has no form for."""
+    out = []
+    if moe.router_aux_loss_coef is None:
+        why = ("balancing comes from the expert bias (aux-loss-free); "
+               if moe.router_expert_bias else "")
+        out.append(f"NOTE: {why}the model's config records no load-balancing loss coefficient "
+                   "and Megatron's default --moe-aux-loss-coeff is 0 (no auxiliary loss); add "
+                   "one to ARGS if the run should have it")
+    if moe.router_score == "sigmoid" and not moe.router_norm_topk and moe.top_k > 1:
+        out.append("NOTE: the model keeps its sigmoid top-k weights unnormalised; Megatron's "
+                   "sigmoid router always renormalises them (moe_utils.py)")
+    if moe.router_group_topk and moe.router_score == "softmax":
+        out.append(f"NOTE: Megatron ranks expert groups by the sum of each group's top "
+                   f"{max(1, moe.top_k // moe.router_group_topk)} scores (moe_utils.py "
+                   "group_limited_topk); DeepSeek-V2 ranks them by the best score")
+    return out
+
+
 def megatron_args(spec: LaunchSpec) -> list[str]:
     """The pretrain_gpt.py arguments for the layout, the model shape and the job."""
     st, job, dec = spec.strategy, spec.job, spec.model.decoder
@@ -148,6 +211,7 @@ def megatron_args(spec: LaunchSpec) -> list[str]:
         if moe.dense_layers:
             a += ["--moe-layer-freq",
                   f"([0]*{moe.dense_layers}+[1]*{dec.layers - moe.dense_layers})"]
+        a += router_args(moe)
     a += attention_args(spec)
     # -- parallelism
     a += ["--tensor-model-parallel-size", str(st.tp), "--pipeline-model-parallel-size", str(st.pp)]
@@ -237,6 +301,8 @@ def render_megatron(spec: LaunchSpec) -> dict[str, str]:
              ': "${CHECKPOINT_DIR:=./checkpoints}"']
     if st.offload_params:
         lines.append("# NOTE: parameter offload has no Megatron-LM flag; use DeepSpeed ZeRO-Infinity")
+    if spec.model.decoder.moe:
+        lines += [comment(n) for n in router_notes(spec.model.decoder.moe)]
     if spec.model.decoder.qk_norm == "full":
         lines.append("# NOTE: the model normalises queries and keys over all heads (OLMo 2); "
                      "Megatron's --qk-layernorm normalises each head (a head_dim-wide norm)")

@@ -105,3 +105,90 @@ def test_megatron_notes_a_full_width_qk_norm():
     from trainplan.export.megatron import render_megatron
     text = render_megatron(_spec(model="olmo-2-7b", gpus=8, tp=1))["megatron_pretrain.sh"]
     assert "--qk-layernorm" in text and "# NOTE: the model normalises queries and keys" in text
+
+
+# ------------------------------------------------------------------ router and experts (#11)
+
+
+def test_megatron_moe_balancing_loss_and_grouped_gemm():
+    """Megatron's moe_aux_loss_coeff defaults to 0 (no balancing loss): the model's recorded
+    coefficient is written; the experts run as one grouped GEMM."""
+    for model, coef in (("mixtral-8x7b", "0.02"), ("qwen3-30b-a3b", "0.001"),
+                        ("qwen1.5-moe-a2.7b", "0.001")):
+        args = megatron_args(_spec(model=model, gpus=64, tp=1, ep=4))
+        assert _val(args, "--moe-aux-loss-coeff") == coef, model
+        assert "--moe-grouped-gemm" in args
+        assert "--moe-router-score-function" not in args       # softmax: Megatron's default
+    # Qwen1.5-MoE keeps the softmax weights of all experts (norm_topk_prob false): pre-softmax
+    assert "--moe-router-pre-softmax" in megatron_args(_spec(model="qwen1.5-moe-a2.7b", ep=4))
+    assert "--moe-router-pre-softmax" not in megatron_args(_spec(model="mixtral-8x7b", ep=4))
+    assert "--moe-grouped-gemm" not in megatron_args(_spec())           # dense
+
+
+def test_megatron_writes_deepseek_v3_router():
+    args = megatron_args(_spec(model="deepseek-v3", gpus=256, gb=256, tp=8, pp=8, ep=4,
+                               recompute="full", uneven_stages=True))
+    assert _val(args, "--moe-router-score-function") == "sigmoid"
+    assert "--moe-router-enable-expert-bias" in args
+    assert _val(args, "--moe-router-topk-scaling-factor") == "2.5"
+    assert (_val(args, "--moe-router-num-groups"), _val(args, "--moe-router-group-topk")) \
+        == ("8", "4")
+    assert "--moe-router-pre-softmax" not in args
+    assert "--moe-aux-loss-coeff" not in args            # aux-loss-free; none recorded
+
+
+def test_megatron_writes_deepseek_v2_router():
+    args = megatron_args(_spec(model="deepseek-v2", gpus=64, tp=2, pp=2, ep=8,
+                               uneven_stages=True))
+    assert "--moe-router-pre-softmax" in args and "--moe-router-score-function" not in args
+    assert _val(args, "--moe-router-topk-scaling-factor") == "16"
+    assert (_val(args, "--moe-router-num-groups"), _val(args, "--moe-router-group-topk")) \
+        == ("8", "3")
+    assert _val(args, "--moe-router-load-balancing-type") == "seq_aux_loss"
+    assert _val(args, "--moe-aux-loss-coeff") == "0.001"
+    lite = megatron_args(_spec(model="deepseek-v2-lite", gpus=16, ep=8))
+    assert "--moe-router-num-groups" not in lite                  # greedy top-k
+    assert "--moe-router-topk-scaling-factor" not in lite         # 1.0
+
+
+def test_megatron_script_says_when_no_balancing_loss_is_recorded():
+    from trainplan.export.megatron import render_megatron
+    text = render_megatron(_spec(model="deepseek-v3", gpus=256, gb=256, tp=8, pp=8, ep=4,
+                                 uneven_stages=True))["megatron_pretrain.sh"]
+    assert "Megatron's default --moe-aux-loss-coeff is 0" in text
+    assert "aux-loss-free" in text
+    text = render_megatron(_spec(model="mixtral-8x7b", ep=8))["megatron_pretrain.sh"]
+    assert "--moe-aux-loss-coeff 0.02" in text and "default --moe-aux-loss-coeff" not in text
+
+
+def test_router_fields_leave_parameters_unchanged():
+    from trainplan.costmodel.params import model_params
+    totals = {m: model_params(get_model(m)).total for m in
+              ("mixtral-8x7b", "deepseek-v3", "deepseek-v2", "qwen1.5-moe-a2.7b")}
+    assert totals["mixtral-8x7b"] == 46_702_792_704      # the audit's transformers counts
+    assert round(totals["deepseek-v3"] / 1e9, 2) == 671.03
+    moe = get_model("deepseek-v3").decoder.moe
+    plain = moe.model_copy(update={"router_score": "softmax", "router_expert_bias": False,
+                                   "router_scaling": 1.0, "router_group_topk": 0})
+    model = get_model("deepseek-v3")
+    swapped = model.model_copy(update={"stacks": tuple(
+        s.model_copy(update={"moe": plain}) if s.moe else s for s in model.stacks)})
+    assert model_params(swapped).total == totals["deepseek-v3"]
+
+
+@pytest.mark.parametrize("cfg, field", [
+    ({"n_group": 3}, "n_group"),                        # does not divide 256 experts -> refused
+    ({"routed_scaling_factor": -1}, "routed_scaling_factor"),
+    ({"topk_group": 9}, "topk_group"), ({"aux_loss_alpha": "x"}, "aux_loss_alpha")])
+def test_bad_router_settings_in_an_hf_config_are_input_errors(cfg, field):
+    import json
+    from pathlib import Path
+
+    from trainplan.catalog.hf_config import model_from_hf_config
+    from trainplan.errors import InputError
+    presets = json.loads((Path(__file__).parents[3] / "src" / "trainplan" / "catalog" / "data"
+                          / "models.json").read_text())["presets"]
+    base = next(p["config"] for p in presets if p["id"] == "deepseek-v3")
+    with pytest.raises(InputError) as e:
+        model_from_hf_config({**base, **cfg})
+    assert e.value.field == f"config.{field}"
