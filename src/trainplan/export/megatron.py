@@ -224,7 +224,9 @@ def megatron_args(spec: LaunchSpec) -> list[str]:
         a += ["--cp-comm-type", CP_COMM_TYPE[job.cp_comm_type]]
     if st.ep > 1:
         a += ["--expert-model-parallel-size", str(st.ep)]
-    if st.tp > 1 and st.sequence_parallel:
+    if st.tp > 1 and (st.sequence_parallel or dec.moe):
+        # MoE layers with TP train only with sequence parallelism (moe_layer.py at d98e8a6;
+        # the megatron profile's layout rule, FrameworkProfile.moe_tp_needs_sp)
         a.append("--sequence-parallel")
     # -- data parallel sharding (ZeRO)
     if st.zero == 1:
@@ -303,6 +305,9 @@ def render_megatron(spec: LaunchSpec) -> dict[str, str]:
         lines.append("# NOTE: parameter offload has no Megatron-LM flag; use DeepSpeed ZeRO-Infinity")
     if spec.model.decoder.moe:
         lines += [comment(n) for n in router_notes(spec.model.decoder.moe)]
+        if st.tp > 1 and not st.sequence_parallel:
+            lines.append("# NOTE: --sequence-parallel is on although the plan priced it off: "
+                         "Megatron's MoE layers train with TP > 1 only so (moe_layer.py)")
     if spec.model.decoder.qk_norm == "full":
         lines.append("# NOTE: the model normalises queries and keys over all heads (OLMo 2); "
                      "Megatron's --qk-layernorm normalises each head (a head_dim-wide norm)")

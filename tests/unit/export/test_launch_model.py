@@ -192,3 +192,48 @@ def test_bad_router_settings_in_an_hf_config_are_input_errors(cfg, field):
     with pytest.raises(InputError) as e:
         model_from_hf_config({**base, **cfg})
     assert e.value.field == f"config.{field}"
+
+
+# ------------------------------------------------------------------ MoE needs SP with TP (#13)
+
+
+def test_megatron_moe_with_tp_and_no_sp_is_refused():
+    """Megatron-Core's MoELayer raises with TP > 1 and sequence parallelism off: the megatron
+    profile's layout rule refuses it (exit 2, the field named), other frameworks keep it."""
+    from trainplan.costmodel.validate import complete_strategy
+    from trainplan.errors import InputError
+
+    def check(model="mixtral-8x7b", framework="megatron", **st):
+        return complete_strategy(get_model(model), Job(seq_len=4096, global_batch=64,
+                                                       framework=framework),
+                                 Cluster(accelerator=get_accelerator("h100"), gpus=16),
+                                 Strategy(**st))
+    with pytest.raises(InputError) as e:
+        check(tp=2, ep=8, sequence_parallel=False)
+    assert e.value.field == "strategy.sequence_parallel" and "MoE" in str(e.value)
+    check(tp=1, ep=8, sequence_parallel=False)                              # no TP: fine
+    check(model="llama-3.1-8b", tp=2, sequence_parallel=False)              # dense: fine
+    check(tp=2, ep=8, sequence_parallel=False, framework="torchtitan")
+
+
+def test_plan_never_proposes_megatron_moe_with_tp_without_sp():
+    from trainplan.search.candidates import enumerate_candidates
+    from trainplan.search.space import SearchSpace
+    model = get_model("mixtral-8x7b")
+    job = Job(seq_len=4096, global_batch=64, tokens=1e10, framework="megatron")
+    space = SearchSpace(sequence_parallel=(True, False))
+    c = enumerate_candidates(model, job, 8, [16], space)
+    assert len(c["tp"]) and ((c["tp"] > 1) & ~c["sp"]).sum() == 0
+    assert (c["tp"] > 1).any()
+    titan = enumerate_candidates(model, job.model_copy(update={"framework": "torchtitan"}), 8,
+                                 [16], space)
+    assert ((titan["tp"] > 1) & ~titan["sp"]).any()
+
+
+def test_megatron_writer_turns_sp_on_for_moe_with_tp():
+    """A spec priced under another framework with SP off still launches what Megatron runs."""
+    from trainplan.export.megatron import render_megatron
+    spec = _spec(model="mixtral-8x7b", gpus=16, tp=2, ep=8, sequence_parallel=False,
+                 framework="torchtitan")
+    assert "--sequence-parallel" in megatron_args(spec)
+    assert "priced it off" in render_megatron(spec)["megatron_pretrain.sh"]
