@@ -237,3 +237,39 @@ def test_megatron_writer_turns_sp_on_for_moe_with_tp():
                  framework="torchtitan")
     assert "--sequence-parallel" in megatron_args(spec)
     assert "priced it off" in render_megatron(spec)["megatron_pretrain.sh"]
+
+
+# ------------------------------------------------------------------ torchtitan MoE (#15)
+
+
+@pytest.mark.parametrize("model, name, flavor, gpus, st", [
+    ("deepseek-v3", "deepseek_v3", "671B", 256, dict(tp=8, pp=8, ep=4, uneven_stages=True)),
+    ("deepseek-v2", "deepseek_v3", "236B", 64, dict(tp=2, pp=2, ep=8, uneven_stages=True)),
+    ("deepseek-v2-lite", "deepseek_v3", "16B", 16, dict(tp=1, ep=8)),
+    ("qwen3-30b-a3b", "qwen3", "30B-A3B", 16, dict(tp=2, ep=4)),
+    ("qwen3-235b-a22b", "qwen3", "235B-A22B", 64, dict(tp=4, pp=2, ep=8))])
+def test_torchtitan_moe_names_the_model_and_splits_experts_over_tp(model, name, flavor, gpus,
+                                                                   st):
+    from trainplan.export.torchtitan import torchtitan_config
+    spec = _spec(model=model, gpus=gpus, gb=gpus, framework="torchtitan", zero=3, **st)
+    cfg = torchtitan_config(spec)
+    assert (cfg["model"]["name"], cfg["model"]["flavor"]) == (name, flavor)
+    par = cfg["parallelism"]
+    assert par["expert_parallel_degree"] == st["ep"]
+    # priced: routed experts split over tp x ep, EP inside DP -> torchtitan's etp = tp
+    assert par["expert_tensor_parallel_degree"] == st["tp"]
+    assert (par["data_parallel_shard_degree"] * par["context_parallel_degree"]) % st["ep"] == 0
+
+
+def test_torchtitan_refuses_what_it_cannot_build():
+    from trainplan.errors import InputError
+    from trainplan.export.torchtitan import torchtitan_config
+    with pytest.raises(InputError, match="no Mixtral"):       # was launched as 'llama3'
+        torchtitan_config(_spec(model="mixtral-8x7b", gpus=16, framework="torchtitan", ep=8))
+    with pytest.raises(InputError) as e:                      # DDP: no FSDP ranks to take EP
+        torchtitan_config(_spec(model="qwen3-30b-a3b", gpus=16, framework="torchtitan", ep=8,
+                                zero=0))
+    assert e.value.field == "strategy.ep"
+    dense = torchtitan_config(_spec(framework="torchtitan"))
+    assert dense["model"]["name"] == "llama3"
+    assert "expert_tensor_parallel_degree" not in dense["parallelism"]
