@@ -273,3 +273,21 @@ def test_torchtitan_refuses_what_it_cannot_build():
     dense = torchtitan_config(_spec(framework="torchtitan"))
     assert dense["model"]["name"] == "llama3"
     assert "expert_tensor_parallel_degree" not in dense["parallelism"]
+
+
+# ------------------------------------------------------------------ DeepSpeed EP (#16)
+
+
+def test_deepspeed_launch_says_where_ep_goes():
+    from trainplan.export.deepspeed import deepspeed_config, render_deepspeed
+    spec = _spec(model="deepseek-v3", gpus=256, gb=256, framework="deepspeed", tp=8, pp=8, ep=4,
+                 zero=1, recompute="full", uneven_stages=True)
+    text = render_deepspeed(spec)["deepspeed_launch.sh"]
+    assert "deepspeed.moe.layer.MoE(" in text
+    assert "num_experts=256, ep_size=4, k=8" in text
+    assert "enable_expert_tensor_parallelism=True" in text           # experts split over TP
+    assert "split_params_into_different_moe_groups_for_optimizer" in text
+    assert all(ln.startswith("#") or not ln or "ep_size" not in ln for ln in text.splitlines())
+    assert "moe" not in str(deepspeed_config(spec)).lower()           # no ds_config key exists
+    dense = render_deepspeed(_spec(framework="deepspeed"))["deepspeed_launch.sh"]
+    assert "ep_size" not in dense
