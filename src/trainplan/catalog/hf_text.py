@@ -109,9 +109,12 @@ def _moe(cfg: dict[str, Any], mt: str, layers: int) -> MoE | None:
     DeepSeek-V2/V3 (``n_shared_experts`` shared, dense first ``first_k_dense_replace`` layers and
     ``moe_layer_freq``; ``modeling_deepseek_v3.py`` ``DeepseekV3DecoderLayer``)."""
     if mt == "mixtral" or (mt in ("mistral", "llama") and cfg.get("num_local_experts")):
+        # softmax over the top-k logits (modeling_mixtral.py MixtralSparseMoeBlock: softmax,
+        # top-k, renormalised)
         return MoE(num_experts=_int(cfg, "num_local_experts"),
                    top_k=_int(cfg, "num_experts_per_tok"),
-                   expert_ffn_hidden=_int(cfg, "intermediate_size"))
+                   expert_ffn_hidden=_int(cfg, "intermediate_size"),
+                   router_aux_loss_coef=_coef(cfg, "router_aux_loss_coef"))
     if mt in ("qwen2_moe", "qwen3_moe"):
         only, step = _int_list(cfg, "mlp_only_layers"), _int(cfg, "decoder_sparse_step", 1)
         dense = sum(1 for i in range(layers) if i in only or (i + 1) % step)
@@ -123,7 +126,11 @@ def _moe(cfg: dict[str, Any], mt: str, layers: int) -> MoE | None:
         return MoE(num_experts=_int(cfg, key), top_k=_int(cfg, "num_experts_per_tok"),
                    expert_ffn_hidden=_int(cfg, "moe_intermediate_size"),
                    shared_experts=1 if shared else 0, shared_expert_ffn_hidden=shared,
-                   shared_expert_gate=bool(shared), dense_layers=dense)
+                   shared_expert_gate=bool(shared), dense_layers=dense,
+                   # softmax over all experts, top-k, renormalised only with norm_topk_prob
+                   # (configuration_qwen2_moe.py / _qwen3_moe.py: default False)
+                   router_norm_topk=_flag(cfg, "norm_topk_prob", False),
+                   router_aux_loss_coef=_coef(cfg, "router_aux_loss_coef"))
     if mt in ("deepseek_v2", "deepseek_v3"):
         first = _int(cfg, "first_k_dense_replace", 3 if mt == "deepseek_v3" else 0, minimum=0)
         freq = _int(cfg, "moe_layer_freq", 1)
@@ -134,8 +141,50 @@ def _moe(cfg: dict[str, Any], mt: str, layers: int) -> MoE | None:
                    top_k=_int(cfg, "num_experts_per_tok"),
                    expert_ffn_hidden=_int(cfg, "moe_intermediate_size"),
                    shared_experts=_int(cfg, "n_shared_experts", 0, minimum=0),
-                   dense_layers=min(first, layers))
+                   dense_layers=min(first, layers), **_deepseek_router(cfg, mt))
     return None
+
+
+def _coef(cfg: dict[str, Any], key: str) -> float | None:
+    """A load-balancing loss coefficient the config records (None where it has none)."""
+    v = cfg.get(key)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+        raise InputError(f"config.{key}", v, "a finite number >= 0")
+    return float(v)
+
+
+def _deepseek_router(cfg: dict[str, Any], mt: str) -> dict[str, Any]:
+    """DeepSeek's router as transformers builds it. V2 (``modeling_deepseek_v2.py``
+    ``DeepseekV2TopkRouter``): softmax over all experts, top-k greedy or, with ``topk_method``
+    group_limited_greedy, from the best ``topk_group`` of ``n_group`` groups; the weights are not
+    renormalised but scaled by ``routed_scaling_factor`` (default 1.0); the balancing loss is
+    the original config's ``aux_loss_alpha``, per sequence with ``seq_aux``. V3
+    (``modeling_deepseek_v3.py`` ``DeepseekV3TopkRouter``): sigmoid scores plus the
+    ``e_score_correction_bias`` for the choice (aux-loss-free balancing, ``topk_method``
+    noaux_tc), always group-limited (``n_group`` 8, ``topk_group`` 4 by default), weights
+    renormalised with ``norm_topk_prob`` (default True) and scaled by ``routed_scaling_factor``
+    (default 2.5; configuration_deepseek_v3.py)."""
+    v3 = mt == "deepseek_v3"
+    grouped = v3 or cfg.get("topk_method") == "group_limited_greedy"
+    scaling = cfg.get("routed_scaling_factor", 2.5 if v3 else 1.0)
+    if isinstance(scaling, bool) or not isinstance(scaling, (int, float)) \
+            or not math.isfinite(scaling) or scaling <= 0:
+        raise InputError("config.routed_scaling_factor", scaling, "a finite number > 0")
+    groups = _int(cfg, "n_group", 8) if grouped else 1
+    group_topk = _int(cfg, "topk_group", 4) if grouped else 0
+    experts = _int(cfg, "n_routed_experts")
+    if experts % groups:
+        raise InputError("config.n_group", groups, f"a divisor of n_routed_experts ({experts})")
+    if group_topk > groups:
+        raise InputError("config.topk_group", group_topk, f"at most n_group ({groups})")
+    return dict(router_score="sigmoid" if v3 else "softmax",
+                router_norm_topk=_flag(cfg, "norm_topk_prob", True) if v3 else False,
+                router_scaling=float(scaling), router_expert_bias=v3,
+                router_groups=groups, router_group_topk=group_topk,
+                router_aux_loss_coef=_coef(cfg, "aux_loss_alpha"),
+                router_seq_aux=_flag(cfg, "seq_aux", False))
 
 
 def _mla(cfg: dict[str, Any]) -> MLA:

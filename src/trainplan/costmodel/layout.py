@@ -140,6 +140,7 @@ class Context(NamedTuple):
     cp_heads: str = ""                     # all-to-all CP's head rule ('' for other exchanges)
     mb_ge_pp: bool = False                 # FrameworkProfile.pp_microbatches_at_least_stages
     vision_heads: tuple[int, ...] = ()     # attention heads of each vision tower (TP splits them)
+    moe_tp_sp: bool = False                # FrameworkProfile.moe_tp_needs_sp
 
 
 class Rule(NamedTuple):
@@ -242,6 +243,13 @@ RULES: tuple[Rule, ...] = (
          lambda L, c: "1 for a dense model (EP needs MoE layers)"),
     Rule("strategy.ep", ("ep",), lambda L, c: (L.ep == 1) | (c.experts % L.ep == 0) if c.experts
          else True, lambda L, c: f"a divisor of the experts {c.experts}"),
+    # Megatron-Core's MoELayer refuses to train with TP > 1 and sequence parallelism off
+    # (moe_layer.py at d98e8a6; FrameworkProfile.moe_tp_needs_sp)
+    Rule("strategy.sequence_parallel", ("tp", "sp"),
+         lambda L, c: (L.tp == 1) | np.asarray(L.sp) if c.moe_tp_sp and c.experts else True,
+         lambda L, c: f"true with tp > 1 for an MoE model: the {c.framework} framework's MoE "
+                      "layers train only with sequence parallelism on when tensor parallelism "
+                      "splits them"),
     Rule("strategy.ep", ("ep", "dp"), lambda L, c: L.dp % L.ep == 0,
          lambda L, c: f"a divisor of dp = {L.dp}"),
     Rule("job.global_batch", ("mb", "dp"), lambda L, c: c.global_batch % (L.mb * L.dp) == 0,
@@ -330,7 +338,7 @@ def context(model, job, gpus, fw) -> Context:
         act_offload_max_pp=fw.activation_offload_max_pp,
         cp_heads=fw.cp_all_to_all_heads if fw.cp_kind(job.cp_comm_type) == "all_to_all" else "",
         mb_ge_pp=fw.pp_microbatches_at_least_stages,
-        vision_heads=tuple(v.heads for v in model.vision))
+        vision_heads=tuple(v.heads for v in model.vision), moe_tp_sp=fw.moe_tp_needs_sp)
 
 
 def rules_mask(L: Layout, ctx: Context, have: set[str] | None = None):

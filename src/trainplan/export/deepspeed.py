@@ -85,6 +85,26 @@ def launcher_args(spec: LaunchSpec, config_name: str = "ds_config.json") -> list
     return args
 
 
+def moe_note(experts: int, top_k: int, ep: int, tp: int) -> str:
+    """Where the planned expert parallelism goes: ds_config.json has no MoE or EP key
+    (deepspeed/runtime/config.py); DeepSpeed-MoE takes it per layer,
+    ``deepspeed.moe.layer.MoE(hidden_size, expert, num_experts, ep_size, k, capacity_factor,
+    ..., drop_tokens=True, ..., enable_expert_tensor_parallelism=False)`` (deepspeed/moe/
+    layer.py, DeepSpeed 0.19.6), which asserts num_experts % ep_size == 0 and builds its
+    expert groups from ep_size. The plan prices dropless routing (every token reaches its
+    k experts) and, with TP, experts split over the TP ranks; ZeRO needs the expert
+    parameters in their own groups (deepspeed.moe.utils.
+    split_params_into_different_moe_groups_for_optimizer)."""
+    text = (f"EP={ep}: ds_config.json has no expert-parallel key; build each MoE layer as "
+            f"deepspeed.moe.layer.MoE(..., num_experts={experts}, ep_size={ep}, k={top_k}, "
+            "drop_tokens=False")
+    text += ", enable_expert_tensor_parallelism=True)" if tp > 1 else ")"
+    text += (" as the plan priced (dropless routing; ep_size=1 would keep every expert on every "
+             "rank), and give the optimizer deepspeed.moe.utils."
+             "split_params_into_different_moe_groups_for_optimizer(param_groups) for ZeRO")
+    return text
+
+
 def _notes(spec: LaunchSpec) -> list[str]:
     st = spec.strategy
     out = [f"layout {st.layout()} on {spec.gpus} GPUs ({spec.nodes} node(s) x "
@@ -105,6 +125,9 @@ def _notes(spec: LaunchSpec) -> list[str]:
     if st.pp > 1 and st.zero >= 2:
         out.append("DeepSpeed's PipelineEngine supports ZeRO-1 only: use zero=1 with pp > 1, "
                    "or Megatron-DeepSpeed with --no-pipeline-parallel")
+    moe = spec.model.decoder.moe
+    if moe:
+        out.append(moe_note(moe.num_experts, moe.top_k, st.ep, st.tp))
     if st.cp > 1:
         out.append(f"CP={st.cp}: DeepSpeed's sequence parallelism is Ulysses "
                    "(sequence_parallel_size; --ds-sequence-parallel-size in Megatron-DeepSpeed), "

@@ -17,13 +17,39 @@ import math
 
 from trainplan.errors import InputError
 from trainplan.export.spec import LaunchSpec, checkpoint_comment, shell_join
+from trainplan.io.formats import comment
 from trainplan.spec.framework import fused_groups, get_framework
+from trainplan.spec.model import MoE
 
 # trainplan's FP8 recipe -> Megatron-Core TransformerConfig.fp8_recipe / --fp8-recipe
 MEGATRON_FP8_RECIPE = {"delayed": "delayed", "current": "tensorwise", "mxfp8": "mxfp8"}
 
 # job.cp_comm_type -> Megatron-LM --cp-comm-type (megatron/training/arguments.py at d98e8a6)
 CP_COMM_TYPE = {"ring": "p2p", "all_gather": "allgather", "all_to_all": "a2a"}
+
+# The attention kernel the step was timed with (job.attention_kernel, else the framework
+# profile's) -> Megatron-LM (--attention-backend, --flash-attention-version). AttnBackend
+# (megatron/core/transformer/enums.py at d98e8a6): flash | fused | unfused | local | auto;
+# LanguageModule._set_attention_backend (megatron/core/models/common/language_module/
+# language_module.py) maps flash to NVTE_FLASH_ATTN=1 NVTE_FUSED_ATTN=0, fused to cuDNN's
+# FusedAttention only (NVTE_FUSED_ATTN=1, the others 0), unfused to the plain softmax path.
+# TransformerConfig.flash_attention_version (transformer_config.py, same commit: 2 | 3 | 4)
+# pins the FlashAttention generation through NVTE_FLASH_ATTN_V2/V3/V4.
+ATTENTION_BACKEND = {"cudnn": ("fused", None), "fa2": ("flash", 2), "fa3": ("flash", 3)}
+
+
+def attention_args(spec: LaunchSpec) -> list[str]:
+    """The attention backend of the kernel the plan priced: without memory-efficient attention
+    (``strategy.flash_attention`` false) the unfused path, else the job's kernel or the
+    framework profile's (``costmodel.compute.KernelModel.attn_eta`` reads the same two)."""
+    if not spec.strategy.flash_attention:
+        return ["--attention-backend", "unfused"]
+    kernel = spec.job.attention_kernel or get_framework(spec.job.framework).attention_kernel
+    backend, version = ATTENTION_BACKEND[kernel]
+    out = ["--attention-backend", backend]
+    if version:
+        out += ["--flash-attention-version", str(version)]
+    return out
 
 
 def uneven_split(layers: int, pp: int, vp: int = 1) -> tuple[int, int, int]:
@@ -67,6 +93,67 @@ def uneven_args(layers: int, pp: int, vp: int) -> list[str]:
             "--decoder-last-pipeline-num-layers", str(last)]
 
 
+def router_args(moe: MoE) -> list[str]:
+    """The model's router and its balancing (TransformerConfig moe_* fields, the routing in
+    megatron/core/transformer/moe/moe_utils.py topk_routing_with_score_function at d98e8a6),
+    and grouped GEMMs for the experts.
+
+    * Softmax: Megatron's default takes the top-k logits and softmaxes them, i.e. the top-k
+      weights renormalised (Mixtral, Qwen with norm_topk_prob); ``--moe-router-pre-softmax``
+      softmaxes over all experts first and keeps the top-k weights as they are (Qwen1.5-MoE,
+      DeepSeek-V2). Sigmoid (``--moe-router-score-function sigmoid``, DeepSeek-V3) always
+      renormalises the top-k weights.
+    * ``--moe-router-enable-expert-bias``: the per-expert bias added to the scores for the choice
+      only (aux-loss-free balancing; Megatron updates it at ``moe_router_bias_update_rate``,
+      1e-3 by default, DeepSeek-V3's bias update speed, arXiv:2412.19437 sec. 4.2).
+    * ``--moe-router-topk-scaling-factor``: the factor on the weights (routed_scaling_factor).
+    * ``--moe-router-num-groups``/``--moe-router-group-topk``: group-limited routing.
+    * ``--moe-aux-loss-coeff``: TransformerConfig.moe_aux_loss_coeff defaults to 0.0, no
+      balancing loss at all, so the model's recorded coefficient is written; per sequence
+      (``--moe-router-load-balancing-type seq_aux_loss``) where the model computes it so.
+    * ``--moe-grouped-gemm``: the local experts' GEMMs as one grouped GEMM (TEGroupedMLP);
+      without it Megatron loops over the local experts (SequentialMLP), which the MoE README
+      lists among the basic performance flags.
+    """
+    a = ["--moe-grouped-gemm"]
+    if moe.router_score == "sigmoid":
+        a += ["--moe-router-score-function", "sigmoid"]
+    elif not moe.router_norm_topk:
+        a.append("--moe-router-pre-softmax")
+    if moe.router_expert_bias:
+        a.append("--moe-router-enable-expert-bias")
+    if moe.router_scaling != 1.0:
+        a += ["--moe-router-topk-scaling-factor", f"{moe.router_scaling:g}"]
+    if moe.router_group_topk:
+        a += ["--moe-router-num-groups", str(moe.router_groups),
+              "--moe-router-group-topk", str(moe.router_group_topk)]
+    if moe.router_aux_loss_coef is not None:
+        if moe.router_seq_aux:
+            a += ["--moe-router-load-balancing-type", "seq_aux_loss"]
+        a += ["--moe-aux-loss-coeff", f"{moe.router_aux_loss_coef:g}"]
+    return a
+
+
+def router_notes(moe: MoE) -> list[str]:
+    """What the router flags cannot say: a balancing loss the model does not record (Megatron's
+    default coefficient is 0), routing Megatron has no form for."""
+    out = []
+    if moe.router_aux_loss_coef is None:
+        why = ("balancing comes from the expert bias (aux-loss-free); "
+               if moe.router_expert_bias else "")
+        out.append(f"NOTE: {why}the model's config records no load-balancing loss coefficient "
+                   "and Megatron's default --moe-aux-loss-coeff is 0 (no auxiliary loss); add "
+                   "one to ARGS if the run should have it")
+    if moe.router_score == "sigmoid" and not moe.router_norm_topk and moe.top_k > 1:
+        out.append("NOTE: the model keeps its sigmoid top-k weights unnormalised; Megatron's "
+                   "sigmoid router always renormalises them (moe_utils.py)")
+    if moe.router_group_topk and moe.router_score == "softmax":
+        out.append(f"NOTE: Megatron ranks expert groups by the sum of each group's top "
+                   f"{max(1, moe.top_k // moe.router_group_topk)} scores (moe_utils.py "
+                   "group_limited_topk); DeepSeek-V2 ranks them by the best score")
+    return out
+
+
 def megatron_args(spec: LaunchSpec) -> list[str]:
     """The pretrain_gpt.py arguments for the layout, the model shape and the job."""
     st, job, dec = spec.strategy, spec.job, spec.model.decoder
@@ -86,6 +173,12 @@ def megatron_args(spec: LaunchSpec) -> list[str]:
         a += ["--kv-channels", str(dec.d_head)]
         if dec.n_kv != dec.heads:
             a += ["--group-query-attention", "--num-query-groups", str(dec.n_kv)]
+    if dec.mla or dec.qk_norm != "none":
+        # gpt_layer_specs.py at d98e8a6: standard attention gets q/k_layernorm (a norm over
+        # each head's dims, attention.py hidden_size_per_attention_head) only with
+        # qk_layernorm; MLA gets its latent norms (the norm fused into linear_q_up_proj /
+        # linear_kv_up_proj: DeepSeek's q_a_layernorm and kv_a_layernorm) only with it too
+        a.append("--qk-layernorm")
     a += ["--seq-length", str(job.seq_len),
           "--max-position-embeddings", str(max(job.seq_len, dec.max_positions or 0))]
     a += ["--position-embedding-type",
@@ -105,12 +198,21 @@ def megatron_args(spec: LaunchSpec) -> list[str]:
               "--moe-ffn-hidden-size", str(moe.expert_ffn_hidden),
               "--moe-token-dispatcher-type", "alltoall"]
         if moe.shared_experts:
-            a += ["--moe-shared-expert-intermediate-size",
-                  str(moe.shared_experts * moe.expert_ffn_hidden)]
+            # TransformerConfig.moe_shared_expert_intermediate_size is the shared experts'
+            # total: num_shared_experts x ffn size of each (transformer_config.py at d98e8a6);
+            # one shared expert's size is its own where the model has one (Qwen2-MoE
+            # shared_expert_intermediate_size), else the routed experts' (DeepSeek)
+            each = moe.shared_expert_ffn_hidden or moe.expert_ffn_hidden
+            a += ["--moe-shared-expert-intermediate-size", str(moe.shared_experts * each)]
+            if moe.shared_expert_gate:
+                # the sigmoid gate h -> 1 on the shared output (moe/shared_experts.py
+                # SharedExpertMLP gate_weight, TransformerConfig.moe_shared_expert_gate)
+                a.append("--moe-shared-expert-gate")
         if moe.dense_layers:
             a += ["--moe-layer-freq",
                   f"([0]*{moe.dense_layers}+[1]*{dec.layers - moe.dense_layers})"]
-    a += ["--attention-backend", "flash" if st.flash_attention else "unfused"]
+        a += router_args(moe)
+    a += attention_args(spec)
     # -- parallelism
     a += ["--tensor-model-parallel-size", str(st.tp), "--pipeline-model-parallel-size", str(st.pp)]
     if st.vp > 1:
@@ -122,7 +224,9 @@ def megatron_args(spec: LaunchSpec) -> list[str]:
         a += ["--cp-comm-type", CP_COMM_TYPE[job.cp_comm_type]]
     if st.ep > 1:
         a += ["--expert-model-parallel-size", str(st.ep)]
-    if st.tp > 1 and st.sequence_parallel:
+    if st.tp > 1 and (st.sequence_parallel or dec.moe):
+        # MoE layers with TP train only with sequence parallelism (moe_layer.py at d98e8a6;
+        # the megatron profile's layout rule, FrameworkProfile.moe_tp_needs_sp)
         a.append("--sequence-parallel")
     # -- data parallel sharding (ZeRO)
     if st.zero == 1:
@@ -199,6 +303,14 @@ def render_megatron(spec: LaunchSpec) -> dict[str, str]:
              ': "${CHECKPOINT_DIR:=./checkpoints}"']
     if st.offload_params:
         lines.append("# NOTE: parameter offload has no Megatron-LM flag; use DeepSpeed ZeRO-Infinity")
+    if spec.model.decoder.moe:
+        lines += [comment(n) for n in router_notes(spec.model.decoder.moe)]
+        if st.tp > 1 and not st.sequence_parallel:
+            lines.append("# NOTE: --sequence-parallel is on although the plan priced it off: "
+                         "Megatron's MoE layers train with TP > 1 only so (moe_layer.py)")
+    if spec.model.decoder.qk_norm == "full":
+        lines.append("# NOTE: the model normalises queries and keys over all heads (OLMo 2); "
+                     "Megatron's --qk-layernorm normalises each head (a head_dim-wide norm)")
     if spec.model.vision:
         lines.append("# NOTE: pretrain_gpt.py trains the language decoder; VLMs need a "
                      "multimodal entry point (examples/multimodal)")

@@ -38,6 +38,59 @@ def pipeline_split(layers: int, stages: int) -> tuple[int, int]:
                      f"{layers} layers into (at most {layers + 2} stages)")
 
 
+# MoE models torchtitan builds at pytorch/torchtitan@238fa99 (torchtitan/models/__init__.py
+# _supported_models): DeepSeek-V2/V3 as ``deepseek_v3`` (models/deepseek_v3/__init__.py
+# flavors 16B = DeepSeek-V2-Lite, 236B = DeepSeek-V2, 671B = DeepSeek-V3) and Qwen3-MoE as
+# ``qwen3`` (models/qwen3/__init__.py flavors 30B-A3B, 235B-A22B). Keyed by (layers, hidden,
+# experts, top-k, expert FFN, shared experts) of the flavor's args.
+TORCHTITAN_MOE_FLAVORS = {
+    (27, 2048, 64, 6, 1408, 2): ("deepseek_v3", "16B"),
+    (60, 5120, 160, 6, 1536, 2): ("deepseek_v3", "236B"),
+    (61, 7168, 256, 8, 2048, 1): ("deepseek_v3", "671B"),
+    (48, 2048, 128, 8, 768, 0): ("qwen3", "30B-A3B"),
+    (94, 4096, 128, 8, 1536, 0): ("qwen3", "235B-A22B"),
+}
+
+
+def moe_model(spec: LaunchSpec) -> tuple[str, str, bool]:
+    """(torchtitan model name, flavor, whether the flavor is torchtitan's own) for an MoE model:
+    multi-latent attention -> deepseek_v3, QK-norm without shared experts -> qwen3; other MoE
+    families (Mixtral, Qwen2-MoE) have no torchtitan model at 238fa99 and are refused."""
+    dec = spec.model.decoder
+    moe = dec.moe
+    assert moe is not None
+    key = (dec.layers, dec.hidden, moe.num_experts, moe.top_k, moe.expert_ffn_hidden,
+           moe.shared_experts)
+    if key in TORCHTITAN_MOE_FLAVORS:
+        return (*TORCHTITAN_MOE_FLAVORS[key], True)
+    if dec.mla:
+        return "deepseek_v3", spec.model.name, False
+    if dec.qk_norm == "head" and not moe.shared_experts:
+        return "qwen3", spec.model.name, False
+    raise InputError("--emit torchtitan", spec.model.name,
+                     "a dense model or an MoE model torchtitan (238fa99) builds: DeepSeek-V2/V3 "
+                     "(deepseek_v3) or Qwen3-MoE (qwen3); it has no Mixtral or Qwen2-MoE model "
+                     "(emit megatron or deepspeed instead)")
+
+
+def expert_degrees(spec: LaunchSpec, dp_shard: int) -> dict[str, int]:
+    """EP and expert-TP as priced: the routed experts split over TP (etp = tp) and EP taken from
+    the data-parallel ranks. torchtitan's default etp = 1 would instead borrow EP from the TP
+    ranks and run the experts unsplit ([partial dp + all tp -> ep], job_config.py at 238fa99);
+    with etp = tp its experts' FSDP group is dp_shard x cp x tp / (etp x ep)
+    (distributed/parallel_dims.py), so EP must divide dp_shard x cp."""
+    st = spec.strategy
+    if st.ep == 1:
+        return {"expert_parallel_degree": 1}
+    if (dp_shard * st.cp) % st.ep:
+        raise InputError("strategy.ep", st.ep,
+                         f"a divisor of torchtitan's data_parallel_shard_degree x "
+                         f"context_parallel_degree = {dp_shard} x {st.cp}: torchtitan takes EP "
+                         "from its FSDP ranks (parallel_dims.py), so ZeRO-0 (replicate) has none; "
+                         "use zero >= 1")
+    return {"expert_parallel_degree": st.ep, "expert_tensor_parallel_degree": st.tp}
+
+
 def torchtitan_config(spec: LaunchSpec) -> dict[str, dict]:
     """The [model], [training], [parallelism], [activation_checkpoint] tables."""
     st, job, dec = spec.strategy, spec.job, spec.model.decoder
@@ -50,8 +103,8 @@ def torchtitan_config(spec: LaunchSpec) -> dict[str, dict]:
         "enable_async_tensor_parallel": False,
         "pipeline_parallel_degree": st.pp,
         "context_parallel_degree": st.cp,
-        "expert_parallel_degree": st.ep,
     }
+    par.update(expert_degrees(spec, par["data_parallel_shard_degree"]))
     training = {
         "global_batch_size": job.batch_sequences,
         "seq_len": job.seq_len,
@@ -80,7 +133,8 @@ def torchtitan_config(spec: LaunchSpec) -> dict[str, dict]:
     elif st.recompute == "layers":
         per_stage = max(1, dec.layers // st.pp)
         ac["selective_ac_option"] = str(max(1, round(per_stage / max(st.recompute_layers, 1))))
-    model = {"name": "llama3", "flavor": spec.model.name}
+    name, flavor = (moe_model(spec)[:2] if dec.moe else ("llama3", spec.model.name))
+    model = {"name": name, "flavor": flavor}
     tables = {"model": model, "training": training, "parallelism": par,
               "activation_checkpoint": ac,
               # off by default in torchtitan (CheckpointConfig.enable, job_config.py at 238fa99)
@@ -101,9 +155,13 @@ def render_torchtitan(spec: LaunchSpec) -> dict[str, str]:
         "# Format: job_config.py at pytorch/torchtitan@238fa99 (TOML, --job.config_file).",
         "# Newer torchtitan (Python configs): Trainer.Config(parallelism=ParallelismConfig("
         + ", ".join(f"{k}={v!r}" for k, v in par.items() if k.endswith("degree")) + "), ...)",
-        comment("Set [model] name/flavor to the torchtitan model registry entry for "
-                f"{spec.model.name}."),
     ]
+    if spec.model.decoder.moe and moe_model(spec)[2]:
+        head.append(comment(f"[model] {tables['model']['name']} flavor "
+                            f"{tables['model']['flavor']} is torchtitan's {spec.model.name}."))
+    else:
+        head.append(comment("Set [model] name/flavor to the torchtitan model registry entry for "
+                            f"{spec.model.name}."))
     head.append(checkpoint_comment(spec))
     if spec.job.precision == "fp8_mixed":
         head.append("# [quantize.linear.float8] recipe_name defaults to tensorwise")

@@ -25,7 +25,7 @@ def _rules(c: dict[str, np.ndarray], ctx) -> np.ndarray:
     """The Layout rules (costmodel.layout.RULES) whose knobs the columns already hold."""
     from trainplan.costmodel.layout import rules_mask
     names = {"off_opt", "off_par", "off_act", "rc_layers", "tp", "pp", "vp", "dp", "cp", "ep", "zero", "mb",
-             "rc"}
+             "rc", "sp"}
     have = {k for k in c if k in names}
     L = Layout(**{k: c[k] for k in have})
     return np.broadcast_to(rules_mask(L, ctx._replace(gpus=c["gpus"]), have),

@@ -230,6 +230,8 @@ class FrameworkProfile(Spec):
                                "framework runs (1: none); none: no limit")
     max_ep: int | None = Field(None, ge=1, description="largest expert-parallel degree the "
                                "framework runs (1: none); none: no limit")
+    moe_tp_needs_sp: bool = Field(False, description="MoE layers with tensor parallelism "
+                                  "train only with sequence parallelism on (Megatron-Core)")
     recompute: tuple[str, ...] = ("none", "selective", "full", "layers")
     calibration: str = ""
     step_factors: dict[str, float] = Field(

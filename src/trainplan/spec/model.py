@@ -25,11 +25,27 @@ class MoE(Spec):
     router_bias: bool = Field(False, description="bias on the router projection")
     shared_expert_ffn_hidden: int = Field(0, ge=0, description="FFN hidden size of one shared expert (0: expert_ffn_hidden; Qwen2-MoE: shared_expert_intermediate_size)")
     shared_expert_gate: bool = Field(False, description="a sigmoid gate h->1 on the shared expert output (Qwen2-MoE shared_expert_gate)")
+    # How tokens are routed: what a launch file must set to train the same router; none of it
+    # changes parameters or FLOPs (DeepSeek-V3's expert bias is a buffer, not a parameter:
+    # transformers modeling_deepseek_v3.py e_score_correction_bias = nn.Buffer)
+    router_score: Literal["softmax", "sigmoid"] = Field("softmax", description="router score function: softmax (Mixtral, Qwen, DeepSeek-V2) or sigmoid (DeepSeek-V3 scoring_func)")
+    router_norm_topk: bool = Field(True, description="the top-k weights are renormalised to sum to 1 (Mixtral always; Qwen/DeepSeek-V3 norm_topk_prob)")
+    router_scaling: float = Field(1.0, gt=0, description="factor on the top-k weights (DeepSeek routed_scaling_factor: V3 2.5)")
+    router_expert_bias: bool = Field(False, description="aux-loss-free balancing: a per-expert bias added to the scores for the choice only (DeepSeek-V3 noaux_tc, e_score_correction_bias)")
+    router_groups: int = Field(1, ge=1, description="expert groups of group-limited routing (DeepSeek n_group)")
+    router_group_topk: int = Field(0, ge=0, description="groups a token may pick its experts from (DeepSeek topk_group; 0: no group-limited routing)")
+    router_aux_loss_coef: float | None = Field(None, ge=0, description="load-balancing loss coefficient the config records (router_aux_loss_coef; DeepSeek-V2 aux_loss_alpha); none: not recorded")
+    router_seq_aux: bool = Field(False, description="the balancing loss is computed per sequence (DeepSeek-V2 seq_aux)")
 
     @model_validator(mode="after")
     def _check(self) -> "MoE":
         if self.top_k > self.num_experts:
             raise ValueError(f"top_k ({self.top_k}) must be <= num_experts ({self.num_experts})")
+        if self.router_group_topk and (self.router_group_topk > self.router_groups
+                                       or self.num_experts % self.router_groups):
+            raise ValueError(f"router_group_topk ({self.router_group_topk}) must be <= "
+                             f"router_groups ({self.router_groups}), which must divide "
+                             f"num_experts ({self.num_experts})")
         return self
 
 

@@ -56,6 +56,10 @@ LAYOUTS = {
 }
 
 
+# layouts of models torchtitan (238fa99) has no model for: Mixtral
+NO_TORCHTITAN_MODEL = {"mixtral-ep8-layers"}
+
+
 def _flags_file(name):
     return {line.strip() for line in (HERE / name).read_text().splitlines()
             if line.strip() and not line.startswith("#")}
@@ -194,6 +198,8 @@ def test_megatron_writes_multi_latent_attention():
 def test_scripts_pass_bash_n(name, tmp_path):
     spec = _spec(**LAYOUTS[name])
     for fmts in (["megatron", "slurm", "torchrun", "deepspeed"], ["torchtitan", "slurm"]):
+        if "torchtitan" in fmts and name in NO_TORCHTITAN_MODEL:
+            continue
         out = tmp_path / "-".join(fmts)
         paths = emit_files(fmts, out, spec)
         for p in paths:
@@ -219,6 +225,10 @@ def test_slurm_script_runs_megatron_through_srun_torchrun(tmp_path):
 def test_torchtitan_keys_exist_and_degrees_multiply_to_world(name):
     keys = _flags_file("torchtitan_keys.txt")
     spec = _spec(**LAYOUTS[name])
+    if name in NO_TORCHTITAN_MODEL:          # refused, not launched as another model
+        with pytest.raises(InputError, match="torchtitan"):
+            render("torchtitan", spec)
+        return
     text = render("torchtitan", spec)["torchtitan.toml"]
     doc = tomllib.loads(text)
     for section, table in doc.items():
