@@ -27,11 +27,14 @@ from typing import Any
 
 import numpy as np
 
+from trainplan.costmodel.calibration import FACTOR_BOUNDS, check_factors
 from trainplan.errors import InputError
 from trainplan.spec.base import evolve
 
 NAMES = ("a_model", "b_recompute", "c_rest")
-LOWER, UPPER = np.array([0.2, 0.2, 0.0]), np.array([5.0, 5.0, 20.0])
+#: the fit's bounds, the ones a profile's factors are checked against on load
+LOWER = np.array([FACTOR_BOUNDS[k][0] for k in NAMES])
+UPPER = np.array([FACTOR_BOUNDS[k][1] for k in NAMES])
 
 
 @dataclass
@@ -275,12 +278,21 @@ def read_runs_csv(path: Path) -> list[dict[str, str]]:
 
 
 def read_calibration(path: Path) -> dict[str, Any]:
+    """A calibration record (``trainplan calibrate --out``) with its factors checked: each of
+    a_model, b_recompute, c_rest present and within the bounds the fit itself keeps to
+    (:data:`trainplan.costmodel.calibration.FACTOR_BOUNDS`)."""
     try:
-        cal = json.loads(Path(path).read_text())
-        [float(cal["factors"][k]) for k in NAMES]
+        cal = json.loads(Path(path).read_text(encoding="utf-8"))
+        factors = cal["factors"]
+        missing = [k for k in NAMES if k not in factors]
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise InputError("calibration", str(path),
                          f"a JSON written by trainplan calibrate ({e})") from None
+    if missing:
+        raise InputError(f"calibration {path}: factors", factors,
+                         "a table with a_model, b_recompute and c_rest (trainplan calibrate "
+                         f"writes all three; {', '.join(missing)} missing)")
+    cal["factors"] = check_factors(factors, f"calibration {path}: factors")
     return cal
 
 
