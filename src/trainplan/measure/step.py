@@ -85,6 +85,34 @@ class StepConfig:
                              "at least 1 with recompute='layers'")
 
 
+#: Micro-batches traced when the job accumulates gradients: from the second micro-batch on, each
+#: one runs on top of the gradient buffers the first left (``.grad`` is kept until ``zero_grad``,
+#: torch.optim.Optimizer.zero_grad), so the third and later repeat the second's memory exactly.
+TRACED_ACCUM = 2
+
+
+def job_shape(job: Any, strategy: Any, given: dict[str, Any], ranks: int) -> tuple[int, int]:
+    """(data-parallel ranks, micro-batches per optimizer step) of the job as one rank runs it:
+    the ranks are the job's own (``strategy.dp``, else ``cluster.gpus`` / (tp x pp x cp)) when
+    the job file gives them, else ``ranks`` (the processes this command runs); the micro-batches
+    are global_batch / (micro_batch x ranks) when the job gives its global batch, else 1.
+    ``given`` is the job file's tables as written (before defaults)."""
+    g_job, g_cl, g_st = (given.get(k) or {} for k in ("job", "cluster", "strategy"))
+    dp = ranks
+    if g_st.get("dp") is not None:
+        dp = int(strategy.dp)
+    elif g_cl.get("gpus") is not None:
+        dp = max(1, int(g_cl["gpus"]) // (strategy.tp * strategy.pp * strategy.cp))
+    if g_job.get("global_batch") is None and g_job.get("global_batch_tokens") is None:
+        return dp, 1
+    mb, gb = strategy.micro_batch, int(job.global_batch)
+    if gb % (mb * dp):
+        raise InputError("job.global_batch", gb, f"a multiple of micro_batch x data-parallel ranks "
+                         f"= {mb} x {dp} = {mb * dp} (each rank accumulates global_batch / "
+                         "(micro_batch x ranks) micro-batches per step)")
+    return dp, gb // (mb * dp)
+
+
 @dataclass
 class Measurement:
     """Peak live bytes of the last step, by category, and bookkeeping for the report."""
