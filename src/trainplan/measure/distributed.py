@@ -148,6 +148,9 @@ def run_measured_steps(inp: Any, nproc: int = 2, backend: str = "auto", steps: i
         backend = "nccl" if torch.cuda.is_available() else "gloo"
     if backend not in ("gloo", "nccl"):
         raise InputError("--backend", backend, "gloo, nccl or auto")
+    if backend == "nccl" and not torch.cuda.is_available():
+        raise InputError("--backend", backend, "gloo or auto (no CUDA device here; nccl needs "
+                         "one GPU per rank)")
     if backend == "nccl" and torch.cuda.device_count() < nproc:
         raise InputError("--nproc", nproc, f"at most {torch.cuda.device_count()} with nccl "
                          "(one GPU per rank)")

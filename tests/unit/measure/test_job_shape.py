@@ -84,3 +84,13 @@ def test_measure_step_runs_the_jobs_recompute_and_accumulation(tiny_job):
     assert base["grad_accum"] == 1 and base["recompute"] == "none"
     # full recompute keeps less than no recompute, even with the held gradient buffer
     assert res["measured_peak_gib"] < base["measured_peak_gib"]
+
+
+def test_nccl_without_cuda_names_the_backend(tiny_job, monkeypatch):
+    """--backend nccl on a machine without CUDA blamed --nproc ('at most 0 with nccl')."""
+    torch = pytest.importorskip("torch")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    from trainplan.cli import app
+    r = CliRunner().invoke(app, ["measure", "step", str(tiny_job(global_batch=4)), "--backend",
+                                 "nccl"])
+    assert r.exit_code == 2 and "--backend = 'nccl'" in r.output and "--nproc" not in r.output
