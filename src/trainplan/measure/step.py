@@ -209,6 +209,35 @@ def _dropout_as_on_cuda(torch):
         F.dropout = orig
 
 
+@contextlib.contextmanager
+def _grouped_experts_in_any_dtype(torch: Any):
+    """transformers 5.x runs MoE experts through ``torch.nn.functional.grouped_mm`` (or
+    ``torch._grouped_mm``), whose meta/fake kernel accepts bf16 operands only, so a fp32 or
+    bf16_mixed (fp32 weights) MoE trace failed. Where the grouped kernel does not take the dtype,
+    transformers' own fallback (``transformers::grouped_mm_fallback``, the custom op it uses
+    under torch.compile for non-bf16 weights: ``integrations/moe.py``) runs instead: the same
+    operands, output (tokens x top_k, width) in the weights' dtype and saved tensors as the
+    grouped kernel, so the trace allocates what the grouped kernel would."""
+    try:
+        import transformers.integrations.moe as moe
+    except ImportError:
+        yield
+        return
+    orig = getattr(moe, "_can_use_grouped_mm", None)
+    if orig is None:
+        yield
+        return
+
+    def can_use(input: Any, weight: Any, offs: Any) -> bool:
+        return weight.dtype == torch.bfloat16 and orig(input, weight, offs)
+
+    moe._can_use_grouped_mm = can_use
+    try:
+        yield
+    finally:
+        moe._can_use_grouped_mm = orig
+
+
 def _checkpoint_first_layers(hf: Any, k: int) -> None:
     """Keep transformers' checkpointing on the first ``k`` decoder layers only (each
     ``GradientCheckpointingLayer`` reads its own ``gradient_checkpointing`` flag,
@@ -244,7 +273,8 @@ def measure_step_memory(model: Model, cfg: StepConfig, fake: bool = True,
                      fake_mode=fake_mode, dropout=cfg.dropout, device=device,
                      attn_dropout=attn_p)
     outer = fake_mode if fake_mode is not None else contextlib.nullcontext()
-    with outer, _no_packing_check(fake), _dropout_as_on_cuda(torch):
+    with outer, _no_packing_check(fake), _dropout_as_on_cuda(torch), \
+            _grouped_experts_in_any_dtype(torch):
         if cfg.recompute in ("full", "layers"):
             hf.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         if cfg.recompute == "layers":
