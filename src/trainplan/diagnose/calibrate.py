@@ -37,6 +37,22 @@ LOWER = np.array([FACTOR_BOUNDS[k][0] for k in NAMES])
 UPPER = np.array([FACTOR_BOUNDS[k][1] for k in NAMES])
 
 
+#: Fewest bootstrap resamples: the 5-95% percentile interval reads the 5th and 95th percentiles
+#: of the resampled fits, which need at least 1 / 0.05 = 20 of them to be more than the extremes
+#: (Efron & Tibshirani 1993, "An Introduction to the Bootstrap", ch. 13 and 19: the percentile
+#: interval; they advise 1000 for it, the default here is 200).
+MIN_BOOT = 20
+
+
+def check_boot(boot: object) -> int:
+    """``boot`` as a whole number of resamples >= :data:`MIN_BOOT`, else an InputError naming
+    ``--boot`` (0 or -5 crashed in numpy, 1 printed an "interval" that left out the fit)."""
+    if isinstance(boot, bool) or not isinstance(boot, int) or boot < MIN_BOOT:
+        raise InputError("--boot", boot, f"a whole number >= {MIN_BOOT} (bootstrap resamples: "
+                         f"a 5-95% percentile interval needs at least 1/0.05 = {MIN_BOOT})")
+    return boot
+
+
 @dataclass
 class Run:
     """One measured run: the plan's three times and the measured step (seconds)."""
@@ -131,6 +147,7 @@ def bootstrap(runs: list[Run], n: int = 200, seed: int = 0,
 def calibrate(runs: list[Run], framework: str, boot: int = 200,
               base_framework: str | None = None, gpu_id: str | None = None) -> dict[str, Any]:
     """The calibration record: factors, intervals, in-sample and leave-one-out errors."""
+    check_boot(boot)
     gpus = sorted({r.gpu for r in runs})
     if len(gpus) != 1:
         raise InputError("runs.gpu", gpus, "runs of one GPU type (calibrate each GPU separately)")
