@@ -41,8 +41,10 @@ def render_step(res: dict[str, Any], fsdp: bool) -> None:
     t.add_column("measured", justify="right")
     t.add_column("predicted", justify="right")
     t.add_row("step time (s)", f"{res['measured_step_s']:.4f}", f"{res['predicted_step_s']:.4f}")
+    import math
+    pred = res.get("predicted_peak_gib")
     t.add_row("peak memory per rank (MiB)", f"{res['measured_peak_gib'] * 1024:.2f}",
-              f"{res['predicted_peak_gib'] * 1024:.2f}")
+              f"{pred * 1024:.2f}" if pred is not None and math.isfinite(pred) else "n/a")
     c = console()
     c.print(t)
     line(res["note"], c=c)
