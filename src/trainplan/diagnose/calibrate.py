@@ -286,6 +286,13 @@ def read_runs_csv(path: Path) -> list[dict[str, str]]:
             rows = list(csv.DictReader(fh))
     except (UnicodeDecodeError, csv.Error) as e:
         raise InputError("runs", str(p), f"a UTF-8 CSV text file ({e})") from None
+    for i, row in enumerate(rows, start=2):      # csv.DictReader files surplus cells under None
+        extra = row.get(None)                    # type: ignore[call-overload]
+        if extra:
+            raise InputError(f"runs line {i}", ",".join(map(str, extra)),
+                             f"no cells beyond the header's {len(row) - 1} columns (the row has "
+                             f"{len(row) - 1 + len(extra)} cells; a comma inside a value needs "
+                             "quotes)")
     need = {"model", "gpu", "gpus", "seq_len", "global_batch", "step_s"}
     if not rows or not need <= set(rows[0]):
         found = ", ".join(str(k) for k in (rows[0] if rows else {})) or "none"

@@ -127,3 +127,14 @@ def test_calibrate_refuses_too_few_bootstrap_resamples(tmp_path, boot):
     assert res.exit_code == 2, res.output
     assert f"--boot = {boot} is not valid: a whole number >= 20" in " ".join(res.output.split())
     assert "Traceback" not in res.output
+
+
+def test_a_row_with_a_cell_too_many_is_named(tmp_path):
+    """It was reported as "column 'None' = None"."""
+    csv = tmp_path / "b1.csv"
+    csv.write_text("model,gpu,gpus,seq_len,global_batch,step_s\n"
+                   "llama-3-8b,h100,8,4096,64,5.4,EXTRA\n")
+    res = CliRunner().invoke(app, ["calibrate", str(csv)])
+    flat = " ".join(res.output.split())
+    assert res.exit_code == 2 and "None" not in flat, flat
+    assert "runs line 2 = 'EXTRA'" in flat and "the row has 7 cells" in flat
