@@ -73,8 +73,8 @@ def memory(
         meas = measure_step_memory(inp.model, cfg, fake=not real)
     pred = analytic_peak(inp.model, cfg)
     got = measured_components(meas.peak)
-    accumulation = {"job": accum, "traced": cfg.grad_accum, "data_parallel": dp,
-                    "note": _accum_note(accum, cfg.grad_accum, dp, inp)}
+    note = _accum_note(accum, cfg.grad_accum, dp, inp)
+    accumulation = {"job": accum, "traced": cfg.grad_accum, "data_parallel": dp, "note": note}
     if as_json:
         print_json({"config": meas.config, "fake": meas.fake, "params": meas.params,
                     "grad_accumulation": accumulation,
@@ -82,7 +82,7 @@ def memory(
                     "kernels": meas.sdpa_kernels})
         return
     from trainplan.report.measure import render_memory
-    render_memory(inp.model.name, got, pred, meas, accumulation["note"])
+    render_memory(inp.model.name, got, pred, meas, note)
 
 
 def _accum_note(accum: int, traced: int, dp: int, inp) -> str:

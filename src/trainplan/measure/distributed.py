@@ -228,7 +228,7 @@ def _predict(model: Model, inp: Any, nproc: int, backend: str, fsdp: bool, mb: i
         flops *= 1.0 + min(inp.strategy.recompute_layers, dec.layers) / dec.layers / 3.0
     flops *= accum
     pred_time = flops / (tf * TFLOP)
-    note += (f"; time: model FLOPs (6N per token + causal attention"
+    note += ("; time: model FLOPs (6N per token + causal attention"
              + (", + the recomputed forward" if recompute != "none" else "")
              + f") at the matmul rate "
              f"{tf:.3g} TFLOP/s per rank on {device}, measured on the step's MLP GEMM ({tokens} x "
