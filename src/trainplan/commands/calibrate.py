@@ -13,7 +13,7 @@ def calibrate_command(
                                               "step_s, and any strategy/job field columns"),
     framework: str = typer.Option("unspecified", help="framework and version the runs used"),
     out: Optional[Path] = typer.Option(None, "--out", help="write the calibration JSON here"),
-    boot: int = typer.Option(200, help="bootstrap resamples"),
+    boot: int = typer.Option(200, help="bootstrap resamples (at least 20)"),
     force: bool = typer.Option(False, "--force", help="overwrite an existing --out file"),
 ) -> None:
     """Fit the planner's step-time factors (robust loss, bootstrap intervals) on your own

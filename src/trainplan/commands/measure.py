@@ -24,6 +24,10 @@ measure_app = typer.Typer(
 def _inputs(job_file: Optional[Path], model: Optional[str], seq_len: Optional[int],
             micro_batch: Optional[int], precision: Optional[str], recompute: Optional[str],
             flash: Optional[bool]):
+    """The job's specs, and its tables as given (which of them the job names: its global batch,
+    its GPUs)."""
+    import copy
+
     from trainplan.services.jobfile import build_inputs, merge, read_file
     data = read_file(job_file) if job_file else {}
     if model:
@@ -31,7 +35,8 @@ def _inputs(job_file: Optional[Path], model: Optional[str], seq_len: Optional[in
             else {"preset": model}
     merge(data, "job", seq_len=seq_len, precision=precision)
     merge(data, "strategy", micro_batch=micro_batch, recompute=recompute, flash_attention=flash)
-    return build_inputs(data)
+    given = copy.deepcopy({k: v for k, v in data.items() if isinstance(v, dict)})
+    return build_inputs(data), given
 
 
 @measure_app.command("memory")
@@ -53,27 +58,43 @@ def memory(
     from trainplan.measure.build import require_torch
     require_torch()
     from trainplan.measure.compare import analytic_peak, measured_components
-    from trainplan.measure.step import StepConfig, measure_step_memory
-    inp = _inputs(job_file, model, seq_len, micro_batch, precision, recompute, flash)
+    from trainplan.measure.step import TRACED_ACCUM, StepConfig, job_shape, measure_step_memory
+    inp, given = _inputs(job_file, model, seq_len, micro_batch, precision, recompute, flash)
     rc = inp.strategy.recompute if inp.strategy.recompute in ("full", "layers") else "none"
     ips = int(round(inp.job.images_for(inp.model))) or 1
+    dp, accum = job_shape(inp.job, inp.strategy, given, ranks=1)      # one process traced
     cfg = StepConfig(seq_len=inp.job.seq_len, micro_batch=inp.strategy.micro_batch,
                      precision=inp.job.precision, recompute=rc,
                      recompute_layers=inp.strategy.recompute_layers, dropout=inp.job.dropout,
                      attn="sdpa" if inp.strategy.flash_attention else "eager", adamw=adamw,
-                     part=part, images_per_sample=ips)
+                     part=part, images_per_sample=ips, grad_accum=min(accum, TRACED_ACCUM))
     cfg.check()
     with progress(f"tracing a step of {inp.model.name}"):
         meas = measure_step_memory(inp.model, cfg, fake=not real)
     pred = analytic_peak(inp.model, cfg)
     got = measured_components(meas.peak)
+    note = _accum_note(accum, cfg.grad_accum, dp, inp)
+    accumulation = {"job": accum, "traced": cfg.grad_accum, "data_parallel": dp, "note": note}
     if as_json:
         print_json({"config": meas.config, "fake": meas.fake, "params": meas.params,
+                    "grad_accumulation": accumulation,
                     "measured": meas.peak, "analytic": pred, "phases": meas.phases,
                     "kernels": meas.sdpa_kernels})
         return
     from trainplan.report.measure import render_memory
-    render_memory(inp.model.name, got, pred, meas)
+    render_memory(inp.model.name, got, pred, meas, note)
+
+
+def _accum_note(accum: int, traced: int, dp: int, inp) -> str:
+    """What the trace did about gradient accumulation, in words."""
+    if accum == 1:
+        return ("gradient accumulation: none (one micro-batch per step"
+                + (")" if inp.job.global_batch == inp.strategy.micro_batch * dp else
+                   "; the job gives no global_batch)"))
+    return (f"gradient accumulation: the job accumulates {accum} micro-batches per step "
+            f"(global_batch {inp.job.global_batch} / (micro_batch {inp.strategy.micro_batch} x "
+            f"{dp} data-parallel rank{'s' if dp > 1 else ''})); traced {traced}: later "
+            "micro-batches repeat the second's memory (the gradients are kept until zero_grad)")
 
 
 @measure_app.command("bench")
@@ -157,10 +178,10 @@ def step(
     from trainplan.measure.build import require_torch
     require_torch()
     from trainplan.measure.distributed import run_measured_steps
-    inp = _inputs(job_file, model, seq_len, micro_batch, precision, None, None)
+    inp, given = _inputs(job_file, model, seq_len, micro_batch, precision, None, None)
     with progress(f"{steps} steps on {nproc} ranks"):
         res = run_measured_steps(inp, nproc=nproc, backend=backend, steps=steps,
-                                 scale_down=scale_down, fsdp=fsdp)
+                                 scale_down=scale_down, fsdp=fsdp, given=given)
     if as_json:
         print_json(res)
         return

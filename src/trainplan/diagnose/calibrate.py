@@ -27,11 +27,30 @@ from typing import Any
 
 import numpy as np
 
+from trainplan.costmodel.calibration import FACTOR_BOUNDS, check_factors
 from trainplan.errors import InputError
 from trainplan.spec.base import evolve
 
 NAMES = ("a_model", "b_recompute", "c_rest")
-LOWER, UPPER = np.array([0.2, 0.2, 0.0]), np.array([5.0, 5.0, 20.0])
+#: the fit's bounds, the ones a profile's factors are checked against on load
+LOWER = np.array([FACTOR_BOUNDS[k][0] for k in NAMES])
+UPPER = np.array([FACTOR_BOUNDS[k][1] for k in NAMES])
+
+
+#: Fewest bootstrap resamples: the 5-95% percentile interval reads the 5th and 95th percentiles
+#: of the resampled fits, which need at least 1 / 0.05 = 20 of them to be more than the extremes
+#: (Efron & Tibshirani 1993, "An Introduction to the Bootstrap", ch. 13 and 19: the percentile
+#: interval; they advise 1000 for it, the default here is 200).
+MIN_BOOT = 20
+
+
+def check_boot(boot: object) -> int:
+    """``boot`` as a whole number of resamples >= :data:`MIN_BOOT`, else an InputError naming
+    ``--boot`` (0 or -5 crashed in numpy, 1 printed an "interval" that left out the fit)."""
+    if isinstance(boot, bool) or not isinstance(boot, int) or boot < MIN_BOOT:
+        raise InputError("--boot", boot, f"a whole number >= {MIN_BOOT} (bootstrap resamples: "
+                         f"a 5-95% percentile interval needs at least 1/0.05 = {MIN_BOOT})")
+    return boot
 
 
 @dataclass
@@ -128,6 +147,7 @@ def bootstrap(runs: list[Run], n: int = 200, seed: int = 0,
 def calibrate(runs: list[Run], framework: str, boot: int = 200,
               base_framework: str | None = None, gpu_id: str | None = None) -> dict[str, Any]:
     """The calibration record: factors, intervals, in-sample and leave-one-out errors."""
+    check_boot(boot)
     gpus = sorted({r.gpu for r in runs})
     if len(gpus) != 1:
         raise InputError("runs.gpu", gpus, "runs of one GPU type (calibrate each GPU separately)")
@@ -266,6 +286,13 @@ def read_runs_csv(path: Path) -> list[dict[str, str]]:
             rows = list(csv.DictReader(fh))
     except (UnicodeDecodeError, csv.Error) as e:
         raise InputError("runs", str(p), f"a UTF-8 CSV text file ({e})") from None
+    for i, row in enumerate(rows, start=2):      # csv.DictReader files surplus cells under None
+        extra = row.get(None)                    # type: ignore[call-overload]
+        if extra:
+            raise InputError(f"runs line {i}", ",".join(map(str, extra)),
+                             f"no cells beyond the header's {len(row) - 1} columns (the row has "
+                             f"{len(row) - 1 + len(extra)} cells; a comma inside a value needs "
+                             "quotes)")
     need = {"model", "gpu", "gpus", "seq_len", "global_batch", "step_s"}
     if not rows or not need <= set(rows[0]):
         found = ", ".join(str(k) for k in (rows[0] if rows else {})) or "none"
@@ -275,12 +302,21 @@ def read_runs_csv(path: Path) -> list[dict[str, str]]:
 
 
 def read_calibration(path: Path) -> dict[str, Any]:
+    """A calibration record (``trainplan calibrate --out``) with its factors checked: each of
+    a_model, b_recompute, c_rest present and within the bounds the fit itself keeps to
+    (:data:`trainplan.costmodel.calibration.FACTOR_BOUNDS`)."""
     try:
-        cal = json.loads(Path(path).read_text())
-        [float(cal["factors"][k]) for k in NAMES]
+        cal = json.loads(Path(path).read_text(encoding="utf-8"))
+        factors = cal["factors"]
+        missing = [k for k in NAMES if k not in factors]
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise InputError("calibration", str(path),
                          f"a JSON written by trainplan calibrate ({e})") from None
+    if missing:
+        raise InputError(f"calibration {path}: factors", factors,
+                         "a table with a_model, b_recompute and c_rest (trainplan calibrate "
+                         f"writes all three; {', '.join(missing)} missing)")
+    cal["factors"] = check_factors(factors, f"calibration {path}: factors")
     return cal
 
 

@@ -63,12 +63,14 @@ def calibrate_runs(runs_csv: Path, framework: str, boot: int, out: Optional[Path
     from trainplan.diagnose.calibrate import (
         Run,
         calibrate,
+        check_boot,
         features,
         read_runs_csv,
         write,
     )
     from trainplan.diagnose.oomplan import predict
     from trainplan.errors import InputError
+    check_boot(boot)                      # before the runs are planned
     if out:
         from trainplan.export.write import check_target
         check_target(out, force=force, what="--out")

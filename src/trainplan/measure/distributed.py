@@ -15,6 +15,7 @@ Predicted: the same step from the planner's physics, single-process like-for-lik
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import statistics
@@ -60,7 +61,7 @@ def _worker(rank: int, world: int, port: int, backend: str, spec: dict[str, Any]
     import torch.distributed as dist
     from trainplan.measure.build import build_model, make_batch
     from trainplan.measure.memtrace import MemTrace
-    from trainplan.measure.step import _dtype, _optimizer
+    from trainplan.measure.step import _checkpoint_first_layers, _dtype, _optimizer
 
     cuda = backend == "nccl"
     device = f"cuda:{rank}" if cuda else "cpu"
@@ -74,6 +75,10 @@ def _worker(rank: int, world: int, port: int, backend: str, spec: dict[str, Any]
     prec = spec["precision"]
     torch.manual_seed(rank)
     hf = build_model(model, spec["seq_len"], "sdpa", dtype=_dtype(torch, prec), device=device)
+    if spec["recompute"] in ("full", "layers"):          # as measure memory runs it (step.py)
+        hf.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        if spec["recompute"] == "layers":
+            _checkpoint_first_layers(hf, spec["recompute_layers"])
     batch = {k: v.to(device) for k, v in make_batch(model, hf, spec["seq_len"],
                                                        spec["micro_batch"], seed=rank).items()}
     tr = MemTrace()
@@ -91,15 +96,22 @@ def _worker(rank: int, world: int, port: int, backend: str, spec: dict[str, Any]
         net = DDP(hf, device_ids=[rank] if cuda else None)
     opt = _optimizer(torch, net.parameters(), "foreach")
     amp = prec == "bf16_mixed"
+    accum = spec["grad_accum"]
     times = []
     for i in range(spec["steps"]):
         if cuda:
             torch.cuda.synchronize()
         t = time.perf_counter()
-        with torch.autocast(device_type="cuda" if cuda else "cpu", dtype=torch.bfloat16,
-                            enabled=amp):
-            loss = net(**batch).loss
-        loss.backward()
+        for j in range(accum):      # gradients accumulate; only the last micro-batch syncs them
+            last = j == accum - 1
+            if spec["fsdp"]:
+                net.set_requires_gradient_sync(last)
+            sync = contextlib.nullcontext() if spec["fsdp"] or last else net.no_sync()
+            with sync:
+                with torch.autocast(device_type="cuda" if cuda else "cpu", dtype=torch.bfloat16,
+                                    enabled=amp):
+                    loss = net(**batch).loss
+                loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
         if cuda:
@@ -121,8 +133,13 @@ def _worker(rank: int, world: int, port: int, backend: str, spec: dict[str, Any]
 
 
 def run_measured_steps(inp: Any, nproc: int = 2, backend: str = "auto", steps: int = 3,
-                       scale_down: int | None = None, fsdp: bool = False) -> dict[str, Any]:
-    """Spawn ``nproc`` ranks, train ``steps`` steps, return measured and predicted figures."""
+                       scale_down: int | None = None, fsdp: bool = False,
+                       given: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Spawn ``nproc`` ranks, train ``steps`` steps, return measured and predicted figures.
+    Each step runs the job's micro-batches per rank (``measure.step.job_shape``: its global
+    batch over micro-batch x data-parallel ranks; ``given`` is the job file's tables as
+    written) and its recompute (``full`` and ``layers`` as ``measure memory`` runs them;
+    ``selective`` has no transformers equivalent and runs as ``none``)."""
     import torch
     import torch.multiprocessing as mp
     if isinstance(nproc, bool) or not isinstance(nproc, int) or not 1 <= nproc <= 64:
@@ -131,6 +148,9 @@ def run_measured_steps(inp: Any, nproc: int = 2, backend: str = "auto", steps: i
         backend = "nccl" if torch.cuda.is_available() else "gloo"
     if backend not in ("gloo", "nccl"):
         raise InputError("--backend", backend, "gloo, nccl or auto")
+    if backend == "nccl" and not torch.cuda.is_available():
+        raise InputError("--backend", backend, "gloo or auto (no CUDA device here; nccl needs "
+                         "one GPU per rank)")
     if backend == "nccl" and torch.cuda.device_count() < nproc:
         raise InputError("--nproc", nproc, f"at most {torch.cuda.device_count()} with nccl "
                          "(one GPU per rank)")
@@ -141,8 +161,15 @@ def run_measured_steps(inp: Any, nproc: int = 2, backend: str = "auto", steps: i
         raise InputError("job.precision", prec, "fp32, bf16_mixed or bf16_pure for `measure step`")
     model = scale_model(inp.model, scale_down)
     mb = inp.strategy.micro_batch
+    from trainplan.measure.step import job_shape
+    dp, accum = job_shape(inp.job, inp.strategy, given or {}, ranks=nproc)
+    rc = inp.strategy.recompute if inp.strategy.recompute in ("full", "layers") else "none"
+    if rc == "layers" and not inp.strategy.recompute_layers:
+        raise InputError("strategy.recompute_layers", inp.strategy.recompute_layers,
+                         "at least 1 with recompute='layers'")
     spec = dict(model=model.model_dump(), precision=prec, seq_len=inp.job.seq_len,
-                micro_batch=mb, steps=steps, fsdp=fsdp)
+                micro_batch=mb, steps=steps, fsdp=fsdp, grad_accum=accum, recompute=rc,
+                recompute_layers=inp.strategy.recompute_layers)
     with tempfile.TemporaryDirectory() as d:
         out = os.path.join(d, "rank0.json")
         mp.spawn(_worker, args=(nproc, free_port(), backend, spec, out), nprocs=nproc,
@@ -150,20 +177,29 @@ def run_measured_steps(inp: Any, nproc: int = 2, backend: str = "auto", steps: i
         with open(out) as f:
             res = json.load(f)
     measured_step = statistics.median(res["times"][1:])
-    pred_mem, pred_time, note = _predict(model, inp, nproc, backend, fsdp, mb)
+    pred_mem, pred_time, note = _predict(model, inp, nproc, backend, fsdp, mb, accum, rc)
+    note = (f"each step: {accum} micro-batch{'es' if accum > 1 else ''} of {mb} per rank"
+            + (f" (global_batch {inp.job.global_batch} / (micro_batch {mb} x {dp} data-parallel "
+               "ranks))" if accum > 1 else "") + f", recompute {rc}"
+            + (" (the job's selective runs as none: no transformers equivalent)"
+               if inp.strategy.recompute == "selective" else "") + "; " + note)
     return dict(model=model.name, nproc=nproc, backend=backend, fsdp=fsdp, steps=steps,
+                grad_accum=accum, recompute=rc,
                 step_times_s=res["times"], measured_step_s=measured_step,
                 measured_peak_gib=res["peak"] / GiB, measured_breakdown=res["peak_breakdown"],
                 predicted_step_s=pred_time, predicted_peak_gib=pred_mem / GiB, note=note)
 
 
-def _predict(model: Model, inp: Any, nproc: int, backend: str, fsdp: bool, mb: int):
+def _predict(model: Model, inp: Any, nproc: int, backend: str, fsdp: bool, mb: int,
+             accum: int = 1, recompute: str = "none"):
     from trainplan.costmodel.flops import TRAIN_MULTIPLIER, attention_core_flops_per_token, six_nd
     from trainplan.costmodel.params import model_params
     from trainplan.measure.compare import analytic_peak, grad_bytes_per_param
-    from trainplan.measure.step import StepConfig
+    from trainplan.measure.step import TRACED_ACCUM, StepConfig
     cfg = StepConfig(seq_len=inp.job.seq_len, micro_batch=mb, precision=inp.job.precision,
-                     attn="sdpa")
+                     attn="sdpa", recompute=recompute,
+                     recompute_layers=inp.strategy.recompute_layers,
+                     grad_accum=min(accum, TRACED_ACCUM))
     mem = analytic_peak(model, cfg)["total"]
     n = model_params(model).total
     if not fsdp:
@@ -186,8 +222,15 @@ def _predict(model: Model, inp: Any, nproc: int, backend: str, fsdp: bool, mb: i
                        threads=max(1, (os.cpu_count() or 2) // nproc))
     flops = six_nd(n, tokens) + TRAIN_MULTIPLIER * dec.layers * tokens \
         * float(attention_core_flops_per_token(dec, inp.job.seq_len, causal=True))
+    if recompute == "full":      # the forward again in the backward: 8N instead of 6N per token
+        flops *= 4.0 / 3.0       # (Korthikanti et al. 2022, arXiv:2205.05198, sec. 5)
+    elif recompute == "layers" and dec.layers:
+        flops *= 1.0 + min(inp.strategy.recompute_layers, dec.layers) / dec.layers / 3.0
+    flops *= accum
     pred_time = flops / (tf * TFLOP)
-    note += (f"; time: model FLOPs (6N per token + causal attention) at the matmul rate "
+    note += ("; time: model FLOPs (6N per token + causal attention"
+             + (", + the recomputed forward" if recompute != "none" else "")
+             + f") at the matmul rate "
              f"{tf:.3g} TFLOP/s per rank on {device}, measured on the step's MLP GEMM ({tokens} x "
              f"{dec.hidden} x {dec.ffn_hidden}, {dtype}), with no elementwise, communication or "
              "optimizer time (on a GPU a lower bound on the step; a lone small GEMM on a CPU can "

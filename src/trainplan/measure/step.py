@@ -85,6 +85,34 @@ class StepConfig:
                              "at least 1 with recompute='layers'")
 
 
+#: Micro-batches traced when the job accumulates gradients: from the second micro-batch on, each
+#: one runs on top of the gradient buffers the first left (``.grad`` is kept until ``zero_grad``,
+#: torch.optim.Optimizer.zero_grad), so the third and later repeat the second's memory exactly.
+TRACED_ACCUM = 2
+
+
+def job_shape(job: Any, strategy: Any, given: dict[str, Any], ranks: int) -> tuple[int, int]:
+    """(data-parallel ranks, micro-batches per optimizer step) of the job as one rank runs it:
+    the ranks are the job's own (``strategy.dp``, else ``cluster.gpus`` / (tp x pp x cp)) when
+    the job file gives them, else ``ranks`` (the processes this command runs); the micro-batches
+    are global_batch / (micro_batch x ranks) when the job gives its global batch, else 1.
+    ``given`` is the job file's tables as written (before defaults)."""
+    g_job, g_cl, g_st = (given.get(k) or {} for k in ("job", "cluster", "strategy"))
+    dp = ranks
+    if g_st.get("dp") is not None:
+        dp = int(strategy.dp)
+    elif g_cl.get("gpus") is not None:
+        dp = max(1, int(g_cl["gpus"]) // (strategy.tp * strategy.pp * strategy.cp))
+    if g_job.get("global_batch") is None and g_job.get("global_batch_tokens") is None:
+        return dp, 1
+    mb, gb = strategy.micro_batch, int(job.global_batch)
+    if gb % (mb * dp):
+        raise InputError("job.global_batch", gb, f"a multiple of micro_batch x data-parallel ranks "
+                         f"= {mb} x {dp} = {mb * dp} (each rank accumulates global_batch / "
+                         "(micro_batch x ranks) micro-batches per step)")
+    return dp, gb // (mb * dp)
+
+
 @dataclass
 class Measurement:
     """Peak live bytes of the last step, by category, and bookkeeping for the report."""
@@ -181,6 +209,35 @@ def _dropout_as_on_cuda(torch):
         F.dropout = orig
 
 
+@contextlib.contextmanager
+def _grouped_experts_in_any_dtype(torch: Any):
+    """transformers 5.x runs MoE experts through ``torch.nn.functional.grouped_mm`` (or
+    ``torch._grouped_mm``), whose meta/fake kernel accepts bf16 operands only, so a fp32 or
+    bf16_mixed (fp32 weights) MoE trace failed. Where the grouped kernel does not take the dtype,
+    transformers' own fallback (``transformers::grouped_mm_fallback``, the custom op it uses
+    under torch.compile for non-bf16 weights: ``integrations/moe.py``) runs instead: the same
+    operands, output (tokens x top_k, width) in the weights' dtype and saved tensors as the
+    grouped kernel, so the trace allocates what the grouped kernel would."""
+    try:
+        import transformers.integrations.moe as moe
+    except ImportError:
+        yield
+        return
+    orig = getattr(moe, "_can_use_grouped_mm", None)
+    if orig is None:
+        yield
+        return
+
+    def can_use(input: Any, weight: Any, offs: Any) -> bool:
+        return weight.dtype == torch.bfloat16 and orig(input, weight, offs)
+
+    moe._can_use_grouped_mm = can_use
+    try:
+        yield
+    finally:
+        moe._can_use_grouped_mm = orig
+
+
 def _checkpoint_first_layers(hf: Any, k: int) -> None:
     """Keep transformers' checkpointing on the first ``k`` decoder layers only (each
     ``GradientCheckpointingLayer`` reads its own ``gradient_checkpointing`` flag,
@@ -216,7 +273,8 @@ def measure_step_memory(model: Model, cfg: StepConfig, fake: bool = True,
                      fake_mode=fake_mode, dropout=cfg.dropout, device=device,
                      attn_dropout=attn_p)
     outer = fake_mode if fake_mode is not None else contextlib.nullcontext()
-    with outer, _no_packing_check(fake), _dropout_as_on_cuda(torch):
+    with outer, _no_packing_check(fake), _dropout_as_on_cuda(torch), \
+            _grouped_experts_in_any_dtype(torch):
         if cfg.recompute in ("full", "layers"):
             hf.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         if cfg.recompute == "layers":

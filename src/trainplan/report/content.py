@@ -200,16 +200,27 @@ def plan_report(result: Any, job: Any = None, cluster: Any = None) -> Report:
 
 
 def scale_report(budget: Any, allocations: Sequence[Any], curves: Sequence[Any],
-                 chosen: Any = None, extra: dict[str, Any] | None = None) -> Report:
-    """A report of ``trainplan scale``: the budget, each law's (N, D), the chosen law's point on
-    the isoFLOP curves. ``chosen`` defaults to the default law's row, else the first row."""
-    from trainplan.scaling.laws import DEFAULT_LAW
+                 chosen: Any = None, extra: dict[str, Any] | None = None, rec: Any = None,
+                 arch: Any = None) -> Report:
+    """A report of ``trainplan scale``: the budget and what it spends, the recommendation with
+    the other laws' range, the proposed architecture, each law's (N, D), and the chosen law's
+    point on the isoFLOP curves. ``rec`` is the command's :class:`~trainplan.scaling.recommend.
+    Recommendation` (computed here from the rows when not given), so the range is the one the
+    CLI and ``--json`` show; ``chosen`` defaults to its recommended row."""
+    from trainplan.report.scale import (ARCH_SHAPES, architecture_rows, excluded_texts,
+                                        range_text, spend_text)
+    from trainplan.scaling.recommend import recommend
 
     rows = list(allocations)
-    if chosen is None and rows:
-        chosen = next((a for a in rows if a.law == DEFAULT_LAW.name), rows[0])
+    if rec is None and rows:
+        rec = recommend(rows)
+    if chosen is None and rec is not None:
+        chosen = rec.recommended
     r = Report("scale", "trainplan scale: compute-optimal allocation")
     r.inputs = [("budget", budget.explanation), ("compute C", f"{budget.flops:.4g} FLOPs")]
+    spends = spend_text(budget)
+    if spends:
+        r.inputs.append(("spends", spends))
     for key, label in (("gpu_name", "GPU"), ("gpus", "GPUs"), ("mfu", "assumed MFU"),
                        ("gpu_hours", "GPU-hours"), ("usd_per_gpu_hour", "price per GPU-hour"),
                        ("dollars", "dollars"), ("deadline_days", "deadline days")):
@@ -223,16 +234,23 @@ def scale_report(budget: Any, allocations: Sequence[Any], curves: Sequence[Any],
         if v is not None:
             r.inputs.append((str(k), str(v)))
     if chosen is not None:
-        ns = [a.n_params for a in rows]
         r.recommendation = [
             f"recommended ({chosen.label}): N = {_si(chosen.n_params)} parameters, "
-            f"D = {_si(chosen.tokens)} tokens ({chosen.tokens_per_param:.1f} tokens per parameter)",
-            f"other laws span N = {_si(min(ns))} .. {_si(max(ns))}"]
-    r.why = [f"{a.law}: {a.convention}" for a in rows]
-    r.tables = [Table(f"Compute-optimal allocation for C = {budget.flops:.3g} FLOPs",
+            f"D = {_si(chosen.tokens)} tokens ({chosen.tokens_per_param:.1f} tokens per parameter)"]
+        if spends:
+            r.recommendation.append(f"spends: {spends}")
+    if rec is not None:
+        r.recommendation += [t for t in (range_text(rec),) if t] + excluded_texts(rec)
+        r.why = [f"why {rec.recommended.law}: {rec.why}"]
+    r.why += [f"{a.law}: {a.convention}" for a in rows]
+    if arch is not None and chosen is not None:
+        r.tables.append(Table("Proposed architecture (Llama-3 shapes)", ["", "value"],
+                              [[k, v] for k, v in architecture_rows(arch, chosen.n_params)]))
+        r.why.append(ARCH_SHAPES)
+    r.tables.append(Table(f"Compute-optimal allocation for C = {budget.flops:.3g} FLOPs",
                       ["law", "name", "N (params)", "D (tokens)", "tokens/param", "loss"],
                       [[a.label, a.law, _si(a.n_params), _si(a.tokens), f"{a.tokens_per_param:.1f}",
-                        "-" if a.loss is None else f"{a.loss:.4f}"] for a in rows])]
+                        "-" if a.loss is None else f"{a.loss:.4f}"] for a in rows]))
     r.figures = [Figure("fig-scaling", "Scaling law: isoFLOP curves and the chosen point",
                         F.scaling_figure(curves, rows, chosen),
                         "losses are in each law's own units and comparable only within a law")]

@@ -9,7 +9,8 @@ from trainplan.report.echo import console, line
 from trainplan.report.fmt import num
 
 
-def render_memory(name: str, got: dict[str, float], pred: dict[str, Any], meas: Any) -> None:
+def render_memory(name: str, got: dict[str, float], pred: dict[str, Any], meas: Any,
+                  accumulation: str = "") -> None:
     from rich.table import Table
     unit, uname = (GiB, "GiB") if got["total"] >= GiB else (GiB / 1024, "MiB")
     from rich.markup import escape
@@ -28,6 +29,8 @@ def render_memory(name: str, got: dict[str, float], pred: dict[str, Any], meas: 
     c.print(f"measured categories ({uname}): " + ", ".join(
         f"{k} {v / unit:.3f}" for k, v in meas.peak.items()
         if k not in ("total", "phase", "op") and v))
+    if accumulation:
+        c.print(accumulation, highlight=False)
 
 
 def render_step(res: dict[str, Any], fsdp: bool) -> None:
@@ -38,8 +41,10 @@ def render_step(res: dict[str, Any], fsdp: bool) -> None:
     t.add_column("measured", justify="right")
     t.add_column("predicted", justify="right")
     t.add_row("step time (s)", f"{res['measured_step_s']:.4f}", f"{res['predicted_step_s']:.4f}")
+    import math
+    pred = res.get("predicted_peak_gib")
     t.add_row("peak memory per rank (MiB)", f"{res['measured_peak_gib'] * 1024:.2f}",
-              f"{res['predicted_peak_gib'] * 1024:.2f}")
+              f"{pred * 1024:.2f}" if pred is not None and math.isfinite(pred) else "n/a")
     c = console()
     c.print(t)
     line(res["note"], c=c)

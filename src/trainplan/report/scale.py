@@ -20,6 +20,53 @@ def kv_table(title: str, rows: list[tuple[str, str]]):
     return t
 
 
+def spend_text(budget) -> str | None:
+    """What the budget spends (days on GPUs; dollars at the price), as the CLI and the report
+    print it; None when neither is known."""
+    extra = []
+    if budget.days is not None:
+        extra.append(f"{budget.days:.3g} days on {budget.gpus} GPUs")
+    if budget.cost_usd is not None:
+        extra.append(f"${budget.cost_usd:,.0f} at ${budget.usd_per_gpu_hour:.4g}/GPU-hour")
+    return "; ".join(extra) or None
+
+
+def range_text(rec) -> str | None:
+    """'Other laws (H22-1, ...): N a-b, D c-d': the range ``scaling.recommend`` computed over the
+    laws it keeps in the range (Kaplan 2020 left out), the one line the CLI and the report show."""
+    from trainplan.scaling.recommend import short_id
+    rg = rec.range
+    if "n_params" not in rg:
+        return None
+    n, d = rg["n_params"], rg["tokens"]
+    return (f"Other laws ({', '.join(short_id(x) for x in rg['laws'])}): "
+            f"N {num(n['min'])}-{num(n['max'])}, D {num(d['min'])}-{num(d['max'])}")
+
+
+def excluded_texts(rec) -> list[str]:
+    """One line per law shown but left out of the range, with the reason."""
+    from trainplan.scaling.recommend import short_id
+    return [f"{short_id(law)} left out of the range: {why}"
+            for law, why in rec.range.get("excluded", {}).items()]
+
+
+def architecture_rows(arch, n_target: float) -> list[tuple[str, str]]:
+    """The proposed architecture as (key, value) rows (:mod:`trainplan.scaling.architecture`)."""
+    return [
+        ("layers", str(arch.layers)), ("hidden", str(arch.hidden)),
+        ("heads / KV heads", f"{arch.heads} / {arch.kv_heads} (head dim {arch.head_dim})"),
+        ("FFN (SwiGLU)", str(arch.ffn_hidden)), ("vocab", f"{arch.vocab:,}"),
+        ("parameters", f"{num(arch.n_params)} ({arch.matched_params / n_target - 1:+.1%} of N"
+                       + (f"; {num(arch.non_embedding_params)} without embeddings, as "
+                          "this law counts N)" if arch.non_embedding_target else ")")),
+        ("hidden/layers", f"{arch.aspect_ratio:.0f}"),
+    ]
+
+
+ARCH_SHAPES = ("Shapes: Llama 3 (arXiv:2407.21783 Table 3): hidden/layers ~128, head dim 128, "
+               "8 KV heads, FFN 3.5x hidden; Chinchilla 8192/80.")
+
+
 def print_budget_block(c, budget) -> None:
     """Budget line; the MFU used and where it came from; which constraint binds."""
     c.print(f"[bold]Budget:[/bold] {budget.explanation}", highlight=False)
@@ -28,13 +75,9 @@ def print_budget_block(c, budget) -> None:
     if len(budget.constraints) > 1:
         allowed = ", ".join(f"{k} {v:.3g}" for k, v in budget.constraints.items())
         c.print(f"[bold]FLOPs each budget allows:[/bold] {allowed}", highlight=False)
-    extra = []
-    if budget.days is not None:
-        extra.append(f"{budget.days:.3g} days on {budget.gpus} GPUs")
-    if budget.cost_usd is not None:
-        extra.append(f"${budget.cost_usd:,.0f} at ${budget.usd_per_gpu_hour:.4g}/GPU-hour")
-    if extra:
-        c.print("[bold]Spends:[/bold] " + "; ".join(extra), highlight=False)
+    spends = spend_text(budget)
+    if spends:
+        c.print("[bold]Spends:[/bold] " + spends, highlight=False)
 
 
 def print_recommendation(c, rec, arch) -> None:
@@ -48,13 +91,12 @@ def print_recommendation(c, rec, arch) -> None:
             ("D (tokens)", num(r.tokens)), ("tokens/param", f"{r.tokens_per_param:.1f}"),
             ("loss", "-" if r.loss is None else f"{r.loss:.4f} (this law's units)")]
     c.print(kv_table("Recommended", rows))
-    rg = rec.range
-    if "n_params" in rg:
-        n, d = rg["n_params"], rg["tokens"]
-        c.print(f"[bold]Other laws ({', '.join(short_id(x) for x in rg['laws'])}):[/bold] "
-                f"N {num(n['min'])}-{num(n['max'])}, D {num(d['min'])}-{num(d['max'])}", highlight=False)
-    for law, why in rg.get("excluded", {}).items():
-        c.print(f"{short_id(law)} left out of the range: {why}", style="dim")
+    text = range_text(rec)
+    if text is not None:
+        head, rest = text.split(":", 1)
+        c.print(f"[bold]{head}:[/bold]{rest}", highlight=False)
+    for line in excluded_texts(rec):
+        c.print(line, style="dim")
     t = Table(title="Every law (detail)", title_justify="left")
     for col in ("id", "N", "D", "D/N", "loss"):
         t.add_column(col, no_wrap=True)
@@ -66,17 +108,8 @@ def print_recommendation(c, rec, arch) -> None:
     c.print("* recommended. " + "; ".join(f"{short_id(a.law)} = {a.law}" for a in [rec.recommended, *rec.others]),
             style="dim", highlight=False)
     if arch is not None:
-        c.print(kv_table("Proposed architecture (Llama-3 shapes)", [
-            ("layers", str(arch.layers)), ("hidden", str(arch.hidden)),
-            ("heads / KV heads", f"{arch.heads} / {arch.kv_heads} (head dim {arch.head_dim})"),
-            ("FFN (SwiGLU)", str(arch.ffn_hidden)), ("vocab", f"{arch.vocab:,}"),
-            ("parameters", f"{num(arch.n_params)} ({arch.matched_params / r.n_params - 1:+.1%} of N"
-                           + (f"; {num(arch.non_embedding_params)} without embeddings, as "
-                              "this law counts N)" if arch.non_embedding_target else ")")),
-            ("hidden/layers", f"{arch.aspect_ratio:.0f}"),
-        ]))
-        c.print("Shapes: Llama 3 (arXiv:2407.21783 Table 3): hidden/layers ~128, head dim 128, "
-                "8 KV heads, FFN 3.5x hidden; Chinchilla 8192/80.", style="dim", highlight=False)
+        c.print(kv_table("Proposed architecture (Llama-3 shapes)", architecture_rows(arch, r.n_params)))
+        c.print(ARCH_SHAPES, style="dim", highlight=False)
 
 
 def print_budget(c, budget) -> None:

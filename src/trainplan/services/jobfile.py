@@ -153,8 +153,17 @@ def build_specs(model: Any = None, job: Any = None, cluster: Any = None, strateg
     jd = {} if isinstance(job, Job) else expect_mapping("job", job)
     fw = framework_profile(cd.get("profile")) if cd.get("profile") is not None else None
     if fw is not None:                 # a calibrated framework profile (trainplan calibrate)
-        cd.pop("profile")
-        jd["framework"] = fw.id
+        path = cd.pop("profile")
+        if isinstance(job, Job):
+            asked = job.framework if "framework" in job.model_fields_set else None
+            job = evolve(job, framework=profile_framework(fw, asked, path))
+        else:
+            asked = jd.pop("framework", None)
+            impl = jd.pop("implementation", None)
+            if asked is not None and impl is not None and asked != impl:
+                raise InputError("job.implementation", impl, f"absent when job.framework "
+                                 f"({asked!r}) is given")
+            jd["framework"] = profile_framework(fw, asked if asked is not None else impl, path)
     j = job if isinstance(job, Job) else _checked(Job, "job.", jd)
     if isinstance(cluster, Cluster):
         c = cluster
@@ -207,8 +216,10 @@ def merge(data: dict[str, Any], section: str, **flags: Any) -> None:
 
 def framework_profile(path: Any):
     """The framework profile in a ``--profile`` file written by ``trainplan calibrate`` (a JSON
-    with a ``frameworks`` list), registered for this process; None for an accelerator
-    efficiency profile (``trainplan measure bench``)."""
+    with a ``frameworks`` list), its ``step_factors`` checked against the bounds calibrate fits
+    within (:func:`trainplan.costmodel.calibration.check_factors`) and registered for this
+    process; None for an accelerator efficiency profile (``trainplan measure bench``)."""
+    from trainplan.costmodel.calibration import check_factors
     from trainplan.spec.framework import FrameworkProfile, register
     if not isinstance(path, (str, Path)):
         return None
@@ -219,12 +230,35 @@ def framework_profile(path: Any):
     if not isinstance(data, dict) or not isinstance(data.get("frameworks"), list) \
             or not data["frameworks"]:
         return None
+    rec = data["frameworks"][0]
+    if isinstance(rec, dict) and "step_factors" in rec:
+        check_factors(rec["step_factors"], f"profile {path}: frameworks[0].step_factors")
     try:
-        return register(FrameworkProfile(**data["frameworks"][0]))
+        return register(FrameworkProfile(**rec))
     except (ValidationError, TypeError) as e:
         if isinstance(e, ValidationError):
             raise from_validation_error(e, "profile.frameworks[0].") from None
         raise InputError("cluster.profile", str(path), "a framework profile record") from None
+
+
+def profile_framework(fw: Any, asked: Any, path: Any) -> str:
+    """The framework a job runs with a calibrated profile ``fw`` (from ``path``): the profile's
+    own id when the job names no framework, or names the one the profile was calibrated from
+    (its ``calibrated_on.base``, or the profile itself). A job that names another framework is
+    refused: the factors were fitted on that framework's steps, and applying them (with its
+    ZeRO default and rules) in place of the one asked for would answer another question."""
+    from trainplan.spec.framework import get_framework
+    if asked is None:
+        return str(fw.id)
+    base = fw.calibrated_on.get("base") or fw.id
+    got = get_framework(asked).id if isinstance(asked, str) else asked
+    if got in (fw.id, base):
+        return str(fw.id)
+    raise InputError("framework", asked, f"{base} or absent: the --profile {path} was "
+                     f"calibrated on {base} runs ({fw.calibrated_on.get('framework', fw.id)}); "
+                     f"its factors do not apply to {got}",
+                     hint=f"drop --framework to use the calibrated {base}, or calibrate "
+                          f"{got} runs for a {got} profile")
 
 
 def apply_profile(acc, path: str | Path):

@@ -55,7 +55,7 @@ def test_calibrate_cli_writes_and_rejects(tmp_path):
         lines.append(f"llama-2-7b,a100_sxm_80gb,8,{seq},64,{1.2 * e.time.step_s},{mb},{rc},fsdp,3")
     csv.write_text("\n".join(lines) + "\n")
     out = tmp_path / "cal.json"
-    res = CliRunner().invoke(app, ["calibrate", str(csv), "--out", str(out), "--boot", "10"])
+    res = CliRunner().invoke(app, ["calibrate", str(csv), "--out", str(out), "--boot", "20"])
     assert res.exit_code == 0, res.output
     cal = json.loads(out.read_text())
     assert cal["runs"] == 4 and "A100" in cal["gpu"]
@@ -94,7 +94,7 @@ def test_calibrate_cli_checks_step_times(tmp_path, value, ok):
         [f"llama-2-7b,a100_sxm_80gb,8,{s},64,{v}" for s, v in
          [(2048, "1.2"), (4096, value), (1024, "0.9")]]
     csv.write_text("\n".join(rows) + "\n")
-    res = CliRunner().invoke(app, ["calibrate", str(csv), "--boot", "5"])
+    res = CliRunner().invoke(app, ["calibrate", str(csv), "--boot", "20"])
     assert res.exit_code == (0 if ok else 2), res.output
     if not ok:
         assert "line 3: step_s" in res.output and "Traceback" not in res.output
@@ -113,3 +113,28 @@ def test_calibrate_cli_reads_excel_csv_and_refuses_binary(tmp_path):
     wrong.write_text("model,gpu,gpus,seq_len,global_batch,step_s\nnot-a-model,a100,8,2048,64,1\n")
     res = CliRunner().invoke(app, ["calibrate", str(wrong)])
     assert res.exit_code == 2 and res.output.count("line 2") == 1
+
+
+@pytest.mark.parametrize("boot", ["0", "-5", "1", "19"])
+def test_calibrate_refuses_too_few_bootstrap_resamples(tmp_path, boot):
+    """--boot 0 / -5 crashed in numpy ('need at least one array to stack'); --boot 1 printed
+    '5-95%: 0.885 .. 0.885' around a fit of 0.613. Checked before any run is planned, whatever
+    the number of configurations."""
+    csv = tmp_path / "runs.csv"
+    csv.write_text("model,gpu,gpus,seq_len,global_batch,step_s\n"
+                   "llama-2-7b,a100_sxm_80gb,8,2048,64,1.2\n")
+    res = CliRunner().invoke(app, ["calibrate", str(csv), "--boot", boot])
+    assert res.exit_code == 2, res.output
+    assert f"--boot = {boot} is not valid: a whole number >= 20" in " ".join(res.output.split())
+    assert "Traceback" not in res.output
+
+
+def test_a_row_with_a_cell_too_many_is_named(tmp_path):
+    """It was reported as "column 'None' = None"."""
+    csv = tmp_path / "b1.csv"
+    csv.write_text("model,gpu,gpus,seq_len,global_batch,step_s\n"
+                   "llama-3-8b,h100,8,4096,64,5.4,EXTRA\n")
+    res = CliRunner().invoke(app, ["calibrate", str(csv)])
+    flat = " ".join(res.output.split())
+    assert res.exit_code == 2 and "None" not in flat, flat
+    assert "runs line 2 = 'EXTRA'" in flat and "the row has 7 cells" in flat

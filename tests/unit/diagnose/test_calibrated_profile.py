@@ -100,12 +100,12 @@ def test_impossible_repeated_or_unfitting_runs_are_named(tmp_path):
     fast.write_text("\n".join([h, "llama-3-8b,h100,8,2048,64,1,3,none,0.1",
                                "llama-3-8b,h100,8,4096,64,1,3,none,0.2",
                                "llama-2-7b,h100,8,4096,64,1,3,none,0.18"]) + "\n")
-    w = " ".join(calibrate_runs(fast, "mine", 10, None)["warnings"])
+    w = " ".join(calibrate_runs(fast, "mine", 20, None)["warnings"])
     assert "faster than the GPU's peak" in w and "sits at its bound" in w
     same = tmp_path / "same.csv"
     same.write_text("model,gpu,gpus,seq_len,global_batch,step_s\n"
                     + "llama-3-8b,h100,8,2048,64,1.8\n" * 3)
-    cal = calibrate_runs(same, "mine", 10, None)
+    cal = calibrate_runs(same, "mine", 20, None)
     assert cal["loo_abs_error_median"] is None
     assert any("3 runs of 1 distinct configuration" in x for x in cal["warnings"])
     big = tmp_path / "big.csv"
@@ -113,10 +113,10 @@ def test_impossible_repeated_or_unfitting_runs_are_named(tmp_path):
                               "llama-3-8b,h100,8,4096,64,1,3,none,3.4",
                               "llama-2-7b,h100,8,4096,64,1,3,none,3.1"]) + "\n")
     assert any("line 2: the plan says this layout does not fit" in x
-               for x in calibrate_runs(big, "mine", 10, None)["warnings"])
+               for x in calibrate_runs(big, "mine", 20, None)["warnings"])
     notes = tmp_path / "notes.csv"
     notes.write_text("model,gpu,gpus,seq_len,global_batch,step_s,notes\n"
                      "llama-3-8b,h100,8,2048,64,1.8,run a\n")
     from trainplan.errors import InputError
     with pytest.raises(InputError, match="column 'notes'"):
-        calibrate_runs(notes, "mine", 10, None)
+        calibrate_runs(notes, "mine", 20, None)

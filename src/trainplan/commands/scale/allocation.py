@@ -107,7 +107,8 @@ def scale(
 
         full = [c for c in (isoflop_curve(budget.flops, lw) for lw in laws) if c is not None]
         extra = {"repeated data": repeated, "inference-aware": inference}
-        done = write_report(report, lambda: scale_report(budget, rows, full, extra=extra), force)
+        done = write_report(report, lambda: scale_report(budget, rows, full, extra=extra,
+                                                                  rec=rec, arch=arch), force)
         typer.echo(f"report written to {done}", err=True)
 
     if as_json:
