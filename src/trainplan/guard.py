@@ -68,6 +68,59 @@ class TrainState:
                               optim_state_dict=state["optim"])
 
 
+_TMP_SUFFIX = ".guard-tmp"
+
+
+def _replace_local(path: str, data: bytes) -> None:
+    """Write ``path`` whole or not at all: a temporary beside it (created exclusively, links not
+    followed), flushed and fsync'ed, then ``os.replace`` (atomic on POSIX) and an fsync of the
+    folder. An existing link at ``path`` is refused, never written through.
+
+    The temporary is this writer's alone (host name, process id and a random part in its name)
+    and nothing here deletes another writer's temporary: on a shared checkpoint folder
+    (NFS/Lustre/a RWX volume) every node's ranks write into the same ``step_*`` folder at once,
+    and a process id says nothing about a process on another host, so the "remove the
+    temporaries of dead writers" rule of ``trainplan.io.files.clean_stale`` would delete other
+    nodes' files under way. Leftovers of a killed save stay in its step folder, which has no
+    manifest: it is never resumed from and is deleted by the retention (``Guard._commit``) or
+    before that step is saved again (``Guard.save``)."""
+    import secrets
+    import socket
+    import stat
+    folder, name = os.path.split(path)
+    os.makedirs(folder, exist_ok=True)
+    try:
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            raise OSError(f"refusing to replace {path}: not a regular file (a link or special file)")
+    except FileNotFoundError:
+        pass
+    host = "".join(c if c.isalnum() or c == "-" else "_" for c in socket.gethostname())[:40]
+    tmp = os.path.join(folder, f".{name[:100]}.{host}.{os.getpid()}.{secrets.token_hex(4)}{_TMP_SUFFIX}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    try:
+        dfd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(dfd)
+    except OSError:
+        pass
+    finally:
+        os.close(dfd)
+
+
 class _Store:
     """A checkpoint root: local folder or fsspec URL."""
 
@@ -90,12 +143,7 @@ class _Store:
         if self.remote:
             self.fs.pipe_file(self.path(rel), data)
         else:
-            from pathlib import Path
-
-            from trainplan.export.write import atomic_write
-            p = Path(self.path(rel))
-            p.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(p, data)
+            _replace_local(self.path(rel), data)
 
     def read(self, rel: str) -> bytes:
         return self.fs.cat_file(self.path(rel))
@@ -106,7 +154,8 @@ class _Store:
         self.fs.invalidate_cache()
         out = {}
         for p, info in self.fs.find(base, detail=True).items():
-            out[p[len(base):].lstrip("/")] = int(info.get("size") or 0)
+            if not p.endswith(_TMP_SUFFIX):      # a write still under way is not a file yet
+                out[p[len(base):].lstrip("/")] = int(info.get("size") or 0)
         return out
 
     def steps(self) -> list[int]:

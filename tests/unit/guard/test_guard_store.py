@@ -1,0 +1,58 @@
+"""trainplan.guard's checkpoint store without torchrun: what it writes into a shared step
+folder, which temporaries it leaves alone, and which manifests it accepts."""
+
+import json
+import os
+import threading
+
+from trainplan.guard import _Store
+
+
+def test_a_write_leaves_other_nodes_temporaries_alone(tmp_path):
+    """On a shared folder another node's rank writes its per-rank file at the same moment; its
+    temporary carries a process id from another PID namespace (dead here). It must survive."""
+    s = _Store(str(tmp_path), None)
+    d = tmp_path / "step_000000004"
+    d.mkdir()
+    theirs = [d / ".extra_rank00001.pt.40004.661960f1.trainplan-tmp",
+              d / ".extra_rank00003.pt.nodeb.50004.0badcafe.guard-tmp"]
+    for t in theirs:
+        t.write_bytes(b"half written")
+    s.write("step_000000004/extra_rank00000.pt", b"mine")
+    assert (d / "extra_rank00000.pt").read_bytes() == b"mine"
+    assert all(t.read_bytes() == b"half written" for t in theirs)
+    assert "extra_rank00000.pt" in s.sizes("step_000000004")
+    assert not any(n.endswith(".guard-tmp") for n in s.sizes("step_000000004"))
+
+
+def test_concurrent_writers_into_one_step_folder_all_land(tmp_path):
+    stores = [_Store(str(tmp_path), None) for _ in range(8)]
+    errors = []
+
+    def write(r):
+        try:
+            for i in range(20):
+                stores[r].write(f"step_000000001/extra_rank{r:05d}.pt", os.urandom(1 << 16))
+        except Exception as e:      # noqa: BLE001 - collected and asserted below
+            errors.append(e)
+
+    ts = [threading.Thread(target=write, args=(r,)) for r in range(8)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not errors
+    assert sorted(os.listdir(tmp_path / "step_000000001")) == [f"extra_rank{r:05d}.pt" for r in range(8)]
+
+
+def test_a_write_never_goes_through_a_link(tmp_path):
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    s = _Store(str(tmp_path / "ckpt"), None)
+    (tmp_path / "ckpt" / "step_000000001").mkdir()
+    (tmp_path / "ckpt" / "step_000000001" / "MANIFEST.json").symlink_to(victim)
+    try:
+        s.write("step_000000001/MANIFEST.json", json.dumps({"step": 1}).encode())
+    except OSError:
+        pass
+    assert victim.read_text() == "precious"
