@@ -323,6 +323,13 @@ class Guard:
         if self.state is None:
             raise RuntimeError("call Guard.resume(state) before saving")
         rel = f"{_PREFIX}{step:09d}"
+        # A folder for this step can only be a killed save's (resume takes the newest complete
+        # one, and a step is saved once per process): start it afresh, so no file, temporary or
+        # link planted in it is written through or listed in the new manifest (DCP's
+        # FileSystemWriter opens its shard files following links).
+        if self.rank == 0 and step in self.store.steps():
+            self.store.remove(step)
+        self._barrier()
         buf = io.BytesIO()
         torch.save(self._extras(step), buf)
         self.store.write(f"{rel}/extra_rank{self.rank:05d}.pt", buf.getvalue())

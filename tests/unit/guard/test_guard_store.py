@@ -56,3 +56,31 @@ def test_a_write_never_goes_through_a_link(tmp_path):
     except OSError:
         pass
     assert victim.read_text() == "precious"
+
+
+def _guard(root):
+    import torch
+
+    from trainplan.guard import Guard, TrainState
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 4)
+    g = Guard(str(root), every_steps=5, async_save=False, signals=(), log=lambda m: None)
+    g.resume(TrainState(model, torch.optim.SGD(model.parameters(), lr=0.1)))
+    return g
+
+
+def test_a_save_starts_a_stale_step_folder_afresh_and_writes_through_no_link(tmp_path):
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    d = tmp_path / "ckpt" / "step_000000005"
+    d.mkdir(parents=True)
+    (d / "__0_0.distcp").symlink_to(victim)                  # planted in a killed save's folder
+    (d / "extra_rank00007.pt").write_bytes(b"from a bigger world")
+    g = _guard(tmp_path / "ckpt")
+    g.save(5)
+    g.close()
+    assert victim.read_text() == "precious"
+    assert not (d / "__0_0.distcp").is_symlink()
+    man = json.loads((d / "MANIFEST.json").read_text())
+    assert "extra_rank00007.pt" not in man["files"] and "extra_rank00000.pt" in man["files"]
+    assert _Store(str(tmp_path / "ckpt"), None).complete(5)
