@@ -138,3 +138,36 @@ def test_render_checks_inputs():
     assert signal_seconds(98.8, 344.7) == 603
     with pytest.raises(InputError):
         render_slurm_requeue(None, 0)
+
+
+def test_pytorchjob_gives_the_save_the_lead_the_sbatch_gives(files):
+    """The kubelet SIGKILLs at terminationGracePeriodSeconds; torchrun SIGKILLs its workers at
+    --shutdown_timeout (default 30 s): both must come from the lead the save needs."""
+    from torch.distributed.run import get_args_parser
+    doc = yaml.safe_load((files / "pytorchjob_elastic.yaml").read_text())
+    pod = doc["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
+    cmd = pod["containers"][0]["command"]
+    assert cmd[0] == "torchrun"
+    args = get_args_parser().parse_args(cmd[1:])
+    text = (files / "train_requeue.sbatch").read_text()
+    lead = int(next(ln for ln in text.splitlines() if ln.startswith("#SBATCH --signal=")).split("@")[1])
+    assert pod["terminationGracePeriodSeconds"] == lead
+    assert args.shutdown_timeout is not None and int(args.shutdown_timeout) == lead - 10
+    assert "SIGTERM" in args.signals_to_handle and "SIGUSR1" in args.signals_to_handle
+
+
+def test_pytorchjob_grace_follows_a_slow_save():
+    from trainplan.catalog import get_accelerator, get_model
+    from trainplan.export import LaunchSpec
+    from trainplan.export.elastic import render_elastic, signal_seconds
+    from trainplan.spec.cluster import Cluster
+    from trainplan.spec.job import Job
+    from trainplan.spec.strategy import Strategy
+    spec = LaunchSpec(model=get_model("llama-3-70b"),
+                      job=Job(seq_len=4096, global_batch=512, tokens=1e11, framework="megatron"),
+                      cluster=Cluster(accelerator=get_accelerator("h100"), gpus=64),
+                      strategy=Strategy(tp=8, pp=1, dp=8))
+    files = render_elastic(spec, spec.nodes, spec.nodes, 0, write_s=77.2, step_s=5.0)
+    pod = yaml.safe_load(files["pytorchjob_elastic.yaml"])["spec"]["pytorchReplicaSpecs"]["Worker"]
+    assert pod["template"]["spec"]["terminationGracePeriodSeconds"] == signal_seconds(77.2, 5.0) == 220
+    assert "--shutdown_timeout=210" in pod["template"]["spec"]["containers"][0]["command"]
