@@ -2,11 +2,15 @@
 
 Needs the torch extra (imported lazily). Three lines in a training loop::
 
-    guard = Guard("ckpt/", every_steps=500)            # or "s3://bucket/run" (fsspec + s3fs)
-    start = guard.resume(TrainState(model, optimizer))  # newest complete checkpoint, else 0
-    for step in range(start, total):
-        train_one_step(step)
-        guard.step(step + 1)    # saves at the interval; on a notice saves, commits, exits 75
+    with Guard("ckpt/", every_steps=500) as guard:       # or "s3://bucket/run" (fsspec + s3fs)
+        start = guard.resume(TrainState(model, optimizer))  # newest complete checkpoint, else 0
+        for step in range(start, total):
+            train_one_step(step)
+            guard.step(step + 1)  # saves at the interval; on a notice saves, commits, exits 75
+    # leaving the block commits the last save and gives SIGTERM/SIGUSR1 their old handlers
+
+(or call ``guard.close()`` after the loop; at interpreter exit an unclosed Guard commits its
+save in flight while the process group is still up.)
 
 What it does:
 
@@ -29,6 +33,7 @@ What it does:
 
 from __future__ import annotations
 
+import atexit
 import io
 import json
 import os
@@ -321,6 +326,8 @@ class Guard:
             sig = getattr(signal, name)
             self._old[sig] = signal.signal(sig, self._on_signal)
         self._thread = None
+        self._closed = False
+        atexit.register(self._at_exit)     # a loop that never calls close(): see _at_exit
         if metadata_url:
             self._thread = threading.Thread(target=self._watch, name="trainplan-guard", daemon=True)
             self._thread.start()
@@ -541,7 +548,9 @@ class Guard:
 
     # -- lifetime ------------------------------------------------------------------------
     def close(self) -> None:
-        """Finish a pending save, stop the watcher and restore the signal handlers."""
+        """Finish a pending save and commit it, stop the watcher and restore the signal
+        handlers (a SIGTERM after the loop then has its old action again). Call it after the
+        loop, or use the Guard in a ``with`` block; calling it twice is harmless."""
         if self._pending is not None:
             self._wait_pending()
         self._stop.set()
@@ -551,11 +560,35 @@ class Guard:
             except (ValueError, TypeError):
                 pass
         self._old = {}
+        if not self._closed:
+            self._closed = True
+            atexit.unregister(self._at_exit)
+
+    def _at_exit(self) -> None:
+        """At interpreter exit without ``close()``: commit the save in flight when that is
+        still safe (one process, or the process group still up for the barrier that makes sure
+        every rank's files are written); else say it was not committed."""
+        try:
+            if self._pending is None or not self.dist.is_initialized() and self.world > 1:
+                if self._pending is not None:
+                    self.log(f"warning: the save of step {self._pending[1]} was not committed: "
+                             "call guard.close() (or use `with Guard(...)`) before the process "
+                             "group is destroyed")
+                    self._pending = None
+            self.close()
+        except Exception as e:                  # noqa: BLE001 - exiting: report, do not raise
+            self.log(f"warning: closing at exit failed: {type(e).__name__}: {e}")
 
     def __enter__(self) -> "Guard":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, exc_type, exc, tb) -> None:
+        """Close; after an error in the loop the save in flight is left uncommitted (committing
+        needs every rank at a barrier, and another rank may be gone)."""
+        if exc_type is not None and self._pending is not None:
+            self.log(f"warning: the save of step {self._pending[1]} was left uncommitted after "
+                     f"{exc_type.__name__}")
+            self._pending = None
         self.close()
 
 
