@@ -27,8 +27,10 @@ What it does:
 * commits atomically: the shards and per-rank files first, then ``MANIFEST.json`` (file names
   and sizes) written last by rank 0 in one atomic write (local: temp file + rename; object
   stores: one PUT). A checkpoint without a valid manifest is ignored on resume;
-* exits with ``REQUEUE_EXIT_CODE`` (75, EX_TEMPFAIL) after a notice's save, the code the
-  generated SLURM script requeues on.
+* exits with ``REQUEUE_EXIT_CODE`` (75, EX_TEMPFAIL) after a notice's save. torchrun turns it
+  into 1, so first it writes the file ``$TRAINPLAN_REQUEUE_FILE`` names (the generated SLURM
+  script requeues when it is there) and SIGTERMs its torchrun agent so that ``--max_restarts``
+  does not start the workers again on a node that is about to go.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ import urllib.request
 from typing import Any
 
 REQUEUE_EXIT_CODE = 75
+REQUEUE_FILE_ENV = "TRAINPLAN_REQUEUE_FILE"   # set by the generated SLURM script (export.elastic)
 MANIFEST = "MANIFEST.json"
 _PREFIX = "step_"
 
@@ -363,6 +366,40 @@ class Guard:
                     quiet += 1
             self._stop.wait(self.poll_s)
 
+    def _requeue_marker(self, step: int) -> None:
+        """Write the file ``$TRAINPLAN_REQUEUE_FILE`` names (the generated SLURM script sets it
+        and requeues when it is there): torchrun turns any worker's exit code into its own 1
+        (``ChildFailedError``), so exit 75 never reaches the batch script."""
+        path = os.environ.get(REQUEUE_FILE_ENV)
+        if not path:
+            return
+        try:
+            _replace_local(path, json.dumps({"step": step, "reason": self.notice_reason or
+                                             "another rank", "rank": self.rank}).encode())
+        except OSError as e:
+            self.log(f"warning: could not write the requeue marker {path}: {e}")
+
+    def _stop_agent(self) -> None:
+        """Under torchrun (``TORCHELASTIC_RUN_ID`` set for its workers), SIGTERM the elastic agent
+        (the parent) once the notice's checkpoint is committed: else ``--max_restarts`` starts
+        the workers again on the node that is about to go. The agent treats SIGTERM as a death
+        signal: it stops its workers and exits without a restart (torch 2.13
+        ``torch/distributed/elastic/agent/server/api.py``, ``SimpleElasticAgent.run``: on
+        ``SignalException`` it calls ``_shutdown`` and re-raises)."""
+        if "TORCHELASTIC_RUN_ID" not in os.environ:
+            return
+        ppid = os.getppid()
+        try:
+            with open(f"/proc/{ppid}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ")
+        except OSError:
+            return
+        if b"torch.distributed.run" in cmd or b"torchrun" in cmd:
+            try:
+                os.kill(ppid, signal.SIGTERM)
+            except OSError:
+                pass
+
     # -- agreement across ranks ----------------------------------------------------------
     def _agree(self, *flags: bool) -> list[bool]:
         """Element-wise logical OR of the flags over all ranks (one small all-reduce)."""
@@ -404,6 +441,8 @@ class Guard:
             self.log(f"notice ({self.notice_reason or 'another rank'}): step {step} committed "
                      f"{self.notice_to_commit_s:.2f} s after it; exiting {self.exit_code}")
             self.close()
+            self._requeue_marker(step)
+            self._stop_agent()
             raise SystemExit(self.exit_code)
         started = bool(due) and self._pending is None and step != self.last_saved_step
         if started:

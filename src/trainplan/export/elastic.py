@@ -8,7 +8,14 @@ checkpointing signal handler, a Kubeflow PyTorchJob with an elastic policy.
 * SLURM (sbatch(1)): ``--requeue``, ``--signal=B:USR1@<s>`` (the batch shell gets SIGUSR1
   ``s`` seconds before the time limit), ``--open-mode=append``. The trap forwards the signal to
   srun (which passes it to the tasks; trainplan.guard saves on it) and requeues the job with
-  ``scontrol requeue`` once the step has exited.
+  ``scontrol requeue`` once the step has exited. A notice the tasks saw themselves (cloud
+  metadata) reaches the script as the file ``$TRAINPLAN_REQUEUE_FILE`` that the guard writes
+  before it exits 75: torchrun reports any failed worker as its own exit 1
+  (``torch/distributed/elastic/multiprocessing/errors``: ``ChildFailedError``), and srun
+  returns the highest task exit code (srun(1)), so 75 itself never arrives.
+* On a notice the guard also SIGTERMs its torchrun agent once the checkpoint is committed, so
+  ``--max_restarts`` does not start the workers again on a node that is about to go
+  (``trainplan.guard.Guard._stop_agent``).
 * Kubeflow Training Operator v1 PyTorchJob: ``elasticPolicy`` {rdzvBackend, minReplicas,
   maxReplicas, maxRestarts} and ``nprocPerNode`` (a string; ``elasticPolicy.nProcPerNode`` is
   deprecated since v1.7, the webhook warns) with Worker replicas only (formats.md, from
@@ -133,6 +140,9 @@ def render_slurm_requeue(spec: LaunchSpec, signal_s: int, time_hours: float | No
         *_env_defaults(spec),
         'export MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
         f"export MASTER_PORT={spec.master_port}",
+        "# the guard writes this file when it exits after a notice (torchrun turns exit 75 into 1)",
+        'export TRAINPLAN_REQUEUE_FILE="$CHECKPOINT_DIR/.trainplan-requeue.$SLURM_JOB_ID"',
+        'rm -f "$TRAINPLAN_REQUEUE_FILE"',
         "requeue=0",
         "on_usr1() {",
         '  echo "trainplan: USR1 at $(date -u +%FT%TZ): checkpointing, then requeue" >&2',
@@ -144,7 +154,8 @@ def render_slurm_requeue(spec: LaunchSpec, signal_s: int, time_hours: float | No
         "step_pid=$!",
         "# wait returns early when a trapped signal arrives: wait again for the step to finish",
         'while wait "$step_pid"; rc=$?; [ "$rc" -gt 128 ] && kill -0 "$step_pid" 2>/dev/null; do :; done',
-        f'if [ "$requeue" = 1 ] || [ "$rc" = {REQUEUE_EXIT_CODE} ]; then',
+        f'if [ "$requeue" = 1 ] || [ "$rc" = {REQUEUE_EXIT_CODE} ] || [ -e "$TRAINPLAN_REQUEUE_FILE" ]; then',
+        '  rm -f "$TRAINPLAN_REQUEUE_FILE"',
         '  scontrol requeue "$SLURM_JOB_ID"',
         "  exit 0",
         "fi",

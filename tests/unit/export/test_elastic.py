@@ -171,3 +171,29 @@ def test_pytorchjob_grace_follows_a_slow_save():
     pod = yaml.safe_load(files["pytorchjob_elastic.yaml"])["spec"]["pytorchReplicaSpecs"]["Worker"]
     assert pod["template"]["spec"]["terminationGracePeriodSeconds"] == signal_seconds(77.2, 5.0) == 220
     assert "--shutdown_timeout=210" in pod["template"]["spec"]["containers"][0]["command"]
+
+
+FAKE_SRUN_TORCHRUN = """#!/bin/bash
+# stand-in for srun + torchrun: the guard saw a metadata notice, wrote the requeue marker and
+# exited 75; torchrun reports that as 1
+echo saved > "$TRAINPLAN_REQUEUE_FILE"
+exit 1
+"""
+
+
+def test_sbatch_requeues_after_a_notice_that_torchrun_reports_as_1(files, tmp_path):
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    log = tmp_path / "scontrol.log"
+    (bindir / "srun").write_text(FAKE_SRUN_TORCHRUN)
+    (bindir / "scontrol").write_text(FAKE_SCONTROL.format(log=log))
+    for f in bindir.iterdir():
+        f.chmod(0o755)
+    ck = tmp_path / "ck"
+    ck.mkdir()
+    env = dict(os.environ, PATH=f"{bindir}:{os.environ['PATH']}", SLURM_JOB_ID="4243",
+               SLURM_JOB_NODELIST="node1", CHECKPOINT_DIR=str(ck))
+    r = subprocess.run(["bash", str(files / "train_requeue.sbatch")], env=env)
+    assert r.returncode == 0
+    assert log.read_text().split() == ["requeue", "4243"]
+    assert not list(ck.iterdir())                 # the marker is gone for the next run
