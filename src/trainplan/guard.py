@@ -185,7 +185,10 @@ class _Store:
             have = self.sizes(rel)
         except (FileNotFoundError, OSError, ValueError):
             return False
-        return man.get("step") == step and all(have.get(f) == n for f, n in man["files"].items())
+        files = man.get("files") if isinstance(man, dict) else None
+        if not isinstance(files, dict) or not files:      # parses, but is no manifest of ours
+            return False
+        return man.get("step") == step and all(have.get(f) == n for f, n in files.items())
 
     def remove(self, step: int) -> None:
         try:
@@ -291,6 +294,35 @@ class _MetadataPoller:
         return body if body and body.upper() != "FALSE" else ""
 
 
+def _check_settings(every_steps, interval_s, metadata_url, poll_s, signals, keep) -> None:
+    """InputError (field, value, what is valid) for a setting that would silently misbehave."""
+    import math
+
+    from trainplan.errors import InputError
+
+    def is_int(v):
+        return isinstance(v, int) and not isinstance(v, bool)
+
+    def is_pos(v):
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < math.inf
+
+    if every_steps is not None and not (is_int(every_steps) and every_steps >= 1):
+        raise InputError("every_steps", every_steps, "an integer >= 1, or None (no step interval)")
+    if interval_s is not None and not is_pos(interval_s):
+        raise InputError("interval_s", interval_s, "a finite number of seconds > 0, or None")
+    if not is_pos(poll_s):
+        raise InputError("poll_s", poll_s, "a finite number of seconds > 0")
+    if not (is_int(keep) and keep >= 1):
+        raise InputError("keep", keep, "an integer >= 1 (complete checkpoints kept)")
+    if metadata_url is not None and not (isinstance(metadata_url, str)
+                                         and metadata_url.startswith(("http://", "https://"))):
+        raise InputError("metadata_url", metadata_url, "an http:// or https:// URL, or None")
+    for name in signals:
+        if not (isinstance(name, str) and name.startswith("SIG")
+                and isinstance(getattr(signal, name, None), signal.Signals)):
+            raise InputError("signals", name, "signal names such as SIGTERM, SIGUSR1")
+
+
 class Guard:
     """See the module docstring. ``every_steps`` and/or ``interval_s`` set the periodic saves
     (e.g. the Daly interval from ``trainplan resilience``)."""
@@ -308,10 +340,11 @@ class Guard:
             from trainplan.errors import MissingExtraError
             raise MissingExtraError("torch", "guard", "trainplan.guard") from None
         self.dist = dist
+        _check_settings(every_steps, interval_s, metadata_url, poll_s, signals, keep)
         self.store = _Store(str(root), storage_options)
         self.every_steps, self.interval_s = every_steps, interval_s
         self.url, self.headers, self.poll_s = metadata_url, dict(metadata_headers or {}), poll_s
-        self.exit_code, self.keep, self.async_save = exit_code, max(1, keep), async_save
+        self.exit_code, self.keep, self.async_save = exit_code, keep, async_save
         self.per_rank = dict(per_rank or {})
         self.log = log or (lambda msg: print(f"[trainplan.guard] {msg}", file=sys.stderr, flush=True))
         self.rank = dist.get_rank() if dist.is_initialized() else 0

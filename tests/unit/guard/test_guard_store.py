@@ -5,6 +5,8 @@ import json
 import os
 import threading
 
+import pytest
+
 from trainplan.guard import _Store
 
 
@@ -84,3 +86,31 @@ def test_a_save_starts_a_stale_step_folder_afresh_and_writes_through_no_link(tmp
     man = json.loads((d / "MANIFEST.json").read_text())
     assert "extra_rank00007.pt" not in man["files"] and "extra_rank00000.pt" in man["files"]
     assert _Store(str(tmp_path / "ckpt"), None).complete(5)
+
+
+@pytest.mark.parametrize("manifest", ['{"step": 37}', "[1]", '{"step": 37, "files": []}', "3"])
+def test_a_manifest_that_parses_but_is_not_ours_is_incomplete(tmp_path, manifest):
+    s = _Store(str(tmp_path), None)
+    d = tmp_path / "step_000000037"
+    d.mkdir()
+    (d / "MANIFEST.json").write_text(manifest)
+    assert not s.complete(37)
+    g = _guard(tmp_path)                      # resume skips it; the next save's retention too
+    g.save(40)
+    g.close()
+    assert s.complete(40)
+
+
+@pytest.mark.parametrize("kw,field", [
+    (dict(every_steps=0), "every_steps"), (dict(every_steps=-3), "every_steps"),
+    (dict(every_steps="5"), "every_steps"), (dict(every_steps=True), "every_steps"),
+    (dict(interval_s=float("inf")), "interval_s"), (dict(poll_s=0), "poll_s"),
+    (dict(keep=0), "keep"), (dict(metadata_url="ftp://x"), "metadata_url"),
+    (dict(signals=("SIGFOO",)), "signals"),
+])
+def test_guard_refuses_settings_that_would_silently_misbehave(tmp_path, kw, field):
+    from trainplan.errors import InputError
+    from trainplan.guard import Guard
+    with pytest.raises(InputError) as e:
+        Guard(str(tmp_path), **kw)
+    assert e.value.field == field
