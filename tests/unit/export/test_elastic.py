@@ -197,3 +197,32 @@ def test_sbatch_requeues_after_a_notice_that_torchrun_reports_as_1(files, tmp_pa
     assert r.returncode == 0
     assert log.read_text().split() == ["requeue", "4243"]
     assert not list(ck.iterdir())                 # the marker is gone for the next run
+
+
+def test_usr1_before_the_step_starts_runs_the_trap_once(files, tmp_path):
+    """USR1 between `trap` and `step_pid=$!`: the handler must not signal its own process
+    group (kill -USR1 0), which re-enters the trap without end."""
+    text = (files / "train_requeue.sbatch").read_text()
+    lines = text.splitlines()
+    i = lines.index("on_usr1() {")
+    func = "\n".join(lines[i:lines.index("}", i) + 1])
+    script = tmp_path / "trap.sh"
+    script.write_text(func + '\ntrap on_usr1 USR1\nkill -USR1 $$\necho "requeue=$requeue"\n')
+    r = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=120,
+                       start_new_session=True)
+    assert r.returncode == 0, r
+    assert r.stderr.count("trainplan: USR1") == 1 and "requeue=1" in r.stdout
+
+
+def test_checkpoint_dir_with_a_space_stays_one_argument(files, tmp_path):
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "torchrun").write_text('#!/bin/bash\nfor a in "$@"; do printf "[%s]\\n" "$a"; done\n')
+    (bindir / "torchrun").chmod(0o755)
+    env = dict(os.environ, PATH=f"{bindir}:{os.environ['PATH']}", RDZV_HOST="h",
+               CHECKPOINT_DIR="/fsx/my run *")
+    r = subprocess.run(["bash", str(files / "torchrun_elastic.sh")], env=env, capture_output=True,
+                       text=True, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    args = r.stdout.splitlines()
+    assert args[args.index("[--checkpoint-dir]") + 1] == "[/fsx/my run *]"
