@@ -467,12 +467,18 @@ class Guard:
         if self._pending is not None and not busy:
             self._commit_pending(at_step=step)
         if notice:
+            # a rank that learned of the notice from another rank has no notice time of its
+            # own: its figure counts from now (it was "-0.00 s after it")
+            own_t = self.notice_time if self.notice.is_set() else None
+            own = own_t is not None
+            t0 = own_t if own_t is not None else time.time()
             self._wait_pending()
             if self.last_saved_step != step:
                 self.save(step, blocking=True)
-            self.notice_to_commit_s = time.time() - (self.notice_time or time.time())
+            self.notice_to_commit_s = time.time() - t0
+            since = "it" if own else "this rank learned of it from another rank"
             self.log(f"notice ({self.notice_reason or 'another rank'}): step {step} committed "
-                     f"{self.notice_to_commit_s:.2f} s after it; exiting {self.exit_code}")
+                     f"{self.notice_to_commit_s:.2f} s after {since}; exiting {self.exit_code}")
             self.close()
             self._requeue_marker(step)
             self._stop_agent()

@@ -114,3 +114,16 @@ def test_guard_refuses_settings_that_would_silently_misbehave(tmp_path, kw, fiel
     with pytest.raises(InputError) as e:
         Guard(str(tmp_path), **kw)
     assert e.value.field == field
+
+
+def test_a_notice_from_another_rank_logs_a_real_figure(tmp_path, monkeypatch):
+    logged = []
+    g = _guard(tmp_path)
+    g.log = logged.append
+    monkeypatch.setattr(g, "_agree", lambda *flags: [True, False, False])   # another rank's notice
+    with pytest.raises(SystemExit) as e:
+        g.step(3)
+    assert e.value.code == 75
+    line = next(m for m in logged if m.startswith("notice"))
+    assert "-0.00" not in line and "learned of it from another rank" in line
+    assert g.notice_to_commit_s is not None and g.notice_to_commit_s >= 0
