@@ -2,18 +2,24 @@
 
 Needs the torch extra (imported lazily). Three lines in a training loop::
 
-    guard = Guard("ckpt/", every_steps=500)            # or "s3://bucket/run" (fsspec + s3fs)
-    start = guard.resume(TrainState(model, optimizer))  # newest complete checkpoint, else 0
-    for step in range(start, total):
-        train_one_step(step)
-        guard.step(step + 1)    # saves at the interval; on a notice saves, commits, exits 75
+    with Guard("ckpt/", every_steps=500) as guard:       # or "s3://bucket/run" (fsspec + s3fs)
+        start = guard.resume(TrainState(model, optimizer))  # newest complete checkpoint, else 0
+        for step in range(start, total):
+            train_one_step(step)
+            guard.step(step + 1)  # saves at the interval; on a notice saves, commits, exits 75
+    # leaving the block commits the last save and gives SIGTERM/SIGUSR1 their old handlers
+
+(or call ``guard.close()`` after the loop; at interpreter exit an unclosed Guard commits its
+save in flight while the process group is still up.)
 
 What it does:
 
 * watches for a termination notice: SIGTERM and SIGUSR1 (torchrun forwards them to the workers;
   SLURM's ``--signal=B:USR1@s`` reaches the batch shell, see ``export.elastic``), and a cloud
-  metadata URL polled in a thread (AWS ``spot/instance-action``: 404 until a notice; GCP
-  ``instance/preempted``: ``TRUE``); any rank's notice is every rank's (an all-reduce per step);
+  metadata URL polled in a thread (AWS ``spot/instance-action`` with an IMDSv2 token: 404 until
+  a notice; GCP ``instance/preempted``: ``TRUE``; Azure Scheduled Events: a ``Preempt`` event;
+  see ``_MetadataPoller``; failures are logged); any rank's notice is every rank's (an
+  all-reduce per step);
 * saves with ``torch.distributed.checkpoint`` (``async_save`` by default, one in flight at
   most; a blocking save on a notice) to a local folder or an fsspec URL, plus one small file per
   rank with the step, RNG states and ``per_rank`` objects (data-loader position). A kill loses
@@ -21,12 +27,15 @@ What it does:
 * commits atomically: the shards and per-rank files first, then ``MANIFEST.json`` (file names
   and sizes) written last by rank 0 in one atomic write (local: temp file + rename; object
   stores: one PUT). A checkpoint without a valid manifest is ignored on resume;
-* exits with ``REQUEUE_EXIT_CODE`` (75, EX_TEMPFAIL) after a notice's save, the code the
-  generated SLURM script requeues on.
+* exits with ``REQUEUE_EXIT_CODE`` (75, EX_TEMPFAIL) after a notice's save. torchrun turns it
+  into 1, so first it writes the file ``$TRAINPLAN_REQUEUE_FILE`` names (the generated SLURM
+  script requeues when it is there) and SIGTERMs its torchrun agent so that ``--max_restarts``
+  does not start the workers again on a node that is about to go.
 """
 
 from __future__ import annotations
 
+import atexit
 import io
 import json
 import os
@@ -40,6 +49,7 @@ import urllib.request
 from typing import Any
 
 REQUEUE_EXIT_CODE = 75
+REQUEUE_FILE_ENV = "TRAINPLAN_REQUEUE_FILE"   # set by the generated SLURM script (export.elastic)
 MANIFEST = "MANIFEST.json"
 _PREFIX = "step_"
 
@@ -68,6 +78,59 @@ class TrainState:
                               optim_state_dict=state["optim"])
 
 
+_TMP_SUFFIX = ".guard-tmp"
+
+
+def _replace_local(path: str, data: bytes) -> None:
+    """Write ``path`` whole or not at all: a temporary beside it (created exclusively, links not
+    followed), flushed and fsync'ed, then ``os.replace`` (atomic on POSIX) and an fsync of the
+    folder. An existing link at ``path`` is refused, never written through.
+
+    The temporary is this writer's alone (host name, process id and a random part in its name)
+    and nothing here deletes another writer's temporary: on a shared checkpoint folder
+    (NFS/Lustre/a RWX volume) every node's ranks write into the same ``step_*`` folder at once,
+    and a process id says nothing about a process on another host, so the "remove the
+    temporaries of dead writers" rule of ``trainplan.io.files.clean_stale`` would delete other
+    nodes' files under way. Leftovers of a killed save stay in its step folder, which has no
+    manifest: it is never resumed from and is deleted by the retention (``Guard._commit``) or
+    before that step is saved again (``Guard.save``)."""
+    import secrets
+    import socket
+    import stat
+    folder, name = os.path.split(path)
+    os.makedirs(folder, exist_ok=True)
+    try:
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            raise OSError(f"refusing to replace {path}: not a regular file (a link or special file)")
+    except FileNotFoundError:
+        pass
+    host = "".join(c if c.isalnum() or c == "-" else "_" for c in socket.gethostname())[:40]
+    tmp = os.path.join(folder, f".{name[:100]}.{host}.{os.getpid()}.{secrets.token_hex(4)}{_TMP_SUFFIX}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    try:
+        dfd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(dfd)
+    except OSError:
+        pass
+    finally:
+        os.close(dfd)
+
+
 class _Store:
     """A checkpoint root: local folder or fsspec URL."""
 
@@ -90,12 +153,7 @@ class _Store:
         if self.remote:
             self.fs.pipe_file(self.path(rel), data)
         else:
-            from pathlib import Path
-
-            from trainplan.export.write import atomic_write
-            p = Path(self.path(rel))
-            p.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(p, data)
+            _replace_local(self.path(rel), data)
 
     def read(self, rel: str) -> bytes:
         return self.fs.cat_file(self.path(rel))
@@ -106,7 +164,8 @@ class _Store:
         self.fs.invalidate_cache()
         out = {}
         for p, info in self.fs.find(base, detail=True).items():
-            out[p[len(base):].lstrip("/")] = int(info.get("size") or 0)
+            if not p.endswith(_TMP_SUFFIX):      # a write still under way is not a file yet
+                out[p[len(base):].lstrip("/")] = int(info.get("size") or 0)
         return out
 
     def steps(self) -> list[int]:
@@ -126,13 +185,142 @@ class _Store:
             have = self.sizes(rel)
         except (FileNotFoundError, OSError, ValueError):
             return False
-        return man.get("step") == step and all(have.get(f) == n for f, n in man["files"].items())
+        files = man.get("files") if isinstance(man, dict) else None
+        if not isinstance(files, dict) or not files:      # parses, but is no manifest of ours
+            return False
+        return man.get("step") == step and all(have.get(f) == n for f, n in files.items())
 
     def remove(self, step: int) -> None:
         try:
             self.fs.rm(self.path(f"{_PREFIX}{step:09d}"), recursive=True)
         except (FileNotFoundError, OSError):
             pass
+
+
+_LOG_EVERY_S = 300.0          # a failing metadata endpoint is logged at most every 5 minutes
+_AWS_TOKEN_TTL_S = 21600      # IMDSv2 token lifetime asked for (the maximum AWS allows)
+
+
+def _why(e: BaseException) -> str:
+    if isinstance(e, urllib.error.HTTPError):
+        return f"HTTP {e.code} {e.reason}"
+    if isinstance(e, urllib.error.URLError):
+        return f"{e.reason}"
+    return f"{type(e).__name__}: {e}"
+
+
+class _MetadataPoller:
+    """One non-blocking request per ``poll()`` to a cloud's instance metadata; returns the
+    notice text, or "" when there is none.
+
+    * AWS (a ``/latest/meta-data/`` path): IMDSv2. ``PUT /latest/api/token`` with header
+      ``X-aws-ec2-metadata-token-ttl-seconds`` gives a session token, sent as
+      ``X-aws-ec2-metadata-token`` on each GET; renewed before it expires and on a 401
+      (AWS EC2 User Guide, "Use the Instance Metadata Service to access instance metadata":
+      with ``HttpTokens=required`` a request without a token gets 401). When the PUT fails the
+      GET goes without a token (IMDSv1). ``spot/instance-action`` is 404 until a notice, then
+      JSON {action, time} (EC2 User Guide, "Spot Instance interruption notices").
+    * Azure (a ``/metadata/scheduledevents`` path): the Scheduled Events document is always
+      200 JSON; only an event with ``EventType`` ``Preempt`` (a Spot eviction) or ``Terminate``
+      is a notice (learn.microsoft.com/azure/virtual-machines/linux/scheduled-events).
+    * GCP and others: a non-empty body other than ``FALSE`` is a notice (GCE
+      ``instance/preempted``: ``FALSE``, then ``TRUE``). A ``wait_for_change`` query is dropped:
+      it makes the metadata server hold the request until the value *changes* (Compute Engine
+      docs, "Query VM metadata: wait for change"; without ``last_etag`` a value that is already
+      ``TRUE`` is not returned), so a poll with a short timeout would miss a notice that came
+      between two polls.
+    """
+
+    def __init__(self, url: str, headers: dict[str, str], timeout: float = 2.0):
+        import urllib.parse
+        u = urllib.parse.urlsplit(url)
+        q = [(k, v) for k, v in urllib.parse.parse_qsl(u.query, keep_blank_values=True)
+             if k != "wait_for_change"]
+        self.url = urllib.parse.urlunsplit(u._replace(query=urllib.parse.urlencode(q)))
+        self.headers, self.timeout = dict(headers), timeout
+        self.kind = ("aws" if u.path.startswith("/latest/meta-data/") else
+                     "azure" if u.path.rstrip("/").endswith("/metadata/scheduledevents") else
+                     "plain")
+        self.token_url = urllib.parse.urlunsplit((u.scheme, u.netloc, "/latest/api/token", "", ""))
+        self.token: str | None = None
+        self.token_until = 0.0
+
+    def _aws_token(self) -> None:
+        if self.token is not None and time.monotonic() < self.token_until:
+            return
+        req = urllib.request.Request(self.token_url, method="PUT", headers={
+            "X-aws-ec2-metadata-token-ttl-seconds": str(_AWS_TOKEN_TTL_S)})
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as r:
+                self.token = r.read(4096).decode("ascii", "replace").strip() or None
+        except (urllib.error.URLError, OSError, ValueError):
+            self.token = None                   # no IMDSv2 here: IMDSv1 GETs
+        self.token_until = time.monotonic() + _AWS_TOKEN_TTL_S * 0.9
+
+    def _get(self) -> str:
+        headers = dict(self.headers)
+        if self.kind == "aws" and self.token:
+            headers["X-aws-ec2-metadata-token"] = self.token
+        req = urllib.request.Request(self.url, headers=headers)
+        with urllib.request.urlopen(req, timeout=self.timeout) as r:
+            return r.read(1 << 16).decode("utf-8", "replace").strip()
+
+    def poll(self) -> str:
+        if self.kind == "aws":
+            self._aws_token()
+            try:
+                body = self._get()
+            except urllib.error.HTTPError as e:
+                if e.code == 404:             # no notice yet
+                    return ""
+                if e.code != 401:
+                    raise
+                self.token = None             # expired or missing token: one new one, again
+                self._aws_token()
+                try:
+                    body = self._get()
+                except urllib.error.HTTPError as e2:
+                    if e2.code == 404:
+                        return ""
+                    raise
+            return body
+        body = self._get()
+        if self.kind == "azure":
+            doc = json.loads(body)
+            events = doc.get("Events") if isinstance(doc, dict) else None
+            hits = [e for e in events or [] if isinstance(e, dict)
+                    and e.get("EventType") in ("Preempt", "Terminate")]
+            return json.dumps(hits[0]) if hits else ""
+        return body if body and body.upper() != "FALSE" else ""
+
+
+def _check_settings(every_steps, interval_s, metadata_url, poll_s, signals, keep) -> None:
+    """InputError (field, value, what is valid) for a setting that would silently misbehave."""
+    import math
+
+    from trainplan.errors import InputError
+
+    def is_int(v):
+        return isinstance(v, int) and not isinstance(v, bool)
+
+    def is_pos(v):
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < math.inf
+
+    if every_steps is not None and not (is_int(every_steps) and every_steps >= 1):
+        raise InputError("every_steps", every_steps, "an integer >= 1, or None (no step interval)")
+    if interval_s is not None and not is_pos(interval_s):
+        raise InputError("interval_s", interval_s, "a finite number of seconds > 0, or None")
+    if not is_pos(poll_s):
+        raise InputError("poll_s", poll_s, "a finite number of seconds > 0")
+    if not (is_int(keep) and keep >= 1):
+        raise InputError("keep", keep, "an integer >= 1 (complete checkpoints kept)")
+    if metadata_url is not None and not (isinstance(metadata_url, str)
+                                         and metadata_url.startswith(("http://", "https://"))):
+        raise InputError("metadata_url", metadata_url, "an http:// or https:// URL, or None")
+    for name in signals:
+        if not (isinstance(name, str) and name.startswith("SIG")
+                and isinstance(getattr(signal, name, None), signal.Signals)):
+            raise InputError("signals", name, "signal names such as SIGTERM, SIGUSR1")
 
 
 class Guard:
@@ -152,10 +340,11 @@ class Guard:
             from trainplan.errors import MissingExtraError
             raise MissingExtraError("torch", "guard", "trainplan.guard") from None
         self.dist = dist
+        _check_settings(every_steps, interval_s, metadata_url, poll_s, signals, keep)
         self.store = _Store(str(root), storage_options)
         self.every_steps, self.interval_s = every_steps, interval_s
         self.url, self.headers, self.poll_s = metadata_url, dict(metadata_headers or {}), poll_s
-        self.exit_code, self.keep, self.async_save = exit_code, max(1, keep), async_save
+        self.exit_code, self.keep, self.async_save = exit_code, keep, async_save
         self.per_rank = dict(per_rank or {})
         self.log = log or (lambda msg: print(f"[trainplan.guard] {msg}", file=sys.stderr, flush=True))
         self.rank = dist.get_rank() if dist.is_initialized() else 0
@@ -173,6 +362,8 @@ class Guard:
             sig = getattr(signal, name)
             self._old[sig] = signal.signal(sig, self._on_signal)
         self._thread = None
+        self._closed = False
+        atexit.register(self._at_exit)     # a loop that never calls close(): see _at_exit
         if metadata_url:
             self._thread = threading.Thread(target=self._watch, name="trainplan-guard", daemon=True)
             self._thread.start()
@@ -188,16 +379,59 @@ class Guard:
         self._set_notice(f"signal {signal.Signals(signum).name}")
 
     def _watch(self) -> None:
+        """Poll ``metadata_url`` every ``poll_s`` (see ``_MetadataPoller`` for each provider's
+        reply); log an endpoint that fails, at most once per ``_LOG_EVERY_S``."""
+        poller = _MetadataPoller(self.url, self.headers)
+        last_log, quiet = None, 0
         while not self._stop.is_set():
             try:
-                req = urllib.request.Request(self.url, headers=self.headers)
-                with urllib.request.urlopen(req, timeout=2) as r:
-                    body = r.read(4096).decode("utf-8", "replace").strip()
-                if body and body.upper() != "FALSE":
-                    self._set_notice(f"metadata {self.url}: {body[:120]}")
-            except (urllib.error.URLError, OSError, ValueError):
-                pass                       # 404 (no notice yet), unreachable: keep polling
+                reason = poller.poll()
+                if reason:
+                    self._set_notice(f"metadata {poller.url}: {reason[:120]}")
+            except (urllib.error.URLError, OSError, ValueError) as e:
+                now = time.monotonic()
+                if last_log is None or now - last_log >= _LOG_EVERY_S:
+                    more = f" ({quiet} more since the last message)" if quiet else ""
+                    self.log(f"warning: metadata endpoint {poller.url} failed: {_why(e)}{more}; "
+                             "no notice from it can be seen while this lasts")
+                    last_log, quiet = now, 0
+                else:
+                    quiet += 1
             self._stop.wait(self.poll_s)
+
+    def _requeue_marker(self, step: int) -> None:
+        """Write the file ``$TRAINPLAN_REQUEUE_FILE`` names (the generated SLURM script sets it
+        and requeues when it is there): torchrun turns any worker's exit code into its own 1
+        (``ChildFailedError``), so exit 75 never reaches the batch script."""
+        path = os.environ.get(REQUEUE_FILE_ENV)
+        if not path:
+            return
+        try:
+            _replace_local(path, json.dumps({"step": step, "reason": self.notice_reason or
+                                             "another rank", "rank": self.rank}).encode())
+        except OSError as e:
+            self.log(f"warning: could not write the requeue marker {path}: {e}")
+
+    def _stop_agent(self) -> None:
+        """Under torchrun (``TORCHELASTIC_RUN_ID`` set for its workers), SIGTERM the elastic agent
+        (the parent) once the notice's checkpoint is committed: else ``--max_restarts`` starts
+        the workers again on the node that is about to go. The agent treats SIGTERM as a death
+        signal: it stops its workers and exits without a restart (torch 2.13
+        ``torch/distributed/elastic/agent/server/api.py``, ``SimpleElasticAgent.run``: on
+        ``SignalException`` it calls ``_shutdown`` and re-raises)."""
+        if "TORCHELASTIC_RUN_ID" not in os.environ:
+            return
+        ppid = os.getppid()
+        try:
+            with open(f"/proc/{ppid}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ")
+        except OSError:
+            return
+        if b"torch.distributed.run" in cmd or b"torchrun" in cmd:
+            try:
+                os.kill(ppid, signal.SIGTERM)
+            except OSError:
+                pass
 
     # -- agreement across ranks ----------------------------------------------------------
     def _agree(self, *flags: bool) -> list[bool]:
@@ -233,13 +467,21 @@ class Guard:
         if self._pending is not None and not busy:
             self._commit_pending(at_step=step)
         if notice:
+            # a rank that learned of the notice from another rank has no notice time of its
+            # own: its figure counts from now (it was "-0.00 s after it")
+            own_t = self.notice_time if self.notice.is_set() else None
+            own = own_t is not None
+            t0 = own_t if own_t is not None else time.time()
             self._wait_pending()
             if self.last_saved_step != step:
                 self.save(step, blocking=True)
-            self.notice_to_commit_s = time.time() - (self.notice_time or time.time())
+            self.notice_to_commit_s = time.time() - t0
+            since = "it" if own else "this rank learned of it from another rank"
             self.log(f"notice ({self.notice_reason or 'another rank'}): step {step} committed "
-                     f"{self.notice_to_commit_s:.2f} s after it; exiting {self.exit_code}")
+                     f"{self.notice_to_commit_s:.2f} s after {since}; exiting {self.exit_code}")
             self.close()
+            self._requeue_marker(step)
+            self._stop_agent()
             raise SystemExit(self.exit_code)
         started = bool(due) and self._pending is None and step != self.last_saved_step
         if started:
@@ -274,6 +516,13 @@ class Guard:
         if self.state is None:
             raise RuntimeError("call Guard.resume(state) before saving")
         rel = f"{_PREFIX}{step:09d}"
+        # A folder for this step can only be a killed save's (resume takes the newest complete
+        # one, and a step is saved once per process): start it afresh, so no file, temporary or
+        # link planted in it is written through or listed in the new manifest (DCP's
+        # FileSystemWriter opens its shard files following links).
+        if self.rank == 0 and step in self.store.steps():
+            self.store.remove(step)
+        self._barrier()
         buf = io.BytesIO()
         torch.save(self._extras(step), buf)
         self.store.write(f"{rel}/extra_rank{self.rank:05d}.pt", buf.getvalue())
@@ -377,7 +626,9 @@ class Guard:
 
     # -- lifetime ------------------------------------------------------------------------
     def close(self) -> None:
-        """Finish a pending save, stop the watcher and restore the signal handlers."""
+        """Finish a pending save and commit it, stop the watcher and restore the signal
+        handlers (a SIGTERM after the loop then has its old action again). Call it after the
+        loop, or use the Guard in a ``with`` block; calling it twice is harmless."""
         if self._pending is not None:
             self._wait_pending()
         self._stop.set()
@@ -387,11 +638,35 @@ class Guard:
             except (ValueError, TypeError):
                 pass
         self._old = {}
+        if not self._closed:
+            self._closed = True
+            atexit.unregister(self._at_exit)
+
+    def _at_exit(self) -> None:
+        """At interpreter exit without ``close()``: commit the save in flight when that is
+        still safe (one process, or the process group still up for the barrier that makes sure
+        every rank's files are written); else say it was not committed."""
+        try:
+            if self._pending is None or not self.dist.is_initialized() and self.world > 1:
+                if self._pending is not None:
+                    self.log(f"warning: the save of step {self._pending[1]} was not committed: "
+                             "call guard.close() (or use `with Guard(...)`) before the process "
+                             "group is destroyed")
+                    self._pending = None
+            self.close()
+        except Exception as e:                  # noqa: BLE001 - exiting: report, do not raise
+            self.log(f"warning: closing at exit failed: {type(e).__name__}: {e}")
 
     def __enter__(self) -> "Guard":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, exc_type, exc, tb) -> None:
+        """Close; after an error in the loop the save in flight is left uncommitted (committing
+        needs every rank at a barrier, and another rank may be gone)."""
+        if exc_type is not None and self._pending is not None:
+            self.log(f"warning: the save of step {self._pending[1]} was left uncommitted after "
+                     f"{exc_type.__name__}")
+            self._pending = None
         self.close()
 
 

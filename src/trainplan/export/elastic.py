@@ -8,11 +8,20 @@ checkpointing signal handler, a Kubeflow PyTorchJob with an elastic policy.
 * SLURM (sbatch(1)): ``--requeue``, ``--signal=B:USR1@<s>`` (the batch shell gets SIGUSR1
   ``s`` seconds before the time limit), ``--open-mode=append``. The trap forwards the signal to
   srun (which passes it to the tasks; trainplan.guard saves on it) and requeues the job with
-  ``scontrol requeue`` once the step has exited.
+  ``scontrol requeue`` once the step has exited. A notice the tasks saw themselves (cloud
+  metadata) reaches the script as the file ``$TRAINPLAN_REQUEUE_FILE`` that the guard writes
+  before it exits 75: torchrun reports any failed worker as its own exit 1
+  (``torch/distributed/elastic/multiprocessing/errors``: ``ChildFailedError``), and srun
+  returns the highest task exit code (srun(1)), so 75 itself never arrives.
+* On a notice the guard also SIGTERMs its torchrun agent once the checkpoint is committed, so
+  ``--max_restarts`` does not start the workers again on a node that is about to go
+  (``trainplan.guard.Guard._stop_agent``).
 * Kubeflow Training Operator v1 PyTorchJob: ``elasticPolicy`` {rdzvBackend, minReplicas,
   maxReplicas, maxRestarts} and ``nprocPerNode`` (a string; ``elasticPolicy.nProcPerNode`` is
   deprecated since v1.7, the webhook warns) with Worker replicas only (formats.md, from
-  ``pkg/apis/kubeflow.org/v1/pytorch_types.go`` before kubeflow/trainer commit 7858371).
+  ``pkg/apis/kubeflow.org/v1/pytorch_types.go`` before kubeflow/trainer commit 7858371); the
+  pod's ``terminationGracePeriodSeconds`` and torchrun's ``--shutdown_timeout`` come from the
+  same lead as SLURM's ``--signal`` (``pytorchjob_elastic_manifest``).
 * No Kubeflow Trainer v2 TrainJob variant: Trainer v2 has no elastic training. kubeflow/trainer
   commit abf42d5 (2026-02-24, PR #3235, "Remove ElasticPolicy API") removed
   ``mlPolicy.torch.elasticPolicy`` from the (Cluster)TrainingRuntime types; ``TrainJob``'s
@@ -32,6 +41,7 @@ from trainplan.errors import InputError
 from trainplan.export.spec import LaunchSpec, shell_join
 from trainplan.export.launch import _env_defaults, _k8s_args, _k8s_env, _k8s_name, slurm_time
 
+_SIGNALS = "SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1"   # torchrun's default list plus SIGUSR1
 REQUEUE_EXIT_CODE = 75   # EX_TEMPFAIL (sysexits.h): "try again later"; trainplan.guard exits with it
 
 
@@ -84,7 +94,7 @@ def torchrun_args(spec: LaunchSpec, min_nodes: int, max_nodes: int, max_restarts
             f"--nproc_per_node={spec.procs_per_node}", "--rdzv_backend=c10d",
             "--rdzv_endpoint", endpoint, "--rdzv_id", rdzv_id,
             f"--max_restarts={max_restarts}",
-            "--signals_to_handle=SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1",
+            f"--signals_to_handle={_SIGNALS}",
             f"--shutdown_timeout={grace_s}", *spec.program()]
 
 
@@ -130,18 +140,24 @@ def render_slurm_requeue(spec: LaunchSpec, signal_s: int, time_hours: float | No
         *_env_defaults(spec),
         'export MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
         f"export MASTER_PORT={spec.master_port}",
+        "# the guard writes this file when it exits after a notice (torchrun turns exit 75 into 1)",
+        'export TRAINPLAN_REQUEUE_FILE="$CHECKPOINT_DIR/.trainplan-requeue.$SLURM_JOB_ID"',
+        'rm -f "$TRAINPLAN_REQUEUE_FILE"',
         "requeue=0",
         "on_usr1() {",
         '  echo "trainplan: USR1 at $(date -u +%FT%TZ): checkpointing, then requeue" >&2',
         "  requeue=1",
-        '  kill -USR1 "${step_pid:-0}" 2>/dev/null || true',
+        "  # before srun has started there is no step to signal: the requeue flag is enough",
+        "  # (kill -USR1 0 would signal this shell's own process group, the trap again)",
+        '  if [ -n "${step_pid:-}" ]; then kill -USR1 "$step_pid" 2>/dev/null || true; fi',
         "}",
         "trap on_usr1 USR1",
         f"srun --kill-on-bad-exit=1 {run} &",
         "step_pid=$!",
         "# wait returns early when a trapped signal arrives: wait again for the step to finish",
         'while wait "$step_pid"; rc=$?; [ "$rc" -gt 128 ] && kill -0 "$step_pid" 2>/dev/null; do :; done',
-        f'if [ "$requeue" = 1 ] || [ "$rc" = {REQUEUE_EXIT_CODE} ]; then',
+        f'if [ "$requeue" = 1 ] || [ "$rc" = {REQUEUE_EXIT_CODE} ] || [ -e "$TRAINPLAN_REQUEUE_FILE" ]; then',
+        '  rm -f "$TRAINPLAN_REQUEUE_FILE"',
         '  scontrol requeue "$SLURM_JOB_ID"',
         "  exit 0",
         "fi",
@@ -155,13 +171,29 @@ def _slurm_name(name: str) -> str:
 
 
 def pytorchjob_elastic_manifest(spec: LaunchSpec, min_nodes: int, max_nodes: int,
-                                max_restarts: int = 3) -> dict:
+                                max_restarts: int = 3, grace_s: int = 60) -> dict:
     """Kubeflow PyTorchJob (kubeflow.org/v1) with an elasticPolicy; Worker replicas only.
     The operator passes the policy to torchrun as PET_NNODES=min:max, PET_RDZV_BACKEND and
-    PET_MAX_RESTARTS."""
+    PET_MAX_RESTARTS.
+
+    ``grace_s`` (``signal_seconds``: the lead the save needs) is the pod's
+    ``terminationGracePeriodSeconds``: the kubelet sends SIGTERM to the container's PID 1
+    (torchrun) and SIGKILL that many seconds later (Kubernetes docs, "Pod Lifecycle:
+    Termination of Pods"). torchrun forwards SIGTERM to the workers and SIGKILLs them after its
+    ``--shutdown_timeout`` (torch 2.13 ``torch/distributed/run.py``: "If not specified, uses
+    TORCH_ELASTIC_SHUTDOWN_TIMEOUT ... or defaults to 30 seconds";
+    ``torch/distributed/elastic/agent/server/api.py`` ``SimpleElasticAgent.run`` calls
+    ``_shutdown(e.sigval, timeout=self._shutdown_timeout)`` on a death signal), so the command
+    sets it to the grace period less 10 s, as the SLURM script does, and adds SIGUSR1 to
+    ``--signals_to_handle``."""
     _check(spec, min_nodes, max_nodes, max_restarts)
+    if grace_s < 11:
+        raise InputError("grace seconds", grace_s, "an integer >= 11 (torchrun's shutdown "
+                         "timeout is 10 s less)")
+    cmd = ["torchrun", f"--signals_to_handle={_SIGNALS}", f"--shutdown_timeout={grace_s - 10}",
+           *spec.program()]
     container = {"name": "pytorch", "image": spec.container_image,
-                 "command": _k8s_args(["torchrun", *spec.program()]), "env": _k8s_env(spec),
+                 "command": _k8s_args(cmd), "env": _k8s_env(spec),
                  "resources": {"limits": {spec.gpu_resource: spec.procs_per_node}},
                  "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}]}
     return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
@@ -172,7 +204,7 @@ def pytorchjob_elastic_manifest(spec: LaunchSpec, min_nodes: int, max_nodes: int
                      "pytorchReplicaSpecs": {"Worker": {
                          "replicas": max_nodes, "restartPolicy": "OnFailure",
                          "template": {"spec": {
-                             "terminationGracePeriodSeconds": 120,
+                             "terminationGracePeriodSeconds": grace_s,
                              "containers": [container],
                              "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]}}}}}}
 
@@ -188,5 +220,6 @@ def render_elastic(spec: LaunchSpec, min_nodes: int, max_nodes: int, max_restart
                                                        grace_s=sig),
         "train_requeue.sbatch": render_slurm_requeue(spec, sig, time_hours),
         "pytorchjob_elastic.yaml": "# elastic PyTorchJob written by trainplan\n" + yaml.safe_dump(
-            pytorchjob_elastic_manifest(spec, min_nodes, max_nodes, max_restarts), sort_keys=False),
+            pytorchjob_elastic_manifest(spec, min_nodes, max_nodes, max_restarts, grace_s=sig),
+            sort_keys=False),
     }

@@ -153,7 +153,11 @@ def checkpoint_comment(spec: "LaunchSpec") -> str:
 
 def shell_join(args: list[str]) -> str:
     """Quote arguments for bash (``shlex.quote``), leaving only whole ``$VAR``, ``"$VAR"`` and
-    ``"$HOST:$PORT"`` references expandable: ``$(...)`` or backticks in user text stay literal."""
+    ``"$HOST:$PORT"`` references expandable: ``$(...)`` or backticks in user text stay literal.
+    A bare ``$VAR`` is written double-quoted (``"$VAR"``): one word, whatever spaces or glob
+    characters its value has (bash(1), "Word Splitting" and "Pathname Expansion")."""
     import re
-    ref = re.compile(r'\$\w+|"\$\w+(:\$\w+)*"')
-    return " ".join(a if ref.fullmatch(a) else shlex.quote(a) for a in args)
+    ref = re.compile(r'"\$\w+(:\$\w+)*"')
+    bare = re.compile(r"\$\w+")
+    return " ".join(a if ref.fullmatch(a) else f'"{a}"' if bare.fullmatch(a) else shlex.quote(a)
+                    for a in args)

@@ -33,6 +33,7 @@ def purchase_options(job_file, gpu, gpus, provider, interruptions, od, rs, sp, f
             raise InputError("--interruptions", interruptions, "a fraction of instances "
                              "interrupted per month, 0 <= f < 1")
     check_int("--simulate", runs, 0, 100_000)
+    check_int("--seed", seed, 0, 2**32 - 1)          # numpy's SeedSequence takes entropy >= 0
     if emit[0] is None and emit[1] is not None:    # it shapes the elastic files only
         raise InputError("--min-nodes", emit[1], "given with --emit DIR (the elastic launch "
                          "files' minimum; without --emit nothing is written)")

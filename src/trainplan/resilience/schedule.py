@@ -18,6 +18,7 @@ The same jobs on a fixed allocation (back to back, no resizes) are the compariso
 
 from __future__ import annotations
 
+import math
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,9 +60,10 @@ def read_schedule(path: str | Path) -> dict[str, Any]:
     for i, pr in enumerate(data.get("period") or []):
         if not isinstance(pr, dict):
             raise InputError(f"period[{i}]", pr, "a table")
+        _known_keys(f"period[{i}]", pr, ("name", "hours", "nodes", "job"))
         h, n, j = pr.get("hours"), pr.get("nodes"), pr.get("job")
-        if not isinstance(h, (int, float)) or isinstance(h, bool) or not h > 0:
-            raise InputError(f"period[{i}].hours", h, "a number of hours > 0")
+        if not isinstance(h, (int, float)) or isinstance(h, bool) or not 0 < h < math.inf:
+            raise InputError(f"period[{i}].hours", h, "a finite number of hours > 0")
         if not isinstance(n, int) or isinstance(n, bool) or n < 1:
             raise InputError(f"period[{i}].nodes", n, "an integer >= 1")
         if j not in names:
@@ -73,11 +75,30 @@ def read_schedule(path: str | Path) -> dict[str, Any]:
     if idle:
         raise InputError(f"job '{idle[0]}'", idle[0], "a job that some [[period]] runs")
     sched = data.get("schedule", {})
+    if not isinstance(sched, dict):
+        raise InputError("schedule", sched, "a table ([schedule] with max_days)")
+    _known_keys("schedule", sched, ("max_days",))
+    cluster = data.get("cluster", {})
+    if not isinstance(cluster, dict):
+        raise InputError("cluster", cluster, "a table ([cluster] with any Cluster key but gpus)")
+    rm = cluster.get("restart_minutes", 10.0)
+    if not isinstance(rm, (int, float)) or isinstance(rm, bool) or not 0 <= rm < math.inf:
+        raise InputError("cluster.restart_minutes", rm, "a finite number of minutes >= 0")
     max_days = sched.get("max_days", 365)
     if not isinstance(max_days, (int, float)) or not 0 < max_days <= 3650:
         raise InputError("schedule.max_days", max_days, "a number of days in (0, 3650]")
-    return dict(cluster=dict(data.get("cluster", {})), jobs={j["name"]: j for j in jobs},
+    return dict(cluster=dict(cluster), jobs={j["name"]: j for j in jobs},
                 periods=periods, max_days=float(max_days))
+
+
+def _known_keys(table: str, d: dict[str, Any], keys: tuple[str, ...]) -> None:
+    import difflib
+    for k in d:
+        if k not in keys:
+            close = difflib.get_close_matches(k, keys, n=1, cutoff=0.6)
+            raise InputError(f"{table}.{k}", d[k], "not a key here"
+                             + (f"; did you mean {close[0]}?" if close else "")
+                             + f" (keys: {', '.join(keys)})")
 
 
 class _Planner:

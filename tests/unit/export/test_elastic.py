@@ -138,3 +138,91 @@ def test_render_checks_inputs():
     assert signal_seconds(98.8, 344.7) == 603
     with pytest.raises(InputError):
         render_slurm_requeue(None, 0)
+
+
+def test_pytorchjob_gives_the_save_the_lead_the_sbatch_gives(files):
+    """The kubelet SIGKILLs at terminationGracePeriodSeconds; torchrun SIGKILLs its workers at
+    --shutdown_timeout (default 30 s): both must come from the lead the save needs."""
+    from torch.distributed.run import get_args_parser
+    doc = yaml.safe_load((files / "pytorchjob_elastic.yaml").read_text())
+    pod = doc["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
+    cmd = pod["containers"][0]["command"]
+    assert cmd[0] == "torchrun"
+    args = get_args_parser().parse_args(cmd[1:])
+    text = (files / "train_requeue.sbatch").read_text()
+    lead = int(next(ln for ln in text.splitlines() if ln.startswith("#SBATCH --signal=")).split("@")[1])
+    assert pod["terminationGracePeriodSeconds"] == lead
+    assert args.shutdown_timeout is not None and int(args.shutdown_timeout) == lead - 10
+    assert "SIGTERM" in args.signals_to_handle and "SIGUSR1" in args.signals_to_handle
+
+
+def test_pytorchjob_grace_follows_a_slow_save():
+    from trainplan.catalog import get_accelerator, get_model
+    from trainplan.export import LaunchSpec
+    from trainplan.export.elastic import render_elastic, signal_seconds
+    from trainplan.spec.cluster import Cluster
+    from trainplan.spec.job import Job
+    from trainplan.spec.strategy import Strategy
+    spec = LaunchSpec(model=get_model("llama-3-70b"),
+                      job=Job(seq_len=4096, global_batch=512, tokens=1e11, framework="megatron"),
+                      cluster=Cluster(accelerator=get_accelerator("h100"), gpus=64),
+                      strategy=Strategy(tp=8, pp=1, dp=8))
+    files = render_elastic(spec, spec.nodes, spec.nodes, 0, write_s=77.2, step_s=5.0)
+    pod = yaml.safe_load(files["pytorchjob_elastic.yaml"])["spec"]["pytorchReplicaSpecs"]["Worker"]
+    assert pod["template"]["spec"]["terminationGracePeriodSeconds"] == signal_seconds(77.2, 5.0) == 220
+    assert "--shutdown_timeout=210" in pod["template"]["spec"]["containers"][0]["command"]
+
+
+FAKE_SRUN_TORCHRUN = """#!/bin/bash
+# stand-in for srun + torchrun: the guard saw a metadata notice, wrote the requeue marker and
+# exited 75; torchrun reports that as 1
+echo saved > "$TRAINPLAN_REQUEUE_FILE"
+exit 1
+"""
+
+
+def test_sbatch_requeues_after_a_notice_that_torchrun_reports_as_1(files, tmp_path):
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    log = tmp_path / "scontrol.log"
+    (bindir / "srun").write_text(FAKE_SRUN_TORCHRUN)
+    (bindir / "scontrol").write_text(FAKE_SCONTROL.format(log=log))
+    for f in bindir.iterdir():
+        f.chmod(0o755)
+    ck = tmp_path / "ck"
+    ck.mkdir()
+    env = dict(os.environ, PATH=f"{bindir}:{os.environ['PATH']}", SLURM_JOB_ID="4243",
+               SLURM_JOB_NODELIST="node1", CHECKPOINT_DIR=str(ck))
+    r = subprocess.run(["bash", str(files / "train_requeue.sbatch")], env=env)
+    assert r.returncode == 0
+    assert log.read_text().split() == ["requeue", "4243"]
+    assert not list(ck.iterdir())                 # the marker is gone for the next run
+
+
+def test_usr1_before_the_step_starts_runs_the_trap_once(files, tmp_path):
+    """USR1 between `trap` and `step_pid=$!`: the handler must not signal its own process
+    group (kill -USR1 0), which re-enters the trap without end."""
+    text = (files / "train_requeue.sbatch").read_text()
+    lines = text.splitlines()
+    i = lines.index("on_usr1() {")
+    func = "\n".join(lines[i:lines.index("}", i) + 1])
+    script = tmp_path / "trap.sh"
+    script.write_text(func + '\ntrap on_usr1 USR1\nkill -USR1 $$\necho "requeue=$requeue"\n')
+    r = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=120,
+                       start_new_session=True)
+    assert r.returncode == 0, r
+    assert r.stderr.count("trainplan: USR1") == 1 and "requeue=1" in r.stdout
+
+
+def test_checkpoint_dir_with_a_space_stays_one_argument(files, tmp_path):
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "torchrun").write_text('#!/bin/bash\nfor a in "$@"; do printf "[%s]\\n" "$a"; done\n')
+    (bindir / "torchrun").chmod(0o755)
+    env = dict(os.environ, PATH=f"{bindir}:{os.environ['PATH']}", RDZV_HOST="h",
+               CHECKPOINT_DIR="/fsx/my run *")
+    r = subprocess.run(["bash", str(files / "torchrun_elastic.sh")], env=env, capture_output=True,
+                       text=True, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    args = r.stdout.splitlines()
+    assert args[args.index("[--checkpoint-dir]") + 1] == "[/fsx/my run *]"

@@ -92,3 +92,25 @@ def test_a_schedule_on_an_unpriced_gpu_asks_for_a_price(tmp_path):
     p = _day_night_with(tmp_path, 'gpu = "a100_sxm_80gb"', 'gpu = "h100_nvl"')
     r = CliRunner().invoke(app, ["schedule", str(p)])
     assert r.exit_code == 2 and "usd_per_gpu_hour" in r.output
+
+
+_JOB = '[[job]]\nname = "a"\nmodel = "llama-3-8b"\ntokens = 1e9\n'
+_PERIOD = '[[period]]\nhours = 8\nnodes = 1\njob = "a"\n'
+
+
+@pytest.mark.parametrize("bad,field", [
+    ('[cluster]\nrestart_minutes = "ten"\n' + _JOB + _PERIOD, "cluster.restart_minutes"),
+    ('schedule = 3\n' + _JOB + _PERIOD, "schedule"),
+    (_JOB + _PERIOD + '[schedule]\nmax_dayz = 3\n', "schedule.max_dayz"),
+    (_JOB + _PERIOD + 'gpus = 8\n', "period[0].gpus"),
+    (_JOB + '[[period]]\nhours = inf\nnodes = 1\njob = "a"\n', "period[0].hours"),
+    ('cluster = 3\n' + _JOB + _PERIOD, "cluster"),
+])
+def test_schedule_inputs_that_crashed_or_were_ignored_exit_2(tmp_path, bad, field):
+    f = tmp_path / "bad.toml"
+    f.write_text(bad)
+    with pytest.raises(InputError) as e:
+        read_schedule(f)
+    assert e.value.field == field
+    res = CliRunner().invoke(app, ["schedule", str(f)])
+    assert res.exit_code == 2 and "Traceback" not in res.output and field in res.output
