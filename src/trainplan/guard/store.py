@@ -56,6 +56,8 @@ def _replace_local(path: str, data: bytes) -> None:
     import secrets
     import socket
     import stat
+
+    from trainplan.io.files import fsync_dir, unlink_if_there
     folder, name = os.path.split(path)
     os.makedirs(folder, exist_ok=True)
     try:
@@ -73,21 +75,9 @@ def _replace_local(path: str, data: bytes) -> None:
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
+        unlink_if_there(tmp)
         raise
-    try:
-        dfd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(dfd)
-    except OSError:
-        pass
-    finally:
-        os.close(dfd)
+    fsync_dir(folder)
 
 
 class _Store:

@@ -99,7 +99,7 @@ def _roll_forward(tmp_dir: Path, out_dir: Path) -> None:
             except FileNotFoundError:
                 pass
             os.replace(src, dst)
-    _fsync_dir(out_dir)
+    fsync_dir(out_dir)
 
 
 def path_kind(path: str | os.PathLike[str]) -> str | None:
@@ -152,19 +152,22 @@ def _write_tmp(folder: Path, name: str, data: str | bytes, mode: int) -> Path:
             os.fsync(f.fileno())
         os.chmod(tmp, mode)
     except BaseException:
-        _unlink(tmp)
+        unlink_if_there(tmp)
         raise
     return tmp
 
 
-def _unlink(p: Path) -> None:
+def unlink_if_there(p: str | os.PathLike[str]) -> None:
+    """Remove ``p``; nothing if it is already gone."""
     try:
         os.unlink(p)
     except FileNotFoundError:
         pass
 
 
-def _fsync_dir(folder: Path) -> None:
+def fsync_dir(folder: str | os.PathLike[str]) -> None:
+    """fsync a folder so that a rename or new file in it survives a crash (a folder that cannot
+    be opened or synced is left as it is)."""
     try:
         fd = os.open(folder, os.O_RDONLY)
     except OSError:
@@ -192,9 +195,9 @@ def atomic_write(path: str | os.PathLike[str], data: str | bytes, mode: int = 0o
         check_target(p, force=force, what=what)      # again, just before the rename
         os.replace(tmp, p)
     except BaseException:
-        _unlink(tmp)
+        unlink_if_there(tmp)
         raise
-    _fsync_dir(p.parent)
+    fsync_dir(p.parent)
     return p
 
 
@@ -249,7 +252,7 @@ def _write_new_folder(files, out: Path, executable) -> list[Path]:
     os.mkdir(tmp, 0o755)
     try:
         _fill(tmp, files, executable)
-        _fsync_dir(tmp)
+        fsync_dir(tmp)
         try:
             os.rename(tmp, out)
         except OSError as e:
@@ -260,7 +263,7 @@ def _write_new_folder(files, out: Path, executable) -> list[Path]:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    _fsync_dir(parent)
+    fsync_dir(parent)
     return [out / n for n in files]
 
 
@@ -276,7 +279,7 @@ def _write_into(files, out: Path, targets: list[Path], executable) -> list[Path]
             json.dump(list(files), f)
             f.flush()
             os.fsync(f.fileno())
-        _fsync_dir(tmp)
+        fsync_dir(tmp)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
