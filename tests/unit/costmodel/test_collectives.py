@@ -39,6 +39,8 @@ def test_a_group_times_its_collectives_as_the_net_does():
         node_size, intra_busbw_Bps, inter_busbw_Bps, link_GBps, nic_GBps = 8, B_IN, B_OUT, 450, 50
 
         class accelerator:
+            point_to_point = False      # a switched fabric (NVSwitch)
+
             class efficiency:
                 intra_latency_s, inter_latency_s = A_IN, A_OUT
     net = Net(Cluster)
