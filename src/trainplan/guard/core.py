@@ -17,37 +17,9 @@ import urllib.request
 from typing import Any
 
 from trainplan.guard.notices import _LOG_EVERY_S, _MetadataPoller, _why
+from trainplan.guard.settings import _check_settings
 from trainplan.guard.store import (MANIFEST, REQUEUE_EXIT_CODE, REQUEUE_FILE_ENV, _PREFIX,
                                    _replace_local, _Store, _tuples)
-
-
-def _check_settings(every_steps, interval_s, metadata_url, poll_s, signals, keep) -> None:
-    """InputError (field, value, what is valid) for a setting that would silently misbehave."""
-    import math
-
-    from trainplan.errors import InputError
-
-    def is_int(v):
-        return isinstance(v, int) and not isinstance(v, bool)
-
-    def is_pos(v):
-        return isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < math.inf
-
-    if every_steps is not None and not (is_int(every_steps) and every_steps >= 1):
-        raise InputError("every_steps", every_steps, "an integer >= 1, or None (no step interval)")
-    if interval_s is not None and not is_pos(interval_s):
-        raise InputError("interval_s", interval_s, "a finite number of seconds > 0, or None")
-    if not is_pos(poll_s):
-        raise InputError("poll_s", poll_s, "a finite number of seconds > 0")
-    if not (is_int(keep) and keep >= 1):
-        raise InputError("keep", keep, "an integer >= 1 (complete checkpoints kept)")
-    if metadata_url is not None and not (isinstance(metadata_url, str)
-                                         and metadata_url.startswith(("http://", "https://"))):
-        raise InputError("metadata_url", metadata_url, "an http:// or https:// URL, or None")
-    for name in signals:
-        if not (isinstance(name, str) and name.startswith("SIG")
-                and isinstance(getattr(signal, name, None), signal.Signals)):
-            raise InputError("signals", name, "signal names such as SIGTERM, SIGUSR1")
 
 
 class Guard:
@@ -145,8 +117,15 @@ class Guard:
         the workers again on the node that is about to go. The agent treats SIGTERM as a death
         signal: it stops its workers and exits without a restart (torch 2.13
         ``torch/distributed/elastic/agent/server/api.py``, ``SimpleElasticAgent.run``: on
-        ``SignalException`` it calls ``_shutdown`` and re-raises)."""
-        if "TORCHELASTIC_RUN_ID" not in os.environ:
+        ``SignalException`` it calls ``_shutdown`` and re-raises).
+
+        Once per agent: only local rank 0 sends it, and not when this rank's notice was a
+        signal (the agent forwarded it and is already shutting down; a second SIGTERM would cut
+        its wait for the workers short). The SIGTERM the agent then forwards is ignored here:
+        the process is already on its way out with the exit code."""
+        if "TORCHELASTIC_RUN_ID" not in os.environ or os.environ.get("LOCAL_RANK", "0") != "0":
+            return
+        if self.notice_reason.startswith("signal "):
             return
         ppid = os.getppid()
         try:
@@ -155,6 +134,10 @@ class Guard:
         except OSError:
             return
         if b"torch.distributed.run" in cmd or b"torchrun" in cmd:
+            try:
+                signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            except ValueError:                  # not the main thread
+                pass
             try:
                 os.kill(ppid, signal.SIGTERM)
             except OSError:
