@@ -27,9 +27,8 @@ from pydantic import ValidationError
 
 from trainplan.errors import InputError, from_validation_error
 from trainplan.spec.base import freeze
-from trainplan.spec.cluster import Accelerator
+from trainplan.spec.cluster import ENV_VAR, Accelerator
 
-ENV_VAR = "TRAINPLAN_CATALOG"
 _DATA_PACKAGE = "trainplan.catalog"  # files under its data/ folder
 # Keys a catalog record may carry that are not fields of Accelerator.
 _CATALOG_ONLY_KEYS = ("aliases", "notes", "base")

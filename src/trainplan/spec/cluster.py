@@ -25,6 +25,12 @@ NCCL_RING_SHARE = 0.78
 # H100/H200 user guide, system memory), GiB
 DEFAULT_HOST_GIB = 2048.0
 NIC_BUSBW_SHARE = 0.94
+#: PCIe 5.0 x16, GB/s per direction (PCI-SIG PCIe 5.0 base specification: 32 GT/s x 16 lanes,
+#: 128b/130b encoding, about 63 GB/s). A catalog GPU whose GPU-to-GPU link is faster has an
+#: NVLink/Infinity Fabric domain that its ``gpus_per_node`` sizes; one at PCIe rates does not.
+PCIE5_X16_GBPS = 64.0
+#: the environment variable naming user accelerator catalog files (trainplan.catalog.accelerators)
+ENV_VAR = "TRAINPLAN_CATALOG"
 # Peak columns that can serve a matmul requested in a dtype, in order (see Accelerator.peak).
 _SERVED_BY: dict[str, tuple[str, ...]] = {"tf32": ("tf32", "fp32")}
 
@@ -125,6 +131,11 @@ class Accelerator(Spec):
     intra_node_GBps: float = Field(gt=0, description="intra-node link, unidirectional GB/s per GPU")
     inter_node_Gbps: float = Field(gt=0, description="scale-out NIC Gb/s per GPU")
     gpus_per_node: PositiveInt = 8
+    max_gpus_per_node: PositiveInt | None = Field(None, description="the largest GPU-to-GPU "
+                                                  "link domain a platform of this GPU builds, "
+                                                  "where larger than gpus_per_node (DGX-2: 16 "
+                                                  "V100; two HGX A100 boards: 16 A100); none: "
+                                                  "gpus_per_node")
     point_to_point: bool = Field(False, description="the node's GPUs are linked pairwise, one "
                                  "link to each peer and no switch (AMD Infinity Fabric, GH200 "
                                  "NVLink quads): a group of g of the node's GPUs uses g-1 of "
@@ -257,7 +268,15 @@ class Cluster(Spec):
 
     @model_validator(mode="after")
     def _check(self) -> "Cluster":
-        g = self.node_size
+        g, acc = self.node_size, self.accelerator
+        domain = acc.max_gpus_per_node or acc.gpus_per_node
+        if g > domain and acc.intra_node_GBps > PCIE5_X16_GBPS:
+            raise ValueError(
+                f"gpus_per_node ({g}) is more than the {domain} GPUs that "
+                f"{acc.name}'s GPU-to-GPU links join in one node (its platform); a bigger node "
+                f"would be priced as one {g}-GPU link domain it does not have: give "
+                f"gpus_per_node <= {domain}, or describe such a platform as an "
+                f"accelerator of your own in a ${ENV_VAR} catalog file")
         if self.gpus > g and self.gpus % g:
             raise ValueError(f"gpus ({self.gpus}) must be a multiple of gpus_per_node ({g}) "
                              "when it spans several nodes")

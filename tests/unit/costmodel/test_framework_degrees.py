@@ -86,7 +86,7 @@ def test_tp_must_split_the_vision_towers_heads_too():
     from trainplan.spec.strategy import Strategy
 
     m = get_model("llava-1.5-13b")
-    cl = Cluster(accelerator=get_accelerator("h100"), gpus=10, gpus_per_node=10)
+    cl = Cluster(accelerator=get_accelerator("l40s"), gpus=10, gpus_per_node=10)   # a PCIe box
     job = Job(seq_len=2048, global_batch=60)
     with pytest.raises(InputError, match="vision tower's attention heads"):
         complete_strategy(m, job, cl, Strategy(tp=5, zero=1))

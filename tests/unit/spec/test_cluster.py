@@ -22,3 +22,25 @@ def test_unknown_or_doubled_gpu_is_refused_with_the_valid_ids():
         trainplan.Cluster(gpu="h1000")
     with pytest.raises(ValidationError, match="give the GPU once"):
         trainplan.Cluster(gpu="h100", accelerator=get_accelerator("h100"))
+
+
+def test_a_node_bigger_than_the_gpus_link_domain_is_refused_naming_the_limit():
+    # an H100 HGX board links 8 GPUs: a "16-GPU node" would price TP16 on NVLink it lacks
+    with pytest.raises(ValidationError, match=r"gpus_per_node \(16\).*8 GPUs.*gpus_per_node <= 8"):
+        trainplan.Cluster(gpu="h100", gpus=32, gpus_per_node=16)
+    # platforms that do build bigger domains: DGX-2 (16 V100), two HGX A100 boards (16 A100)
+    assert trainplan.Cluster(gpu="v100_sxm2_32gb", gpus=32, gpus_per_node=16).node_size == 16
+    assert trainplan.Cluster(gpu="a100_sxm_80gb", gpus=16, gpus_per_node=16).nodes == 1
+    with pytest.raises(ValidationError, match=r"gpus_per_node \(32\).*16 GPUs"):
+        trainplan.Cluster(gpu="a100_sxm_80gb", gpus=32, gpus_per_node=32)
+    # PCIe cards have no link domain to exceed: a 10-GPU L40S server is a real box
+    assert trainplan.Cluster(gpu="l40s", gpus=10, gpus_per_node=10).nodes == 1
+
+
+def test_the_cli_refuses_an_oversized_node_with_exit_status_2():
+    from typer.testing import CliRunner
+
+    from trainplan.cli import app
+    r = CliRunner().invoke(app, ["estimate", "--model", "llama-3-8b", "--gpu", "h100",
+                                 "--gpus", "32", "--gpus-per-node", "16"])
+    assert r.exit_code == 2 and "gpus_per_node" in r.output and "Traceback" not in r.output
