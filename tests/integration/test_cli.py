@@ -4,7 +4,7 @@ import json
 
 
 from trainplan.cli import app
-from cli_helpers import runner
+from cli_helpers import assert_exits_2, invoke, runner
 
 
 
@@ -161,3 +161,24 @@ def test_vlm_fields_from_the_command_line_and_what_the_estimate_assumes():
            "tokens each)" in text
     bad = CliRunner().invoke(app, ["estimate", "--model", "qwen2-vl-7b", "--image-size", "0x4"])
     assert bad.exit_code == 2 and "--image-size" in bad.output
+
+
+def test_oversized_node_exits_2_naming_the_link_domain():
+    r = invoke("estimate", "--model", "llama-3-8b", "--gpu", "h100", "--gpus", "32",
+               "--gpus-per-node", "16")
+    assert_exits_2(r, "gpus_per_node (16)", "gpus_per_node <= 8")
+
+
+def test_network_flags_reach_the_data_parallel_time():
+    """--inter-node-gbps is the job file's cluster.inter_node_Gbps: a slower NIC makes the
+    multi-node gradient sync, and only it, slower; a bad value exits 2."""
+    args = ("estimate", "--model", "llama-3-8b", "--gpu", "h100", "--gpus", "64", "--zero", "1",
+            "--json")
+    base = json.loads(invoke(*args).stdout)["time"]
+    slow = json.loads(invoke(*args, "--inter-node-gbps", "100").stdout)["time"]
+    assert slow["dp_comm_s"] > 2 * base["dp_comm_s"] > 0
+    assert slow["compute_s"] == base["compute_s"]
+    fast_link = json.loads(invoke(*args, "--tp", "8", "--intra-node-gbps", "900").stdout)["time"]
+    tp8 = json.loads(invoke(*args, "--tp", "8").stdout)["time"]
+    assert fast_link["tp_comm_s"] < tp8["tp_comm_s"]
+    assert_exits_2(invoke(*args, "--inter-node-gbps", "-3"), "inter_node_Gbps", "-3")

@@ -19,6 +19,10 @@ MODEL: Any = typer.Option(None, "--model", "-m", help="preset id or config.json 
 GPU: Any = typer.Option(None, "--gpu", help="accelerator id or alias (see `trainplan gpus`)")
 GPUS: Any = typer.Option(None, "--gpus", help="total GPUs")
 GPUS_PER_NODE: Any = typer.Option(None, "--gpus-per-node", help="GPUs per node")
+INTER_NODE_GBPS: Any = typer.Option(None, "--inter-node-gbps", help="scale-out NIC Gb/s per GPU "
+                                    "(default: the GPU's catalog platform, `trainplan gpus`)")
+INTRA_NODE_GBPS: Any = typer.Option(None, "--intra-node-gbps", help="GPU-to-GPU link, "
+                                    "unidirectional GB/s per GPU (default: the catalog's)")
 SEQ_LEN: Any = typer.Option(None, "--seq-len", help="tokens per sequence")
 GLOBAL_BATCH: Any = typer.Option(None, "--global-batch", help="sequences per step")
 MICRO_BATCH: Any = typer.Option(None, "--micro-batch", help="sequences per GPU per micro-step")

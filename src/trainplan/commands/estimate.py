@@ -16,6 +16,8 @@ def estimate_command(
     gpu: Optional[str] = o.GPU,
     gpus: Optional[int] = o.GPUS,
     gpus_per_node: Optional[int] = o.GPUS_PER_NODE,
+    inter_node_gbps: Optional[float] = o.INTER_NODE_GBPS,
+    intra_node_gbps: Optional[float] = o.INTRA_NODE_GBPS,
     price: Optional[float] = o.PRICE,
     profile: Optional[Path] = o.PROFILE,
     tp: Optional[int] = typer.Option(None), pp: Optional[int] = typer.Option(None),
@@ -78,6 +80,7 @@ def estimate_command(
                          "launch files go to; without --emit nothing is written)")
     data = start(job_file, model, use_example=not model)   # --gpu alone keeps the example
     merge(data, "cluster", gpu=gpu, gpus=gpus, gpus_per_node=gpus_per_node, usd_per_gpu_hour=price,
+          inter_node_Gbps=inter_node_gbps, intra_node_GBps=intra_node_gbps,
           profile=o.as_path(profile))
     merge(data, "strategy", tp=tp, pp=pp, vp=vp, uneven_stages=uneven_stages, cp=cp, ep=ep,
           zero=zero, micro_batch=micro_batch, recompute=recompute,

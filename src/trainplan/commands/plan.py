@@ -20,6 +20,8 @@ def plan_command(
     gpus: Optional[str] = typer.Option(None, "--gpus", help='GPU count "64", list "64,128" or range "8..4096" (powers of two and node multiples '
                                            'of them; whole nodes in between for --objective fewest)'),
     gpus_per_node: Optional[int] = o.GPUS_PER_NODE,
+    inter_node_gbps: Optional[float] = o.INTER_NODE_GBPS,
+    intra_node_gbps: Optional[float] = o.INTRA_NODE_GBPS,
     price: Optional[str] = typer.Option(
         None, "--price", help="USD per GPU-hour: one price for every GPU type (2.5), or per type "
                               "(l40s=0.9,h100=2.5; the others keep the catalog's)"),
@@ -68,6 +70,7 @@ def plan_command(
     from trainplan.services.plan import parse_prices
     one_price, type_prices = parse_prices(price)
     merge(data, "cluster", gpus_per_node=gpus_per_node, usd_per_gpu_hour=one_price,
+          inter_node_Gbps=inter_node_gbps, intra_node_GBps=intra_node_gbps,
           profile=o.as_path(profile))
     merge(data, "job", samples=samples, epochs=epochs, images_per_sample=images_per_sample,
           text_tokens=text_tokens, **o.image_size(image_size))
