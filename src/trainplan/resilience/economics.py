@@ -106,19 +106,23 @@ class OptionResult:
     wall_h: float
     cost_usd: float | None
     saves_on_notice: bool
+    lead_s: float = 0.0      # what a save on notice needs (``checkpoint.notice_lead_seconds``)
 
 
 def evaluate_option(opt: Option, work_h: float, gpus: int, failure_per_gpu_hour: float,
                     ck: Checkpoint, restart_h: float, step_s: float = 0.0) -> OptionResult:
     """Goodput, wall hours and cost of ``work_h`` useful hours bought as ``opt``.
 
-    A notice saves the work only if it covers the step in flight (the guard saves at a step
-    boundary) and the write: ``notice_s >= step_s + write_s``; otherwise a pre-emption counts
-    as a failure (the lost partial step is neglected)."""
+    A notice saves the work only if it is at least the lead the save needs
+    (``costmodel.checkpoint.notice_lead_seconds``: the rest of the step, the save in flight,
+    the notice's save and a margin; the same lead the launch files give the save); otherwise a
+    pre-emption counts as a failure (the lost partial step is neglected)."""
+    from trainplan.costmodel.checkpoint import notice_lead_seconds
     from trainplan.io.limits import check_range
     failure_per_gpu_hour = check_range("failures (per GPU-hour)", failure_per_gpu_hour, 0.0, 1.0)
     write_h = ck.write_s / 3600.0
-    saves = opt.notice_s >= ck.write_s + step_s
+    lead = float(notice_lead_seconds(ck.write_s, step_s))
+    saves = opt.notice_s >= lead
     lam_f = gpus * failure_per_gpu_hour + (0.0 if saves else opt.preempt_per_hour)
     lam_p = opt.preempt_per_hour if saves else 0.0
     rp = restart_h + opt.extra_restart_h
@@ -133,7 +137,7 @@ def evaluate_option(opt: Option, work_h: float, gpus: int, failure_per_gpu_hour:
                          "survives between interruptions")
     wall = work_h / g
     cost = wall * gpus * opt.usd_per_gpu_hour if opt.usd_per_gpu_hour is not None else None
-    return OptionResult(opt, tau, daly, g, float(g1), wall, cost, saves)
+    return OptionResult(opt, tau, daly, g, float(g1), wall, cost, saves, lead)
 
 
 def break_even_discount(spot: OptionResult, on_demand: OptionResult) -> float:

@@ -9,7 +9,9 @@ every run still going):
 * hardware failures arrive at ``failure_rate`` per hour with no notice: the segment is lost,
   then a restart of ``restart_h`` (started over if interrupted);
 * pre-emptions arrive at ``preempt_rate`` per hour with a notice of ``notice_h``. When the
-  notice covers the write the work done so far is saved (``write_h``) and nothing is lost;
+  notice is at least ``lead_h`` (what a save on notice needs: ``trainplan resilience`` passes
+  ``costmodel.checkpoint.notice_lead_seconds``; default the write alone, as in
+  ``goodput_exact``) the work done so far is saved (``write_h``) and nothing is lost;
   otherwise the pre-emption is a failure. Then a restart of ``preempt_restart_h``.
 
 Cost is wall time x ``usd_per_hour`` (the nodes are paid while they restart: a conservative
@@ -65,19 +67,21 @@ def _restart(rng: np.random.Generator, restart_h: float, rate: float, n: int) ->
 def simulate(work_h: float, interval_h: float, write_h: float, restart_h: float,
              failure_rate: float, preempt_rate: float = 0.0, notice_h: float = 0.0,
              preempt_restart_h: float | None = None, usd_per_hour: float = 0.0,
-             runs: int = 2000, seed: int = 0, max_steps: int = 10_000_000) -> SimResult:
+             runs: int = 2000, seed: int = 0, max_steps: int = 10_000_000,
+             lead_h: float | None = None) -> SimResult:
     """Simulate ``runs`` independent executions of a job of ``work_h`` useful hours."""
     for name, v in (("work_h", work_h), ("interval_h", interval_h)):
         if not v > 0:
             raise InputError(name, v, "a number > 0")
     for name, v in (("write_h", write_h), ("restart_h", restart_h), ("failure_rate", failure_rate),
-                    ("preempt_rate", preempt_rate), ("notice_h", notice_h)):
+                    ("preempt_rate", preempt_rate), ("notice_h", notice_h),
+                    ("lead_h", write_h if lead_h is None else lead_h)):
         if not v >= 0:
             raise InputError(name, v, "a number >= 0")
     if runs < 1:
         raise InputError("runs", runs, "an integer >= 1")
     rp = restart_h if preempt_restart_h is None else preempt_restart_h
-    saves = notice_h >= write_h               # the notice covers an emergency write
+    saves = notice_h >= (write_h if lead_h is None else lead_h)   # the notice covers the save
     lam_f = failure_rate + (0.0 if saves else preempt_rate)
     lam_p = preempt_rate if saves else 0.0
     lam = lam_f + lam_p

@@ -103,3 +103,14 @@ def test_cli_resilience_json_and_bad_input():
         assert bad.exit_code == 2 and "--interruptions" in bad.output and "0 <= f < 1" in bad.output
     bad = CliRunner().invoke(app, ["resilience", "--emit", "e0", "--min-nodes", "0"])
     assert bad.exit_code == 2 and "--min-nodes" in bad.output
+
+
+def test_simulator_judges_the_notice_by_the_lead():
+    # a notice longer than the write but shorter than the lead a save needs saves nothing
+    kw = dict(runs=300, seed=2)
+    bare = simulate(200, 1, 0.01, 0.2, 0.0, 0.5, notice_h=0.02, **kw)
+    short = simulate(200, 1, 0.01, 0.2, 0.0, 0.5, notice_h=0.02, lead_h=0.03, **kw)
+    assert bare.preemptions.sum() > 0 and short.goodput < bare.goodput
+    assert short.goodput == pytest.approx(float(rel.goodput_exact(0.01, 1, 0.2, 0.5)), rel=0.02)
+    with pytest.raises(InputError):
+        simulate(10, 1, 0.01, 0.1, 0.1, lead_h=-1.0)
