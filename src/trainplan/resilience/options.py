@@ -81,14 +81,17 @@ def purchase_options(job_file, gpu, gpus, provider, interruptions, od, rs, sp, f
                    saves_on_notice=r.saves_on_notice, interval_h=r.interval_h,
                    daly_interval_h=r.daly_interval_h, goodput=r.goodput,
                    goodput_first_order=r.goodput_first_order, wall_days=r.wall_h / 24,
-                   cost_usd=r.cost_usd, notes=list(r.option.notes))
+                   billed_gpu_hours=r.billed_gpu_hours, cost_usd=r.cost_usd,
+                   notes=list(r.option.notes))
         if runs:
             from trainplan.resilience.simulate import simulate
             s = simulate(work_h, r.interval_h, ck.write_s / 3600, restart_h, c.gpus * rate,
                          r.option.preempt_per_hour, r.option.notice_s / 3600,
                          restart_h + r.option.extra_restart_h,
                          c.gpus * (r.option.usd_per_gpu_hour or 0.0), runs=runs, seed=seed,
-                         lead_h=r.lead_s / 3600)
+                         lead_h=r.lead_s / 3600,
+                         released_usd=r.option.extra_restart_h * r.option.instance_gpus
+                         * (r.option.usd_per_gpu_hour or 0.0))
             row["sim_days"] = {f"p{q}": v / 24 for q, v in s.percentiles().items()}
             row["sim_mean_goodput"] = s.goodput
         rows.append(row)
