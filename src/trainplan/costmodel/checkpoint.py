@@ -1,6 +1,9 @@
 """One checkpoint of a run: how many bytes it holds, who writes them and how long a write and a
-restart's load take. The one formula behind ``estimate``/``plan`` totals (the goodput of
-``costmodel.totals.run_totals``) and ``trainplan resilience``/``schedule``.
+restart's load take, and the lead a termination notice must give the save. The one formula
+behind ``estimate``/``plan`` totals (the goodput of ``costmodel.totals.run_totals``),
+``trainplan resilience``/``schedule`` (save time, whether a provider's notice saves the work)
+and the launch files (``export.elastic``: SLURM ``--signal``, torchrun ``--shutdown_timeout``,
+Kubernetes ``terminationGracePeriodSeconds``).
 """
 
 from __future__ import annotations
@@ -68,7 +71,40 @@ def checkpoint_io(weights_bytes, optimizer_bytes, zero, tp, pp, dp, cp, nodes,
     sharded = (zero >= 1) | (np.asarray(tp) * np.asarray(pp) > 1)
     nodes = np.asarray(nodes, dtype=float)
     writers = np.where(sharded, nodes, 1.0)
-    bw_w = np.minimum(writers * storage_GBps_per_node, storage_GBps_max) * 1e9
-    bw_r = np.minimum(nodes * storage_GBps_per_node, storage_GBps_max) * 1e9
     return CheckpointIO(bytes_total=total, bytes_read=read, writers=writers,
-                        write_s=total / bw_w, load_s=read / bw_r)
+                        write_s=storage_seconds(total, writers, storage_GBps_per_node,
+                                                storage_GBps_max),
+                        load_s=storage_seconds(read, nodes, storage_GBps_per_node,
+                                               storage_GBps_max))
+
+
+def storage_seconds(nbytes, nodes, storage_GBps_per_node, storage_GBps_max):
+    """Seconds to move ``nbytes`` between ``nodes`` nodes and the checkpoint storage, all nodes
+    at once: each node at ``storage_GBps_per_node`` (GB/s, 1e9 bytes), together capped by the
+    file system's aggregate ``storage_GBps_max`` (the cluster's two assumptions; a parallel
+    file system or object store scales with clients up to its own limit). The one formula of a
+    checkpoint's write (the writing nodes) and load (every node). Broadcasts."""
+    bw = np.minimum(np.asarray(nodes, dtype=float) * storage_GBps_per_node, storage_GBps_max)
+    return nbytes / (bw * 1e9)
+
+
+#: Seconds kept free after the notice's save (an assumption, a rule of thumb): noticing it (the
+#: guard polls the cloud metadata every ``poll_s``, 5 s by default), the commit's barrier and
+#: manifest, the process exit and torchrun's agent stopping; the launchers SIGKILL 10 s before
+#: the end of the lead (``export.elastic``: ``--shutdown_timeout`` = lead - 10).
+NOTICE_MARGIN_S = 60.0
+
+
+def notice_lead_seconds(write_s, step_s=0.0, margin_s=NOTICE_MARGIN_S):
+    """Seconds between a termination notice and the kill that a save on that notice needs:
+    ``step_s + 2 x write_s + margin_s``.
+
+    What ``trainplan.guard`` does on a notice (``Guard.step``): it finishes the step in progress
+    (it saves at a step boundary: up to one step, ``step_s``), waits for the asynchronous
+    periodic save that may be in flight (``async_save``, the default: up to one write,
+    ``write_s``), then writes the notice's checkpoint blocking (one more write) and commits it;
+    ``margin_s`` covers the rest (``NOTICE_MARGIN_S``). ``write_s`` is the plan's
+    (``checkpoint_io``). The one lead of trainplan: a provider's notice window saves the work
+    only if it is at least this long (``trainplan resilience``), and the launch files give the
+    save this much (``export.elastic.signal_seconds``). Broadcasts."""
+    return np.asarray(step_s, dtype=float) + 2.0 * np.asarray(write_s, dtype=float) + margin_s

@@ -78,6 +78,28 @@ def restart_hours(restart_minutes, load_s):
     return (np.asarray(restart_minutes, dtype=float) * 60.0 + np.asarray(load_s, dtype=float)) / 3600.0
 
 
+def mixed_restart_hours(restart_a, rate_a, restart_b, rate_b, rate_per_hour):
+    """One restart length for two kinds of interruption that both lose the segment but restart
+    differently: hardware failures (``rate_a``, restart ``restart_a``) and pre-emptions whose
+    notice is too short to save (``rate_b``, restart ``restart_b``: it adds the wait for
+    capacity). In the complete model (:func:`goodput_exact`) an attempt's expected time is
+    linear in each kind's share of the expected restart Rx(R) = (e^(lambda R) - 1) / lambda, so
+    one kind of rate ``rate_a + rate_b`` whose Rx is the rate-weighted mean
+    (rate_a Rx(R_a) + rate_b Rx(R_b)) / (rate_a + rate_b) gives the same goodput; its length is
+    R = ln(1 + lambda Rx) / lambda (lambda = ``rate_per_hour``, every interruption, as in
+    :func:`restart_with_retries_hours`). Broadcasts."""
+    la = np.asarray(rate_a, dtype=float)
+    lb = np.asarray(rate_b, dtype=float)
+    lam = np.asarray(rate_per_hour, dtype=float)
+    both = la + lb
+    w = np.where(both > 0, lb / np.where(both > 0, both, 1.0), 0.0)
+    rx = (1 - w) * restart_with_retries_hours(restart_a, lam) + w * restart_with_retries_hours(
+        restart_b, lam)
+    small = lam * rx < 1e-9
+    lam_s = np.where(small, 1.0, lam)
+    return np.where(small, rx, np.log1p(lam_s * rx) / lam_s)
+
+
 def goodput_exact(write_hours, interval_hours, restart_hours, failure_rate_per_hour,
                   preempt_rate_per_hour=0.0, preempt_restart_hours=None):
     """Expected useful time / wall time of a long job under exponential interruptions.

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import math
 
+from trainplan.costmodel.checkpoint import NOTICE_MARGIN_S, notice_lead_seconds
 from trainplan.errors import InputError
 from trainplan.export.spec import LaunchSpec, shell_join
 from trainplan.export.launch import _env_defaults, _k8s_args, _k8s_env, _k8s_name, slurm_time
@@ -45,12 +46,12 @@ _SIGNALS = "SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1"   # torchrun's default list p
 REQUEUE_EXIT_CODE = 75   # EX_TEMPFAIL (sysexits.h): "try again later"; trainplan.guard exits with it
 
 
-def signal_seconds(write_s: float, step_s: float = 0.0, margin_s: float = 60.0) -> int:
-    """Lead time for SLURM's ``--signal`` and torchrun's ``--shutdown_timeout``: the rest of
-    the step in progress (``trainplan.guard`` saves at the next step boundary; up to one step
-    ``step_s``), then twice the checkpoint write, plus a margin (a rule of thumb: the save must
-    finish before the SIGKILL)."""
-    return int(math.ceil(max(60.0, step_s + 2 * write_s + margin_s)))
+def signal_seconds(write_s: float, step_s: float = 0.0, margin_s: float = NOTICE_MARGIN_S) -> int:
+    """Lead time for SLURM's ``--signal``, torchrun's ``--shutdown_timeout`` and the pod's
+    ``terminationGracePeriodSeconds``: ``costmodel.checkpoint.notice_lead_seconds`` (the rest
+    of the step in progress, the save in flight and the notice's save, plus a margin), rounded
+    up to whole seconds. ``trainplan resilience`` judges a provider's notice by the same lead."""
+    return int(math.ceil(float(notice_lead_seconds(write_s, step_s, margin_s))))
 
 
 def runnable_nodes(spec: LaunchSpec, lo: int, hi: int) -> list[int]:

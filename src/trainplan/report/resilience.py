@@ -15,6 +15,9 @@ def render_options(out: dict) -> None:
               f"{ck['write_s']:.1f} s; restart {out['restart_minutes']:.1f} min incl. loading "
               f"{ck['read_gib']:.0f} GiB in {ck['load_s']:.1f} s; hardware failures "
               f"{out['failures_per_gpu_hour']:.3g} per GPU-hour", highlight=False)
+    con.print(f"a save on notice needs {ck['launch_lead_s']} s (rest of a {ck['step_s']:.1f} s step "
+              f"+ 2 x {ck['write_s']:.1f} s write + {ck['notice_margin_s']:.0f} s margin), the "
+              "lead the launch files give it", highlight=False)
     t = Table(title=f"Purchase options ({out['provider']})")
     sim = "sim_days" in out["options"][0]
     for col in ["option", "$/GPU-h", "pre-empt/day", "notice", "interval h", "goodput",

@@ -93,6 +93,7 @@ class Option:
     preempt_per_hour: float = 0.0    # job pre-emption rate
     notice_s: float = 0.0
     extra_restart_h: float = 0.0     # waiting for capacity after a pre-emption
+    instance_gpus: int = 0           # GPUs one pre-emption takes away (an instance: a node)
     notes: tuple[str, ...] = field(default=())
 
 
@@ -106,23 +107,32 @@ class OptionResult:
     wall_h: float
     cost_usd: float | None
     saves_on_notice: bool
+    lead_s: float = 0.0      # what a save on notice needs (``checkpoint.notice_lead_seconds``)
+    billed_gpu_hours: float = 0.0
 
 
 def evaluate_option(opt: Option, work_h: float, gpus: int, failure_per_gpu_hour: float,
                     ck: Checkpoint, restart_h: float, step_s: float = 0.0) -> OptionResult:
     """Goodput, wall hours and cost of ``work_h`` useful hours bought as ``opt``.
 
-    A notice saves the work only if it covers the step in flight (the guard saves at a step
-    boundary) and the write: ``notice_s >= step_s + write_s``; otherwise a pre-emption counts
-    as a failure (the lost partial step is neglected)."""
+    A notice saves the work only if it is at least the lead the save needs
+    (``costmodel.checkpoint.notice_lead_seconds``: the rest of the step, the save in flight,
+    the notice's save and a margin; the same lead the launch files give the save); otherwise a
+    pre-emption loses the work like a failure (the lost partial step is neglected) but still
+    waits for capacity (``reliability.mixed_restart_hours``). Cost: ``billed_gpu_hours``."""
+    from trainplan.costmodel.checkpoint import notice_lead_seconds
     from trainplan.io.limits import check_range
     failure_per_gpu_hour = check_range("failures (per GPU-hour)", failure_per_gpu_hour, 0.0, 1.0)
     write_h = ck.write_s / 3600.0
-    saves = opt.notice_s >= ck.write_s + step_s
-    lam_f = gpus * failure_per_gpu_hour + (0.0 if saves else opt.preempt_per_hour)
+    lead = float(notice_lead_seconds(ck.write_s, step_s))
+    saves = opt.notice_s >= lead
+    lam_hw = gpus * failure_per_gpu_hour
+    lam_f = lam_hw + (0.0 if saves else opt.preempt_per_hour)
     lam_p = opt.preempt_per_hour if saves else 0.0
     rp = restart_h + opt.extra_restart_h
-    g, tau = (float(x) for x in rel.best_goodput(write_h, restart_h, lam_f, lam_p, rp))
+    r_f = restart_h if saves else float(rel.mixed_restart_hours(
+        restart_h, lam_hw, rp, opt.preempt_per_hour, lam_f))
+    g, tau = (float(x) for x in rel.best_goodput(write_h, r_f, lam_f, lam_p, rp))
     daly = float(rel.daly_interval_hours(write_h, min(1.0 / max(lam_f, 1e-12), 1e6)))
     m_all = 1.0 / (lam_f + lam_p) if lam_f + lam_p > 0 else math.inf
     g1, _ = rel.goodput(write_h, m_all, restart_h, daly)
@@ -132,15 +142,41 @@ def evaluate_option(opt: Option, work_h: float, gpus: int, failure_per_gpu_hour:
                          f"{ck.write_s:.0f} s and restarts of {restart_h * 60:.0f} min no work "
                          "survives between interruptions")
     wall = work_h / g
-    cost = wall * gpus * opt.usd_per_gpu_hour if opt.usd_per_gpu_hour is not None else None
-    return OptionResult(opt, tau, daly, g, float(g1), wall, cost, saves)
+    billed = billed_gpu_hours(wall, gpus, opt.preempt_per_hour, opt.extra_restart_h,
+                              opt.instance_gpus)
+    cost = billed * opt.usd_per_gpu_hour if opt.usd_per_gpu_hour is not None else None
+    return OptionResult(opt, tau, daly, g, float(g1), wall, cost, saves, lead, billed)
+
+
+def billed_gpu_hours(wall_h, gpus, preempt_per_hour, wait_h, instance_gpus):
+    """GPU-hours paid for a fixed-size job of ``gpus`` GPUs that takes ``wall_h`` hours.
+
+    The job holds every GPU all along and pays for it, busy or idle (restarting, loading, and
+    waiting for capacity), except the instance a pre-emption took: from the interruption until
+    a replacement is found (``wait_h``) it is no longer the user's and is not billed (AWS EC2
+    User Guide, "Billing for interrupted Spot Instances": an instance EC2 interrupts is charged
+    for the seconds it ran; GCP and Azure Spot VMs are assumed billed the same way, per second
+    of running). The job's other nodes stay allocated, idle, while it waits for the missing
+    one: they are paid. Pre-emptions over the run: ``preempt_per_hour`` x ``wall_h`` (Poisson
+    arrivals over the wall clock), one instance (``instance_gpus``) each (the independence
+    assumption of ``preempt_rate_per_hour``); a second pre-emption during a wait is neglected
+    (first order in rate x wait; the waits never add up to more than the wall time).
+    Broadcasts."""
+    wall = np.asarray(wall_h, dtype=float)
+    waiting = np.minimum(np.asarray(preempt_per_hour, dtype=float) * wait_h, 1.0)
+    return wall * gpus - wall * waiting * np.minimum(instance_gpus, gpus)
 
 
 def break_even_discount(spot: OptionResult, on_demand: OptionResult) -> float:
-    """Spot discount off the on-demand price at which both cost the same: the same work
-    takes 1/g of the wall time, so spot pays off when price_spot / price_od < g_spot / g_od,
-    i.e. discount > 1 - g_spot / g_od (cost = wall x price; nodes paid while restarting)."""
-    return 1.0 - spot.goodput / on_demand.goodput
+    """Spot discount off the on-demand price at which both cost the same: cost = billed
+    GPU-hours x price (``billed_gpu_hours``: the same work takes 1/goodput of the wall time,
+    the nodes held are paid while restarting, the pre-empted instance is not while the job
+    waits for capacity), so spot pays off when price_spot / price_od < B_od / B_spot, i.e.
+    discount > 1 - B_od / B_spot. Degenerate case: a spot run billed nothing (a one-node job
+    that only ever waits) has no break-even; reported as 0."""
+    if not spot.billed_gpu_hours > 0:
+        return 0.0
+    return 1.0 - on_demand.billed_gpu_hours / spot.billed_gpu_hours
 
 
 #: A catalog price this many months older than the provider's newest is flagged (an
@@ -189,6 +225,7 @@ def catalog_options(gpu_id: str, provider_name: str, gpus_per_node: int, nodes: 
         note = (f"{frac:.0%} of instances interrupted per month x {nodes} nodes"
                 if frac is not None else "no pre-emption rate: pass --interruptions")
         out.append(Option("spot", price, src, rate, float(prov["notice_s"]), spot_wait_h,
+                          gpus_per_node,
                           (note, f"notice {prov['notice_s']} s: {prov['notice_source']}")))
     return out
 

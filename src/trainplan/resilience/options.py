@@ -16,6 +16,8 @@ def purchase_options(job_file, gpu, gpus, provider, interruptions, od, rs, sp, f
     from trainplan.resilience import economics as ec
     from trainplan.services.jobfile import build_inputs, merge, start
     from trainplan.costmodel.validate import complete_strategy
+    from trainplan.costmodel.checkpoint import NOTICE_MARGIN_S
+    from trainplan.export.elastic import signal_seconds
     from trainplan.io.limits import check_int, check_range
 
     for name, v, hi in (("--restart-minutes", restart_minutes, 1e6),
@@ -79,14 +81,17 @@ def purchase_options(job_file, gpu, gpus, provider, interruptions, od, rs, sp, f
                    saves_on_notice=r.saves_on_notice, interval_h=r.interval_h,
                    daly_interval_h=r.daly_interval_h, goodput=r.goodput,
                    goodput_first_order=r.goodput_first_order, wall_days=r.wall_h / 24,
-                   cost_usd=r.cost_usd, notes=list(r.option.notes))
+                   billed_gpu_hours=r.billed_gpu_hours, cost_usd=r.cost_usd,
+                   notes=list(r.option.notes))
         if runs:
             from trainplan.resilience.simulate import simulate
-            saves = r.saves_on_notice
             s = simulate(work_h, r.interval_h, ck.write_s / 3600, restart_h, c.gpus * rate,
-                         r.option.preempt_per_hour, r.option.notice_s / 3600 if saves else 0.0,
+                         r.option.preempt_per_hour, r.option.notice_s / 3600,
                          restart_h + r.option.extra_restart_h,
-                         c.gpus * (r.option.usd_per_gpu_hour or 0.0), runs=runs, seed=seed)
+                         c.gpus * (r.option.usd_per_gpu_hour or 0.0), runs=runs, seed=seed,
+                         lead_h=r.lead_s / 3600,
+                         released_usd=r.option.extra_restart_h * r.option.instance_gpus
+                         * (r.option.usd_per_gpu_hour or 0.0))
             row["sim_days"] = {f"p{q}": v / 24 for q, v in s.percentiles().items()}
             row["sim_mean_goodput"] = s.goodput
         rows.append(row)
@@ -94,7 +99,9 @@ def purchase_options(job_file, gpu, gpus, provider, interruptions, od, rs, sp, f
     written = emit_elastic(inp, st, ck, work_h, out_dir, min_nodes, max_restarts, force,
                            step_s=est.time.step_s) if out_dir is not None else []
     by = {r.option.name: r for r in res}
-    warnings = []
+    lead = by["on-demand"].lead_s           # the same for every option: one plan, one save
+    warnings = [notice_warning(r, provider, ck.write_s, est.time.step_s)
+                for r in res if r.option.notice_s and not r.saves_on_notice]
     if by["spot"].option.preempt_per_hour == 0 and interruptions is None:
         warnings.append(f"{provider} publishes no spot interruption rate and --interruptions was "
                         "not given: spot is assumed never pre-empted, so its goodput, the "
@@ -105,11 +112,27 @@ def purchase_options(job_file, gpu, gpus, provider, interruptions, od, rs, sp, f
     return dict(model=est.model, gpu=est.gpu, gpus=est.gpus, nodes=c.nodes, layout=est.layout,
                 work_days=work_h / 24, provider=provider,
                 checkpoint=dict(gib=ck.gib, write_s=ck.write_s, load_s=ck.load_s,
-                                writers=ck.writers, read_gib=ck.bytes_read / 2**30),
+                                writers=ck.writers, read_gib=ck.bytes_read / 2**30,
+                                step_s=est.time.step_s, notice_margin_s=NOTICE_MARGIN_S,
+                                notice_lead_s=lead,
+                                launch_lead_s=signal_seconds(ck.write_s, est.time.step_s)),
                 restart_minutes=restart_h * 60, failures_per_gpu_hour=rate,
                 break_even_spot_discount=ec.break_even_discount(by["spot"], by["on-demand"]),
                 spot_savings=savings, warnings=warnings,
                 options=rows, written=[str(p) for p in written])
+
+
+def notice_warning(r, provider: str, write_s: float, step_s: float) -> str:
+    """The notice of option ``r`` is shorter than the lead its save needs: say so, with the
+    lead's parts (``costmodel.checkpoint.notice_lead_seconds``)."""
+    import math
+
+    from trainplan.costmodel.checkpoint import NOTICE_MARGIN_S
+    return (f"{provider} {r.option.name}: the {r.option.notice_s:.0f} s pre-emption notice is "
+            f"shorter than the {math.ceil(r.lead_s)} s a save on notice needs (the rest of a "
+            f"{step_s:.1f} s step + a save in flight and the notice's save, 2 x {write_s:.1f} s, "
+            f"+ {NOTICE_MARGIN_S:.0f} s margin; the lead the launch files give the save): a "
+            "pre-emption loses the work since the last checkpoint, counted as a failure")
 
 
 def emit_elastic(inp, st, ck, work_h, out_dir, min_nodes, max_restarts, force, step_s=0.0):

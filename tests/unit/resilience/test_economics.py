@@ -52,11 +52,12 @@ def test_simulator_is_seeded_and_validates():
 
 
 def test_short_notice_counts_as_failure():
-    # a notice shorter than the write cannot save: the simulator treats it as a failure
+    # a notice shorter than the write cannot save: the pre-emption loses the work as a failure
+    # does (it is still counted as a pre-emption: its restart waits for capacity)
     s_short = simulate(200, 1, 0.05, 0.2, 0.0, 0.5, notice_h=0.01, runs=400, seed=1)
     g_fail = float(rel.goodput_exact(0.05, 1, 0.2, 0.5))
     assert s_short.goodput == pytest.approx(g_fail, rel=0.02)
-    assert s_short.preemptions.sum() == 0 and s_short.failures.sum() > 0
+    assert s_short.preemptions.sum() > 0 and s_short.failures.sum() == 0
 
 
 def test_checkpoint_size_from_estimate_matches_bytes_per_param():
@@ -92,9 +93,16 @@ def test_cli_resilience_json_and_bad_input():
     out = json.loads(res.output)
     by = {o["option"]: o for o in out["options"]}
     assert by["spot"]["goodput"] < by["on-demand"]["goodput"]
-    assert out["break_even_spot_discount"] == pytest.approx(
-        1 - by["spot"]["goodput"] / by["on-demand"]["goodput"])
-    assert by["spot"]["cost_usd"] == pytest.approx(by["spot"]["wall_days"] * 24 * 64 * 1.2)
+    # billed: all 64 GPUs of the wall time, less one 8-GPU node during each pre-emption's
+    # 10 min wait for capacity (the default --spot-wait-minutes)
+    sp, od = by["spot"], by["on-demand"]
+    billed = sp["wall_days"] * 24 * 64 - sp["preemptions_per_day"] * sp["wall_days"] * (10 / 60) * 8
+    assert sp["billed_gpu_hours"] == pytest.approx(billed)
+    assert sp["cost_usd"] == pytest.approx(billed * 1.2)
+    assert od["billed_gpu_hours"] == pytest.approx(od["wall_days"] * 24 * 64)
+    # at the break-even discount off the on-demand price spot costs what on-demand does
+    d = out["break_even_spot_discount"]
+    assert billed * od["usd_per_gpu_hour"] * (1 - d) == pytest.approx(od["cost_usd"])
     assert set(by["spot"]["sim_days"]) == {"p10", "p50", "p90"}
     bad = CliRunner().invoke(app, ["resilience", "--provider", "nowhere"])
     assert bad.exit_code == 2 and "provider" in bad.output
@@ -103,3 +111,14 @@ def test_cli_resilience_json_and_bad_input():
         assert bad.exit_code == 2 and "--interruptions" in bad.output and "0 <= f < 1" in bad.output
     bad = CliRunner().invoke(app, ["resilience", "--emit", "e0", "--min-nodes", "0"])
     assert bad.exit_code == 2 and "--min-nodes" in bad.output
+
+
+def test_simulator_judges_the_notice_by_the_lead():
+    # a notice longer than the write but shorter than the lead a save needs saves nothing
+    kw = dict(runs=300, seed=2)
+    bare = simulate(200, 1, 0.01, 0.2, 0.0, 0.5, notice_h=0.02, **kw)
+    short = simulate(200, 1, 0.01, 0.2, 0.0, 0.5, notice_h=0.02, lead_h=0.03, **kw)
+    assert bare.preemptions.sum() > 0 and short.goodput < bare.goodput
+    assert short.goodput == pytest.approx(float(rel.goodput_exact(0.01, 1, 0.2, 0.5)), rel=0.02)
+    with pytest.raises(InputError):
+        simulate(10, 1, 0.01, 0.1, 0.1, lead_h=-1.0)

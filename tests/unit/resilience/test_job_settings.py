@@ -63,7 +63,11 @@ def test_spot_without_a_rate_is_flagged_and_bad_options_refused(tmp_path):
     assert res["provider"] == "gcp"
     assert any("assumed never pre-empted" in w for w in res["warnings"])
     aws = _json("resilience", _job(tmp_path), "--json")           # AWS publishes bands
-    assert aws["warnings"] == []
+    assert not any("assumed never pre-empted" in w for w in aws["warnings"])
+    # one node writing 8B x 14 bytes at 5 GB/s: the lead (step + 2 writes + margin) is longer
+    # than AWS's 120 s notice, and the command says so (the launch files give it that lead)
+    assert [w for w in aws["warnings"] if "120 s pre-emption notice is shorter" in w] \
+        == aws["warnings"]
     r = CliRunner().invoke(app, ["resilience", "--gpus", "0"])
     assert r.exit_code == 2 and "--gpus" in r.output
     r = CliRunner().invoke(app, ["resilience", "--failures", "often"])
