@@ -53,6 +53,10 @@ def estimate_warnings(model, job, cluster, st, r, mem, time, nb=None) -> tuple[l
     w += _offload_warning(fw, job, cluster, st, time)
     if st.tp * st.cp > cluster.node_size:
         w.append(f"tp*cp = {st.tp * st.cp} spans nodes ({cluster.node_size} GPUs per node)")
+    if model.decoder.moe and st.ep > 1 and time.ep_comm_s > 0:
+        w.append(f"EP {st.ep}: the step assumes balanced, dropless routing (each expert gets "
+                 f"top-k/E of the tokens); a skewed router makes the busiest EP rank set the "
+                 f"pace and hold more dispatched tokens (docs/models.md, MoE)")
     made_on = fw.calibrated_on.get("gpu")
     if made_on and made_on != cluster.accelerator.id:
         w.append(f"calibrated profile {fw.id} was fitted on {made_on}, applied to "

@@ -49,3 +49,12 @@ def test_lora_rank_beyond_half_the_width_is_named_and_adapters_counted():
     # r (d_in + d_out) per adapted matrix, 7 matrices per layer, 32 layers
     per_layer = 16 * ((4096 + 4096) + 2 * (4096 + 1024) + (4096 + 4096) + 3 * (4096 + 14336))
     assert f"({32 * per_layer:,} adapter parameters)" in " ".join(e.assumptions)
+
+
+def test_expert_parallel_estimates_name_the_balanced_routing_they_assume():
+    ep = trainplan.estimate("mixtral-8x7b", gpu="h100", gpus=64, ep=8).warnings
+    assert any("EP 8" in x and "balanced, dropless routing" in x for x in ep)
+    # without EP no rank waits for another's experts: no such warning; dense models never
+    assert not any("dropless" in x for x in trainplan.estimate("mixtral-8x7b", gpu="h100",
+                                                               gpus=64).warnings)
+    assert not any("dropless" in x for x in _warnings("llama-3-8b"))
