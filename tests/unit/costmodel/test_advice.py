@@ -52,7 +52,7 @@ def test_lora_rank_beyond_half_the_width_is_named_and_adapters_counted():
 
 
 def test_expert_parallel_estimates_name_the_balanced_routing_they_assume():
-    ep = trainplan.estimate("mixtral-8x7b", gpu="h100", gpus=64, ep=8).warnings
+    ep = trainplan.estimate("mixtral-8x7b", gpu="h100", gpus=64, strategy={"ep": 8}).warnings
     assert any("EP 8" in x and "balanced, dropless routing" in x for x in ep)
     # without EP no rank waits for another's experts: no such warning; dense models never
     assert not any("dropless" in x for x in trainplan.estimate("mixtral-8x7b", gpu="h100",
