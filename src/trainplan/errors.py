@@ -40,6 +40,17 @@ def shown(value: Any, limit: int = 160) -> str:
     return r[:limit - 3] + "..."
 
 
+class ParsedInputError(TrainplanError):
+    """An :class:`InputError` found while the command line is parsed (an empty path). It is no
+    ValueError, so typer's parser (which wraps a ValueError in its own usage message) hands it to
+    the error boundary as it is: the message of the InputError, exit status 2."""
+
+    def __init__(self, error: InputError):
+        self.error = error
+        self.field, self.value, self.valid = error.field, error.value, error.valid
+        super().__init__(str(error))
+
+
 class MissingExtraError(TrainplanError, ImportError):
     """An optional dependency is needed: names the extra that provides it."""
 

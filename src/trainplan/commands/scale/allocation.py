@@ -20,14 +20,14 @@ from trainplan.services.scale import chosen_laws, common_isoflop_grid, resolve_b
 def scale(
     ctx: typer.Context,
     law: Optional[List[str]] = typer.Option(None, "--law", help="only these laws (repeatable); default: all named laws"),
-    law_file: Optional[Path] = typer.Option(None, "--law-file", help="a law fitted with `trainplan scale fit --out`"),
+    law_file: Optional[Path] = o.path_option(None, "--law-file", help="a law fitted with `trainplan scale fit --out`"),
     unique_tokens: Optional[float] = typer.Option(None, "--unique-tokens", help="unique tokens available (repeated-data analysis)"),
     epochs: Optional[float] = typer.Option(None, "--epochs", help="planned epochs over --unique-tokens"),
     inference_tokens: Optional[float] = typer.Option(None, "--inference-tokens", help="tokens the model will serve (inference-aware sizing)"),
-    plot: Optional[Path] = typer.Option(None, "--plot", help="write the isoFLOP plot (needs the plots extra)"),
-    report: Optional[Path] = typer.Option(None, "--report", help="write a report: FILE.html or FILE.md"),
+    plot: Optional[Path] = o.path_option(None, "--plot", help="write the isoFLOP plot (needs the plots extra)"),
+    report: Optional[Path] = o.path_option(None, "--report", help="write a report: FILE.html or FILE.md"),
     force: bool = typer.Option(False, "--force", help="overwrite existing --report, --plot and --emit-model files"),
-    emit_model: Optional[Path] = typer.Option(
+    emit_model: Optional[Path] = o.path_option(
         None, "--emit-model", help="write a job file (TOML) with the proposed architecture; `trainplan plan FILE` takes it"),
     budget_opts: Any = None,
     as_json: bool = o.JSON,

@@ -16,11 +16,11 @@ from trainplan.report.scale_fit import print_fit
 
 
 def fit_command(
-    runs_csv: Path = typer.Argument(..., help="CSV with columns N, D (or C), loss; '#' lines are comments"),
+    runs_csv: Path = o.path_argument(..., "runs CSV", help="CSV with columns N, D (or C), loss; '#' lines are comments"),
     bootstrap: int = typer.Option(1000, "--bootstrap", help="bootstrap resamples for the intervals (0: none)"),
     budget_flops: Optional[float] = typer.Option(None, "--budget-flops", help="also give the optimal allocation for this budget"),
-    out: Optional[Path] = typer.Option(None, "--out", help="save the fitted law as JSON (for --law-file)"),
-    plot: Optional[Path] = typer.Option(None, "--plot", help="plot fit and residuals (needs the plots extra)"),
+    out: Optional[Path] = o.path_option(None, "--out", help="save the fitted law as JSON (for --law-file)"),
+    plot: Optional[Path] = o.path_option(None, "--plot", help="plot fit and residuals (needs the plots extra)"),
     ci_level: float = typer.Option(0.95, "--ci", help="confidence level of the intervals"),
     seed: int = typer.Option(0, "--seed", help="random seed of the bootstrap"),
     drop_highest: int = typer.Option(0, "--drop-highest", help="drop this many highest-loss runs first"),
