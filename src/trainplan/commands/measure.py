@@ -132,7 +132,8 @@ def bench(
     except OSError as e:
         raise InputError("--out", str(out), f"a writable file path ({e.strerror or e})") from None
     typer.echo(dumps(prof["profile"]))
-    typer.echo(f"wrote {out}")
+    from trainplan.report.echo import confirm
+    confirm(f"wrote {out}")
 
 
 def _offload_options(offload, procs, impl, device, ranks):

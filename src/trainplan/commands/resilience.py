@@ -56,3 +56,6 @@ def resilience_command(
     else:
         from trainplan.report.resilience import render_options
         render_options(out)
+    from trainplan.report.echo import confirm
+    for path in out["written"]:           # after the result, on stderr
+        confirm(f"wrote {path}")

@@ -11,7 +11,7 @@ import typer
 from trainplan.cli import cmdoptions as o
 from trainplan.commands.scale.budget_options import with_budget
 from trainplan.errors import InputError, require_positive
-from trainplan.report.echo import console, print_json
+from trainplan.report.echo import confirm, print_json
 from trainplan.report.scale_fit import print_allocation_tables
 from trainplan.services.scale import chosen_laws, common_isoflop_grid, resolve_budget
 
@@ -95,6 +95,7 @@ def scale(
     inference = None
     if inference_tokens is not None:
         inference = inference_aware(inference_tokens, flops=budget.flops).to_dict()
+    written: list[str] = []
     plot_path = None
     if plot is not None:
         from trainplan.scaling.plots import plot_isoflop
@@ -109,7 +110,12 @@ def scale(
         extra = {"repeated data": repeated, "inference-aware": inference}
         done = write_report(report, lambda: scale_report(budget, rows, full, extra=extra,
                                                                   rec=rec, arch=arch), force)
-        typer.echo(f"report written to {done}", err=True)
+        written.append(f"report written to {done}")
+    if plot_path:
+        written.append(f"plot written to {plot_path}")
+    if emitted:
+        written.append(f"job file with the proposed model written to {emitted} "
+                       f"(run: trainplan plan {emitted})")
 
     if as_json:
         print_json({
@@ -123,8 +129,7 @@ def scale(
             "inference_aware": inference,
             "plot": str(plot_path) if plot_path else None,
         })
-        return
-    print_allocation_tables(budget, rec, arch, rows, table_curves, grid, repeated, inference, plot_path)
-    if emitted:
-        console().print(f"job file with the proposed model written to {emitted} "
-                        f"(run: trainplan plan {emitted})", highlight=False)
+    else:
+        print_allocation_tables(budget, rec, arch, rows, table_curves, grid, repeated, inference)
+    for text in written:                  # after the result, on stderr
+        confirm(text)

@@ -10,7 +10,7 @@ import typer
 
 from trainplan.cli import cmdoptions as o
 from trainplan.errors import InputError, require_positive
-from trainplan.report.echo import print_json
+from trainplan.report.echo import confirm, print_json
 from trainplan.report.progress import progress
 from trainplan.report.scale_fit import print_fit
 
@@ -65,5 +65,9 @@ def fit_command(
         payload["plot"] = str(plotted) if plotted else None
         payload["warnings"] = result.warnings(budget_flops)
         print_json(payload)
-        return
-    print_fit(result, allocation, saved, plotted, result.warnings(budget_flops))
+    else:
+        print_fit(result, allocation, result.warnings(budget_flops))
+    if saved:                             # after the result, on stderr
+        confirm(f"law saved to {saved} (use: trainplan scale --law-file {saved})")
+    if plotted:
+        confirm(f"plot written to {plotted}")
