@@ -40,6 +40,17 @@ def shown(value: Any, limit: int = 160) -> str:
     return r[:limit - 3] + "..."
 
 
+class ParsedInputError(TrainplanError):
+    """An :class:`InputError` found while the command line is parsed (an empty path). It is no
+    ValueError, so typer's parser (which wraps a ValueError in its own usage message) hands it to
+    the error boundary as it is: the message of the InputError, exit status 2."""
+
+    def __init__(self, error: InputError):
+        self.error = error
+        self.field, self.value, self.valid = error.field, error.value, error.valid
+        super().__init__(str(error))
+
+
 class MissingExtraError(TrainplanError, ImportError):
     """An optional dependency is needed: names the extra that provides it."""
 
@@ -65,7 +76,7 @@ def from_validation_error(exc: Any, prefix: str = "") -> InputError:
         if msg.startswith("Value error, "):
             msg = msg[len("Value error, "):]
         if err.get("type") == "extra_forbidden":
-            msg = _unknown_key(exc, str(err.get("loc", ("?",))[-1]))
+            msg = _unknown_key(exc, tuple(err.get("loc", ("?",))))
         if i == 0:
             first_field, first_value, first_msg = field, value, msg
         lines.append(f"{field} = {shown(value)}: {msg}" if not isinstance(value, dict) else f"{field}: {msg}")
@@ -82,17 +93,38 @@ def from_validation_error(exc: Any, prefix: str = "") -> InputError:
 SPEC_CLASSES: dict[str, Any] = {}
 
 
-def _unknown_key(exc: Any, key: str) -> str:
-    """'not a key of Job; did you mean ...? (keys: ...)' for a key a spec does not have (the
-    class found by the ValidationError's title)."""
+def _unknown_key(exc: Any, loc: tuple[Any, ...]) -> str:
+    """'not a key of Stack; did you mean ...? (keys: ...)' for a key a spec does not have: the
+    class is the ValidationError's (found by its title), followed along ``loc`` into nested
+    specs (``stacks.0.headz`` names a key of Stack, not of Model)."""
     import difflib
     cls = SPEC_CLASSES.get(getattr(exc, "title", ""))
-    if cls is None:
+    for part in loc[:-1]:
+        if cls is None:
+            break
+        if isinstance(part, str):             # list/tuple indices keep the item's class
+            info = getattr(cls, "model_fields", {}).get(part)
+            cls = _spec_in(info.annotation) if info is not None else None
+    if cls is None or not hasattr(cls, "model_fields"):
         return "not a key here"
+    key = str(loc[-1]) if loc else "?"
     keys = sorted(cls.model_fields)
     close = difflib.get_close_matches(key, keys, n=2, cutoff=0.6)
     return (f"not a key of {cls.__name__}" + (f"; did you mean {' or '.join(close)}?" if close
                                                else "") + f" (keys: {', '.join(keys)})")
+
+
+def _spec_in(annotation: Any) -> Any:
+    """The pydantic model class inside a field's annotation (``Stack`` in
+    ``tuple[Stack, ...]``, ``MoE`` in ``Optional[MoE]``), or None."""
+    import typing
+    if isinstance(annotation, type) and hasattr(annotation, "model_fields"):
+        return annotation
+    for arg in typing.get_args(annotation):
+        found = _spec_in(arg)
+        if found is not None:
+            return found
+    return None
 
 
 def expect_mapping(field: str, value: Any) -> dict:

@@ -23,7 +23,7 @@ def test_deepspeed_plan_emits_a_set_deepspeed_accepts(tmp_path):
                             "--framework", "deepspeed", "--emit", "deepspeed,slurm", "--out",
                             str(tmp_path), "--json"])
     assert r.exit_code == 0, r.output[-400:]
-    res = json.loads(r.output)
+    res = json.loads(r.stdout)
     w = res["top"][0]
     cfg = json.loads((tmp_path / "ds_config.json").read_text())
     if w["strategy"]["pp"] > 1:                     # DeepSpeed's pipeline engine: ZeRO <= 1

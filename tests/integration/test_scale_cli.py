@@ -19,7 +19,7 @@ def run(*args):
 def test_scale_flops_json_all_laws():
     r = run("--flops", "5.76e23", "--json")
     assert r.exit_code == 0, r.output
-    d = json.loads(r.output)
+    d = json.loads(r.stdout)
     laws = {a["law"]: a for a in d["allocations"]}
     assert {"kaplan2020", "hoffmann2022-a1", "hoffmann2022-a2", "hoffmann2022-a3", "epoch2024"} <= set(laws)
     assert laws["hoffmann2022-a1"]["n_params"] == pytest.approx(67e9, rel=0.05)
@@ -36,7 +36,7 @@ def test_scale_table_output():
 def test_scale_deadline_with_given_mfu():
     r = run("--deadline-days", "30", "--gpu", "h100_sxm", "--gpus", "1024", "--mfu", "0.4", "--json", "--law", "epoch2024")
     assert r.exit_code == 0, r.output
-    b = json.loads(r.output)["budget"]
+    b = json.loads(r.stdout)["budget"]
     assert b["flops"] == pytest.approx(30 * 86400 * 1024 * b["peak_flops_per_s"] * 0.4)
     assert b["mfu_source"] == "given"
 
@@ -120,7 +120,7 @@ def test_fit_then_scale_with_law_file(tmp_path):
     law = tmp_path / "law.json"
     r = run("fit", str(csv), "--bootstrap", "50", "--budget-flops", "1e22", "--out", str(law), "--json")
     assert r.exit_code == 0, r.output
-    d = json.loads(r.output)
+    d = json.loads(r.stdout)
     assert d["n_runs"] == 30 and d["n_bootstrap"] == 50
     lo, hi = d["allocation"]["n_params_ci"]
     assert lo < d["allocation"]["n_params"] < hi
@@ -137,27 +137,27 @@ def test_fit_then_scale_with_law_file(tmp_path):
 def test_example_pilot_runs_fit():
     r = run("fit", str(EXAMPLE), "--bootstrap", "30", "--json")
     assert r.exit_code == 0, r.output
-    p = json.loads(r.output)["params"]
+    p = json.loads(r.stdout)["params"]
     assert abs(p["alpha"] - EPOCH_2024.alpha) < 0.1 and abs(p["E"] - EPOCH_2024.E) < 0.15
 
 
 def test_subcommands_json():
     r = run("batch", "--flops", "2.3e21", "--seq-len", "4096", "--batch", "1024", "--json")
     assert r.exit_code == 0, r.output
-    d = json.loads(r.output)
+    d = json.loads(r.stdout)
     assert d["gas_heuristic"] == 16 and "HEURISTIC" in d["gas_heuristic_warning"]
     assert d["deepseek_batch_tokens"] == pytest.approx(2.84e6, rel=0.01)
     r = run("repeat", "--unique-tokens", "1e10", "--epochs", "4", "--flops", "1e22", "--json")
-    d = json.loads(r.output)
+    d = json.loads(r.stdout)
     assert d["effective_tokens"] == pytest.approx(3.7257e10, rel=1e-4) and d["allocation"]["data_limited"]
     r = run("inference", "--inference-tokens", "2e12", "--flops", "1e23", "--json")
-    d = json.loads(r.output)
+    d = json.loads(r.stdout)
     assert d["n_params"] < d["chinchilla_n_params"] and d["fraction_saved"] > 0
     r = run("multimodal", "--flops", "1e22", "--fusion", "late", "--padding", "0.1", "--json")
-    d = json.loads(r.output)
+    d = json.loads(r.stdout)
     assert d["n_exponent"] == 0.636 and d["tokens_to_process"] == pytest.approx(d["base_tokens"] / 0.9)
     r = run("--flops", "1e22", "--unique-tokens", "1e10", "--epochs", "3", "--inference-tokens", "1e12", "--json")
-    d = json.loads(r.output)
+    d = json.loads(r.stdout)
     assert d["repeated_data"]["planned_effective_tokens"] == pytest.approx(2.8755e10, rel=1e-4)
     assert d["inference_aware"]["inference_tokens"] == 1e12
 
@@ -229,7 +229,7 @@ def test_every_budget_command_takes_the_budget_options(command):
             *(["--unique-tokens", "1e10"] if command == ["repeat"] else []),
             *(["--inference-tokens", "1e12"] if command == ["inference"] else []))
     assert r.exit_code == 0, r.output
-    b = json.loads(r.output)["budget"]
+    b = json.loads(r.stdout)["budget"]
     assert b["mfu"] == 0.5 and b["gpu_hours"] == 1e5 and b["gpu"] == "h100_sxm"
 
 
@@ -259,7 +259,7 @@ def test_emit_model_keeps_the_gpus_and_precision_the_budget_was_priced_on(tmp_pa
     r = run("--dollars", "1e6", "--gpu", "h100", "--emit-model", str(out), "--json")
     assert r.exit_code == 0, r.output
     job = tomllib.loads(out.read_text())
-    assert job["cluster"]["gpus"] == json.loads(r.output)["budget"]["mfu_gpus"]
+    assert job["cluster"]["gpus"] == json.loads(r.stdout)["budget"]["mfu_gpus"]
     assert job["job"]["precision"] == "bf16_mixed"
     v = tmp_path / "v.toml"
     r = run("--gpu-hours", "1e5", "--gpu", "v100", "--emit-model", str(v))
@@ -276,7 +276,7 @@ def test_when_unique_data_binds_the_recommendation_and_the_job_file_respect_it(t
     out = tmp_path / "dc.toml"
     r = run("--flops", "1e22", "--unique-tokens", "1e10", "--emit-model", str(out), "--json")
     assert r.exit_code == 0, r.output
-    d = json.loads(r.output)
+    d = json.loads(r.stdout)
     dc = data_constrained_optimum(1e22, 1e10)
     assert d["recommended"]["law"] == "muennighoff2023"
     assert d["recommended"]["n_params"] == pytest.approx(dc.n_params)
@@ -302,7 +302,7 @@ def test_plan_of_the_model_a_deadline_buys_finishes_by_the_deadline(tmp_path):
     out = tmp_path / "m.toml"
     r = run("--deadline-days", "30", "--gpus", "1024", "--gpu", "h100", "--emit-model", str(out), "--json")
     assert r.exit_code == 0, r.output
-    budget = json.loads(r.output)["budget"]
+    budget = json.loads(r.stdout)["budget"]
     assert 0.9 < budget["goodput"] < 1.0 and "goodput" in budget["explanation"]
     p = runner.invoke(app, ["plan", str(out), "--json"])
     assert p.exit_code == 0, p.output

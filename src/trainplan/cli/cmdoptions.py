@@ -7,6 +7,7 @@ parser list the same values the specs accept.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Optional
 
@@ -14,7 +15,29 @@ import typer
 
 from trainplan.conventions import ATTENTION_KERNELS, CP_COLLECTIVES, FP8_RECIPES, OPTIMIZERS, PRECISIONS
 
-JOB_FILE: Any = typer.Argument(None, help="TOML/YAML job file; none: built-in example")
+def _path(field: str) -> Any:
+    """The parser of a path option or argument: refuses an empty path (which typer would turn
+    into ``Path("")``, that is ".", the current folder) with an InputError naming ``field``."""
+    def parse(value: Any) -> Path:
+        if isinstance(value, (str, bytes)) and not value:
+            from trainplan.errors import InputError, ParsedInputError
+            raise ParsedInputError(InputError(field, "", "a path (an empty one names no file or "
+                                              "folder)"))
+        return Path(os.fsdecode(value))
+    return parse
+
+
+def path_option(default: Any, *names: str, **kw: Any) -> Any:
+    """``typer.Option`` for a path: an empty value is refused (:func:`_path`)."""
+    return typer.Option(default, *names, parser=_path(names[0]), metavar="<path>", **kw)
+
+
+def path_argument(default: Any, field: str, **kw: Any) -> Any:
+    """``typer.Argument`` for a path, ``field`` naming it in messages (e.g. "job file")."""
+    return typer.Argument(default, parser=_path(field), **kw)
+
+
+JOB_FILE: Any = path_argument(None, "job file", help="TOML/YAML job file; none: built-in example")
 MODEL: Any = typer.Option(None, "--model", "-m", help="preset id or config.json path")
 GPU: Any = typer.Option(None, "--gpu", help="accelerator id or alias (see `trainplan gpus`)")
 GPUS: Any = typer.Option(None, "--gpus", help="total GPUs")
@@ -53,7 +76,7 @@ FRAMEWORK: Any = typer.Option(
     None, "--framework", "--implementation",
     help="training framework profile: megatron|torchtitan|fsdp|llm-foundry|deepspeed|pytorch|"
          "analytic (aliases: nemo, fsdp2, accelerate, ddp, hf_trainer...; `trainplan frameworks`)")
-PROFILE: Any = typer.Option(
+PROFILE: Any = path_option(
     None, "--profile", help="calibrated framework profile (trainplan calibrate --out) or "
                             "accelerator efficiency profile (trainplan measure bench)")
 ATTENTION_KERNEL: Any = typer.Option(
@@ -95,15 +118,15 @@ TEXT_TOKENS: Any = typer.Option(None, "--text-tokens", help="text tokens per sam
 TRAIN_IN_FULL: Any = typer.Option(
     None, "--train-in-full", help="with --lora: vision towers or projectors trained in full "
     "beside the adapters (comma list; LLaVA's LoRA recipe: projector)")
-JOB: Any = typer.Option(None, "--job", help="TOML/YAML job file (as for trainplan estimate)")
+JOB: Any = path_option(None, "--job", help="TOML/YAML job file (as for trainplan estimate)")
 SET: Any = typer.Option(None, "--set", help="strategy/job field, e.g. zero=3 micro_batch=2 "
                                             "precision=fp16_mixed (repeatable)")
 JSON: Any = typer.Option(False, "--json", help="print machine-readable JSON")
 FORCE: Any = typer.Option(False, "--force", help="overwrite existing files")
-REPORT: Any = typer.Option(None, "--report", help="write a report: FILE.html or FILE.md")
+REPORT: Any = path_option(None, "--report", help="write a report: FILE.html or FILE.md")
 EMIT: Any = typer.Option(None, "--emit", help="launch files: deepspeed, megatron, torchtitan, "
                                               "torchrun, slurm, k8s (repeat or comma list)")
-OUT: Any = typer.Option(None, "--out", help="folder for --emit files (default .)")
+OUT: Any = path_option(None, "--out", help="folder for --emit files (default .)")
 
 
 def split_list(values: Optional[list[str]]) -> list[str]:

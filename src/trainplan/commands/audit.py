@@ -6,9 +6,11 @@ from pathlib import Path
 
 import typer
 
+from trainplan.cli import cmdoptions as o
+
 
 def audit_command(
-    claims_file: Path = typer.Argument(..., help="TOML/YAML/JSON file with a \\[claims] table "
+    claims_file: Path = o.path_argument(..., "claims file", help="TOML/YAML/JSON file with a \\[claims] table "
                                        "(see trainplan/examples/source_case_claims.toml)"),
     json: bool = typer.Option(False, "--json", help="print the findings as JSON"),
 ) -> None:

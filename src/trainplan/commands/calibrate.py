@@ -7,12 +7,14 @@ from typing import Optional
 
 import typer
 
+from trainplan.cli import cmdoptions as o
+
 
 def calibrate_command(
-    runs_csv: Path = typer.Argument(..., help="CSV: model, gpu, gpus, seq_len, global_batch, "
+    runs_csv: Path = o.path_argument(..., "runs CSV", help="CSV: model, gpu, gpus, seq_len, global_batch, "
                                               "step_s, and any strategy/job field columns"),
     framework: str = typer.Option("unspecified", help="framework and version the runs used"),
-    out: Optional[Path] = typer.Option(None, "--out", help="write the calibration JSON here"),
+    out: Optional[Path] = o.path_option(None, "--out", help="write the calibration JSON here"),
     boot: int = typer.Option(200, help="bootstrap resamples (at least 20)"),
     force: bool = typer.Option(False, "--force", help="overwrite an existing --out file"),
 ) -> None:

@@ -18,7 +18,7 @@ data_app = typer.Typer(no_args_is_help=True,
 
 @data_app.command("lengths")
 def lengths_command(
-    file: Path = typer.Argument(..., help="JSONL, CSV, .npy or Parquet with per-sample lengths, or an "
+    file: Path = o.path_argument(..., "data file", help="JSONL, CSV, .npy or Parquet with per-sample lengths, or an "
                                 "annotation file (text_tokens + width/height or images)"),
     column: Optional[str] = typer.Option(None, "--column", "-c", help="the length column"),
     max_len: Optional[int] = typer.Option(None, "--max-len", "--seq-len",
@@ -47,7 +47,7 @@ def lengths_command(
 
 @data_app.command("loader-bench")
 def loader_bench_command(
-    folder: Optional[Path] = typer.Argument(None, help="folder of .jpg/.png/.npy files; none: generate"),
+    folder: Optional[Path] = o.path_argument(None, "image folder", help="folder of .jpg/.png/.npy files; none: generate"),
     size: int = typer.Option(336, "--size", help="side the images are resized to (the tower's input)"),
     n: int = typer.Option(24, "--n", help="generated images per format"),
     source: str = typer.Option("640x480", "--source-size", help="generated image size WxH"),

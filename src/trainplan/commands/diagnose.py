@@ -18,7 +18,7 @@ diagnose_app = typer.Typer(name="diagnose", no_args_is_help=True, help="Read a r
 
 @diagnose_app.command("oom")
 def oom(
-    artifact: Path = typer.Argument(..., help="OOM message, memory_summary() text, snapshot "
+    artifact: Path = o.path_argument(..., "artifact", help="OOM message, memory_summary() text, snapshot "
                                               "pickle or memory-timeline JSON (.gz accepted)"),
     job_file: Optional[Path] = o.JOB, model: Optional[str] = o.MODEL,
     gpu: Optional[str] = o.GPU, gpus: Optional[int] = o.GPUS,

@@ -13,7 +13,7 @@ from trainplan.diagnose.jobs import plan_of
 
 
 def trace(
-    paths: list[Path] = typer.Argument(..., help="Kineto traces: .json/.json.gz files, folders "
+    paths: list[Path] = o.path_argument(..., "trace path", help="Kineto traces: .json/.json.gz files, folders "
                                                  "or a .tar.gz of ranks"),
     job_file: Optional[Path] = o.JOB, model: Optional[str] = o.MODEL, gpu: Optional[str] = o.GPU,
     gpus: Optional[int] = o.GPUS, seq_len: Optional[int] = o.SEQ_LEN,
@@ -42,13 +42,13 @@ def trace(
 
 
 def log(
-    path: Path = typer.Argument(..., help="training log (or Megatron golden-values JSON)"),
+    path: Path = o.path_argument(..., "log file", help="training log (or Megatron golden-values JSON)"),
     regex: Optional[str] = typer.Option(None, help="for other logs: named groups step_s or "
                                                    "step_ms, and step, loss"),
     job_file: Optional[Path] = o.JOB, model: Optional[str] = o.MODEL, gpu: Optional[str] = o.GPU,
     gpus: Optional[int] = o.GPUS, seq_len: Optional[int] = o.SEQ_LEN,
     global_batch: Optional[int] = o.GLOBAL_BATCH, sets: Optional[list[str]] = o.SET,
-    calibration: Optional[Path] = typer.Option(None, help="JSON from trainplan calibrate"),
+    calibration: Optional[Path] = o.path_option(None, "--calibration", help="JSON from trainplan calibrate"),
     as_json: bool = o.JSON,
 ) -> None:
     """Step time, throughput, loss, loss scale, skipped steps; against the plan when a job is

@@ -68,6 +68,7 @@ def estimate_command(
 ) -> None:
     """Estimate one configuration: memory per GPU, step time by component, MFU, run totals."""
     from trainplan.errors import ChecksFailed
+    from trainplan.report.echo import confirm
     from trainplan.services.estimate import estimate_job
     from trainplan.services.jobfile import merge, start
 
@@ -99,21 +100,24 @@ def estimate_command(
           trained_in_full=tuple(o.split_list(train_in_full)) or None)
     run = estimate_job(data)
     est = run.estimate
+    written: list[str] = []
     if report is not None:
         from trainplan.report.content import estimate_report
         from trainplan.report.output import write_report
         done = write_report(report, lambda: estimate_report(est, run.inputs.job, run.inputs.cluster), force)
-        typer.echo(f"report written to {done}", err=True)
+        written.append(f"report written to {done}")
     if emit:
         from trainplan.export import emit_files
-        for p in emit_files(o.split_list(emit), Path(out or "."), run.launch_spec(), force=force):
-            typer.echo(f"wrote {p}", err=True)
+        written += [f"wrote {p}" for p in emit_files(o.split_list(emit), Path(out or "."),
+                                                     run.launch_spec(), force=force)]
     if as_json:
         from trainplan.report.echo import print_json
         print_json(est.model_dump())
     else:
         from trainplan.report.console import render_estimate
         render_estimate(est)
+    for text in written:                  # after the result, on stderr
+        confirm(text)
     if fail_if_no_fit and not est.memory.fits:
         raise ChecksFailed(f"the layout does not fit: {est.memory.total_gib:.2f} GiB of "
                            f"{est.memory.capacity_gib:.0f} GiB per GPU")

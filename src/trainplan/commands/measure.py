@@ -41,7 +41,7 @@ def _inputs(job_file: Optional[Path], model: Optional[str], seq_len: Optional[in
 
 @measure_app.command("memory")
 def memory(
-    job_file: Optional[Path] = typer.Argument(None, help="TOML/YAML job file"),
+    job_file: Optional[Path] = o.path_argument(None, "job file", help="TOML/YAML job file"),
     model: Optional[str] = typer.Option(None, "--model", "-m", help="preset id or config.json"),
     seq_len: Optional[int] = o.SEQ_LEN,
     micro_batch: Optional[int] = o.MICRO_BATCH,
@@ -99,7 +99,7 @@ def _accum_note(accum: int, traced: int, dp: int, inp) -> str:
 
 @measure_app.command("bench")
 def bench(
-    out: Path = typer.Option(Path("efficiency_profile.json"), "--out", "-o"),
+    out: Path = o.path_option(Path("efficiency_profile.json"), "--out", "-o"),
     device: str = typer.Option("auto", help="cpu, cuda or auto"),
     ranks: int = typer.Option(2, help="processes for the collective benchmark"),
     quick: bool = typer.Option(False, help="small sizes (seconds)"),
@@ -132,7 +132,8 @@ def bench(
     except OSError as e:
         raise InputError("--out", str(out), f"a writable file path ({e.strerror or e})") from None
     typer.echo(dumps(prof["profile"]))
-    typer.echo(f"wrote {out}")
+    from trainplan.report.echo import confirm
+    confirm(f"wrote {out}")
 
 
 def _offload_options(offload, procs, impl, device, ranks):
@@ -160,7 +161,7 @@ def _offload_options(offload, procs, impl, device, ranks):
 
 @measure_app.command("step")
 def step(
-    job_file: Optional[Path] = typer.Argument(None, help="TOML/YAML job file"),
+    job_file: Optional[Path] = o.path_argument(None, "job file", help="TOML/YAML job file"),
     model: Optional[str] = typer.Option(None, "--model", "-m"),
     nproc: int = typer.Option(2, "--nproc", help="ranks on this machine"),
     backend: str = typer.Option("auto", help="gloo, nccl or auto (nccl with CUDA)"),

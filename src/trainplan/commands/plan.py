@@ -99,4 +99,7 @@ def plan_command(
         print_json({**result.model_dump(mode="json"), "emitted": [str(p) for p in paths]})
     else:
         from trainplan.report.plan import render
-        render(result, paths)
+        render(result)
+    from trainplan.report.echo import confirm
+    for p in paths:                       # after the result, on stderr
+        confirm(f"wrote {p}")

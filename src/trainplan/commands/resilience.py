@@ -11,7 +11,7 @@ from trainplan.cli import cmdoptions as o
 
 
 def resilience_command(
-    job_file: Optional[Path] = typer.Argument(None, help="TOML/YAML job file; none: the source's "
+    job_file: Optional[Path] = o.path_argument(None, "job file", help="TOML/YAML job file; none: the source's "
                                               "7B VLM case on 8 nodes of 8 A100-80GB"),
     gpu: Optional[str] = o.GPU,
     gpus: Optional[int] = o.GPUS,
@@ -35,7 +35,7 @@ def resilience_command(
                                             help="extra wait for spot capacity after a pre-emption"),
     simulate_runs: int = typer.Option(0, "--simulate", help="Monte Carlo runs for P10/P50/P90 (0: none)"),
     seed: int = typer.Option(0, "--seed"),
-    emit: Optional[Path] = typer.Option(None, "--emit", help="folder for elastic launch files "
+    emit: Optional[Path] = o.path_option(None, "--emit", help="folder for elastic launch files "
                                         "(torchrun MIN:MAX, SLURM requeue, PyTorchJob elastic)"),
     min_nodes: Optional[int] = typer.Option(None, "--min-nodes", help="elastic minimum (default: half)"),
     max_restarts: int = typer.Option(3, "--max-restarts"),
@@ -56,3 +56,6 @@ def resilience_command(
     else:
         from trainplan.report.resilience import render_options
         render_options(out)
+    from trainplan.report.echo import confirm
+    for path in out["written"]:           # after the result, on stderr
+        confirm(f"wrote {path}")

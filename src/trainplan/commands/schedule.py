@@ -5,14 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
-import typer
-
 from trainplan.cli import cmdoptions as o
 
 
 def schedule_command(
-    schedule_file: Optional[Path] = typer.Argument(
-        None, help="schedule TOML (\\[cluster], \\[\\[job]], \\[\\[period]]); none: the source's day/night "
+    schedule_file: Optional[Path] = o.path_argument(
+        None, "schedule file", help="schedule TOML (\\[cluster], \\[\\[job]], \\[\\[period]]); none: the source's day/night "
                    "example (examples/day_night.toml)"),
     as_json: bool = o.JSON,
 ) -> None:

@@ -16,7 +16,8 @@ __all__ = ["atomic_write", "check_target", "clean_stale", "write_files"]
 
 
 def write_files(files: dict[str, str], out_dir: Path, *, force: bool = False,
-                executable: tuple[str, ...] = ()) -> list[Path]:
+                executable: tuple[str, ...] = (), what: str = "--out") -> list[Path]:
     """Write ``{file name: text}`` under ``out_dir`` as one set; every target is checked (and an
-    existing one refused without ``force``) before anything is written."""
-    return write_set(files, out_dir, force=force, executable=executable)
+    existing one refused without ``force``) before anything is written. ``what`` names the
+    folder's option in messages."""
+    return write_set(files, out_dir, force=force, executable=executable, what=what)

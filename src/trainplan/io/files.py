@@ -4,6 +4,10 @@ Rules for every file trainplan writes:
 
 - only regular files: an existing target that is a symbolic link, folder, device, FIFO or socket
   is refused (an :class:`InputError`), whatever ``force`` says; nothing is written through a link;
+  the folder of a set (:func:`write_set`) is a target too: a symbolic link there is refused;
+- the folder a target goes in must exist: a file's folder, or the parent of a set's folder (the
+  set's own folder is created); no missing folders are made along the way. Links among those
+  existing folders above the target are the user's layout and are followed;
 - an existing regular file is replaced only with ``force`` (the CLI's ``--force``);
 - the data goes to a temporary file beside the target (same file system), is flushed and
   fsync'ed, then renamed over the target (``os.replace``, atomic on POSIX): a reader sees the
@@ -220,11 +224,17 @@ def write_set(files: dict[str, str | bytes], out_dir: str | os.PathLike[str], *,
     except OSError as e:
         raise InputError(what, str(out), f"a usable folder path ({e.strerror or e})",
                          hint="nothing was written") from None
-    if o_st is not None and not stat.S_ISDIR(os.stat(out).st_mode):
+    if o_st is not None and stat.S_ISLNK(o_st.st_mode):
+        raise InputError(what, str(out), "a folder path (it is a symbolic link: give the folder "
+                         "it points to)", hint="nothing was written")
+    if o_st is not None and not stat.S_ISDIR(o_st.st_mode):
         raise InputError(what, str(out), "a folder (it is a file or special file)")
+    if o_st is None and not out.parent.is_dir():
+        raise InputError(what, str(out), "a folder in an existing folder (create "
+                         f"{str(out.parent)!r} first)", hint="nothing was written")
     try:
         if o_st is None:
-            return _write_new_folder(files, out, executable)
+            return _write_new_folder(files, out, executable, what)
         clean_stale(out)
         targets = [check_target(out / n, force=force) for n in files]
         return _write_into(files, out, targets, executable)
@@ -243,10 +253,9 @@ def _fill(folder: Path, files: dict[str, str | bytes], executable: tuple[str, ..
         os.chmod(folder / name, 0o755 if name in executable else 0o644)
 
 
-def _write_new_folder(files, out: Path, executable) -> list[Path]:
+def _write_new_folder(files, out: Path, executable, what: str) -> list[Path]:
     """The folder does not exist: build it beside its final place, then rename it there."""
     parent = out.parent
-    parent.mkdir(parents=True, exist_ok=True)
     clean_stale(parent)
     tmp = parent / _tmp_name(out.name)
     os.mkdir(tmp, 0o755)
@@ -258,7 +267,7 @@ def _write_new_folder(files, out: Path, executable) -> list[Path]:
         except OSError as e:
             if e.errno not in (errno.EEXIST, errno.ENOTEMPTY):
                 raise
-            raise InputError("--out", str(out), "a folder that does not appear while writing "
+            raise InputError(what, str(out), "a folder that does not appear while writing "
                              "(another process created it)") from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -109,4 +109,5 @@ def render_calibration(cal: dict[str, Any], out: Any) -> None:
     for w in cal.get("warnings", []):
         typer.echo(f"warning: {w}")
     if out:
-        typer.echo(f"wrote {out}: use it with trainplan estimate/plan --profile {out}")
+        from trainplan.report.echo import confirm
+        confirm(f"wrote {out}: use it with trainplan estimate/plan --profile {out}")

@@ -24,6 +24,13 @@ def line(text: str, *, style: str | None = None, err: bool = False, c: Any = Non
                               soft_wrap=soft_wrap)
 
 
+def confirm(text: str) -> None:
+    """A confirmation that a file was written ("wrote PATH", "report written to PATH"): on
+    stderr, with or without --json, as literal text on one line. Stdout keeps the command's
+    result only, so ``--json`` output piped to a script is pure JSON even when files are written."""
+    line(text, err=True, soft_wrap=True)
+
+
 def print_json(payload: Any, indent: int = 2) -> None:
     """``payload`` as strict JSON on stdout (numpy values, tuples and models converted;
     non-finite numbers as null: :func:`trainplan.io.jsonout.dumps`)."""

@@ -5,8 +5,6 @@ Tables fold into key-value rows when they do not fit the terminal (:mod:`trainpl
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from trainplan.report.fmt import constraint_text
 
 
@@ -17,8 +15,9 @@ def _counts(counts: list[int]) -> str:
 _RIGHT = ("#", "n", "GiB (free)", "step s", "tok/s", "MFU", "days", "GPU-h", "cost $")
 
 
-def render(result, paths: list[Path]) -> None:
-
+def render(result) -> None:
+    """The plan's tables and lines on stdout (the files written are confirmed on stderr by the
+    command: :func:`trainplan.report.echo.confirm`)."""
     from trainplan.report.fmt import num
     from trainplan.report.tables import print_rows
 
@@ -73,5 +72,3 @@ def render(result, paths: list[Path]) -> None:
     c.print(f"[dim]{result.candidates_evaluated:,} layouts evaluated "
             f"({result.candidates_fit:,} fit, {result.candidates_feasible:,} feasible) in "
             f"{result.seconds:.2f} s, {result.candidates_per_s:,.0f} layouts/s[/dim]", highlight=False)
-    for path in paths:
-        c.print(f"wrote {path}", markup=False)

@@ -48,8 +48,6 @@ def render_options(out: dict) -> None:
                   highlight=False)
     for w in out.get("warnings", []):
         con.print(escape(f"warning: {w}"), style="yellow", highlight=False)
-    for path in out["written"]:
-        con.print(escape(f"wrote {path}"), highlight=False)
     for r in out["options"]:
         con.print(escape(f"  {r['option']}: {r['price_source']}"), highlight=False)
         for n in r["notes"]:

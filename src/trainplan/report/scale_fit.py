@@ -7,7 +7,7 @@ from trainplan.report.fmt import band, num
 from trainplan.report.scale import print_inference, print_repeated
 
 
-def print_allocation_tables(budget, rec, arch, rows, curves, grid, repeated, inference, plot_path) -> None:
+def print_allocation_tables(budget, rec, arch, rows, curves, grid, repeated, inference) -> None:
     from rich.table import Table
 
     from trainplan.report.scale import print_budget_block, print_recommendation
@@ -47,11 +47,9 @@ def print_allocation_tables(budget, rec, arch, rows, curves, grid, repeated, inf
         print_repeated(c, repeated)
     if inference:
         print_inference(c, inference)
-    if plot_path:
-        c.print(f"plot written to {plot_path}")
 
 
-def print_fit(result, allocation, saved, plotted, warnings=()) -> None:
+def print_fit(result, allocation, warnings=()) -> None:
     from rich.table import Table
 
     c = console()
@@ -85,7 +83,3 @@ def print_fit(result, allocation, saved, plotted, warnings=()) -> None:
         c.print(bt)
     for w in warnings:
         c.print(f"warning: {w}", style="yellow")
-    if saved:
-        c.print(f"law saved to {saved} (use: trainplan scale --law-file {saved})")
-    if plotted:
-        c.print(f"plot written to {plotted}")

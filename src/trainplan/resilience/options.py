@@ -146,4 +146,4 @@ def emit_elastic(inp, st, ck, work_h, out_dir, min_nodes, max_restarts, force, s
                            spec.nodes, max_restarts,
                            ck.write_s, time_hours=min(work_h * 1.2, 48.0), step_s=step_s)
     return write_files(files, out_dir, force=force,
-                       executable=("torchrun_elastic.sh", "train_requeue.sbatch"))
+                       executable=("torchrun_elastic.sh", "train_requeue.sbatch"), what="--emit")

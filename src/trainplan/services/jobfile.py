@@ -66,10 +66,11 @@ def read_file(path: str | Path) -> dict[str, Any]:
         raise InputError("job file", str(path), f"valid {p.suffix.lstrip('.') or 'TOML'} ({e})") from None
     if not isinstance(data, dict):
         raise InputError("job file", str(path), "a mapping of sections " + ", ".join(SECTIONS))
-    unknown = set(data) - set(SECTIONS)
+    unknown = sorted(set(map(str, data)) - set(SECTIONS))
     if unknown:
-        raise InputError(f"job file section '{sorted(unknown)[0]}'", sorted(unknown)[0],
-                         "one of " + ", ".join(SECTIONS))
+        k = unknown[0]
+        raise InputError(k, data[k], "not a section of a job file" + _did_you_mean(k, SECTIONS)
+                         + f" (sections: {', '.join(SECTIONS)})", hint=f"in {path}")
     if isinstance(data.get("model"), str):     # model = "llama-3-8b": a preset or config.json
         m = data["model"]
         data["model"] = {"hf_config": m} if m.endswith(".json") else {"preset": m}
@@ -86,6 +87,12 @@ def read_file(path: str | Path) -> dict[str, Any]:
     return data
 
 
+def _did_you_mean(key: str, keys: Any) -> str:
+    import difflib
+    close = difflib.get_close_matches(key, sorted(keys), n=2, cutoff=0.6)
+    return f"; did you mean {' or '.join(close)}?" if close else ""
+
+
 def example_path(name: str = "vlm_source_case.toml") -> Path:
     return Path(str(resources.files("trainplan").joinpath(f"examples/{name}")))
 
@@ -97,7 +104,8 @@ def _model(d: dict[str, Any]) -> Model:
     bad = set(d) - allowed
     if bad:
         k = sorted(bad)[0]
-        raise InputError(f"model.{k}", d[k], "keys: " + ", ".join(sorted(allowed)))
+        raise InputError(f"model.{k}", d[k], "not a key of [model]" + _did_you_mean(k, allowed)
+                         + f" (keys: {', '.join(sorted(allowed))})")
     given = [k for k in ("preset", "hf_config", "stacks") if k in d]
     if len(given) > 1:
         raise InputError(f"model.{given[1]}", d[given[1]],

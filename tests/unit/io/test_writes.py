@@ -62,7 +62,7 @@ def test_emit_model_law_name_stays_a_string(tmp_path):
 
 def test_a_set_appears_whole_in_a_new_or_existing_folder(tmp_path):
     files = {"a.json": "{}\n", "b.sh": "#!/bin/bash\n", "c.yaml": "x: 1\n"}
-    new = tmp_path / "deep" / "new"
+    new = tmp_path / "new"
     assert [p.name for p in write_set(files, new, executable=("b.sh",))] == list(files)
     assert os.access(new / "b.sh", os.X_OK) and not os.access(new / "a.json", os.X_OK)
     old = tmp_path / "old"
@@ -116,3 +116,43 @@ def test_job_file_cannot_choose_a_folder_outside_out(tmp_path):
     finally:
         os.chdir(cwd)
     assert r.exit_code == 0 and (tmp_path / "sub" / "ds_config.json").is_file(), r.output
+
+
+def test_a_set_folder_is_a_target_too_no_link_and_no_missing_parents(tmp_path):
+    """As for one file (check_target): the named folder may not be a symbolic link (dangling or
+    not), and the folder it goes in must exist; nothing is created or written when refused."""
+    files = {"a.json": "{}\n"}
+    real = tmp_path / "real"
+    real.mkdir()
+    (tmp_path / "link").symlink_to(real)
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    for name in ("link", "dangling"):
+        with pytest.raises(InputError, match="symbolic link") as e:
+            write_set(files, tmp_path / name, what="--emit")
+        assert e.value.field == "--emit" and "nothing was written" in str(e.value)
+    with pytest.raises(InputError, match="a folder in an existing folder") as e:
+        write_set(files, tmp_path / "missing" / "a" / "b")
+    assert e.value.field == "--out" and "missing/a' first" in str(e.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dangling", "link", "real"]
+    assert list(real.iterdir()) == [] and not (tmp_path / "nowhere").exists()
+    # links above the named folder are the user's layout (as for a file's folder)
+    assert write_set(files, tmp_path / "link" / "sub") == [tmp_path / "link" / "sub" / "a.json"]
+    assert (real / "sub" / "a.json").read_text() == "{}\n"
+
+
+@pytest.mark.parametrize("args", [
+    ["estimate", "--emit", "torchrun", "--out"],
+    ["plan", "--gpus", "8", "--emit", "torchrun", "--out"],
+    ["resilience", "--emit"],
+])
+def test_the_commands_refuse_a_linked_or_parentless_launch_folder(tmp_path, args):
+    from cli_helpers import assert_exits_2
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    opt = args[-1]
+    assert_exits_2(_run(args + [tmp_path / "link"]), f"{opt} = ", "symbolic link")
+    assert_exits_2(_run(args + [tmp_path / "dangling"]), f"{opt} = ", "symbolic link")
+    assert_exits_2(_run(args + [tmp_path / "no" / "launch"]), f"{opt} = ",
+                   "a folder in an existing folder")
+    assert list((tmp_path / "real").iterdir()) == [] and not (tmp_path / "no").exists()

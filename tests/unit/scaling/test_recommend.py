@@ -67,7 +67,7 @@ def test_emitted_model_runs_through_plan(tmp_path):
     out = tmp_path / "model.toml"
     r = cli("scale", "--days", "20", "--gpus", "64", "--gpu", "h100_sxm", "--emit-model", str(out), "--json")
     assert r.exit_code == 0, r.output
-    d = json.loads(r.output)
+    d = json.loads(r.stdout)
     assert d["emitted_model"] == str(out)
     n = d["recommended"]["n_params"]
     inputs = build_inputs(read_file(out))

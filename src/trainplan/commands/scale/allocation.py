@@ -11,7 +11,7 @@ import typer
 from trainplan.cli import cmdoptions as o
 from trainplan.commands.scale.budget_options import with_budget
 from trainplan.errors import InputError, require_positive
-from trainplan.report.echo import console, print_json
+from trainplan.report.echo import confirm, print_json
 from trainplan.report.scale_fit import print_allocation_tables
 from trainplan.services.scale import chosen_laws, common_isoflop_grid, resolve_budget
 
@@ -20,14 +20,14 @@ from trainplan.services.scale import chosen_laws, common_isoflop_grid, resolve_b
 def scale(
     ctx: typer.Context,
     law: Optional[List[str]] = typer.Option(None, "--law", help="only these laws (repeatable); default: all named laws"),
-    law_file: Optional[Path] = typer.Option(None, "--law-file", help="a law fitted with `trainplan scale fit --out`"),
+    law_file: Optional[Path] = o.path_option(None, "--law-file", help="a law fitted with `trainplan scale fit --out`"),
     unique_tokens: Optional[float] = typer.Option(None, "--unique-tokens", help="unique tokens available (repeated-data analysis)"),
     epochs: Optional[float] = typer.Option(None, "--epochs", help="planned epochs over --unique-tokens"),
     inference_tokens: Optional[float] = typer.Option(None, "--inference-tokens", help="tokens the model will serve (inference-aware sizing)"),
-    plot: Optional[Path] = typer.Option(None, "--plot", help="write the isoFLOP plot (needs the plots extra)"),
-    report: Optional[Path] = typer.Option(None, "--report", help="write a report: FILE.html or FILE.md"),
+    plot: Optional[Path] = o.path_option(None, "--plot", help="write the isoFLOP plot (needs the plots extra)"),
+    report: Optional[Path] = o.path_option(None, "--report", help="write a report: FILE.html or FILE.md"),
     force: bool = typer.Option(False, "--force", help="overwrite existing --report, --plot and --emit-model files"),
-    emit_model: Optional[Path] = typer.Option(
+    emit_model: Optional[Path] = o.path_option(
         None, "--emit-model", help="write a job file (TOML) with the proposed architecture; `trainplan plan FILE` takes it"),
     budget_opts: Any = None,
     as_json: bool = o.JSON,
@@ -95,6 +95,7 @@ def scale(
     inference = None
     if inference_tokens is not None:
         inference = inference_aware(inference_tokens, flops=budget.flops).to_dict()
+    written: list[str] = []
     plot_path = None
     if plot is not None:
         from trainplan.scaling.plots import plot_isoflop
@@ -109,7 +110,12 @@ def scale(
         extra = {"repeated data": repeated, "inference-aware": inference}
         done = write_report(report, lambda: scale_report(budget, rows, full, extra=extra,
                                                                   rec=rec, arch=arch), force)
-        typer.echo(f"report written to {done}", err=True)
+        written.append(f"report written to {done}")
+    if plot_path:
+        written.append(f"plot written to {plot_path}")
+    if emitted:
+        written.append(f"job file with the proposed model written to {emitted} "
+                       f"(run: trainplan plan {emitted})")
 
     if as_json:
         print_json({
@@ -123,8 +129,7 @@ def scale(
             "inference_aware": inference,
             "plot": str(plot_path) if plot_path else None,
         })
-        return
-    print_allocation_tables(budget, rec, arch, rows, table_curves, grid, repeated, inference, plot_path)
-    if emitted:
-        console().print(f"job file with the proposed model written to {emitted} "
-                        f"(run: trainplan plan {emitted})", highlight=False)
+    else:
+        print_allocation_tables(budget, rec, arch, rows, table_curves, grid, repeated, inference)
+    for text in written:                  # after the result, on stderr
+        confirm(text)

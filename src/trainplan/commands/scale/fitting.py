@@ -10,17 +10,17 @@ import typer
 
 from trainplan.cli import cmdoptions as o
 from trainplan.errors import InputError, require_positive
-from trainplan.report.echo import print_json
+from trainplan.report.echo import confirm, print_json
 from trainplan.report.progress import progress
 from trainplan.report.scale_fit import print_fit
 
 
 def fit_command(
-    runs_csv: Path = typer.Argument(..., help="CSV with columns N, D (or C), loss; '#' lines are comments"),
+    runs_csv: Path = o.path_argument(..., "runs CSV", help="CSV with columns N, D (or C), loss; '#' lines are comments"),
     bootstrap: int = typer.Option(1000, "--bootstrap", help="bootstrap resamples for the intervals (0: none)"),
     budget_flops: Optional[float] = typer.Option(None, "--budget-flops", help="also give the optimal allocation for this budget"),
-    out: Optional[Path] = typer.Option(None, "--out", help="save the fitted law as JSON (for --law-file)"),
-    plot: Optional[Path] = typer.Option(None, "--plot", help="plot fit and residuals (needs the plots extra)"),
+    out: Optional[Path] = o.path_option(None, "--out", help="save the fitted law as JSON (for --law-file)"),
+    plot: Optional[Path] = o.path_option(None, "--plot", help="plot fit and residuals (needs the plots extra)"),
     ci_level: float = typer.Option(0.95, "--ci", help="confidence level of the intervals"),
     seed: int = typer.Option(0, "--seed", help="random seed of the bootstrap"),
     drop_highest: int = typer.Option(0, "--drop-highest", help="drop this many highest-loss runs first"),
@@ -65,5 +65,9 @@ def fit_command(
         payload["plot"] = str(plotted) if plotted else None
         payload["warnings"] = result.warnings(budget_flops)
         print_json(payload)
-        return
-    print_fit(result, allocation, saved, plotted, result.warnings(budget_flops))
+    else:
+        print_fit(result, allocation, result.warnings(budget_flops))
+    if saved:                             # after the result, on stderr
+        confirm(f"law saved to {saved} (use: trainplan scale --law-file {saved})")
+    if plotted:
+        confirm(f"plot written to {plotted}")

@@ -60,7 +60,7 @@ def inference_command(
     inference_tokens: float = typer.Option(..., "--inference-tokens", help="tokens the model will serve over its life"),
     target_loss: Optional[float] = typer.Option(None, "--target-loss", help="quality target instead of a budget"),
     law: str = typer.Option("epoch2024", "--law", help="parametric law (epoch2024, hoffmann2022-a3, ...)"),
-    law_file: Optional[Path] = typer.Option(None, "--law-file", help="use a fitted law instead"),
+    law_file: Optional[Path] = o.path_option(None, "--law-file", help="use a fitted law instead"),
     budget_opts: Any = None,
     as_json: bool = o.JSON,
 ) -> None:
