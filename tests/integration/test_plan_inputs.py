@@ -108,3 +108,15 @@ def test_an_empty_emit_and_an_unsplittable_batch_are_named():
     r = CliRunner().invoke(app, ["plan", "--model", "llama-3-8b", "--gpus", "7"])
     flat = " ".join(r.output.split())
     assert r.exit_code == 2 and "smallest change: global batch 1029" in flat
+
+
+def test_a_misspelt_key_in_the_ignored_strategy_table_is_still_an_error(tmp_path):
+    """plan ignores the job file's [strategy] (the search chooses), but checks it as estimate
+    reads it: `tpp = 2` there is a typo to name, not a setting silently dropped."""
+    head = '[model]\npreset = "llama-3-8b"\n[cluster]\ngpu = "h100"\ngpus = 8\n[strategy]\n'
+    bad, good = tmp_path / "bad.toml", tmp_path / "good.toml"
+    bad.write_text(head + "tpp = 2\n")
+    good.write_text(head + "tp = 2\n")
+    _bad(["plan", bad], "strategy.tpp", "did you mean tp")
+    r = runner.invoke(app, ["plan", str(good), "--json"])
+    assert r.exit_code == 0, r.output

@@ -60,7 +60,7 @@ def plan_command(
     one or more GPU types and counts; rank by the objective; show the Pareto front of time
     against cost; optionally write launch files for the winner."""
     from trainplan.report.progress import DelayedBar
-    from trainplan.services.jobfile import merge, start
+    from trainplan.services.jobfile import drop_strategy, merge, start
     from trainplan.services.plan import emit_winner, plan_request, run_plan
 
     if report is not None:              # a bad --report path fails before the search
@@ -79,7 +79,7 @@ def plan_command(
           trainable=o.trainable(lora, lora_rank), lora_rank=lora_rank,
           frozen=tuple(o.split_list(frozen)) or None,
           trained_in_full=tuple(o.split_list(train_in_full)) or None)
-    data.pop("strategy", None)             # the search chooses the strategy
+    drop_strategy(data)                    # the search chooses the strategy
     req = plan_request(data, gpu=gpu or None, gpus=gpus, objective=objective, deadline_days=deadline_days,
                        budget_usd=budget_usd, headroom_gib=headroom_gib, top=top,
                        uneven_stages=uneven_stages, emit=None if emit is None else o.split_list(emit),

@@ -214,6 +214,16 @@ def start(job_file: str | Path | None, model: str | None, use_example: bool) -> 
     return data
 
 
+def drop_strategy(data: dict[str, Any]) -> None:
+    """Remove the job file's ``[strategy]`` table for a command whose search chooses the
+    strategy (``plan``), after checking it as ``estimate`` would read it: a misspelt key there
+    is an error, not silently ignored along with the table."""
+    from trainplan.errors import expect_mapping
+    table = data.pop("strategy", None)
+    if table is not None:
+        _checked(Strategy, "strategy.", expect_mapping("strategy", table))
+
+
 def merge(data: dict[str, Any], section: str, **flags: Any) -> None:
     """Put non-None flags into ``data[section]`` (flags override the file)."""
     sec = data.setdefault(section, {})
