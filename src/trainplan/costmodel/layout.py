@@ -141,6 +141,7 @@ class Context(NamedTuple):
     mb_ge_pp: bool = False                 # FrameworkProfile.pp_microbatches_at_least_stages
     vision_heads: tuple[int, ...] = ()     # attention heads of each vision tower (TP splits them)
     moe_tp_sp: bool = False                # FrameworkProfile.moe_tp_needs_sp
+    ep_from_cp: str = "none"               # FrameworkProfile.ep_from_cp
 
 
 class Rule(NamedTuple):
@@ -196,6 +197,33 @@ def _act_offload_count_ok(L, c):
     return (L.off_act == 0) | (L.off_act == _stage_layers(L, c))
 
 
+
+def _ep_ranks_ok(L: Layout, c: Context):
+    """Whether EP can be carved from the ranks that hold different tokens. With the experts split
+    like the dense layers (expert TP = TP) EP takes data-parallel ranks and, where the framework
+    folds them in, context-parallel ones: Megatron-Core builds its expert grid from
+    world / (etp x ep x pp), with no CP axis (parallel_state.py, ``expert_data_parallel_size``;
+    MoE parallel folding, Liu et al. 2025, arXiv:2504.14960), so EP divides dp x cp ('any');
+    torchtitan asserts ``ep % cp == 0 and (dp_shard * cp) % ep == 0`` for etp = tp
+    (distributed/parallel_dims.py, ``_validate``: 'EP would borrow all cp and some dp_shard
+    degree'; 'whole'); DeepSpeed-MoE draws its expert-parallel groups from the data-parallel
+    ranks only (deepspeed/utils/groups.py, ``_create_expert_and_data_parallel``; 'none')."""
+    ranks = L.dp * L.cp if c.ep_from_cp != "none" else L.dp
+    ok = ranks % L.ep == 0
+    if c.ep_from_cp == "whole":             # checked only where there is EP (ep > 1)
+        ok = ok & ((L.ep == 1) | (L.ep % L.cp == 0))
+    return ok
+
+
+def _ep_ranks_valid(L: Layout, c: Context) -> str:
+    if c.ep_from_cp == "none":
+        return f"a divisor of dp = {L.dp}"
+    if c.ep_from_cp == "any":
+        return (f"a divisor of dp x cp = {L.dp} x {L.cp} (the {c.framework} framework folds the "
+                "context-parallel ranks into EP)")
+    return (f"a multiple of cp = {L.cp} dividing dp x cp = {L.dp} x {L.cp} (the {c.framework} "
+            "framework's EP takes all of CP and part of the data-parallel shard)")
+
 RULES: tuple[Rule, ...] = (
     Rule("strategy.tp*pp*cp", ("tp", "pp", "cp"), lambda L, c: c.gpus % _mp(L) == 0,
          lambda L, c: f"a divisor of the GPU count {c.gpus}"),
@@ -250,8 +278,8 @@ RULES: tuple[Rule, ...] = (
          lambda L, c: f"true with tp > 1 for an MoE model: the {c.framework} framework's MoE "
                       "layers train only with sequence parallelism on when tensor parallelism "
                       "splits them"),
-    Rule("strategy.ep", ("ep", "dp"), lambda L, c: L.dp % L.ep == 0,
-         lambda L, c: f"a divisor of dp = {L.dp}"),
+    Rule("strategy.ep", ("ep", "dp", "cp"), lambda L, c: _ep_ranks_ok(L, c),
+         lambda L, c: _ep_ranks_valid(L, c)),
     Rule("job.global_batch", ("mb", "dp"), lambda L, c: c.global_batch % (L.mb * L.dp) == 0,
          lambda L, c: f"a multiple of micro_batch x dp = {L.mb} x {L.dp} = {L.mb * L.dp}"),
     Rule("strategy.vp", ("vp", "pp", "mb", "dp"), lambda L, c: (L.vp == 1) | (_m(L, c) % L.pp == 0),
@@ -338,7 +366,8 @@ def context(model, job, gpus, fw) -> Context:
         act_offload_max_pp=fw.activation_offload_max_pp,
         cp_heads=fw.cp_all_to_all_heads if fw.cp_kind(job.cp_comm_type) == "all_to_all" else "",
         mb_ge_pp=fw.pp_microbatches_at_least_stages,
-        vision_heads=tuple(v.heads for v in model.vision), moe_tp_sp=fw.moe_tp_needs_sp)
+        vision_heads=tuple(v.heads for v in model.vision), moe_tp_sp=fw.moe_tp_needs_sp,
+        ep_from_cp=fw.ep_from_cp)
 
 
 def rules_mask(L: Layout, ctx: Context, have: set[str] | None = None):

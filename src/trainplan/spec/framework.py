@@ -232,6 +232,10 @@ class FrameworkProfile(Spec):
                                "framework runs (1: none); none: no limit")
     moe_tp_needs_sp: bool = Field(False, description="MoE layers with tensor parallelism "
                                   "train only with sequence parallelism on (Megatron-Core)")
+    ep_from_cp: Literal["none", "any", "whole"] = Field("none", description="what EP may take "
+                                                        "of the context-parallel ranks: none (EP "
+                                                        "divides dp), any (dp x cp), whole (all "
+                                                        "of CP: cp divides EP divides dp x cp)")
     recompute: tuple[str, ...] = ("none", "selective", "full", "layers")
     calibration: str = ""
     step_factors: dict[str, float] = Field(

@@ -45,3 +45,28 @@ def test_plan_keeps_every_state_of_mixtral_somewhere():
     m = r.winner.memory
     on_gpus = (m.weights_gib + m.gradients_gib + m.optimizer_gib) * 8
     assert (on_gpus + m.host_gib_per_node) * GiB / r.winner.params_total >= 12.0
+
+
+def _est(framework, **st):
+    return trainplan.estimate("mixtral-8x7b", framework=framework, gpu="h100", gpus=8,
+                              seq_len=32768, global_batch=8, tokens=1e9,
+                              strategy={"tp": 1, "pp": 1, "micro_batch": 1, **st})
+
+
+def test_megatron_and_torchtitan_fold_context_parallel_ranks_into_ep():
+    """MoE parallel folding: with expert TP = TP, Megatron-Core's expert grid is world /
+    (etp x ep x pp) with no CP axis, so EP may take the CP ranks (CP8 EP8 on 8 GPUs, DP 1);
+    torchtitan takes all of CP (ep % cp == 0); DeepSpeed-MoE only data-parallel ranks."""
+    from trainplan.errors import InputError
+    folded = _est("megatron", cp=8, ep=8, zero=1)
+    plain = _est("megatron", cp=8, ep=1, zero=1)
+    assert folded.strategy["dp"] == 1 and folded.time.ep_comm_s > 0
+    # each GPU keeps one expert of each layer instead of all eight: far less in weights
+    assert folded.memory.weights_gib < plain.memory.weights_gib / 3
+    assert _est("torchtitan", cp=4, ep=8, zero=3).strategy["dp"] == 2
+    with pytest.raises(InputError, match="a multiple of cp = 4"):
+        _est("torchtitan", cp=4, ep=2, zero=3)
+    with pytest.raises(InputError, match="a divisor of dp = 4"):
+        _est("deepspeed", cp=2, ep=8, zero=1)
+    # a dense-DP divisor still works everywhere
+    assert _est("deepspeed", cp=2, ep=2, zero=1).strategy["ep"] == 2
