@@ -32,7 +32,7 @@ from trainplan.errors import InputError  # noqa: E402
 from trainplan.measure.compare import COMPONENTS, analytic_peak, measured_components  # noqa: E402
 from trainplan.measure.compare import estimate_components  # noqa: E402
 from trainplan.measure.step import StepConfig, measure_step_memory  # noqa: E402
-from trainplan.spec.model import Model, Projector, Stack  # noqa: E402
+from trainplan.spec.model import MoE, Model, Projector, Stack  # noqa: E402
 
 
 def llama(name, layers, hidden, heads, kv, ffn, vocab, tied=False, bias=False):
@@ -67,6 +67,15 @@ GPT2_SMALL = Model(name="gpt2-small (12L h768, dropout 0.1)", stacks=(Stack(
 LLAVA = Model(name="llava-small (CLIP 4L h256 + Llama 4L h512)", stacks=(
     SMALL.decoder, clip_tower(4, 256, 4, 1024, 112, 14)),
     projectors=(Projector(kind="mlp2", in_dim=256, out_dim=512),))
+# MoE: transformers' Mixtral class (routed experts only) and Qwen2-MoE class (a gated shared
+# expert beside the routed ones, norm_topk_prob off), experts through grouped_mm
+MIXTRAL_SMALL = Model(name="mixtral-small (4L h512, 8 experts top-2)", stacks=(Stack(
+    layers=4, hidden=512, heads=8, kv_heads=2, ffn_hidden=1376, vocab=32000,
+    moe=MoE(num_experts=8, top_k=2, expert_ffn_hidden=1376)),))
+QWEN2_MOE = Model(name="qwen2-moe-small (4L h512, 8 top-4 + shared)", stacks=(Stack(
+    layers=4, hidden=512, heads=8, kv_heads=2, ffn_hidden=1376, vocab=8192,
+    moe=MoE(num_experts=8, top_k=4, expert_ffn_hidden=344, shared_experts=1,
+            shared_expert_ffn_hidden=1376, shared_expert_gate=True, router_norm_topk=False)),))
 
 CASES = [
     (TINY, StepConfig(seq_len=256, precision="fp32", attn="eager")),
@@ -129,6 +138,13 @@ CASES = [
     (QWEN3, StepConfig(seq_len=1024, precision="bf16_mixed", attn="sdpa", micro_batch=2)),
     (QWEN3, StepConfig(seq_len=512, precision="fp32", attn="eager", recompute="full")),
     (QWEN3, StepConfig(seq_len=1024, precision="bf16_pure", attn="sdpa", dropout=True)),
+    # MoE layers (hf_memory.hf_moe_mlp_bytes)
+    (MIXTRAL_SMALL, StepConfig(seq_len=1024, precision="bf16_mixed", attn="sdpa", micro_batch=2)),
+    (MIXTRAL_SMALL, StepConfig(seq_len=2048, precision="bf16_pure", attn="sdpa",
+                               recompute="full")),
+    (QWEN2_MOE, StepConfig(seq_len=1024, precision="fp32", attn="eager")),
+    (QWEN2_MOE, StepConfig(seq_len=1024, precision="bf16_mixed", attn="sdpa", micro_batch=2)),
+    (get_model("mixtral-8x7b"), StepConfig(seq_len=4096, precision="bf16_mixed", attn="sdpa")),
     # gradient accumulation: every .grad exists through the second micro-batch's backward
     (SMALL, StepConfig(seq_len=1024, precision="bf16_mixed", attn="sdpa", grad_accum=2)),
     (GPT2_SMALL, StepConfig(seq_len=1024, micro_batch=4, precision="bf16_mixed", attn="eager",

@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from trainplan.costmodel.params import mlp_matrices
 
 
 def _elem(precision: str) -> tuple[float, bool]:
@@ -83,7 +84,8 @@ def _probs_bytes(stack, precision: str) -> tuple[float, float]:
     return soft, (c if c != soft else 0.0)
 
 
-def hf_layer_activation_parts(stack, s, b, precision: str, flash, dropout=False):
+def hf_layer_activation_parts(stack, s, b, precision: str, flash, dropout=False,
+                              moe_layer=None):
     """Bytes one transformers decoder/encoder layer keeps for backward (eager PyTorch).
 
     Measured per tensor with ``trainplan.measure.memtrace`` (torch 2.13, transformers 5.x) and
@@ -126,6 +128,11 @@ def hf_layer_activation_parts(stack, s, b, precision: str, flash, dropout=False)
         mask each, 1*h + 1*h (their outputs are freed after the residual add). Llama-style
         layers have no residual dropout.
 
+    MoE layers (``moe_layer``; default: the stack has ``moe``): the MLP half is the second
+    norm with one bf16 copy per linear reading it under autocast (:func:`moe_norm_readers`)
+    and :func:`hf_moe_mlp_bytes`; a stack's ``moe.dense_layers`` are dense layers (the caller
+    counts them, :func:`trainplan.costmodel.hf_step.hf_step_memory`).
+
     Returns (attention half: first norm + attention, MLP half: second norm + MLP) in bytes per
     micro-batch; broadcasts over numpy arrays of s, b, flash and dropout.
     """
@@ -155,6 +162,10 @@ def hf_layer_activation_parts(stack, s, b, precision: str, flash, dropout=False)
             norm1 = norm2 = 2 * e * h + ln_stats
         mlp = (5.0 if gpt2 else 3.0) * f * c
         eager_attn = c * (a * d + 2 * kv * d + a * d)
+    if (stack.moe is not None) if moe_layer is None else moe_layer:
+        dense_readers = (2 if stack.norm == "rmsnorm" else 1) if amp else 0
+        norm2 = norm2 + ((moe_norm_readers(stack) if amp else 0) - dense_readers) * c * h
+        mlp = hf_moe_mlp_bytes(stack, precision) + 4.0 * stack.moe.num_experts / tokens
     soft, cast = _probs_bytes(stack, precision)
     drop = np.asarray(dropout, dtype=bool)
     probs = np.where(drop, soft + 1.0 + c, soft + cast) * a * s
@@ -162,6 +173,70 @@ def hf_layer_activation_parts(stack, s, b, precision: str, flash, dropout=False)
     sdpa_attn = c * (a * d + 2 * kv * d + a * d) + 4.0 * a
     attn = np.where(flash, sdpa_attn, eager_attn + probs) + qk_norm_bytes(stack, precision)
     return tokens * (norm1 + attn + resid_drop), tokens * (norm2 + mlp + resid_drop)
+
+
+def moe_norm_readers(stack) -> int:
+    """Linears of an MoE layer that read the second norm's output through ``F.linear`` (each
+    casts it to bf16 under autocast): the router, the shared expert's gate and up projections
+    (one MLP of all shared experts, as transformers builds them) and Qwen2-MoE's
+    ``shared_expert_gate``. The routed experts read a gathered copy (:func:`hf_moe_mlp_bytes`)."""
+    m = stack.moe
+    shared = (mlp_matrices(stack) - 1 + (1 if m.shared_expert_gate else 0)) \
+        if m.shared_experts else 0
+    return 1 + shared
+
+
+def hf_moe_mlp_bytes(stack, precision: str) -> float:
+    """Bytes per token the MoE feed-forward of one transformers layer keeps for backward,
+    beyond the second norm (:func:`hf_layer_activation_parts`).
+
+    transformers 5.x runs the routed experts through ``grouped_mm_experts_forward``
+    (``transformers/integrations/moe.py``; the default ``experts_implementation``
+    ``"grouped_mm"``, ``modeling_utils.get_correct_experts_implementation``): the tokens are
+    sorted by expert and each (token, expert) pair is one row of S = tokens x top_k, so the
+    saved bytes do not depend on how the router spreads the tokens. Measured with
+    ``trainplan.measure.memtrace`` (torch 2.13 CPU, transformers 5.24) on
+    ``MixtralForCausalLM`` (``models/mixtral/modeling_mixtral.py``: ``MixtralTopKRouter``,
+    ``MixtralSparseMoeBlock``) and ``Qwen2MoeForCausalLM`` (``models/qwen2_moe/
+    modeling_qwen2_moe.py``: shared expert, ``shared_expert_gate``, ``mlp_only_layers``):
+    hidden 256, 8 heads, 4 KV heads, 4 experts of FFN 192, top-k 1 and 2, shared FFN 320,
+    norm_topk_prob on and off, 2 and 4 layers, 256 and 512 tokens, fp32, bf16 autocast and
+    pure bf16, eager and SDPA attention; per token, with w the weights' dtype (4 B in fp32
+    and under autocast: ``grouped_mm`` is not autocast-enabled, so the experts run in fp32
+    there; 2 B in pure bf16) and c the compute dtype (2 B under autocast):
+
+      router: the fp32 softmax probabilities (``softmax(logits.float())``, 4E) and, with
+        ``router_norm_topk``, the top-k sum the renormalisation divides by (4 B);
+      per (token, expert) row, x top_k: the gathered input ``hidden_states[perm // top_k]``
+        and the expert's output (w*2h), the expert's SwiGLU intermediates (gate_up output 2f,
+        SiLU output f, product f: w*4f at ``expert_ffn_hidden``), the int64 top-k index, sort
+        permutation, gather index and inverse permutation (32 B), the fp32 routing weight the
+        weighting multiply saves (4 B) and, with ``router_norm_topk``, the top-k value the
+        division saves (4 B);
+      shared experts (one MLP of ``shared_experts`` x the shared FFN, ``nn.Linear``s, autocast
+        applies): c*4f_s, and with ``shared_expert_gate`` its sigmoid output and the shared
+        output the gating multiply saves (c + c*h);
+      the int32 per-expert offsets of the grouped matmul (4E per layer, not per token: added
+        by :func:`hf_layer_activation_parts`).
+
+    Qwen2-MoE casts the routing weights to the logits' dtype (2 B per row in bf16, 4 B
+    counted). Not counted: ``experts_implementation="eager"`` (the per-expert loop of
+    ``MixtralExperts.forward``, used where ``grouped_mm`` cannot dispatch) keeps other tensors
+    (measured per token at top-k 2: +2032 B fp32, -3088 B autocast, +1008 B pure bf16 against
+    this count); GeLU experts are counted with the dense GeLU MLP's per-f bytes, unmeasured.
+    """
+    e, amp = _elem(precision)
+    c = 2.0 if amp else e
+    m, h = stack.moe, stack.hidden
+    per_f = 4.0 if stack.mlp == "swiglu" else (5.0 if _is_gpt2(stack) else 3.0)
+    norm = 4.0 if m.router_norm_topk else 0.0
+    router = 4.0 * m.num_experts + norm
+    routed = m.top_k * (e * (2.0 * h + per_f * m.expert_ffn_hidden) + 32.0 + 4.0 + norm)
+    shared = 0.0
+    if m.shared_experts:
+        f_s = m.shared_experts * (m.shared_expert_ffn_hidden or m.expert_ffn_hidden)
+        shared = per_f * f_s * c + ((c + c * h) if m.shared_expert_gate else 0.0)
+    return router + routed + shared
 
 
 def qk_norm_bytes(stack, precision: str) -> float:

@@ -11,7 +11,8 @@ from trainplan.costmodel.hf_memory import (_elem, _is_gpt2, _probs_bytes,
                                            hf_head_activation_bytes, hf_layer_activation_parts,
                                            qk_norm_bytes)
 from trainplan.costmodel.layout import by_recompute
-from trainplan.costmodel.params import attention_params, mlp_params, norm_params, stack_params
+from trainplan.costmodel.params import (attention_params, mlp_params, norm_params,
+                                        router_params, shared_expert_params, stack_params)
 
 
 def _head_kept_to_bottom(stack, precision: str, dropout=False):
@@ -32,12 +33,34 @@ def hf_loss_backward_bytes(stack, s, b):
     return np.asarray(s, dtype=float) * b * 8.0 * stack.vocab
 
 
+def layer_cast_params(stack, moe_layer: bool = False) -> float:
+    """Parameters of one layer autocast casts: every Linear (attention and dense MLP, biases
+    included: ``F.linear`` casts its bias too). In an MoE layer the router and the shared
+    experts (``nn.Linear``s, gate included), not the routed experts: transformers 5.x runs them
+    through ``grouped_mm`` (``integrations/moe.py``), which autocast leaves alone (measured:
+    the tracker's ``autocast_casts`` of Mixtral and Qwen2-MoE classes)."""
+    if moe_layer:
+        return float(attention_params(stack) + router_params(stack) + shared_expert_params(stack))
+    return float(attention_params(stack) + mlp_params(stack))
+
+
+def moe_layers_of(stack, n_layers=None):
+    """MoE layers among ``n_layers`` (default all) of the stack, counting from its top: the
+    ``moe.dense_layers`` are the first layers (DeepSeek first_k_dense_replace, Qwen2-MoE
+    mlp_only_layers), so a stage of the top layers holds the fewest dense ones."""
+    L = stack.layers if n_layers is None else n_layers
+    if stack.moe is None:
+        return 0 * np.asarray(L)
+    return np.minimum(L, stack.layers - stack.moe.dense_layers)
+
+
 def matmul_weight_params(stack) -> float:
-    """Parameters autocast casts: every Linear of the layers (attention and dense MLP, biases
-    included: ``F.linear`` casts its bias too) and the LM head; not the embedding table or the
-    norms. Counts from :mod:`trainplan.costmodel.params`."""
-    per_layer = attention_params(stack) + mlp_params(stack)
-    return float(stack.layers * per_layer + stack.vocab * stack.hidden)
+    """Parameters autocast casts: every layer's (:func:`layer_cast_params`) and the LM head;
+    not the embedding table or the norms. Counts from :mod:`trainplan.costmodel.params`."""
+    n_moe = float(moe_layers_of(stack))
+    moe = layer_cast_params(stack, True) if stack.moe is not None else 0.0
+    return float((stack.layers - n_moe) * layer_cast_params(stack) + n_moe * moe
+                 + stack.vocab * stack.hidden)
 
 
 def _out_proj_params(stack) -> int:
@@ -46,11 +69,12 @@ def _out_proj_params(stack) -> int:
     return o_width(stack) * stack.hidden + (stack.hidden if stack.attn_out_bias else 0)
 
 
-def _layer_param_split(stack) -> tuple[float, float]:
-    """(first norm + q, k, v; o_proj + second norm + MLP) parameters of one dense layer, from
-    :mod:`trainplan.costmodel.params`."""
+def _layer_param_split(stack, moe_layer: bool = False) -> tuple[float, float]:
+    """(first norm + q, k, v; o_proj + second norm + MLP) parameters of one dense (or MoE)
+    layer, from :mod:`trainplan.costmodel.params`."""
     qkv = norm_params(stack) + attention_params(stack) - _out_proj_params(stack)
-    return float(qkv), float(stack_params(stack).per_dense_layer - qkv)
+    sp = stack_params(stack)
+    return float(qkv), float((sp.per_moe_layer if moe_layer else sp.per_dense_layer) - qkv)
 
 
 def eager_attention_backward_bytes(stack, s, b, precision: str = "fp32"):
@@ -63,22 +87,27 @@ def eager_attention_backward_bytes(stack, s, b, precision: str = "fp32"):
     return 2.0 * soft * stack.heads * np.asarray(s, dtype=float) ** 2 * b
 
 
-def mlp_backward_bytes(stack, s, b, precision: str):
+def mlp_backward_bytes(stack, s, b, precision: str, moe_layer: bool = False):
     """Working set of an MLP backward at its elementwise product: SwiGLU (gate, SiLU, up,
     product kept) holds the gradients of the product, the SiLU output and the up projection
     while gate, SiLU and up are still saved: 2f extra per token; GELU (CLIP quick_gelu keeps
     x, sigmoid(1.702x), product) 3f. In the compute dtype (bf16 under autocast). Measured peaks at
-    ``mul`` in the backward of CLIP towers."""
+    ``mul`` in the backward of CLIP towers. An MoE layer: the same for its top_k x
+    expert_ffn_hidden rows in the weights' dtype (``grouped_mm`` runs in it, fp32 under
+    autocast; :func:`trainplan.costmodel.hf_memory.hf_moe_mlp_bytes`)."""
     e, amp = _elem(precision)
     c = 2.0 if amp else e
     k = 2.0 if stack.mlp == "swiglu" else 3.0
-    return k * stack.ffn_hidden * c * np.asarray(s, dtype=float) * b
+    f = stack.ffn_hidden
+    if moe_layer:
+        c, f = e, stack.moe.top_k * stack.moe.expert_ffn_hidden
+    return k * f * c * np.asarray(s, dtype=float) * b
 
 
 def hf_step_memory(prof, stack, s, b, precision: str, flash, rc,
                    weights, grads, optimizer, state_bytes, adamw: bool = True,
                    n_layers=None, head_bytes=None, extra_activations=0.0, dropout=False,
-                   rc_layers=0, optimizer_temp_bytes=None, accumulating=False):
+                   rc_layers=0, optimizer_temp_bytes=None, accumulating=False, moe_layers=None):
     """Peak bytes of one plain-PyTorch training step of a transformers model, by phase.
 
     ``prof`` is the framework profile (``activations.HFProfile``: ``param_bytes``,
@@ -120,7 +149,9 @@ def hf_step_memory(prof, stack, s, b, precision: str, flash, rc,
     ``head_bytes`` replaces the causal-LM
     head (:func:`hf_head_activation_bytes`), e.g. by ``hf_memory.hf_vision_head_bytes`` for a vision
     tower; ``extra_activations`` adds activations held through the whole backward (a vision
-    tower below the decoder).
+    tower below the decoder). ``moe_layers``: the layers of the ``n_layers`` with an MoE FFN
+    (default :func:`moe_layers_of`); the others, dense, are the bottom ones (and the
+    checkpointed ones are the bottom ``rc_layers``).
     """
     L = stack.layers if n_layers is None else n_layers
     e, amp = _elem(precision)
@@ -138,22 +169,43 @@ def hf_step_memory(prof, stack, s, b, precision: str, flash, rc,
     g = grads
     total_params = float(stack_params(stack).total)
     g_per_param = g / total_params
-    qkv_p, rest_p = _layer_param_split(stack)
+    # dense layers (n_dense, the bottom ones) and MoE layers: values of the top and the bottom
+    # layer by their kind (``_by_kind``)
+    n_moe = moe_layers_of(stack, L) if moe_layers is None else moe_layers
+    n_dense = L - n_moe
+    top_dense, bottom_dense = n_dense >= L, n_dense >= 1
+
+    def _by_kind(fn):
+        d = fn(False)
+        m = fn(True) if stack.moe is not None else d
+        return d, m, np.where(top_dense, d, m), np.where(bottom_dense, d, m)
+
+    qkv_p = _layer_param_split(stack)[0]
+    rest_d, rest_m, rest_top, rest_bot = _by_kind(lambda m: _layer_param_split(stack, m)[1])
+    layers_p = n_dense * (qkv_p + rest_d) + n_moe * (qkv_p + rest_m)
     head_p = float(V * h + norm_params(stack))          # LM head (or tied table) + final norm
     # measured: in a recomputed SwiGLU layer the output projection's weight gradient exists at
     # the peak (``mul`` of the gate product's backward); in GPT-2's gelu_new and in the top,
     # not recomputed, layer the peak comes before it
     down_p = float(stack.ffn_hidden * h) if stack.mlp == "swiglu" else 0.0
+    if stack.moe is not None and stack.mlp == "swiglu":
+        down_p = np.where(bottom_dense, down_p,
+                          float(stack.moe.num_experts * stack.moe.expert_ffn_hidden * h))
     cast_b = prof.weight_cast_bytes
-    c_layer = cast_b * (matmul_weight_params(stack) - V * h) / stack.layers
+    c_d, c_m, c_top, c_bot = _by_kind(lambda m: cast_b * layer_cast_params(stack, m))
     c_head = cast_b * V * h
     c_qkv = cast_b * (attention_params(stack) - _out_proj_params(stack))
 
-    a_attn, a_mlp = hf_layer_activation_parts(stack, s, b, precision, flash, dropout)
-    a_full = a_attn + a_mlp
+    a_attn = hf_layer_activation_parts(stack, s, b, precision, flash, dropout, False)[0]
+    m_d, m_m, a_mlp_top, a_mlp_bot = _by_kind(
+        lambda m: hf_layer_activation_parts(stack, s, b, precision, flash, dropout, m)[1])
     a_ck = T * e * h
-    a_below = ck_below * a_ck + (L - 1 - ck_below) * a_full   # the layers under the top one
+    # the layers under the top one: the bottom ck_below checkpointed, then the dense ones
+    d_below = np.clip(n_dense - ck_below, 0, L - 1 - ck_below)
+    a_below = ck_below * a_ck + d_below * (a_attn + m_d) \
+        + (L - 1 - ck_below - d_below) * (a_attn + m_m)
     a_top = np.where(top_ck, a_ck, 0.0)                        # the top layer's own input
+    a_full = a_attn + a_mlp_top                                # the top layer, whole
     if head_bytes is None:
         a_head = hf_head_activation_bytes(stack, s, b, precision, flash, rc, dropout,
                                           checkpointed=any_ck)
@@ -161,7 +213,8 @@ def hf_step_memory(prof, stack, s, b, precision: str, flash, rc,
         a_head = head_bytes
     a_head = a_head + extra_activations
     lsm = 4.0 * V * T
-    casts_kept = c_head + (L - n_ck) * c_layer
+    d_kept = np.clip(n_dense - n_ck, 0, L - n_ck)             # dense layers not checkpointed
+    casts_kept = c_head + d_kept * c_d + (L - n_ck - d_kept) * c_m
     activations = a_below + np.where(top_ck, a_ck, a_full) + a_head + casts_kept
     # SDPA's backward working set: the q, k, v gradients, twice the attention half without the
     # q/k norms' saved tensors (those are read after it)
@@ -179,9 +232,9 @@ def hf_step_memory(prof, stack, s, b, precision: str, flash, rc,
     # (gradients, activations held, working set) at each candidate point
     loss_pt = (zero, activations + zero, hf_loss_backward_bytes(stack, s, b))
     # attention backward of the top layer: its MLP half is done and freed
-    top = (g_per_param * (head_p + rest_p) + zero,
+    top = (g_per_param * (head_p + rest_top) + zero,
            a_below + a_top + a_attn_bwd + a_head - lsm
-           + casts_kept - c_head - np.where(top_ck, 0.0, c_layer) + c_qkv, t_attn)
+           + casts_kept - c_head - np.where(top_ck, 0.0, c_top) + c_qkv, t_attn)
     # what the bottom layer's backward still finds of the head (labels, RoPE tables, ...) and
     # of the checkpoints (position ids, eager causal mask)
     if head_bytes is None:
@@ -191,21 +244,25 @@ def hf_step_memory(prof, stack, s, b, precision: str, flash, rc,
         ck_extra = 0.0
     below = T * _head_kept_to_bottom(stack, precision, dropout) + ck_extra
     # attention backward of the bottom layer: all other gradients exist
-    bottom = (g_per_param * (head_p + (L - 1) * (qkv_p + rest_p) + rest_p) + zero,
+    bottom = (g_per_param * (head_p + layers_p - qkv_p) + zero,
               a_attn_bwd + c_qkv + below, t_attn)
     # MLP backward of the bottom layer (the peak of recomputed stacks: every layer above has
     # its gradients while the bottom layer is whole again)
-    mlp_bottom = (g_per_param * (head_p + (L - 1) * (qkv_p + rest_p) + down_p) + zero,
-                  a_attn + a_mlp + c_layer + below, mlp_backward_bytes(stack, s, b, precision))
+    mlp_bottom = (g_per_param * (head_p + layers_p - qkv_p - rest_bot + down_p) + zero,
+                  a_attn + a_mlp_bot + c_bot + below,
+                  np.where(bottom_dense, mlp_backward_bytes(stack, s, b, precision),
+                           _mlp_bwd_moe(stack, s, b, precision)))
     # MLP backward of the top layer: the gradients of its intermediates on top of everything
     mlp_top = (g_per_param * head_p + zero,
-               a_below + a_top + a_attn + a_mlp + a_head - lsm
-               + casts_kept - c_head + np.where(top_ck, c_layer, 0.0),
-               mlp_backward_bytes(stack, s, b, precision))
+               a_below + a_top + a_attn + a_mlp_top + a_head - lsm
+               + casts_kept - c_head + np.where(top_ck, c_top, 0.0),
+               np.where(top_dense, mlp_backward_bytes(stack, s, b, precision),
+                        _mlp_bwd_moe(stack, s, b, precision)))
     # end of the forward, inside autocast: its weight cache still holds the copies of every
     # layer (checkpointed ones too; ``torch.autocast`` clears the cache on exit), and the loss
     # holds the bf16 logits and their fp32 upcast beside the log-softmax (nll_loss_forward)
-    fwd_end = (zero, activations - casts_kept + c_head + L * c_layer + zero, 6.0 * V * T)
+    fwd_end = (zero, activations - casts_kept + c_head + n_dense * c_d + n_moe * c_m + zero,
+               6.0 * V * T)
     k_temp = prof.optimizer_temp_bytes if optimizer_temp_bytes is None else optimizer_temp_bytes
     opt_temp = k_temp * o / 2.0 if adamw else 0.0 * o
     opt_pt = (g + zero, zero, opt_temp + zero)
@@ -218,6 +275,11 @@ def hf_step_memory(prof, stack, s, b, precision: str, flash, rc,
     return dict(weights=w + zero, optimizer=o + zero, grads=pick[0], activations=pick[1],
                 transient=pick[2], total=totals.max(axis=0), phase=phase, optimizer_temp=opt_temp + zero,
                 activations_end_forward=activations, casts=casts_kept)
+
+
+def _mlp_bwd_moe(stack, s, b, precision: str):
+    """:func:`mlp_backward_bytes` of an MoE layer (that of a dense one for a dense stack)."""
+    return mlp_backward_bytes(stack, s, b, precision, moe_layer=stack.moe is not None)
 
 
 PEAK_PHASES = ("loss backward", "top-layer attention backward", "bottom-layer attention backward",

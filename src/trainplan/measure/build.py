@@ -1,8 +1,9 @@
 """trainplan Model -> transformers config -> a randomly initialised torch model.
 
 The planner and the measurement start from the same :class:`trainplan.spec.model.Model`: a
-decoder stack becomes a ``LlamaConfig`` (``MistralConfig``/``Qwen2Config``/``MixtralConfig``
-when the stack says so) or a ``GPT2Config``; a vision stack becomes a ``CLIPVisionConfig``; a
+decoder stack becomes a ``LlamaConfig`` (``Qwen2Config``/``Qwen3Config``/``MixtralConfig``/
+``Qwen2MoeConfig`` when the stack says so) or a ``GPT2Config``; a vision stack becomes a
+``CLIPVisionConfig``; a
 vision stack + projector + decoder becomes a ``LlavaConfig``. Field names follow each family's
 ``configuration_*.py`` in transformers. Nothing is downloaded: weights are random.
 
@@ -63,7 +64,7 @@ def _decoder_config(dec: Stack, seq_len: int, attn: str, dropout: bool = False,
         if present:
             raise InputError(f"model.decoder.{field}", getattr(dec, field),
                              "absent for `measure`: it builds Llama, Qwen2, Qwen3 (dense), "
-                             "Mixtral and GPT-2 classes, which have no such part (Gemma 2/3, "
+                             "Mixtral, Qwen2-MoE and GPT-2 classes, which have no such part (Gemma 2/3, "
                              "OLMo 2 and DeepSeek models are not measured)")
     common = dict(vocab_size=dec.vocab, hidden_size=dec.hidden, intermediate_size=dec.ffn_hidden,
                   num_hidden_layers=dec.layers, num_attention_heads=dec.heads,
@@ -74,8 +75,20 @@ def _decoder_config(dec: Stack, seq_len: int, attn: str, dropout: bool = False,
     if dec.moe is not None:
         m = dec.moe
         if m.shared_experts or m.dense_layers:
-            raise InputError("model.decoder.moe", "shared experts / dense layers",
-                             "a Mixtral-style MoE (no shared experts, all layers MoE) for `measure`")
+            # transformers' Qwen2-MoE: one gated shared expert (of shared_experts x the shared
+            # expert's FFN, as DeepSeek's), the first layers dense (``mlp_only_layers``)
+            if not (m.shared_experts and m.shared_expert_gate) or m.router_score != "softmax":
+                raise InputError("model.decoder.moe", "dense layers or shared experts without "
+                                 "a gated shared expert and a softmax router",
+                                 "a Mixtral-style MoE, or Qwen2-MoE's gated shared expert and "
+                                 "softmax router, for `measure`")
+            shared = m.shared_experts * (m.shared_expert_ffn_hidden or m.expert_ffn_hidden)
+            return tf.Qwen2MoeConfig(
+                num_experts=m.num_experts, num_experts_per_tok=m.top_k,
+                moe_intermediate_size=m.expert_ffn_hidden,
+                shared_expert_intermediate_size=shared, norm_topk_prob=m.router_norm_topk,
+                mlp_only_layers=list(range(m.dense_layers)), qkv_bias=dec.attn_bias,
+                attention_dropout=pa, **common)
         return tf.MixtralConfig(num_local_experts=m.num_experts, num_experts_per_tok=m.top_k,
                                 **{**common, "intermediate_size": m.expert_ffn_hidden})
     if qwen3:
