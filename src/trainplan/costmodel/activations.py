@@ -5,7 +5,7 @@ inventory says (:func:`trainplan.costmodel.memory.layer_activation_bytes`); the 
 holds the micro-batches in flight under 1F1B (``memory.pipeline_in_flight``), the last the
 logits. The peak is the larger of the backward (states + activations + the working set) and the
 optimizer step (states + the optimizer's temporaries). Plain PyTorch + transformers (``"hf"``)
-uses the measured accounting of :func:`trainplan.costmodel.overheads.hf_step_memory`.
+uses the measured accounting of :func:`trainplan.costmodel.hf_step.hf_step_memory`.
 All functions broadcast over numpy arrays of layout knobs.
 """
 
@@ -191,7 +191,7 @@ def stage_memory(st, acts: StageActivations, temp, overhead, fw) -> StageMemory:
 def hf_stage_memory(fw, dec, job, L, st, sb, layers, vis, overhead) -> StageMemory:
     """Plain PyTorch + transformers: per-tensor activations and the step's peaks (start of
     backward without gradients, layer backwards, optimizer step without activations), measured
-    with ``trainplan measure memory`` (:func:`trainplan.costmodel.overheads.hf_step_memory`)."""
+    with ``trainplan measure memory`` (:func:`trainplan.costmodel.hf_step.hf_step_memory`)."""
     from trainplan.costmodel.hf_step import hf_step_memory
     prof = hf_profile(fw, job.precision, adamw_impl(fw, job))
     m = L.micro_batches(job.batch_sequences)

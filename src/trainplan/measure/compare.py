@@ -2,7 +2,7 @@
 
 The prediction uses only the planner's physics: parameter counts (``costmodel.params``), the
 bytes-per-parameter table (``conventions.model_state_bytes``) and the ``pytorch`` implementation
-profile (``costmodel.overheads.hf_step_memory`` and the per-tensor activation functions beside
+profile (``costmodel.hf_step.hf_step_memory`` and the per-tensor activation functions beside
 it). ``estimate(..., framework="pytorch")`` (:func:`estimate_for`) computes the same total for
 a text model once ``costmodel/activations.py`` (``hf_stage_memory``) passes ``hf_step_memory``
 the keywords used here (``dropout``, ``rc_layers``; AdamW's temporaries come with the
