@@ -50,7 +50,11 @@ def stage_params(model, job, L, vis: dict, first: bool) -> StageParams:
     """Parameters on one GPU of the first (``first``) or last pipeline stage.
 
     Layers: the edge stage's share (``Layout.edge_stage_layers``), attention and dense MLP split
-    by TP, routed experts by TP x EP. The first stage adds the embedding and the vision side
+    by TP, routed experts by TP x EP. An MoE stack's dense layers are its first k
+    (``moe.dense_layers``: DeepSeek ``first_k_dense_replace``), so they sit on the first stage
+    (all of them with one stage) and keep their dense MLP there instead of the experts; the
+    per-layer figures (ZeRO-3 gathers, middle stages) are the MoE layer's. The first stage adds
+    the embedding and the vision side
     (towers and projectors), the last the LM head and final norm; a tied embedding is held
     twice when pp > 1 (Megatron keeps a copy on the last stage). Frozen stacks and LoRA leave
     only the adapters trainable (LoRA on every layer's projections, Hu et al. 2021 sec. 4).
@@ -63,15 +67,19 @@ def stage_params(model, job, L, vis: dict, first: bool) -> StageParams:
     per_expert_layer = experts / (L.tp * L.ep)
     per_layer = (layer - experts) / L.tp + per_expert_layer
     layers = L.edge_stage_layers(dec.layers)
+    k = dec.moe.dense_layers if moe else 0
+    n_dense = np.minimum(k, layers) if first else np.maximum(k - (dec.layers - layers), 0)
+    n_moe = layers - n_dense
+    stage_layers = n_moe * per_layer + n_dense * sp_.per_dense_layer / L.tp
     emb = sp_.embedding / L.tp
     head = (sp_.lm_head + sp_.final) / L.tp
     single = np.asarray(L.pp) == 1
     if first:
-        dec_p = layers * per_layer + emb + np.where(single, head, 0.0)
+        dec_p = stage_layers + emb + np.where(single, head, 0.0)
         vis_on = 1.0
     else:
         tied = np.where(~single, sp_.embedding / L.tp, 0.0) if dec.tied_embeddings else 0.0
-        dec_p = layers * per_layer + head + tied + np.where(single, emb, 0.0)
+        dec_p = stage_layers + head + tied + np.where(single, emb, 0.0)
         vis_on = np.where(single, 1.0, 0.0)
     total = dec_p + vis["params"] / L.tp * vis_on
     if job.trainable == "lora":
@@ -88,7 +96,7 @@ def stage_params(model, job, L, vis: dict, first: bool) -> StageParams:
     mid_layers = L.layers_per_stage(dec.layers) * np.where(single, 0.0, 1.0)
     middle = mid_layers * per_layer * (train / np.maximum(total, 1.0))
     return StageParams(total=total, trainable=train, layer=per_layer, middle=middle,
-                       expert=layers * per_expert_layer, expert_trainable=layers * per_expert_layer * frac,
+                       expert=n_moe * per_expert_layer, expert_trainable=n_moe * per_expert_layer * frac,
                        middle_expert=mid_layers * per_expert_layer * frac, layer_expert=per_expert_layer)
 
 

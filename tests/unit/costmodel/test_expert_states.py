@@ -70,3 +70,34 @@ def test_megatron_and_torchtitan_fold_context_parallel_ranks_into_ep():
         _est("deepspeed", cp=2, ep=8, zero=1)
     # a dense-DP divisor still works everywhere
     assert _est("deepspeed", cp=2, ep=2, zero=1).strategy["ep"] == 2
+
+
+def test_the_dense_first_layers_of_an_moe_stack_sit_on_the_first_stage():
+    """DeepSeek-V3's first 3 layers keep a dense MLP (first_k_dense_replace). On PP16 (uneven:
+    2 layers on each edge stage) the first stage holds 2 dense layers and no experts; the last
+    holds 2 MoE layers with 1/EP of the experts each. Every layer had been counted as MoE."""
+    from trainplan.catalog import get_model
+    from trainplan.costmodel import states as stt
+    from trainplan.costmodel.layout import Layout
+    from trainplan.costmodel.params import stack_params
+    from trainplan.spec.job import Job
+    from trainplan.spec.strategy import Strategy
+
+    model = get_model("deepseek-v3")
+    sp = stack_params(model.decoder)
+    L = Layout.of(Strategy(tp=1, pp=16, ep=64, dp=64, zero=1, micro_batch=1, uneven_stages=True))
+    vis = dict(params=0.0, trainable_params=0.0)
+    job = Job(seq_len=4096, global_batch=1024)
+    first, last = (stt.stage_params(model, job, L, vis, f) for f in (True, False))
+    assert L.edge_stage_layers(61) == 2
+    assert first.total == pytest.approx(2 * sp.per_dense_layer + sp.embedding)
+    assert first.expert == 0
+    routed = sp.num_experts * sp.expert
+    moe_gpu = sp.per_moe_layer - routed + routed / 64
+    assert last.total == pytest.approx(2 * moe_gpu + sp.lm_head + sp.final)
+    assert last.expert == pytest.approx(2 * routed / 64)
+    # one stage holds all 61: 3 dense, 58 MoE
+    one = Layout.of(Strategy(tp=1, pp=1, ep=64, dp=1024, zero=1, micro_batch=1))
+    whole = stt.stage_params(model, job, one, vis, True)
+    assert whole.total == pytest.approx(3 * sp.per_dense_layer + 58 * moe_gpu + sp.embedding
+                                        + sp.lm_head + sp.final)
