@@ -1,6 +1,7 @@
 """Named conventions, one table each, used everywhere.
 
-* Bytes per parameter for every precision/optimizer mix (``model_state_bytes``).
+* Bytes per parameter for every precision/optimizer mix (``model_state_bytes``), and of a
+  4-bit frozen base (``four_bit_weight_bytes``).
 * Units: memory is reported in GiB (2**30 bytes), as CUDA tools and HBM labels effectively use;
   bandwidths in GB/s (1e9 bytes/s) as vendor datasheets and nccl-tests use; FLOP/s in 1e12 (TFLOP/s).
 * MFU uses *model* FLOPs (no recompute) over dense peak; HFU uses *hardware* FLOPs (with
@@ -26,6 +27,9 @@ FusionGroup = Literal["norm", "rope", "swiglu", "bias_dropout_add", "cross_entro
 AttentionKernel = Literal["fa2", "fa3", "cudnn"]
 Fp8Recipe = Literal["delayed", "current", "mxfp8"]
 CpCollective = Literal["ring", "all_gather", "all_to_all"]
+# storage of a frozen base's Linear weights other than the compute dtype: bitsandbytes 4-bit
+# (QLoRA's NormalFloat, or its plain FP4), ``four_bit_weight_bytes``
+BaseWeights = Literal["nf4", "fp4"]
 
 PRECISIONS: tuple[str, ...] = get_args(Precision)
 OPTIMIZERS: tuple[str, ...] = get_args(Optimizer)
@@ -33,6 +37,7 @@ FUSION_GROUPS: tuple[str, ...] = get_args(FusionGroup)
 ATTENTION_KERNELS: tuple[str, ...] = get_args(AttentionKernel)
 FP8_RECIPES: tuple[str, ...] = get_args(Fp8Recipe)
 CP_COLLECTIVES: tuple[str, ...] = get_args(CpCollective)
+BASE_WEIGHTS: tuple[str, ...] = get_args(BaseWeights)
 
 
 class StateBytes(NamedTuple):
@@ -98,6 +103,19 @@ def model_state_bytes(precision: str, optimizer: str) -> StateBytes:
 def bytes_per_param_table() -> dict[str, dict[str, StateBytes]]:
     """The whole table, for docs and ``trainplan conventions``."""
     return {p: {o: model_state_bytes(p, o) for o in OPTIMIZERS} for p in PRECISIONS}
+
+
+def four_bit_weight_bytes(double_quant: bool = True) -> float:
+    """Bytes per parameter of a weight stored in 4 bits by bitsandbytes (NF4 or FP4), with its
+    quantization constants.
+
+    Dettmers et al. 2023, "QLoRA" (arXiv:2305.14314), sec. 3: 4 bits per weight plus one fp32
+    absmax per block of 64 weights, 32/64 = 0.5 bit per parameter; with Double Quantization the
+    absmaxes are themselves quantized to 8 bits with one fp32 constant per 256 of them,
+    8/64 + 32/(64*256) = 0.127 bit per parameter. 0.5625 bytes without, 0.5159 with.
+    """
+    constants_bits = 8.0 / 64.0 + 32.0 / (64.0 * 256.0) if double_quant else 32.0 / 64.0
+    return (4.0 + constants_bits) / 8.0
 
 
 # Bytes of one activation element by precision (what the forward keeps for backward).

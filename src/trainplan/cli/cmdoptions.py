@@ -13,7 +13,8 @@ from typing import Any, Optional
 
 import typer
 
-from trainplan.conventions import ATTENTION_KERNELS, CP_COLLECTIVES, FP8_RECIPES, OPTIMIZERS, PRECISIONS
+from trainplan.conventions import (ATTENTION_KERNELS, BASE_WEIGHTS, CP_COLLECTIVES, FP8_RECIPES,
+                                   OPTIMIZERS, PRECISIONS)
 
 def _path(field: str) -> Any:
     """The parser of a path option or argument: refuses an empty path (which typer would turn
@@ -103,6 +104,14 @@ LORA: Any = typer.Option(None, "--lora/--full",
                               "every weight (full); default: the job file's, else full")
 LORA_RANK: Any = typer.Option(None, "--lora-rank", min=1, max=65536,
                               help="LoRA rank r (implies --lora unless --full is given; default 16)")
+BASE_WEIGHTS_FLAG: Any = typer.Option(
+    None, "--base-weights", callback=_choice(BASE_WEIGHTS), autocompletion=_completion(BASE_WEIGHTS),
+    help="the frozen decoder's Linear weights in 4 bits (bitsandbytes): nf4 with --lora is "
+         "QLoRA (job.base_weights); default: the compute dtype")
+DOUBLE_QUANT: Any = typer.Option(
+    None, "--double-quant/--no-double-quant",
+    help="with --base-weights: quantize the quantization constants too (bitsandbytes "
+         "bnb_4bit_use_double_quant; default on)")
 FROZEN: Any = typer.Option(None, "--frozen", help="stacks or projectors kept frozen, e.g. "
                                                   "vision (comma list; see `trainplan models`)")
 SAMPLES: Any = typer.Option(None, "--samples", help="training samples per epoch (with "

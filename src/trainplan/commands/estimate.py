@@ -56,6 +56,8 @@ def estimate_command(
     fused_ops: Optional[list[str]] = o.FUSED_OPS,
     lora: Optional[bool] = o.LORA,
     lora_rank: Optional[int] = o.LORA_RANK,
+    base_weights: Optional[str] = o.BASE_WEIGHTS_FLAG,
+    double_quant: Optional[bool] = o.DOUBLE_QUANT,
     frozen: Optional[list[str]] = o.FROZEN,
     train_in_full: Optional[list[str]] = o.TRAIN_IN_FULL,
     as_json: bool = typer.Option(False, "--json", help="print the whole Estimate as JSON"),
@@ -96,6 +98,7 @@ def estimate_command(
           fp8_recipe=fp8_recipe,
           fused_ops=o.split_list(fused_ops) or None,
           trainable=o.trainable(lora, lora_rank), lora_rank=lora_rank,
+          base_weights=base_weights, double_quant=double_quant,
           frozen=tuple(o.split_list(frozen)) or None,
           trained_in_full=tuple(o.split_list(train_in_full)) or None)
     run = estimate_job(data)

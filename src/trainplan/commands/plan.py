@@ -49,6 +49,8 @@ def plan_command(
     profile: Optional[Path] = o.PROFILE,
     lora: Optional[bool] = o.LORA,
     lora_rank: Optional[int] = o.LORA_RANK,
+    base_weights: Optional[str] = o.BASE_WEIGHTS_FLAG,
+    double_quant: Optional[bool] = o.DOUBLE_QUANT,
     frozen: Optional[list[str]] = o.FROZEN,
     train_in_full: Optional[list[str]] = o.TRAIN_IN_FULL,
     framework: Optional[str] = typer.Option(
@@ -77,6 +79,7 @@ def plan_command(
     merge(data, "job", seq_len=seq_len, global_batch=global_batch, tokens=tokens,
           precision=precision, optimizer=optimizer, framework=framework,
           trainable=o.trainable(lora, lora_rank), lora_rank=lora_rank,
+          base_weights=base_weights, double_quant=double_quant,
           frozen=tuple(o.split_list(frozen)) or None,
           trained_in_full=tuple(o.split_list(train_in_full)) or None)
     drop_strategy(data)                    # the search chooses the strategy

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from trainplan.conventions import ACTIVATION_BYTES
 from trainplan.costmodel import memory as mem
 from trainplan.costmodel.hf_step import PEAK_PHASES
 from trainplan.costmodel.layout import by_recompute
@@ -67,7 +68,8 @@ def stage_activations(dec, job, fw, L, vis, sets: LayerSets, first: bool) -> Sta
     Recompute: 'layers' keeps k fully recomputed layers at their input only and the rest whole.
     Working set during backward: the recomputed layer (full or k-layer recompute), or under
     selective recompute with eager attention the re-created scores of one layer; plus the
-    largest intermediate of one layer (the MLP hidden) and its gradient.
+    largest intermediate of one layer (the MLP hidden) and its gradient; with a 4-bit base the
+    dequantized weight of its GEMM (:func:`~trainplan.costmodel.memory.dequantized_weight_bytes`).
 
     Activation offloading (``L.off_act`` layers of the stage): those layers' saved activations
     (their checkpointed inputs under full recompute) live in host memory between their forward
@@ -98,6 +100,8 @@ def stage_activations(dec, job, fw, L, vis, sets: LayerSets, first: bool) -> Sta
     f_loc = (dec.ffn_hidden if not moe else dec.moe.expert_ffn_hidden * dec.moe.top_k) / L.tp
     redo = by_recompute(L.rc, 0.0, sets.scores, none, none, none)
     transient = redo + 2.0 * (s / cp) * L.mb * f_loc * act_b
+    if job.base_weights is not None:      # one dequantized 4-bit weight on top
+        transient = transient + mem.dequantized_weight_bytes(dec, L.tp, act_b)
     return StageActivations(kept=kept, transient=transient, logits=logits, offload_set=off_set,
                             host=host)
 
@@ -120,6 +124,7 @@ class HFProfile:
     param_bytes: float | None
     weight_cast_bytes: float
     optimizer_temp_bytes: float
+    layer_cast_bytes: float | None = None   # the layers' casts (None: weight_cast_bytes)
 
 
 def hf_profile(fw, precision: str, adamw_impl: str) -> HFProfile:
@@ -194,14 +199,25 @@ def hf_stage_memory(fw, dec, job, L, st, sb, layers, vis, overhead) -> StageMemo
     with ``trainplan measure memory`` (:func:`trainplan.costmodel.hf_step.hf_step_memory`)."""
     from trainplan.costmodel.hf_step import hf_step_memory
     prof = hf_profile(fw, job.precision, adamw_impl(fw, job))
+    dequant = 0.0
+    if job.base_weights is not None:
+        # a 4-bit base: bitsandbytes' Linear4bit weights are neither fp32 masters nor autocast
+        # casts (its own dequantized copy is the working set); the rest follows the profile
+        prof = HFProfile(prof.param_bytes, prof.weight_cast_bytes, prof.optimizer_temp_bytes,
+                         layer_cast_bytes=0.0)
+        dequant = mem.dequantized_weight_bytes(dec, L.tp, ACTIVATION_BYTES[job.precision])
     m = L.micro_batches(job.batch_sequences)
     in_flight = mem.pipeline_in_flight(L.pp, L.vp, m)
     r = hf_step_memory(prof, dec, job.seq_len / L.cp, L.mb, job.precision, L.flash, L.rc,
-                       st.weights, st.grads, st.optimizer, sb, adamw=job.optimizer == "adamw",
+                       st.weights - st.quantized, st.grads, st.optimizer, sb,
+                       adamw=job.optimizer == "adamw",
                        n_layers=layers, extra_activations=vis["act_bytes_per_mb"] * in_flight,
-                       dropout=job.dropout, rc_layers=L.rc_layers, accumulating=m > 1)
-    frag = r["total"] * fw.fragmentation
-    return StageMemory(weights=r["weights"], grads=r["grads"], optimizer=r["optimizer"],
+                       dropout=job.dropout, rc_layers=L.rc_layers, accumulating=m > 1,
+                       dequant_bytes=dequant)
+    total = r["total"] + st.quantized
+    frag = total * fw.fragmentation
+    return StageMemory(weights=r["weights"] + st.quantized, grads=r["grads"],
+                       optimizer=r["optimizer"],
                        activations=r["activations"], transient=r["transient"],
-                       overhead=overhead + frag, total=r["total"] + frag + overhead,
+                       overhead=overhead + frag, total=total + frag + overhead,
                        phase=r["phase"], step_temp=r["optimizer_temp"])

@@ -5,9 +5,9 @@ Each op of :func:`trainplan.costmodel.ops.layer_ops` is timed by its kernel clas
 (BF16, or FP8 for the linear layers when the framework runs them in FP8), the attention core at
 the attention kernel's efficiency (always BF16: Transformer Engine and torchao keep attention in
 BF16), elementwise ops as HBM traffic -- fused or eager bytes as the framework profile says --
-plus a GPU gap per kernel, and FP8 cast/transpose traffic. Backward: activation gradients and
-weight gradients each cost one forward of the matmuls; FlashAttention backward is 2.5x its
-forward; memory-bound ops 2x. A CPU-bound floor applies when the framework launches more
+plus a GPU gap per kernel, FP8 cast/transpose traffic and a 4-bit base's dequantization.
+Backward: activation gradients and weight gradients each cost one forward of the matmuls;
+FlashAttention backward is 2.5x its forward; memory-bound ops 2x. A CPU-bound floor applies when the framework launches more
 kernels than the GPU can absorb (eager PyTorch: ``cpu_launch_s`` per kernel). Broadcasts.
 """
 
@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from trainplan.spec.framework import fused_groups
-from trainplan.conventions import ACTIVATION_BYTES, MATMUL_DTYPE
+from trainplan.conventions import ACTIVATION_BYTES, MATMUL_DTYPE, four_bit_weight_bytes
 from trainplan.costmodel import collectives as coll
 from trainplan.costmodel import flops as fl
 from trainplan.costmodel import ops as opinv
@@ -105,6 +105,8 @@ class KernelModel:
         self.kernels = fw.kernels(job.compile)
         self.kernels_bwd = fw.backward_kernels(job.compile)
         self.compiled = job.compile
+        # a 4-bit base (QLoRA): bytes per parameter of its weights, dequantized per GEMM pass
+        self.base_bytes = four_bit_weight_bytes(job.double_quant) if job.base_weights else 0.0
 
     def gemm(self, total_flops, count=1.0, fp8=False):
         """``count`` equal GEMMs adding up to ``total_flops`` (FP8 ones at the FP8 ceiling)."""
@@ -138,14 +140,17 @@ class KernelModel:
 
     def layer(self, stack, T, seqs, queries, keys, tp, sp_div, flash, rc, rc_frac, wgrad,
               igrad, dropout, moe_layer=False, ep=1, causal=True, host=(0.0, 0.0),
-              cp=1.0) -> LayerTime:
+              cp=1.0, dequant=False) -> LayerTime:
         """Forward, backward and recompute seconds of one layer: T tokens in ``seqs`` sequences
         of ``queries`` tokens attending to ``keys`` keys. ``rc``: 0 none, 1 selective (the
         attention core; nothing extra with flash), 2 full, 3 a fraction ``rc_frac`` of layers.
         ``host``: host seconds of the forward and backward beyond the kernel launches
         (:func:`zero3_hook_time`). ``cp``: the context-parallel degree, for ring CP's merge of
         its per-step partials (:func:`trainplan.costmodel.ops.ring_cp_merge`) where the profile
-        has it (``cp_merge``)."""
+        has it (``cp_merge``). ``dequant``: the layer's Linear weights are a 4-bit base
+        (``self.base_bytes``), dequantized before each forward and input-gradient GEMM
+        (:func:`trainplan.costmodel.ops.dequant_bytes`) by bitsandbytes' own kernels, at the
+        part's HBM efficiency."""
         t_lin = self.linear_time(stack, T, tp, moe_layer, ep)
         a_f = T * fl.attention_core_flops_per_token(stack, keys, causal) / tp
         t_flash = flash_attention_time(a_f, self.peak, self.attn_eta)
@@ -165,10 +170,15 @@ class KernelModel:
             cf, cb, kf, kb = opinv.fp8_cast_bytes_per_token(
                 stack, bool(moe_layer and stack.moe), self.recipe, self.fp8_transpose)
             cast_f, cast_b = T * cf / tp, T * cb / tp
-        kernels, kernels_bwd = self.kernels + kf, self.kernels_bwd + kb
+        t_dq = kdq = 0.0
+        if dequant and self.base_bytes:
+            dq_bytes, kdq = opinv.dequant_bytes(stack, bool(moe_layer and stack.moe),
+                                                self.base_bytes, self.act_b)
+            t_dq = memory_time(dq_bytes / tp, self.hbm, self.eff.hbm)
+        kernels, kernels_bwd = self.kernels + kf + kdq, self.kernels_bwd + kb + kdq
         t_mem = memory_time(T * ew, self.hbm, self.eta_hbm)
         t_cast_f = memory_time(cast_f, self.hbm, self.eta_hbm_fp8)
-        t_ew = t_mem + t_cast_f + kernels * self.eff.kernel_overhead_s
+        t_ew = t_mem + t_cast_f + t_dq + kernels * self.eff.kernel_overhead_s
         merge_f = merge_b = 0.0
         if self.fw.cp_merge and self.fw.cp_collective == "ring" and np.any(np.asarray(cp) > 1):
             mf, mb, mkf, mkb = opinv.ring_cp_merge(stack, cp, self.act_b)
@@ -181,7 +191,7 @@ class KernelModel:
         # casts are the gradients' own (cast_b: the inputs' column-wise copies were saved in
         # the forward, TE module/linear.py), not the forward's again
         bwd = (wgrad + igrad) * t_lin + (FLASH_BACKWARD_RATIO * t_attn + 2.0 * t_mem + merge_b
-                                         + kernels_bwd * self.eff.kernel_overhead_s
+                                         + t_dq + kernels_bwd * self.eff.kernel_overhead_s
                                          + memory_time(cast_b, self.hbm, self.eta_hbm_fp8)) * igrad
         fwd, bwd = launch_floor(fwd, bwd, kernels, kernels_bwd * igrad, self.fw.cpu_launch_s,
                                 host[0], host[1] * igrad)
@@ -254,7 +264,8 @@ def layer_time(km: KernelModel, dec, job, L, wgrad, rc_frac) -> LayerTime:
 
     def one(moe_layer):
         return km.layer(dec, T, L.mb, s / L.cp, s, L.tp, sp_div, L.flash, L.rc, rc_frac, wgrad,
-                        1.0, job.dropout, moe_layer=moe_layer, ep=L.ep, host=host, cp=L.cp)
+                        1.0, job.dropout, moe_layer=moe_layer, ep=L.ep, host=host, cp=L.cp,
+                        dequant=job.base_weights is not None)
 
     d = one(False)
     moe_layers = (dec.layers - dec.moe.dense_layers) if dec.moe else 0

@@ -327,11 +327,28 @@ def assumptions(model: Model, job: Job, cluster: Cluster) -> list[str]:
                 f"({lora_params(model.decoder, job.lora_rank):,} adapter parameters)")
         out.append("trainable: " + (lora if job.trainable == "lora"
                                     else "all but " + ", ".join(job.frozen)))
+    if job.base_weights is not None:
+        out.append(base_weights_assumption(model, job))
     price = cluster.price
     src = "user override" if cluster.usd_per_gpu_hour is not None else (acc.price_source or "none")
     out.append(f"{cluster.gpus} x {acc.id}, {cluster.node_size} per node; "
                + (f"${price:g}/GPU-hour ({src})" if price is not None else "no price"))
     return out
+
+
+def base_weights_assumption(model: Model, job: Job) -> str:
+    """A 4-bit base in words: what is quantized, at how many bytes per parameter."""
+    from trainplan.conventions import four_bit_weight_bytes
+    from trainplan.costmodel.params import quantized_linear_params, stack_params
+    dec = model.decoder
+    sp = stack_params(dec)
+    n = sp.dense_layers * quantized_linear_params(dec) \
+        + sp.moe_layers * quantized_linear_params(dec, True)
+    b = four_bit_weight_bytes(job.double_quant)
+    dq = "with" if job.double_quant else "without"
+    return (f"base: {dec.name} Linear weights in {job.base_weights.upper()} (bitsandbytes, "
+            f"{dq} double quantization: {b:.4f} B/param; {n:,} parameters), dequantized to "
+            f"the compute dtype per GEMM; embeddings, norms and LM head unquantized")
 
 
 def checkpoint_for(model: Model, job: Job, cluster: Cluster, layout: Any, nodes: Any = None):

@@ -107,7 +107,8 @@ def mlp_backward_bytes(stack, s, b, precision: str, moe_layer: bool = False):
 def hf_step_memory(prof, stack, s, b, precision: str, flash, rc,
                    weights, grads, optimizer, state_bytes, adamw: bool = True,
                    n_layers=None, head_bytes=None, extra_activations=0.0, dropout=False,
-                   rc_layers=0, optimizer_temp_bytes=None, accumulating=False, moe_layers=None):
+                   rc_layers=0, optimizer_temp_bytes=None, accumulating=False, moe_layers=None,
+                   dequant_bytes=0.0):
     """Peak bytes of one plain-PyTorch training step of a transformers model, by phase.
 
     ``prof`` is the framework profile (``activations.HFProfile``: ``param_bytes``,
@@ -151,7 +152,9 @@ def hf_step_memory(prof, stack, s, b, precision: str, flash, rc,
     tower; ``extra_activations`` adds activations held through the whole backward (a vision
     tower below the decoder). ``moe_layers``: the layers of the ``n_layers`` with an MoE FFN
     (default :func:`moe_layers_of`); the others, dense, are the bottom ones (and the
-    checkpointed ones are the bottom ``rc_layers``).
+    checkpointed ones are the bottom ``rc_layers``). ``dequant_bytes``: a 4-bit base's
+    dequantized weight (``memory.dequantized_weight_bytes``), on top at each layer's backward;
+    its layers are then not cast by autocast (``prof.layer_cast_bytes`` 0).
     """
     L = stack.layers if n_layers is None else n_layers
     e, amp = _elem(precision)
@@ -192,9 +195,10 @@ def hf_step_memory(prof, stack, s, b, precision: str, flash, rc,
         down_p = np.where(bottom_dense, down_p,
                           float(stack.moe.num_experts * stack.moe.expert_ffn_hidden * h))
     cast_b = prof.weight_cast_bytes
-    c_d, c_m, c_top, c_bot = _by_kind(lambda m: cast_b * layer_cast_params(stack, m))
+    cast_l = cast_b if prof.layer_cast_bytes is None else prof.layer_cast_bytes
+    c_d, c_m, c_top, c_bot = _by_kind(lambda m: cast_l * layer_cast_params(stack, m))
     c_head = cast_b * V * h
-    c_qkv = cast_b * (attention_params(stack) - _out_proj_params(stack))
+    c_qkv = cast_l * (attention_params(stack) - _out_proj_params(stack))
 
     a_attn = hf_layer_activation_parts(stack, s, b, precision, flash, dropout, False)[0]
     m_d, m_m, a_mlp_top, a_mlp_bot = _by_kind(
@@ -219,7 +223,7 @@ def hf_step_memory(prof, stack, s, b, precision: str, flash, rc,
     # SDPA's backward working set: the q, k, v gradients, twice the attention half without the
     # q/k norms' saved tensors (those are read after it)
     t_attn = np.where(flash, 2.0 * (a_attn - T * qk_norm_bytes(stack, precision)),
-                      eager_attention_backward_bytes(stack, s, b, precision))
+                      eager_attention_backward_bytes(stack, s, b, precision)) + dequant_bytes
     # by the softmax backward the copy of the probabilities in the compute dtype is freed, or
     # with dropout the mask and the dropped probabilities (measured)
     _, cast = _probs_bytes(stack, precision)
@@ -251,13 +255,13 @@ def hf_step_memory(prof, stack, s, b, precision: str, flash, rc,
     mlp_bottom = (g_per_param * (head_p + layers_p - qkv_p - rest_bot + down_p) + zero,
                   a_attn + a_mlp_bot + c_bot + below,
                   np.where(bottom_dense, mlp_backward_bytes(stack, s, b, precision),
-                           _mlp_bwd_moe(stack, s, b, precision)))
+                           _mlp_bwd_moe(stack, s, b, precision)) + dequant_bytes)
     # MLP backward of the top layer: the gradients of its intermediates on top of everything
     mlp_top = (g_per_param * head_p + zero,
                a_below + a_top + a_attn + a_mlp_top + a_head - lsm
                + casts_kept - c_head + np.where(top_ck, c_top, 0.0),
                np.where(top_dense, mlp_backward_bytes(stack, s, b, precision),
-                        _mlp_bwd_moe(stack, s, b, precision)))
+                        _mlp_bwd_moe(stack, s, b, precision)) + dequant_bytes)
     # end of the forward, inside autocast: its weight cache still holds the copies of every
     # layer (checkpointed ones too; ``torch.autocast`` clears the cache on exit), and the loss
     # holds the bf16 logits and their fp32 upcast beside the log-softmax (nll_loss_forward)

@@ -199,6 +199,17 @@ def offloaded_bytes_per_gpu(params, w, g, master, optim, dp, zero, offload_optim
     return sum(a - b for a, b in zip(whole, on_gpu))
 
 
+def dequantized_weight_bytes(stack: Stack, t=1, act_bytes=2.0):
+    """The working copy of a 4-bit base: bitsandbytes dequantizes each Linear weight to the
+    compute dtype for its GEMM, in the forward and again for the backward's input gradient,
+    and frees it after (``bitsandbytes/autograd/_functions.py`` ``MatMul4Bit``:
+    ``F.dequantize_4bit(B, quant_state).to(A.dtype)``), so one matrix at a time is on top:
+    the layer's largest (:func:`~trainplan.costmodel.params.largest_quantized_matrix`), its
+    TP shard, in ``act_bytes``."""
+    from trainplan.costmodel.params import largest_quantized_matrix
+    return largest_quantized_matrix(stack) / np.asarray(t, dtype=float) * act_bytes
+
+
 def zero3_gathered_bytes(layer_params, w, zero, prefetch_layers=2.0):
     """Working copy of gathered parameters under ZeRO-3 (current + prefetched layers)."""
     return np.where(np.asarray(zero) >= 3, prefetch_layers * layer_params * w, 0.0)

@@ -350,3 +350,17 @@ def fp8_cast_bytes(recipe: str, transpose: bool, amax_fused: bool = False):
         amax = 0.0 if amax_fused else 2.0
         return 2.0 + amax + fp8_copy_bytes(recipe, transpose), (2.0 if amax_fused else 3.0)
     return 2.0 + fp8_copy_bytes(recipe, transpose), 1.0
+
+
+def dequant_bytes(stack: Stack, moe_layer: bool, weight_bytes: float, act_bytes: float):
+    """(HBM bytes, kernels) of dequantizing one layer's 4-bit base weights once, for one pass
+    of its GEMMs (forward, the backward's input gradient, a recompute): each Linear's kernel
+    reads its 4-bit weight and constants (``weight_bytes`` per parameter,
+    ``conventions.four_bit_weight_bytes``) and writes it in the compute dtype
+    (``bitsandbytes/autograd/_functions.py`` ``MatMul4Bit``, ``F.dequantize_4bit``;
+    Dettmers et al. 2023 sec. 3: 'we dequantize the storage data type to the computation data
+    type to perform the forward and backward pass'). The GEMM then reads that copy as it
+    would an unquantized weight (in the GEMM's time). Parameters:
+    :func:`~trainplan.costmodel.params.quantized_linear_params`, one kernel per matrix."""
+    n = pm.quantized_linear_params(stack, moe_layer)
+    return n * (weight_bytes + act_bytes), float(len(pm.quantized_matrices(stack, moe_layer)))

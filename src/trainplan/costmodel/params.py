@@ -196,6 +196,49 @@ def lora_params(stack: Stack, r: int) -> int:
     return per * stack.layers
 
 
+def quantized_matrices(stack: Stack, moe_layer: bool = False) -> list[int]:
+    """The weight matrices (no biases) of one layer's ``nn.Linear`` modules that bitsandbytes
+    replaces: q, k, v, o (MLA: its q and kv projections, :func:`~.attention.mla_projection_flops`
+    / 2), the dense MLP's, or in an MoE layer the shared experts' and their gate. Not the
+    router or the routed experts: transformers 5.x holds those as ``nn.Parameter``s of custom
+    modules (``modeling_mixtral.py`` ``MixtralTopKRouter``, ``MixtralExperts``), and
+    ``replace_with_bnb_linear`` converts only ``type(module) is nn.Linear``."""
+    h, d, a, kv = stack.hidden, stack.d_head, stack.heads, stack.n_kv
+    if stack.mla:
+        m, dqk = stack.mla, att.qk_head_dim(stack)
+        q = [h * m.q_lora_rank, m.q_lora_rank * a * dqk] if m.q_lora_rank else [h * a * dqk]
+        out = q + [h * (m.kv_lora_rank + m.qk_rope_head_dim),
+                   m.kv_lora_rank * a * (m.qk_nope_head_dim + m.v_head_dim)]
+    else:
+        out = [h * a * d, h * kv * d, h * kv * d]
+    out.append(att.o_width(stack) * h)
+    n = mlp_matrices(stack)
+    if moe_layer and stack.moe is not None:
+        mo = stack.moe
+        if mo.shared_experts:
+            f = mo.shared_experts * (mo.shared_expert_ffn_hidden or mo.expert_ffn_hidden)
+            out += [h * f] * n + ([h] if mo.shared_expert_gate else [])
+    else:
+        out += [h * stack.ffn_hidden] * n
+    return out
+
+
+def quantized_linear_params(stack: Stack, moe_layer: bool = False) -> int:
+    """Parameters of one layer that a 4-bit base stores quantized: the weights of its
+    ``nn.Linear`` modules (:func:`quantized_matrices`). Biases, norms and embeddings stay in the
+    compute dtype, and so does the LM head: transformers skips the output embedding
+    (``quantizers/base.py`` ``get_keys_to_not_convert``, ``llm_int8_skip_modules``)."""
+    return sum(quantized_matrices(stack, moe_layer))
+
+
+def largest_quantized_matrix(stack: Stack) -> int:
+    """The largest 4-bit weight matrix of a layer (dense or MoE): bitsandbytes dequantizes one
+    at a time, for its GEMM (``bnb.functional.dequantize_4bit`` in ``MatMul4Bit``)."""
+    moe = stack.moe
+    kinds = ([False] if moe is None or moe.dense_layers else []) + ([True] if moe else [])
+    return max(max(quantized_matrices(stack, k)) for k in kinds)
+
+
 @dataclass(frozen=True)
 class ModelParams:
     total: int

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from trainplan.costmodel import memory as mem
-from trainplan.costmodel.params import lora_params, stack_params
+from trainplan.costmodel.params import lora_params, quantized_linear_params, stack_params
 
 
 @dataclass
@@ -30,6 +30,7 @@ class StageParams:
     expert_trainable: Any = 0.0   # ... among ``trainable``
     middle_expert: Any = 0.0      # ... among ``middle``
     layer_expert: Any = 0.0       # ... among ``layer``
+    quantized: Any = 0.0          # frozen parameters among ``total`` held in 4 bits
 
 
 @dataclass
@@ -40,6 +41,7 @@ class States:
     grads: Any
     optimizer: Any
     host: Any = 0.0       # offloaded states in host memory for this GPU's process
+    quantized: Any = 0.0  # bytes of a 4-bit base among ``weights``
 
     @property
     def total(self):
@@ -58,6 +60,8 @@ def stage_params(model, job, L, vis: dict, first: bool) -> StageParams:
     (towers and projectors), the last the LM head and final norm; a tied embedding is held
     twice when pp > 1 (Megatron keeps a copy on the last stage). Frozen stacks and LoRA leave
     only the adapters trainable (LoRA on every layer's projections, Hu et al. 2021 sec. 4).
+    With a 4-bit base (``job.base_weights``, a frozen decoder) ``quantized`` counts its layers'
+    Linear weights (:func:`~.params.quantized_linear_params`).
     """
     dec = model.decoder
     sp_ = stack_params(dec)
@@ -95,9 +99,14 @@ def stage_params(model, job, L, vis: dict, first: bool) -> StageParams:
         train = dec_p * frac + vis["trainable_params"] / L.tp * vis_on
     mid_layers = L.layers_per_stage(dec.layers) * np.where(single, 0.0, 1.0)
     middle = mid_layers * per_layer * (train / np.maximum(total, 1.0))
+    quantized = 0.0
+    if job.base_weights is not None:      # a frozen decoder (costmodel/validate.py)
+        quantized = (n_moe * quantized_linear_params(dec, moe)
+                     + n_dense * quantized_linear_params(dec, False)) / L.tp
     return StageParams(total=total, trainable=train, layer=per_layer, middle=middle,
                        expert=n_moe * per_expert_layer, expert_trainable=n_moe * per_expert_layer * frac,
-                       middle_expert=mid_layers * per_expert_layer * frac, layer_expert=per_expert_layer)
+                       middle_expert=mid_layers * per_expert_layer * frac, layer_expert=per_expert_layer,
+                       quantized=quantized)
 
 
 def expert_group(L, group):
@@ -137,28 +146,35 @@ def data_parallel_params(p1: StageParams, p2: StageParams, L, group):
     return sync, layer, opt
 
 
-def stage_state_bytes(p: StageParams, sb, grad_bytes: float, fw, L, act_bytes: float) -> States:
+def stage_state_bytes(p: StageParams, sb, grad_bytes: float, fw, L, act_bytes: float,
+                      quant_bytes: float = 0.0) -> States:
     """Weights, gradients and optimizer states of one GPU (see the module docstring).
 
     Trainable parameters follow ``mem.model_state_bytes_per_gpu`` over the framework's shard
     group (dp, or dp x cp), routed experts over their expert-data-parallel group
     (:func:`expert_group`); frozen ones are kept in the activation dtype (no master copy, no
     gradient) and are sharded too under ZeRO-3 (FSDP/ZeRO-3 shard every parameter, trainable or
-    not).
+    not), those of a 4-bit base (``p.quantized``, dense) at ``quant_bytes`` each
+    (``conventions.four_bit_weight_bytes``; FSDP-QLoRA shards them too).
     """
     group = L.shard_group(fw.optimizer_shard == "dp_cp")
     w = g = o = host = frozen = 0.0
     z3 = np.asarray(L.zero) >= 3
     frozen_w = 2.0 if act_bytes == 2.0 else 4.0
     # dense parameters over the shard group, routed experts over their expert-data-parallel group
-    for trainable, held, over in ((p.trainable - p.expert_trainable, p.total - p.expert, group),
-                                  (p.expert_trainable, p.expert, expert_group(L, group))):
+    quant = 0.0
+    for trainable, held, q, over in ((p.trainable - p.expert_trainable, p.total - p.expert,
+                                      p.quantized, group),
+                                     (p.expert_trainable, p.expert, 0.0, expert_group(L, group))):
         on_gpu = mem.model_state_bytes_per_gpu(trainable, sb.weights, grad_bytes, sb.master, sb.optim,
                                                over, L.zero, L.off_opt, L.off_par)
         w, g, o = w + on_gpu[0], g + on_gpu[1], o + on_gpu[2]
         host = host + mem.offloaded_bytes_per_gpu(trainable, sb.weights, grad_bytes, sb.master,
                                                   sb.optim, over, L.zero, L.off_opt, L.off_par, on_gpu)
-        frozen = frozen + (held - trainable) * frozen_w / np.where(z3, over, 1.0)
-    host = host + frozen * np.where(L.off_par, 1.0, 0.0)
-    frozen = frozen * np.where(L.off_par, 0.0, 1.0)
-    return States(weights=w + frozen, grads=g, optimizer=o, host=host)
+        shard = np.where(z3, over, 1.0)
+        frozen = frozen + ((held - trainable - q) * frozen_w + q * quant_bytes) / shard
+        quant = quant + q * quant_bytes / shard
+    on_gpu = np.where(L.off_par, 0.0, 1.0)
+    host = host + frozen * (1.0 - on_gpu)
+    frozen = frozen * on_gpu
+    return States(weights=w + frozen, grads=g, optimizer=o, host=host, quantized=quant * on_gpu)

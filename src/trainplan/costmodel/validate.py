@@ -86,6 +86,27 @@ def check_frozen(model: Model, job: Job) -> None:
                          "model trained (every stack and projector is frozen, so nothing would "
                          "train)", hint="to train adapters on a frozen base, use trainable = "
                          "\"lora\" (--lora)")
+    check_base_weights(model, job)
+
+
+def check_base_weights(model: Model, job: Job) -> None:
+    """A 4-bit base (``job.base_weights``) is frozen: bitsandbytes' ``Linear4bit`` weights take
+    no gradient (transformers ``integrations/bitsandbytes.py`` ``replace_with_bnb_linear``:
+    ``requires_grad_(False)``), so the decoder must be frozen (LoRA, or its name in
+    ``job.frozen``); and its GEMMs run in the dequantized compute dtype, not in FP8."""
+    if job.base_weights is None:
+        return
+    dec = model.decoder.name
+    if job.trainable != "lora" and dec not in job.frozen:
+        raise InputError("job.base_weights", job.base_weights,
+                         f"none unless the decoder's weights are frozen: trainable = lora "
+                         f"(--lora) or '{dec}' in job.frozen (4-bit weights take no gradient)",
+                         hint="QLoRA is --lora --base-weights nf4")
+    if job.precision == "fp8_mixed":
+        raise InputError("job.base_weights", job.base_weights,
+                         "none with precision fp8_mixed: bitsandbytes dequantizes 4-bit weights "
+                         "to the compute dtype for each GEMM (use bf16_mixed, bf16_pure, "
+                         "fp16_mixed or fp32)")
 
 
 def default_zero(fw, pp: int) -> int:

@@ -93,6 +93,12 @@ class LaunchSpec(Specs):
         elif job.frozen:
             out.append(f"frozen: {', '.join(job.frozen)} (requires_grad=False in the training "
                        "script, as the plan assumes)")
+        if job.base_weights is not None:
+            dtype = {"fp16_mixed": "float16", "fp32": "float32"}.get(job.precision, "bfloat16")
+            out.append(f"4-bit base: load the model with transformers BitsAndBytesConfig("
+                       f"load_in_4bit=True, bnb_4bit_quant_type='{job.base_weights}', "
+                       f"bnb_4bit_use_double_quant={job.double_quant}, "
+                       f"bnb_4bit_compute_dtype=torch.{dtype}), as the plan assumes")
         return out
 
     @property

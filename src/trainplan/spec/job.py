@@ -6,8 +6,8 @@ from typing import Any, Literal
 
 from pydantic import Field, PositiveInt, field_validator, model_validator
 
-from trainplan.conventions import (AttentionKernel, CpCollective, Fp8Recipe, FusionGroup, Optimizer,
-                                  Precision)
+from trainplan.conventions import (AttentionKernel, BaseWeights, CpCollective, Fp8Recipe,
+                                  FusionGroup, Optimizer, Precision)
 from trainplan.spec.base import Spec
 
 
@@ -34,6 +34,14 @@ class Job(Spec):
         (), description="with trainable = lora: vision towers or projectors trained in full "
         "beside the adapters (LLaVA's LoRA recipe trains the projector: ['projector'])")
     lora_rank: int = Field(16, ge=1, le=65536, description="LoRA rank r (trainable = \"lora\")")
+    base_weights: BaseWeights | None = Field(
+        None, description="the frozen decoder's Linear weights stored in 4 bits by "
+        "bitsandbytes: nf4 (QLoRA, Dettmers et al. 2023: with trainable = lora) or fp4; "
+        "embeddings, norms and the LM head stay in the compute dtype, and each weight is "
+        "dequantized to it for its GEMM; none: the compute dtype")
+    double_quant: bool = Field(
+        True, description="with base_weights: quantize the quantization constants too "
+        "(bnb_4bit_use_double_quant; 0.127 instead of 0.5 bit per parameter)")
     dropout: bool = Field(False, description="dropout in attention and MLP (GPT-style); masks are kept")
     framework: str = Field(
         "megatron", description="training framework profile (`trainplan frameworks`): megatron, "
