@@ -137,6 +137,29 @@ def test_lora_and_frozen_flags_reach_the_job():
     assert invoke("estimate", "--model", "llama-3-8b", "--frozen", "decoder", "--lora").exit_code == 0
 
 
+def test_base_weights_flags_reach_the_job_and_bad_combinations_exit_2():
+    """--base-weights nf4 with --lora is QLoRA: the job carries it (and --no-double-quant), the
+    weights shrink to about a third, the assumptions name it; estimate and plan refuse a 4-bit
+    base that would be trained, and an unknown format, with exit 2."""
+    import json
+    from cli_helpers import assert_exits_2, invoke
+    base = ["estimate", "--model", "llama-3-8b", "--gpu", "l40s", "--gpus", "1", "--seq-len",
+            "2048", "--global-batch", "8", "--framework", "fsdp", "--lora", "--json"]
+    lora = json.loads(invoke(*base).output)
+    q = json.loads(invoke(*base, "--base-weights", "nf4").output)
+    no_dq = json.loads(invoke(*base, "--base-weights", "nf4", "--no-double-quant").output)
+    assert q["inputs"]["job"]["base_weights"] == "nf4" and q["inputs"]["job"]["double_quant"]
+    assert no_dq["inputs"]["job"]["double_quant"] is False
+    assert q["memory"]["weights_gib"] < lora["memory"]["weights_gib"] / 2.5
+    assert q["memory"]["weights_gib"] < no_dq["memory"]["weights_gib"]
+    assert any("NF4" in a for a in q["assumptions"])
+    assert_exits_2(invoke("estimate", "--model", "llama-3-8b", "--base-weights", "nf4"),
+                   "job.base_weights", "trainable = lora")
+    assert_exits_2(invoke("plan", "--model", "llama-3-8b", "--gpus", "1", "--base-weights",
+                          "nf4"), "job.base_weights")
+    assert_exits_2(invoke("estimate", "--lora", "--base-weights", "int3"), "--base-weights")
+
+
 def test_vlm_fields_from_the_command_line_and_what_the_estimate_assumes():
     """Images per sample, image size, text tokens and samples were job-file only, and the
     output did not say what image the tower was charged for."""
