@@ -66,6 +66,10 @@ def estimate_warnings(model, job, cluster, st, r, mem, time, nb=None) -> tuple[l
         w.append(f"validation ({job.framework}): {caveat}")
     w += [f"validation ({job.framework}, {f.field} >= {f.min}): {f.text}"
           for f in fw.validation_flags if f.applies(st)]
+    if job.base_weights:
+        w.append(f"{job.base_weights} base: the step time counts the dequantization's HBM traffic "
+                 "only, not validated against a measured bitsandbytes step: a lower bound "
+                 "(docs/costmodel.md, LoRA and QLoRA)")
     if job.precision == "fp16_mixed":
         w.append("fp16 needs dynamic loss scaling (GradScaler init 2^16); prefer bf16 on A100/H100")
     w += _input_warnings(model, job)

@@ -58,3 +58,11 @@ def test_expert_parallel_estimates_name_the_balanced_routing_they_assume():
     assert not any("dropless" in x for x in trainplan.estimate("mixtral-8x7b", gpu="h100",
                                                                gpus=64).warnings)
     assert not any("dropless" in x for x in _warnings("llama-3-8b"))
+
+
+def test_a_four_bit_base_says_its_step_time_is_a_lower_bound():
+    q = trainplan.estimate("llama-3-8b", gpu="l40s", gpus=1, framework="pytorch", trainable="lora",
+                           base_weights="nf4", seq_len=2048, global_batch=16,
+                           strategy={"micro_batch": 1, "recompute": "full"}).warnings
+    assert any("nf4 base" in x and "lower bound" in x for x in q)
+    assert not any("lower bound" in x for x in _warnings("llama-3-8b"))
