@@ -1,0 +1,33 @@
+"""What a notebook passes to the public API: numpy scalars (a pandas row), whole floats, None
+for an optional value. Accepted where the number is whole, refused with an InputError where not;
+the results hold plain Python numbers."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import trainplan
+from trainplan.scaling import flops_from_budget
+
+JOB = dict(seq_len=2048, global_batch=64, tokens=1e10)
+
+
+def test_numpy_gpu_counts_everywhere():
+    est = trainplan.estimate("llama-3.2-1b", gpu="H100", gpus=np.int64(8), **JOB)
+    assert est.gpus == 8 and type(est.gpus) is int
+    json.dumps(est.model_dump())
+    for gpus in (np.int64(8), np.float64(8.0), 8.0, [np.int64(8), 16.0], np.array([8, 16])):
+        r = trainplan.plan("llama-3.2-1b", gpu="h100", gpus=gpus, **JOB)
+        assert r.gpu_counts[0] == 8 and all(type(g) is int for g in r.gpu_counts)
+    b = flops_from_budget(deadline_days=np.float64(30), gpu="h100", gpus=np.int64(1024))
+    assert b.flops == flops_from_budget(deadline_days=30, gpu="h100", gpus=1024).flops
+
+
+@pytest.mark.parametrize("gpus", [8.5, np.float64(8.5), True, np.bool_(True), [8.5], [True]])
+def test_plan_refuses_counts_that_are_not_whole(gpus):
+    with pytest.raises(trainplan.InputError) as e:
+        trainplan.plan("llama-3.2-1b", gpu="h100", gpus=gpus, **JOB)
+    assert e.value.field == "gpus"
