@@ -106,7 +106,7 @@ def plan_specs(model: Model, job: Job, template: Cluster, accelerators: Sequence
         candidates_evaluated=sw.size,
         candidates_fit=int(fits.sum()), candidates_feasible=int(ok.sum()), seconds=secs,
         candidates_per_s=sw.size / max(sw.seconds, 1e-9),
-        space=(space or SearchSpace()).model_dump(), skipped_gpus=skipped)
+        space=(space or SearchSpace()).model_dump(mode="json"), skipped_gpus=skipped)
     return result, sw
 
 

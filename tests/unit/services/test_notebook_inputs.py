@@ -31,3 +31,36 @@ def test_plan_refuses_counts_that_are_not_whole(gpus):
     with pytest.raises(trainplan.InputError) as e:
         trainplan.plan("llama-3.2-1b", gpu="h100", gpus=gpus, **JOB)
     assert e.value.field == "gpus"
+
+
+@pytest.mark.parametrize("kw,field,says", [
+    (dict(tp=2), "tp", "space={'tp': ...}"),
+    (dict(zero=3), "zero", "space={'zero': ...}"),
+    (dict(strategy={"tp": 2}), "strategy", "estimate(..., strategy=...)"),
+    (dict(usd_per_gpu_hour=2.0), "usd_per_gpu_hour", "cluster={'usd_per_gpu_hour': 2.0}"),
+    (dict(space={"max_tpp": 2}), "space.max_tpp", "did you mean max_tp"),
+])
+def test_plan_says_where_a_key_belongs(kw, field, says):
+    with pytest.raises(trainplan.InputError) as e:
+        trainplan.plan("llama-3.2-1b", gpu="h100", gpus=8, **{**JOB, **kw})
+    assert e.value.field == field and says in str(e.value)
+
+
+def test_plan_searches_each_gpu_type_once():
+    once = trainplan.plan("llama-3.2-1b", gpu=["h100", "a100"], gpus=8, **JOB)
+    twice = trainplan.plan("llama-3.2-1b", gpu=["h100", "H100", "a100", "h100_sxm"], gpus=8, **JOB)
+    assert twice.gpu_ids == once.gpu_ids == ["h100_sxm", "a100_sxm_80gb"]
+    assert twice.candidates_evaluated == once.candidates_evaluated
+    assert [p.gpu_id for p in twice.per_type] == ["h100_sxm", "a100_sxm_80gb"]
+
+
+def test_results_survive_json_and_pickle():
+    import pickle
+
+    from trainplan.search.rank import PlanResult
+
+    r = trainplan.plan("llama-3.2-1b", gpu="h100", gpus=[8, 16], **JOB)
+    assert PlanResult.model_validate_json(r.model_dump_json()) == r      # space: lists, not tuples
+    assert pickle.loads(pickle.dumps(r)) == r
+    est = r.winner
+    assert trainplan.Estimate.model_validate_json(est.model_dump_json()) == est
