@@ -6,6 +6,8 @@ one :class:`~trainplan.services.requests.PlanRequest` through :func:`plan_reques
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
@@ -152,7 +154,8 @@ def emit_winner(req: PlanRequest, result: Any, sweep: Any, out: Path | None, for
     return emit_files(list(req.emit), Path(out or req.out or "."), spec, force=force)
 
 
-def plan(model: str | Model = "llama-3-8b", job: Any = None, *,
+def plan(model: str | os.PathLike[str] | Model | Mapping[str, Any] = "llama-3-8b",
+         job: Any = None, *,
          gpu: str | Sequence[str] | None = None, gpus: int | str | Sequence[int] | None = None,
          objective: str = "fastest", deadline_days: float | None = None,
          budget_usd: float | None = None, headroom_gib: float = 0.0, top: int = 5,

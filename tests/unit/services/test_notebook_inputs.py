@@ -64,3 +64,18 @@ def test_results_survive_json_and_pickle():
     assert pickle.loads(pickle.dumps(r)) == r
     est = r.winner
     assert trainplan.Estimate.model_validate_json(est.model_dump_json()) == est
+
+
+def test_a_config_json_as_a_path_object(tmp_path):
+    from pathlib import Path
+
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({
+        "model_type": "llama", "hidden_size": 256, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 512,
+        "vocab_size": 1000, "max_position_embeddings": 2048, "tie_word_embeddings": True,
+        "hidden_act": "silu"}), encoding="utf-8")
+    by_str = trainplan.estimate(str(cfg), gpus=8, **JOB)
+    assert trainplan.estimate(Path(cfg), gpus=8, **JOB).params_total == by_str.params_total
+    assert trainplan.plan(Path(cfg), gpu="h100", gpus=8, **JOB).winner.params_total \
+        == by_str.params_total
