@@ -10,7 +10,23 @@ Public API (imported lazily so ``import trainplan`` stays light)::
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0"
+
+if TYPE_CHECKING:                         # what a type checker and an IDE see; at run time the
+    from trainplan.catalog import get_model as get_model  # names load on first use
+    from trainplan.catalog.accelerators import get_accelerator as get_accelerator
+    from trainplan.costmodel.estimate import Estimate as Estimate
+    from trainplan.errors import InputError as InputError
+    from trainplan.services.audit import Claims as Claims, audit as audit
+    from trainplan.services.estimate import estimate as estimate
+    from trainplan.services.plan import plan as plan
+    from trainplan.spec.base import evolve as evolve
+    from trainplan.spec.cluster import Cluster as Cluster
+    from trainplan.spec.job import Job as Job
+    from trainplan.spec.model import Model as Model, Stack as Stack
+    from trainplan.spec.strategy import Strategy as Strategy
 
 _LAZY = {
     "estimate": ("trainplan.services.estimate", "estimate"),
@@ -30,7 +46,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     if name in _LAZY:
         import importlib
         mod, attr = _LAZY[name]

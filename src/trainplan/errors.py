@@ -63,8 +63,9 @@ class MissingExtraError(TrainplanError, ImportError):
         )
 
 
-def from_validation_error(exc: Any, prefix: str = "") -> InputError:
-    """Turn a pydantic ValidationError into an InputError naming the first bad field."""
+def from_validation_error(exc: Any, prefix: str = "", model: Any = None) -> InputError:
+    """Turn a pydantic ValidationError into an InputError naming the first bad field; ``model``:
+    the class validated, whose keys answer an unknown key when it is no spec (SearchSpace)."""
     errors = exc.errors()
     lines = []
     first_field, first_value, first_msg = "?", None, ""
@@ -76,7 +77,7 @@ def from_validation_error(exc: Any, prefix: str = "") -> InputError:
         if msg.startswith("Value error, "):
             msg = msg[len("Value error, "):]
         if err.get("type") == "extra_forbidden":
-            msg = _unknown_key(exc, tuple(err.get("loc", ("?",))))
+            msg = _unknown_key(exc, tuple(err.get("loc", ("?",))), model)
         if i == 0:
             first_field, first_value, first_msg = field, value, msg
         lines.append(f"{field} = {shown(value)}: {msg}" if not isinstance(value, dict) else f"{field}: {msg}")
@@ -93,12 +94,13 @@ def from_validation_error(exc: Any, prefix: str = "") -> InputError:
 SPEC_CLASSES: dict[str, Any] = {}
 
 
-def _unknown_key(exc: Any, loc: tuple[Any, ...]) -> str:
+def _unknown_key(exc: Any, loc: tuple[Any, ...], model: Any = None) -> str:
     """'not a key of Stack; did you mean ...? (keys: ...)' for a key a spec does not have: the
     class is the ValidationError's (found by its title), followed along ``loc`` into nested
     specs (``stacks.0.headz`` names a key of Stack, not of Model)."""
     import difflib
-    cls = SPEC_CLASSES.get(getattr(exc, "title", ""))
+    title = getattr(exc, "title", "")
+    cls = SPEC_CLASSES.get(title) or (model if getattr(model, "__name__", None) == title else None)
     for part in loc[:-1]:
         if cls is None:
             break

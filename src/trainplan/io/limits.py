@@ -78,12 +78,14 @@ def check_range(field: str, value: Any, lo: float, hi: float, *, lo_open: bool =
 
 
 def check_int(field: str, value: Any, lo: int, hi: int) -> int:
-    """``value`` as an int in [lo, hi] (an integral float is accepted; bools, strings, NaN and
-    fractions are not), else InputError."""
+    """``value`` as an int in [lo, hi] (an integral float and numpy's integers and floats, as a
+    pandas column gives them, are accepted; bools, strings, NaN and fractions are not), else
+    InputError."""
+    import numbers
     ok = False
-    if not isinstance(value, bool) and isinstance(value, (int, float)):
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):   # (numpy.bool_ is no Real)
         try:
-            ok = float(value).is_integer() and lo <= value <= hi
+            ok = float(value).is_integer() and lo <= int(value) <= hi  # type: ignore[call-overload]
         except OverflowError:
             ok = False
     if not ok:

@@ -4,6 +4,7 @@ validated specs) and :func:`gpu_counts` (the GPU counts a ``--gpus`` value means
 from __future__ import annotations
 
 import math
+import numbers
 import time
 from typing import Any, Callable, Sequence
 
@@ -105,7 +106,7 @@ def plan_specs(model: Model, job: Job, template: Cluster, accelerators: Sequence
         candidates_evaluated=sw.size,
         candidates_fit=int(fits.sum()), candidates_feasible=int(ok.sum()), seconds=secs,
         candidates_per_s=sw.size / max(sw.seconds, 1e-9),
-        space=(space or SearchSpace()).model_dump(), skipped_gpus=skipped)
+        space=(space or SearchSpace()).model_dump(mode="json"), skipped_gpus=skipped)
     return result, sw
 
 
@@ -161,6 +162,12 @@ def _uneven_hint(model: Model, job: Job, template: Cluster, sw: Sweep, i0: int, 
             f"(search again with --uneven-stages)"]
 
 
+def _whole(x: object) -> bool:
+    """A whole number (an int, numpy's integers, 8.0), not a bool."""
+    return isinstance(x, numbers.Real) and not isinstance(x, bool) and math.isfinite(x) \
+        and float(x).is_integer()
+
+
 #: Largest GPU count searched: 2^20, far beyond any cluster (the largest runs use ~1e5 GPUs).
 MAX_GPUS = 2**20
 
@@ -173,13 +180,13 @@ def gpu_counts(spec: int | str | Sequence[int], node_size: int = 8) -> list[int]
     also 6, 12, 24, ...); counts above one node must be whole nodes.
     """
     if isinstance(spec, (list, tuple, range, np.ndarray)):     # any sequence of counts
-        if not all(isinstance(x, (int, np.integer)) and not isinstance(x, bool) for x in spec):
+        if not all(_whole(x) for x in spec):
             raise InputError("gpus", list(spec), "a list of whole GPU counts, e.g. [64, 128]")
         out = [int(x) for x in spec]
-    elif isinstance(spec, bool):
+    elif isinstance(spec, (bool, np.bool_)) or isinstance(spec, numbers.Real) and not _whole(spec):
         raise InputError("gpus", spec, "a count (64), a list (64,128) or a range (8..4096)")
-    elif isinstance(spec, int):
-        out = [spec]
+    elif isinstance(spec, numbers.Real):     # numpy's and whole floats too, as estimate() takes
+        out = [int(spec)]
     else:
         s = str(spec).strip()
         if ".." in s:

@@ -56,26 +56,26 @@ class SearchSpace(_Out):
                               protected_namespaces=())
 
     tp: _Degrees | None = None
-    max_tp: _Degree | None = Field(None, description="largest TP (default: GPUs per node)")
+    max_tp: _Degree | None = Field(default=None, description="largest TP (default: GPUs per node)")
     pp: _Degrees | None = None
-    max_vp: int = Field(8, ge=1, le=MAX_VP)
+    max_vp: int = Field(default=8, ge=1, le=MAX_VP)
     cp: _Degrees = (1, 2, 4, 8, 16)
     ep: _Degrees | None = None
     zero: tuple[Literal[0, 1, 2, 3], ...] = (0, 1, 2, 3)
-    max_micro_batch: int = Field(16, ge=1, le=MAX_MICRO_BATCH)
+    max_micro_batch: int = Field(default=16, ge=1, le=MAX_MICRO_BATCH)
     recompute: tuple[Literal["none", "selective", "full", "layers", "op_selective"], ...] = \
         RECOMPUTE_NAMES
     recompute_fractions: Annotated[tuple[Annotated[float, Field(gt=0, le=1)], ...],
                                    Field(max_length=MAX_KNOB_VALUES)] = (0.25, 0.5, 0.75)
     offload: bool = True
-    activation_offload: bool = Field(True, description="activation offloading where the "
+    activation_offload: bool = Field(default=True, description="activation offloading where the "
                                      "framework has it: under Transformer Engine's schedule half "
                                      "or all but two of a stage's layers, elsewhere every layer")
-    uneven_stages: bool = Field(False, description="allow pp x vp not dividing the layers")
+    uneven_stages: bool = Field(default=False, description="allow pp x vp not dividing the layers")
     sequence_parallel: tuple[bool, ...] = Field(
-        (True,), description="Megatron sequence parallelism with TP > 1 (False: as before 2022)")
+        default=(True,), description="Megatron sequence parallelism with TP > 1 (False: as before 2022)")
     flash_attention: tuple[bool, ...] = Field(
-        (True,), description="FlashAttention (False: eager attention, as before 2022)")
+        default=(True,), description="FlashAttention (False: eager attention, as before 2022)")
 
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,13 +16,14 @@ from trainplan.spec.strategy import Strategy
 from trainplan.costmodel.validate import complete_strategy
 
 
-def estimate(model: str | Model = "llama-3-8b", *, gpu: str | None = None,
-             gpus: int | None = None, job: Job | dict[str, Any] | None = None,
-             strategy: Strategy | dict[str, Any] | None = None,
-             cluster: Cluster | dict[str, Any] | None = None, **job_kw: Any) -> Estimate:
+def estimate(model: str | os.PathLike[str] | Model | Mapping[str, Any] = "llama-3-8b", *,
+             gpu: str | None = None, gpus: int | None = None,
+             job: Job | Mapping[str, Any] | None = None,
+             strategy: Strategy | Mapping[str, Any] | None = None,
+             cluster: Cluster | Mapping[str, Any] | None = None, **job_kw: Any) -> Estimate:
     """Estimate one configuration.
 
-    ``model``: a preset id, a config.json path or a :class:`Model`. ``gpu`` (catalog id,
+    ``model``: a preset id, a config.json path, a :class:`Model` or its keys. ``gpu`` (catalog id,
     default h100_sxm) and ``gpus`` (default 8), or ``cluster`` (a :class:`Cluster` or its keys),
     not both. ``job`` (a :class:`Job` or its keys) and/or Job keys as keyword arguments
     (seq_len, global_batch, tokens, precision, framework, ...); ``strategy`` (a

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import json
+import os
 import tomllib
 from importlib import resources
 from pathlib import Path
@@ -150,8 +151,8 @@ def build_specs(model: Any = None, job: Any = None, cluster: Any = None, strateg
 
     if isinstance(model, Model):
         mdl = model
-    elif isinstance(model, str):
-        mdl = get_model(model)
+    elif isinstance(model, (str, os.PathLike)):     # a preset id or a config.json path
+        mdl = get_model(os.fspath(model))
     elif model is not None and not isinstance(model, Mapping):
         raise InputError("model", model, "a preset id, a config.json path, a Model, or a "
                          "mapping of model keys (preset, hf_config or stacks)")

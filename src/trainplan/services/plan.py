@@ -6,6 +6,8 @@ one :class:`~trainplan.services.requests.PlanRequest` through :func:`plan_reques
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
@@ -85,7 +87,7 @@ def plan_request(data: dict[str, Any], **flags: Any) -> PlanRequest:
     count_spec = opts.get("gpus", cl.pop("gpus", 8))
     cl.update(gpu=gpu_types[0], gpus=1)
     specs = build_specs(data.get("model", {}), data.get("job", {}), cl)   # the search sets the strategy
-    accs = tuple(get_accelerator(g) for g in gpu_types)
+    accs = tuple({a.id: a for a in map(get_accelerator, gpu_types)}.values())  # each type once
     if prices:                           # --price TYPE=USD: that type's price, the others kept
         from trainplan.catalog.accelerators import resolve_id
         from trainplan.spec.base import evolve
@@ -152,7 +154,8 @@ def emit_winner(req: PlanRequest, result: Any, sweep: Any, out: Path | None, for
     return emit_files(list(req.emit), Path(out or req.out or "."), spec, force=force)
 
 
-def plan(model: str | Model = "llama-3-8b", job: Any = None, *,
+def plan(model: str | os.PathLike[str] | Model | Mapping[str, Any] = "llama-3-8b",
+         job: Any = None, *,
          gpu: str | Sequence[str] | None = None, gpus: int | str | Sequence[int] | None = None,
          objective: str = "fastest", deadline_days: float | None = None,
          budget_usd: float | None = None, headroom_gib: float = 0.0, top: int = 5,
@@ -187,6 +190,21 @@ def plan(model: str | Model = "llama-3-8b", job: Any = None, *,
         if k in cd:
             raise InputError(f"cluster.{k}", cd[k], f"not a cluster key in plan(): pass "
                              f"{'gpus' if k == 'gpus' else 'gpu'}= to plan() itself")
+    from trainplan.search import SearchSpace
+    from trainplan.spec.strategy import Strategy
+    for k, v in job_kw.items():           # a strategy or cluster key among the Job keywords
+        if k in Job.model_fields:
+            continue
+        if k == "strategy":
+            raise InputError(k, v, "no argument of plan(), which searches the layouts: "
+                             "trainplan.estimate(..., strategy=...) evaluates one; space={...} "
+                             "opens only some values of each knob")
+        if k in Strategy.model_fields or k in SearchSpace.model_fields:
+            raise InputError(k, v, "a layout knob: plan() searches the layouts; open only some "
+                             f"values with space={{{k!r}: ...}} (keys: "
+                             f"{', '.join(sorted(SearchSpace.model_fields))})")
+        if k in Cluster.model_fields:
+            raise InputError(k, v, f"a cluster key: pass cluster={{{k!r}: {v!r}}}")
     if not isinstance(gpu, str) and not (isinstance(gpu, (list, tuple)) and gpu):
         raise InputError("gpu", gpu, "an accelerator id or a list of them (see `trainplan gpus`)")
     j = job if isinstance(job, Job) and not job_kw else \

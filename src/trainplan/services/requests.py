@@ -34,7 +34,7 @@ def validated(cls: type, prefix: str, **values: Any) -> Any:
     try:
         return cls(**values)
     except ValidationError as e:
-        err = from_validation_error(e, prefix)
+        err = from_validation_error(e, prefix, cls)
     if prefix == "--":
         import re
         err.field = err.field.replace("_", "-")

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, TypeVar
+import typing
+from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 #: Largest integer a spec field takes: 2^31 keeps the products of two such counts (sequence
 #: length x batch, GPUs x micro-batch...) within the int64 the layout search computes in.
@@ -48,6 +50,34 @@ def _field_bounds(cls: type[BaseModel]) -> tuple[tuple[str, bool], ...]:
     return bounds
 
 
+_TAKES_BOOL: dict[tuple[type, str], bool] = {}
+
+
+def _takes_bool(annotation: Any) -> bool:
+    """Whether a field's type admits True/False (bool, Any, Literal[True], a union with bool)."""
+    if annotation is bool or annotation is Any:
+        return True
+    args = typing.get_args(annotation)
+    if typing.get_origin(annotation) is Literal:
+        return any(isinstance(a, bool) for a in args)
+    return any(_takes_bool(a) for a in args)
+
+
+def _field_takes_bool(cls: type[BaseModel], name: str) -> bool:
+    takes = _TAKES_BOOL.get((cls, name))
+    if takes is None:
+        takes = _TAKES_BOOL[cls, name] = _takes_bool(cls.model_fields[name].annotation)
+    return takes
+
+
+def _is_bool(v: Any) -> bool:
+    """True/False, numpy's included, alone or inside a list or tuple (a pair of counts)."""
+    if isinstance(v, (list, tuple)):
+        return any(_is_bool(x) for x in v)
+    return isinstance(v, bool) or (type(v).__module__ == "numpy"
+                                   and type(v).__name__ in ("bool", "bool_"))
+
+
 S = TypeVar("S", bound=BaseModel)
 M = TypeVar("M", bound=BaseModel)
 
@@ -64,6 +94,21 @@ class Spec(BaseModel):
         super().__pydantic_init_subclass__(**kwargs)
         from trainplan.errors import SPEC_CLASSES
         SPEC_CLASSES.setdefault(cls.__name__, cls)      # an unknown key is answered with its keys
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_bool_for_number(cls, data: Any) -> Any:
+        """pydantic reads True as 1 for a number field: Job(seq_len=True) was a 1-token
+        sequence, estimate(gpus=np.bool_(True)) one GPU. A bool is refused where the field
+        does not take one (an error at the field, as pydantic's own)."""
+        if isinstance(data, dict):
+            for name, v in data.items():
+                if _is_bool(v) and name in cls.model_fields and not _field_takes_bool(cls, name):
+                    raise ValidationError.from_exception_data(cls.__name__, [InitErrorDetails(
+                        type=PydanticCustomError("bool_number", f"a number, not {v!r} (True/"
+                                                 "False is no count or amount)"),
+                        loc=(name,), input=v)])
+        return data
 
     @model_validator(mode="after")
     def _bounded(self) -> "Spec":

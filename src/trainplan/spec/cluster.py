@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, PositiveInt, model_validator
 
@@ -45,70 +45,70 @@ class EfficiencyProfile(Spec):
     Defaults come from the catalog entry's measured maximum achievable matmul FLOP/s (MAMF).
     """
 
-    gemm_max: float = Field(0.80, gt=0, le=1, description=(
+    gemm_max: float = Field(default=0.80, gt=0, le=1, description=(
         "max achievable fraction of dense peak; catalog: measured MAMF / peak (stas00/ml-"
         "engineering MAMF table); 0.80 default: its rule of thumb for NVIDIA (0.78-0.87)"))
-    gemm_max_fp8: float | None = Field(None, gt=0, le=1, description=(
+    gemm_max_fp8: float | None = Field(default=None, gt=0, le=1, description=(
         "max achievable fraction of the dense FP8 peak (measured FP8 MAMF / FP8 peak); none: "
         "gemm_max"))
-    gemm_half_flops: float | None = Field(None, ge=0, description=(
+    gemm_half_flops: float | None = Field(default=None, ge=0, description=(
         "GEMM size reaching half of the GEMM ceiling, where measured on this part (trainplan "
         "measure bench); none: the fixed time gemm_half_s at this part's GEMM rate"))
-    gemm_half_s: float = Field(8.43e-6, ge=0, description=(
+    gemm_half_s: float = Field(default=8.43e-6, ge=0, description=(
         "fixed time of one GEMM beyond its FLOPs at the ceiling rate (launch, prologue and "
         "epilogue, the last partial wave of tiles): a time, so a faster part reaches half its "
         "ceiling only at proportionally more FLOPs; calibration: 2e9 FLOPs at the A100's "
         "training GEMM rate (312 TFLOP/s x 0.8692 x 0.875), chosen with training_gemm_factor "
         "on Narayanan et al. 2021 Table 1"))
     training_gemm_factor: float = Field(
-        0.875, gt=0, le=1,
+        default=0.875, gt=0, le=1,
         description="share of the MAMF ceiling (gemm_max) that a training step's GEMM mix reaches "
                     "(transposed backward layouts, non-ideal shapes); fitted once on Narayanan "
                     "et al. 2021 Table 1 (A100) and used for every accelerator")
-    attn_max: float = Field(0.60, gt=0, le=1, description=(
+    attn_max: float = Field(default=0.60, gt=0, le=1, description=(
         "FlashAttention fraction of peak: FlashAttention-2 reaches 50-73% of peak on A100 (Dao "
         "2023, abstract); the catalog sets 0.35 on Hopper (FlashAttention-3 paper, abstract)"))
-    attn_max_fa3: float | None = Field(None, gt=0, le=1, description=(
+    attn_max_fa3: float | None = Field(default=None, gt=0, le=1, description=(
         "FlashAttention-3 fraction of peak where the part runs it (Hopper: 0.628 measured at head "
         "dim 128, pytorch/benchmark PR #2391; up to 75% in its best case, Shah et al. 2024, "
         "arXiv:2407.08608, abstract); none: FlashAttention-3 does not run on this part"))
-    attn_max_cudnn: float | None = Field(None, gt=0, le=1, description=(
+    attn_max_cudnn: float | None = Field(default=None, gt=0, le=1, description=(
         "cuDNN fused attention (Transformer Engine FusedAttention) fraction of peak over a "
         "forward and backward (Hopper: 0.52 measured, Transformer Engine docs/examples/attention/"
         "attention.ipynb); none: no figure for this part, FlashAttention-2's attn_max is used"))
-    hbm: float = Field(0.92, gt=0, le=1, description=(
+    hbm: float = Field(default=0.92, gt=0, le=1, description=(
         "achievable fraction of HBM bandwidth; calibration (Narayanan et al. 2021 Table 1)"))
-    intra_busbw_GBps: float | None = Field(None, gt=0, description=(
+    intra_busbw_GBps: float | None = Field(default=None, gt=0, description=(
         "measured NCCL ring busbw in a node; none: NCCL_RING_SHARE x link"))
-    inter_busbw_GBps: float | None = Field(None, gt=0, description=(
+    inter_busbw_GBps: float | None = Field(default=None, gt=0, description=(
         "measured busbw per GPU across nodes; none: NIC_BUSBW_SHARE x NIC"))
-    intra_latency_s: float = Field(10e-6, ge=0, description=(
+    intra_latency_s: float = Field(default=10e-6, ge=0, description=(
         "alpha per ring step inside a node; an assumption of the order nccl-tests shows for "
         "small messages (measure yours with trainplan measure bench)"))
-    inter_latency_s: float = Field(20e-6, ge=0, description=(
+    inter_latency_s: float = Field(default=20e-6, ge=0, description=(
         "alpha per ring step across nodes; an assumption, as intra_latency_s"))
-    kernel_overhead_s: float = Field(2e-6, ge=0, description=(
+    kernel_overhead_s: float = Field(default=2e-6, ge=0, description=(
         "GPU idle gap between queued kernels (launches run ahead of the GPU when it is busy); "
         "calibration (Narayanan et al. 2021 Table 1)"))
-    host_adam_params_per_s: float | None = Field(None, gt=0, description=(
+    host_adam_params_per_s: float | None = Field(default=None, gt=0, description=(
         "parameters per second one GPU process's fused CPU AdamW updates (DeepSpeed's "
         "DeepSpeedCPUAdam, or PyTorch's fused AdamW CPU kernel: 1.9e9 and 2.0e9 on one core "
         "pair here, docs/measure.md) "
         "while every process of the node steps at once: a property of the host (cores, memory "
         "bandwidth, thread binding); measure yours with trainplan measure bench --offload; "
         "none: 1e9, an assumption (costmodel/optimizer.py)"))
-    host_foreach_adamw_params_per_s: float | None = Field(None, gt=0, description=(
+    host_foreach_adamw_params_per_s: float | None = Field(default=None, gt=0, description=(
         "the same for PyTorch's unfused AdamW (foreach or for-loop) on CPU tensors, which FSDP's "
         "CPU offload steps unless the optimizer is fused, with the threads torchrun leaves (1 "
         "per process with several processes); measure with trainplan measure bench --offload "
         "--offload-impl torch-foreach; none: host_adam_params_per_s / 5.3"))
-    h2d_GBps: float | None = Field(None, gt=0, description=(
+    h2d_GBps: float | None = Field(default=None, gt=0, description=(
         "pinned host<->device copy bandwidth per GPU, GB/s, for optimizer and parameter offload; "
         "measure yours with trainplan measure bench --offload; none: 25 (PCIe Gen4 x16)"))
-    dp_overlap: float = Field(0.9, ge=0, le=1, description=(
+    dp_overlap: float = Field(default=0.9, ge=0, le=1, description=(
         "share of DP comm hidden under backward; an assumption (bucketed overlap leaves the "
         "last bucket exposed)"))
-    source: str = Field("", description="where the efficiency figures come from")
+    source: str = Field(default="", description="where the efficiency figures come from")
 
     @property
     def gemm_eta(self) -> float:
@@ -122,7 +122,7 @@ class Accelerator(Spec):
     id: str
     name: str
     vendor: str = ""
-    arch: str = Field("", description="architecture family (ampere, hopper, blackwell, cdna3...): "
+    arch: str = Field(default="", description="architecture family (ampere, hopper, blackwell, cdna3...): "
                       "framework profiles may be calibrated per family")
     peak_tflops: dict[str, float] = Field(description="dense peak TFLOP/s per dtype")
     hbm_gib: float = Field(gt=0, description="HBM capacity as the driver exposes it (nvidia-smi "
@@ -131,24 +131,24 @@ class Accelerator(Spec):
     intra_node_GBps: float = Field(gt=0, description="intra-node link, unidirectional GB/s per GPU")
     inter_node_Gbps: float = Field(gt=0, description="scale-out NIC Gb/s per GPU")
     gpus_per_node: PositiveInt = 8
-    max_gpus_per_node: PositiveInt | None = Field(None, description="the largest GPU-to-GPU "
+    max_gpus_per_node: PositiveInt | None = Field(default=None, description="the largest GPU-to-GPU "
                                                   "link domain a platform of this GPU builds, "
                                                   "where larger than gpus_per_node (DGX-2: 16 "
                                                   "V100; two HGX A100 boards: 16 A100); none: "
                                                   "gpus_per_node")
-    point_to_point: bool = Field(False, description="the node's GPUs are linked pairwise, one "
+    point_to_point: bool = Field(default=False, description="the node's GPUs are linked pairwise, one "
                                  "link to each peer and no switch (AMD Infinity Fabric, GH200 "
                                  "NVLink quads): a group of g of the node's GPUs uses g-1 of "
                                  "its gpus_per_node-1 links")
-    gpus_per_host: PositiveInt | None = Field(None, description="GPUs one operating-system host "
+    gpus_per_host: PositiveInt | None = Field(default=None, description="GPUs one operating-system host "
                                               "drives where that is fewer than the fast-link "
                                               "domain of gpus_per_node (GB200 NVL72: 4 per "
                                               "compute tray); launch files count hosts by it; "
                                               "none: gpus_per_node")
-    host_link_GBps: float | None = Field(None, gt=0, description="GPU-to-host-memory link, "
+    host_link_GBps: float | None = Field(default=None, gt=0, description="GPU-to-host-memory link, "
                                          "unidirectional GB/s per GPU, where it is not PCIe "
                                          "(NVLink-C2C); none: PCIe at the assumed achieved rate")
-    host_memory_gib_per_gpu: float | None = Field(None, gt=0, description="CPU memory per GPU "
+    host_memory_gib_per_gpu: float | None = Field(default=None, gt=0, description="CPU memory per GPU "
                                                   "where the CPU is part of the package (Grace "
                                                   "superchips); none: a node's host memory is "
                                                   "the cluster's host_memory_gib")
@@ -224,31 +224,34 @@ class Cluster(Spec):
     a catalog record, or its id or alias: ``Cluster(gpu="h100", gpus=64)``."""
 
     accelerator: Accelerator = Field(description="the GPU: written `gpu = \"h100\"` (an id or alias, see `trainplan gpus`) in a job file")
-    gpus: PositiveInt = Field(8, description="GPUs in the job")
-    gpus_per_node: PositiveInt | None = Field(None, description="GPUs per node (default: the accelerator's)")
-    usd_per_gpu_hour: float | None = Field(None, ge=0, description="override of the catalog price")
-    intra_node_GBps: float | None = Field(None, gt=0, description="override of link bandwidth")
-    inter_node_Gbps: float | None = Field(None, gt=0, description="override of NIC bandwidth")
-    host_memory_gib: float | None = Field(None, gt=0, description=(
+    gpus: PositiveInt = Field(default=8, description="GPUs in the job")
+    gpus_per_node: PositiveInt | None = Field(default=None, description="GPUs per node (default: the accelerator's)")
+    usd_per_gpu_hour: float | None = Field(default=None, ge=0, description="override of the catalog price")
+    intra_node_GBps: float | None = Field(default=None, gt=0, description="override of link bandwidth")
+    inter_node_Gbps: float | None = Field(default=None, gt=0, description="override of NIC bandwidth")
+    host_memory_gib: float | None = Field(default=None, gt=0, description=(
         "CPU memory per node that offloaded optimizer states, gradients, parameters and "
         "activations may use, GiB; default: the accelerator's host_memory_gib_per_gpu x GPUs per "
         "node on Grace superchips, else 2048, the 2 TB of a DGX H100/H200 (NVIDIA DGX H100/H200 "
         "user guide, system memory); lower it for the OS, data loaders and pinned buffers"))
-    utilisation_power: float = Field(0.85, gt=0, le=1,
+    utilisation_power: float = Field(default=0.85, gt=0, le=1,
                                      description="average power draw as a share of TDP")
-    pue: float = Field(1.2, ge=1.0, description="datacenter power usage effectiveness")
+    pue: float = Field(default=1.2, ge=1.0, description="datacenter power usage effectiveness")
     failure_rate_per_gpu_hour: float = Field(
-        LLAMA3_FAILURES_PER_GPU_HOUR, ge=0, le=1,
+        default=LLAMA3_FAILURES_PER_GPU_HOUR, ge=0, le=1,
         description="unexpected interruptions per GPU-hour (Llama 3 paper sec. 3.3.4: 1.97e-5)")
-    spot_mtbf_hours: float | None = Field(None, gt=0,
+    spot_mtbf_hours: float | None = Field(default=None, gt=0,
                                           description="mean hours between spot pre-emptions")
-    storage_GBps_per_node: float = Field(5.0, gt=0, description="checkpoint write bandwidth "
+    storage_GBps_per_node: float = Field(default=5.0, gt=0, description="checkpoint write bandwidth "
                                          "per node (sharded checkpoints; an assumption)")
-    storage_GBps_max: float = Field(2000.0, gt=0, description="aggregate checkpoint bandwidth of "
+    storage_GBps_max: float = Field(default=2000.0, gt=0, description="aggregate checkpoint bandwidth of "
                                     "the file system (Llama 3 paper sec. 3.3.1: Tectonic sustains "
                                     "2 TB/s, peaks at 7 TB/s)")
-    restart_minutes: float = Field(10.0, ge=0, description="time to detect, reschedule and start "
+    restart_minutes: float = Field(default=10.0, ge=0, description="time to detect, reschedule and start "
                                    "the processes (the checkpoint load time is added)")
+
+    if TYPE_CHECKING:                 # the documented Cluster(gpu="h100", gpus=64) type-checks
+        def __init__(self, *, gpu: str | Accelerator = ..., **fields: Any) -> None: ...
 
     @model_validator(mode="before")
     @classmethod

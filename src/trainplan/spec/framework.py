@@ -60,121 +60,121 @@ class FrameworkProfile(Spec):
     id: str
     name: str
     aliases: tuple[str, ...] = ()
-    family: str = Field("", description="the framework family whose published runs validate this "
+    family: str = Field(default="", description="the framework family whose published runs validate this "
                         "profile (validation/accuracy.py; every estimate quotes its figures from "
                         "catalog/data/accuracy.json); empty: not validated")
     # ---- time
-    fused: tuple[str, ...] = Field((), description="elementwise op groups run as fused kernels")
+    fused: tuple[str, ...] = Field(default=(), description="elementwise op groups run as fused kernels")
     fused_compiled: tuple[str, ...] | None = Field(
-        None, description="groups fused when the job is compiled (torch.compile)")
+        default=None, description="groups fused when the job is compiled (torch.compile)")
     loss_unfused_bytes: float | None = Field(
-        None, gt=0, description="HBM bytes moved per logit element, forward and backward, by the "
+        default=None, gt=0, description="HBM bytes moved per logit element, forward and backward, by the "
         "framework's loss when it is not fused (its own op sequence); none: six passes of the "
         "logit dtype (logits.float(), log_softmax, nll_loss and their backward)")
-    kernels_per_layer: float = Field(20.0, gt=0, description="kernels one layer's forward "
+    kernels_per_layer: float = Field(default=20.0, gt=0, description="kernels one layer's forward "
                                      "launches")
-    kernels_per_layer_compiled: float | None = Field(None, gt=0)
+    kernels_per_layer_compiled: float | None = Field(default=None, gt=0)
     backward_kernels_per_layer: float | None = Field(
-        None, gt=0, description="kernels one layer's backward launches (autograd: input and "
+        default=None, gt=0, description="kernels one layer's backward launches (autograd: input and "
         "weight gradients, AccumulateGrad, autocast casts' backward); none: twice the forward")
     gemm_factor: dict[str, float] = Field(
         default_factory=lambda: {"default": 1.0},
         description="share of the accelerator's training GEMM ceiling this framework reaches, by "
                     "architecture ('default' for the rest); calibration where not 1")
-    attn_factor: float = Field(1.0, gt=0, le=2.0, description="share of the accelerator's "
+    attn_factor: float = Field(default=1.0, gt=0, le=2.0, description="share of the accelerator's "
                                "attention-kernel efficiency reached")
-    hbm_factor: float = Field(1.0, gt=0, le=1.5, description="share of the accelerator's "
+    hbm_factor: float = Field(default=1.0, gt=0, le=1.5, description="share of the accelerator's "
                               "achievable HBM rate its memory-bound kernels reach")
     fp8_gemm_factor: dict[str, float] = Field(
         default_factory=lambda: {"default": 1.0}, description="share of the FP8 GEMM ceiling "
         "reached (scaling and recipe overheads), by architecture or 'architecture.recipe' "
         "(e.g. 'blackwell.mxfp8'); calibration where not 1")
-    fp8_linear: bool = Field(False, description="runs linear-layer GEMMs in FP8 (attention BF16)")
+    fp8_linear: bool = Field(default=False, description="runs linear-layer GEMMs in FP8 (attention BF16)")
     fp8_recipe: Fp8Recipe = Field(
-        "delayed", description="FP8 scaling recipe when the job names none (Transformer "
+        default="delayed", description="FP8 scaling recipe when the job names none (Transformer "
         "Engine's fp8_autocast default: DelayedScaling)")
     attention_kernel: AttentionKernel = Field(
-        "fa2", description="the fused attention kernel the framework runs when the job names "
+        default="fa2", description="the fused attention kernel the framework runs when the job names "
         "none (Transformer Engine prefers cuDNN's on Hopper and newer)")
     fp8_cast_hbm_factor: float | None = Field(
-        None, gt=0, le=1.5, description="share of the accelerator's achievable HBM rate the "
+        default=None, gt=0, le=1.5, description="share of the accelerator's achievable HBM rate the "
         "FP8 cast and transpose kernels reach: 1 for Transformer Engine's own fused kernels; "
         "none: the framework's hbm_factor (eager casts)")
-    fp8_weight_cache: bool = Field(False, description="casts weights to FP8 once per step, not "
+    fp8_weight_cache: bool = Field(default=False, description="casts weights to FP8 once per step, not "
                                    "per micro-batch")
-    cpu_launch_s: float = Field(5e-6, ge=0, description="host time to launch one kernel (eager "
+    cpu_launch_s: float = Field(default=5e-6, ge=0, description="host time to launch one kernel (eager "
                                 "PyTorch dispatch); a layer cannot run faster than its launches. "
                                 "5 us is an assumption of the order of PyTorch's per-op eager "
                                 "overhead (a few microseconds per op)")
     zero3_hook_s: tuple[NonNegativeFloat, NonNegativeFloat] = Field(
-        (0.0, 0.0), description="host seconds the ZeRO-3 engine's per-module hooks add to each "
+        default=(0.0, 0.0), description="host seconds the ZeRO-3 engine's per-module hooks add to each "
         "hooked module in one forward and one backward pass (DeepSpeed's parameter coordinator); "
         "with the kernel launches they bound a layer's pass from below")
     zero3_hooked_modules_per_layer: float = Field(
-        0.0, ge=0, description="modules of one decoder layer the ZeRO-3 hooks run on (the layer, "
+        default=0.0, ge=0, description="modules of one decoder layer the ZeRO-3 hooks run on (the layer, "
         "its submodules and their linears and norms); routed experts are not counted")
-    tp_exposed: float = Field(1.0, ge=0, le=1)
-    tp_comm_overlap: bool = Field(False, description="TP communication overlap on by default")
-    tp_overlap_exposed: float = Field(1.0, ge=0, le=1, description="share of TP communication "
+    tp_exposed: float = Field(default=1.0, ge=0, le=1)
+    tp_comm_overlap: bool = Field(default=False, description="TP communication overlap on by default")
+    tp_overlap_exposed: float = Field(default=1.0, ge=0, le=1, description="share of TP communication "
                                       "still exposed with the overlap on")
-    tp_bwd_overlap: float = Field(0.0, ge=0, le=1)
-    dp_overlap: float = Field(0.9, ge=0, le=1)
+    tp_bwd_overlap: float = Field(default=0.0, ge=0, le=1)
+    dp_overlap: float = Field(default=0.9, ge=0, le=1)
     dp_overlap_by_zero: dict[str, float] = Field(
         default_factory=dict, description="share of the ZeRO 0-2 gradient sync hidden under the "
         "backward, by ZeRO stage ('0', '1', '2'); a stage not listed: dp_overlap")
-    overlap_slowdown: float = Field(0.0, ge=0, le=1, description="share of the overlapped "
+    overlap_slowdown: float = Field(default=0.0, ge=0, le=1, description="share of the overlapped "
                                     "communication time that still slows compute (SM and HBM "
                                     "contention)")
     cp_collective: CpCollective = Field(
-        "ring", description="how context parallelism exchanges data: 'ring' (K/V passed round "
+        default="ring", description="how context parallelism exchanges data: 'ring' (K/V passed round "
         "the ring beside the attention: Megatron-Core), 'all_to_all' (DeepSpeed-Ulysses: Q, K, "
         "V and the output re-split between sequence and heads) or 'all_gather' (K and V "
         "all-gathered over the CP group before one attention kernel over every key, their "
         "gradients reduce-scattered after it: torchtitan)")
     cp_collectives: tuple[CpCollective, ...] = Field(
-        (), description="the context-parallel exchanges the framework offers (job.cp_comm_type "
+        default=(), description="the context-parallel exchanges the framework offers (job.cp_comm_type "
         "picks one, e.g. Megatron --cp-comm-type); empty: only cp_collective")
     cp_all_to_all_heads: Literal["divisible", "kv_at_least"] = Field(
-        "divisible", description="'all_to_all': the heads each CP rank must get: 'divisible' "
+        default="divisible", description="'all_to_all': the heads each CP rank must get: 'divisible' "
         "(query and KV heads per TP rank divide by cp: Transformer Engine's a2a) or "
         "'kv_at_least' (at least one KV head per CP rank; DeepSpeed-Ulysses splits uneven "
         "counts)")
     cp_gather_kept: bool = Field(
-        True, description="'all_gather': the gathered K/V are kept for the backward (torchtitan) "
+        default=True, description="'all_gather': the gathered K/V are kept for the backward (torchtitan) "
         "rather than the local ones, gathered again in the backward (Transformer Engine)")
     cp_merge: bool = Field(
-        False, description="ring context parallelism merges each step's partial attention "
+        default=False, description="ring context parallelism merges each step's partial attention "
         "output, and in the backward its dQ and dK/dV partials, in separate memory-bound "
         "kernels (Transformer Engine's AttnFuncWithCPAndKVP2P); charged only where a source "
         "shows it")
     dp_collective: Literal["stage", "bucket", "layer"] = Field(
-        "stage", description="how data-parallel gradients and ZeRO-3 gathers are issued")
-    dp_bucket_params: float = Field(0.0, ge=0, description="parameters per bucket ('bucket')")
-    dp_bucket_params_per_rank: float = Field(0.0, ge=0, description="bucket grows with the data-"
+        default="stage", description="how data-parallel gradients and ZeRO-3 gathers are issued")
+    dp_bucket_params: float = Field(default=0.0, ge=0, description="parameters per bucket ('bucket')")
+    dp_bucket_params_per_rank: float = Field(default=0.0, ge=0, description="bucket grows with the data-"
                                              "parallel size: max(dp_bucket_params, this x dp)")
-    param_gather_overlap: bool = Field(False, description="the ZeRO-1/2 parameter all-gather after "
+    param_gather_overlap: bool = Field(default=False, description="the ZeRO-1/2 parameter all-gather after "
                                        "the step overlaps the next forward")
-    dp_sync_per_chunk: bool = Field(False, description="with an interleaved pipeline, each "
+    dp_sync_per_chunk: bool = Field(default=False, description="with an interleaved pipeline, each "
                                     "virtual-pipeline chunk's gradient sync starts after that "
                                     "chunk's last backward and its parameter all-gather before "
                                     "that chunk's first forward, not once for the whole stage")
-    zero3_collectives_per_layer: float = Field(0.0, ge=0, description="all-gathers issued per "
+    zero3_collectives_per_layer: float = Field(default=0.0, ge=0, description="all-gathers issued per "
                                                "layer under ZeRO-3 in one forward or backward "
                                                "(0: one per layer)")
     # ---- memory
     grad_bytes: dict[str, float] = Field(default_factory=dict, description="gradient buffer bytes "
                                          "per element by precision (none: the precision table)")
-    param_master_bytes: float | None = Field(None, description="bytes of the sharded parameter "
+    param_master_bytes: float | None = Field(default=None, description="bytes of the sharded parameter "
                                              "when it is itself the fp32 master copy")
     logits_fp32: bool = True
-    fixed_gib: float = Field(1.0, ge=0, description="CUDA context and NCCL communicators")
-    comm_buffer_bytes: float = Field(0.0, ge=0)
-    fragmentation: float = Field(0.05, ge=0, le=1, description="allocator reserve on activations "
+    fixed_gib: float = Field(default=1.0, ge=0, description="CUDA context and NCCL communicators")
+    comm_buffer_bytes: float = Field(default=0.0, ge=0)
+    fragmentation: float = Field(default=0.05, ge=0, le=1, description="allocator reserve on activations "
                                  "and transients")
     optimizer_shard: Literal["dp", "dp_cp"] = "dp"
-    zero3_prefetch_layers: float = Field(2.0, ge=0)
+    zero3_prefetch_layers: float = Field(default=2.0, ge=0)
     zero3_max_reuse_params: float | None = Field(
-        None, ge=0, description="ZeRO-3 releases a submodule's gathered weights unless they are "
+        default=None, ge=0, description="ZeRO-3 releases a submodule's gathered weights unless they are "
         "used again within this many parameters of the module trace (DeepSpeed "
         "stage3_max_reuse_distance); under recompute, weights released after the recomputed "
         "forward are gathered again for the backward (costmodel/zero3.py). None: a unit stays "
@@ -187,52 +187,52 @@ class FrameworkProfile(Spec):
                                                    "AdamW implementation (foreach, fused)")
     grads_persistent: bool = True
     offload_grad_bytes: float | None = Field(
-        None, gt=0, description="bytes per gradient element copied to the host under optimizer "
+        default=None, gt=0, description="bytes per gradient element copied to the host under optimizer "
         "offload (DeepSpeed casts to the fp32 master dtype on the GPU before the copy); none: "
         "the gradient buffer's own bytes")
-    offload_together: bool = Field(False, description="optimizer offload moves the parameters, "
+    offload_together: bool = Field(default=False, description="optimizer offload moves the parameters, "
                                    "gradients and optimizer step to the host together (FSDP's "
                                    "CPUOffload(offload_params=True)); false: the optimizer states "
                                    "alone may be offloaded (ZeRO-Offload)")
-    param_offload: bool = Field(True, description="parameters can live in host memory (ZeRO-3 "
+    param_offload: bool = Field(default=True, description="parameters can live in host memory (ZeRO-3 "
                                 "offload_param, FSDP CPU offload); false where the framework "
                                 "offloads only the optimizer")
     cpu_optimizer: Literal["deepspeed_cpu_adam", "torch_adamw"] = Field(
-        "deepspeed_cpu_adam", description="the optimizer that steps offloaded states on the host: "
+        default="deepspeed_cpu_adam", description="the optimizer that steps offloaded states on the host: "
         "DeepSpeed's CPU-Adam (AVX kernels) or PyTorch's AdamW on CPU tensors")
     activation_offload: Literal["none", "layers", "all"] = Field(
-        "none", description="activation offloading to host memory: 'layers' offloads the first "
+        default="none", description="activation offloading to host memory: 'layers' offloads the first "
         "N layers' saved activations and keeps at most (layers - N) sets on the GPU "
         "(Transformer Engine's CPU offload context, Megatron-Core --cpu-offloading-num-layers); "
         "'all' offloads every layer's checkpointed input on a side stream (DeepSpeed "
         "cpu_checkpointing, torchtune OffloadActivations); 'none': not offered")
     activation_offload_recompute: tuple[str, ...] = Field(
-        (), description="the recompute modes activation offloading runs with")
+        default=(), description="the recompute modes activation offloading runs with")
     activation_offload_max_pp: int | None = Field(
-        None, ge=1, description="largest pipeline-parallel degree activation offloading runs "
+        default=None, ge=1, description="largest pipeline-parallel degree activation offloading runs "
         "with; none: no limit")
-    pp_microbatches_at_least_stages: bool = Field(False, description="its pipeline schedule "
+    pp_microbatches_at_least_stages: bool = Field(default=False, description="its pipeline schedule "
                                                   "needs at least as many micro-batches as stages")
-    adamw_impl: Literal["foreach", "fused"] = Field("fused", description="the framework's default "
+    adamw_impl: Literal["foreach", "fused"] = Field(default="fused", description="the framework's default "
                                                     "AdamW implementation")
     # ---- what the framework can run
-    zero_stages: tuple[int, ...] = Field((0, 1, 2, 3), description="ZeRO/FSDP stages offered")
-    max_zero_with_pp: int = Field(3, ge=0, le=3)
-    default_zero: int = Field(1, ge=0, le=3, description="the ZeRO/FSDP stage a strategy that "
+    zero_stages: tuple[int, ...] = Field(default=(0, 1, 2, 3), description="ZeRO/FSDP stages offered")
+    max_zero_with_pp: int = Field(default=3, ge=0, le=3)
+    default_zero: int = Field(default=1, ge=0, le=3, description="the ZeRO/FSDP stage a strategy that "
                               "names none runs (the framework's own default sharding)")
-    default_zero_with_pp: int | None = Field(None, ge=0, le=3, description="the default stage "
+    default_zero_with_pp: int | None = Field(default=None, ge=0, le=3, description="the default stage "
                                              "with pipeline parallelism; none: default_zero "
                                              "capped at max_zero_with_pp")
-    max_tp: int | None = Field(None, ge=1)
-    max_pp: int | None = Field(None, ge=1, description="largest pipeline-parallel degree the "
+    max_tp: int | None = Field(default=None, ge=1)
+    max_pp: int | None = Field(default=None, ge=1, description="largest pipeline-parallel degree the "
                                "framework runs (1: no pipeline parallelism); none: no limit")
-    max_cp: int | None = Field(None, ge=1, description="largest context-parallel degree the "
+    max_cp: int | None = Field(default=None, ge=1, description="largest context-parallel degree the "
                                "framework runs (1: none); none: no limit")
-    max_ep: int | None = Field(None, ge=1, description="largest expert-parallel degree the "
+    max_ep: int | None = Field(default=None, ge=1, description="largest expert-parallel degree the "
                                "framework runs (1: none); none: no limit")
-    moe_tp_needs_sp: bool = Field(False, description="MoE layers with tensor parallelism "
+    moe_tp_needs_sp: bool = Field(default=False, description="MoE layers with tensor parallelism "
                                   "train only with sequence parallelism on (Megatron-Core)")
-    ep_from_cp: Literal["none", "any", "whole"] = Field("none", description="what EP may take "
+    ep_from_cp: Literal["none", "any", "whole"] = Field(default="none", description="what EP may take "
                                                         "of the context-parallel ranks: none (EP "
                                                         "divides dp), any (dp x cp), whole (all "
                                                         "of CP: cp divides EP divides dp x cp)")
@@ -247,11 +247,11 @@ class FrameworkProfile(Spec):
         "max_abs, and measured / predicted step ratio_low, ratio_median, ratio_high")
     calibrated_on: dict[str, str] = Field(default_factory=dict, description="GPU, framework "
                                           "label and software versions the factors came from")
-    validation_caveat: str = Field("", description="what the validation sets say about this "
+    validation_caveat: str = Field(default="", description="what the validation sets say about this "
                                    "profile's step time where it misses the targets; printed "
                                    "with every estimate")
     validation_flags: tuple[ValidationFlag, ...] = Field(
-        (), description="systematic residuals of the validation for some layouts (e.g. "
+        default=(), description="systematic residuals of the validation for some layouts (e.g. "
         "context parallelism), printed with estimates of such layouts")
     sources: dict[str, str] = Field(default_factory=dict)
 

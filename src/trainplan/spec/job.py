@@ -19,92 +19,92 @@ class Job(Spec):
     tokens unless the multimodal fields say otherwise).
     """
 
-    seq_len: PositiveInt = Field(4096, description="tokens per sequence (context length trained at)")
-    global_batch: PositiveInt | None = Field(None, description="sequences per optimizer step")
-    global_batch_tokens: PositiveInt | None = Field(None, description="tokens per optimizer step")
-    tokens: float | None = Field(None, gt=0, description="total training tokens")
-    samples: float | None = Field(None, gt=0, description="unique samples per epoch")
-    epochs: float = Field(1.0, gt=0, description="passes over `samples` (ignored when `tokens` is given)")
-    precision: Precision = Field("bf16_mixed", description="numeric format: weights/activations and the optimizer's master copy (see `trainplan conventions`)")
-    optimizer: Optimizer = Field("adamw", description="optimizer; sets the bytes of optimizer state per parameter")
-    grad_clip: float | None = Field(1.0, ge=0, description="gradient-norm clipping threshold (none: off; costs one norm per step)")
-    trainable: Literal["full", "lora"] = Field("full", description="full fine-tune / pre-train, or LoRA adapters on a frozen base")
-    frozen: tuple[str, ...] = Field((), description="stack or projector names kept frozen")
+    seq_len: PositiveInt = Field(default=4096, description="tokens per sequence (context length trained at)")
+    global_batch: PositiveInt | None = Field(default=None, description="sequences per optimizer step")
+    global_batch_tokens: PositiveInt | None = Field(default=None, description="tokens per optimizer step")
+    tokens: float | None = Field(default=None, gt=0, description="total training tokens")
+    samples: float | None = Field(default=None, gt=0, description="unique samples per epoch")
+    epochs: float = Field(default=1.0, gt=0, description="passes over `samples` (ignored when `tokens` is given)")
+    precision: Precision = Field(default="bf16_mixed", description="numeric format: weights/activations and the optimizer's master copy (see `trainplan conventions`)")
+    optimizer: Optimizer = Field(default="adamw", description="optimizer; sets the bytes of optimizer state per parameter")
+    grad_clip: float | None = Field(default=1.0, ge=0, description="gradient-norm clipping threshold (none: off; costs one norm per step)")
+    trainable: Literal["full", "lora"] = Field(default="full", description="full fine-tune / pre-train, or LoRA adapters on a frozen base")
+    frozen: tuple[str, ...] = Field(default=(), description="stack or projector names kept frozen")
     trained_in_full: tuple[str, ...] = Field(
-        (), description="with trainable = lora: vision towers or projectors trained in full "
+        default=(), description="with trainable = lora: vision towers or projectors trained in full "
         "beside the adapters (LLaVA's LoRA recipe trains the projector: ['projector'])")
-    lora_rank: int = Field(16, ge=1, le=65536, description="LoRA rank r (trainable = \"lora\")")
+    lora_rank: int = Field(default=16, ge=1, le=65536, description="LoRA rank r (trainable = \"lora\")")
     base_weights: BaseWeights | None = Field(
-        None, description="the frozen decoder's Linear weights stored in 4 bits by "
+        default=None, description="the frozen decoder's Linear weights stored in 4 bits by "
         "bitsandbytes: nf4 (QLoRA, Dettmers et al. 2023: with trainable = lora) or fp4; "
         "embeddings, norms and the LM head stay in the compute dtype, and each weight is "
         "dequantized to it for its GEMM; none: the compute dtype")
     double_quant: bool = Field(
-        True, description="with base_weights: quantize the quantization constants too "
+        default=True, description="with base_weights: quantize the quantization constants too "
         "(bnb_4bit_use_double_quant; 0.127 instead of 0.5 bit per parameter)")
-    dropout: bool = Field(False, description="dropout in attention and MLP (GPT-style); masks are kept")
+    dropout: bool = Field(default=False, description="dropout in attention and MLP (GPT-style); masks are kept")
     framework: str = Field(
-        "megatron", description="training framework profile (`trainplan frameworks`): megatron, "
+        default="megatron", description="training framework profile (`trainplan frameworks`): megatron, "
         "torchtitan, fsdp, deepspeed, pytorch (DDP / HF Trainer), analytic; aliases accepted")
     fused_ops: tuple[FusionGroup, ...] | None = Field(
-        None, description="elementwise op groups your model code runs as fused kernels (e.g. "
+        default=None, description="elementwise op groups your model code runs as fused kernels (e.g. "
         "flash-attn's fused RMSNorm, rotary, SwiGLU and cross-entropy; softmax: eager attention's "
         "scale, mask and softmax as one kernel; linear_cross_entropy: the LM head and the loss "
         "in chunks that never hold the whole logits, as Liger-Kernel's fused linear "
         "cross-entropy); none: the framework's")
     attention_kernel: AttentionKernel | None = Field(
-        None, description="the fused attention kernel: fa2 (FlashAttention-2 or a kernel of its "
+        default=None, description="the fused attention kernel: fa2 (FlashAttention-2 or a kernel of its "
         "efficiency), fa3 (FlashAttention-3, Hopper GPUs only) or cudnn (cuDNN fused attention, "
         "Transformer Engine's FusedAttention; timed at FlashAttention-2's rate where the GPU has "
         "no cuDNN figure); none: the framework's (Megatron and torchtitan: cudnn, others: fa2)")
     unfused_ops: tuple[FusionGroup, ...] | None = Field(
-        None, description="elementwise op groups the framework profile fuses but your run does "
+        default=None, description="elementwise op groups the framework profile fuses but your run does "
         "not (e.g. cross_entropy for Megatron-LM without --cross-entropy-loss-fusion, its default "
         "in megatron/training/arguments.py); none: the framework's")
     fp8_recipe: Fp8Recipe | None = Field(
-        None, description="FP8 scaling recipe (precision fp8_mixed): delayed (per-tensor scales "
+        default=None, description="FP8 scaling recipe (precision fp8_mixed): delayed (per-tensor scales "
         "from an amax history, Transformer Engine DelayedScaling), current (per-tensor scales "
         "from the tensor itself, Float8CurrentScaling; Megatron fp8_recipe 'tensorwise') or "
         "mxfp8 (one scale per 32 values, Blackwell GPUs only); none: the framework's default")
     cp_comm_type: CpCollective | None = Field(
-        None, description="how context parallelism exchanges K and V: ring (passed round the "
+        default=None, description="how context parallelism exchanges K and V: ring (passed round the "
         "CP ranks beside the attention; Megatron --cp-comm-type p2p), all_gather (gathered "
         "before the attention, their gradients reduce-scattered after it; Megatron allgather, "
         "torchtitan) or all_to_all (Q, K, V and the output re-split between sequence and heads; "
         "Megatron a2a, DeepSpeed-Ulysses); none: the framework's")
     tp_comm_overlap: bool | None = Field(
-        None, description="tensor-parallel communication overlapped with the GEMMs it feeds "
+        default=None, description="tensor-parallel communication overlapped with the GEMMs it feeds "
         "(Megatron --tp-comm-overlap, Transformer Engine userbuffers); none: the framework's "
         "default")
-    compile: bool = Field(False, description="torch.compile on (fuses elementwise ops where the "
+    compile: bool = Field(default=False, description="torch.compile on (fuses elementwise ops where the "
                           "framework profile says so)")
     main_grads_fp32: bool | None = Field(
-        None, description="accumulate and reduce gradients in fp32 (Megatron "
+        default=None, description="accumulate and reduce gradients in fp32 (Megatron "
         "--accumulate-allreduce-grads-in-fp32 / ddp.grad_reduce_in_fp32, FSDP reduce_dtype); "
         "none: the framework's default")
     zero3_max_reuse_params: float | None = Field(
-        None, ge=0, description="DeepSpeed ZeRO-3 stage3_max_reuse_distance in parameters: "
+        default=None, ge=0, description="DeepSpeed ZeRO-3 stage3_max_reuse_distance in parameters: "
         "gathered weights used again within it stay gathered (with recompute, larger layers are "
         "gathered a third time for the backward); none: the framework's default; ignored by "
         "frameworks without it")
     adamw_impl: Literal["foreach", "fused"] | None = Field(
-        None, description="AdamW implementation: foreach allocates a moment-sized temporary "
+        default=None, description="AdamW implementation: foreach allocates a moment-sized temporary "
         "at the step, fused none (torch.optim.AdamW); none: the framework's default")
     # multimodal workload (used when the model has vision stacks)
     images_per_sample: float | None = Field(
-        None, ge=0, description="images per sample; none: 1 for a model with a vision tower, "
+        default=None, ge=0, description="images per sample; none: 1 for a model with a vision tower, "
         "else 0")
-    image_size: int | None = Field(None, gt=0, description="image side in pixels (default: tower's)")
-    text_tokens: float | None = Field(None, gt=0, description="text tokens per sample")
+    image_size: int | None = Field(default=None, gt=0, description="image side in pixels (default: tower's)")
+    text_tokens: float | None = Field(default=None, gt=0, description="text tokens per sample")
     image_resolutions: tuple[tuple[float, float, float], ...] = Field(
-        (), description="the dataset's image sizes: (height, width, weight) rows in pixels, "
+        default=(), description="the dataset's image sizes: (height, width, weight) rows in pixels, "
         "weight the share of images (a missing weight is 1); dynamic-resolution towers "
         "(Qwen2-VL) take each size, tiling towers (InternVL, LLaVA-OneVision) cut it into "
         "crops, fixed-resolution towers resize it to their side")
-    loader_images_per_s: float | None = Field(None, gt=0, description="measured decode rate "
+    loader_images_per_s: float | None = Field(default=None, gt=0, description="measured decode rate "
                                               "per loader worker (trainplan data loader-bench)")
-    loader_workers: int | None = Field(None, ge=1, description="loader workers per GPU")
-    packing_efficiency: float = Field(1.0, gt=0, le=1.0,
+    loader_workers: int | None = Field(default=None, ge=1, description="loader workers per GPU")
+    packing_efficiency: float = Field(default=1.0, gt=0, le=1.0,
                                       description="useful tokens / processed tokens")
 
     @model_validator(mode="before")

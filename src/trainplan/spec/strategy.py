@@ -24,30 +24,30 @@ class Strategy(Spec):
     global_batch / (micro_batch x dp).
     """
 
-    tp: PositiveInt = Field(1, description="tensor-parallel degree (within a node)")
-    pp: PositiveInt = Field(1, description="pipeline-parallel stages")
-    vp: PositiveInt = Field(1, description="virtual pipeline stages per rank (interleaving)")
-    dp: PositiveInt | None = Field(None, description="data-parallel degree (default: gpus / (tp x pp x cp))")
-    cp: PositiveInt = Field(1, description="context-parallel degree (sequence split across GPUs)")
-    ep: PositiveInt = Field(1, description="expert-parallel degree (MoE)")
-    sequence_parallel: bool = Field(True, description="Megatron SP (only meaningful with tp > 1)")
-    zero: Literal[0, 1, 2, 3] = Field(1, description="ZeRO stage: 0 none, 1 optimizer states, 2 + gradients, 3 + weights sharded; "
+    tp: PositiveInt = Field(default=1, description="tensor-parallel degree (within a node)")
+    pp: PositiveInt = Field(default=1, description="pipeline-parallel stages")
+    vp: PositiveInt = Field(default=1, description="virtual pipeline stages per rank (interleaving)")
+    dp: PositiveInt | None = Field(default=None, description="data-parallel degree (default: gpus / (tp x pp x cp))")
+    cp: PositiveInt = Field(default=1, description="context-parallel degree (sequence split across GPUs)")
+    ep: PositiveInt = Field(default=1, description="expert-parallel degree (MoE)")
+    sequence_parallel: bool = Field(default=True, description="Megatron SP (only meaningful with tp > 1)")
+    zero: Literal[0, 1, 2, 3] = Field(default=1, description="ZeRO stage: 0 none, 1 optimizer states, 2 + gradients, 3 + weights sharded; "
                                       "not given: the framework's default (FSDP1, llm-foundry, torchtitan 3, or 2 with a "
                                       "pipeline; Megatron, DeepSpeed 1; DDP/HF Trainer 0)")
-    micro_batch: PositiveInt = Field(1, description="sequences per GPU per forward/backward")
-    recompute: Recompute | None = Field(None, description="activation recompute; none given: "
+    micro_batch: PositiveInt = Field(default=1, description="sequences per GPU per forward/backward")
+    recompute: Recompute | None = Field(default=None, description="activation recompute; none given: "
                                         "selective where the framework offers it, else none")
-    recompute_layers: int = Field(0, ge=0, description="layers per stage fully recomputed "
+    recompute_layers: int = Field(default=0, ge=0, description="layers per stage fully recomputed "
                                   "when recompute == 'layers'")
-    offload_optimizer: bool = Field(False, description="optimizer states and step on the CPU (ZeRO-Offload)")
-    offload_params: bool = Field(False, description="weights kept on the CPU (ZeRO-Infinity style; ZeRO-3)")
-    offload_activations: int = Field(0, ge=0, description="decoder layers per pipeline stage "
+    offload_optimizer: bool = Field(default=False, description="optimizer states and step on the CPU (ZeRO-Offload)")
+    offload_params: bool = Field(default=False, description="weights kept on the CPU (ZeRO-Infinity style; ZeRO-3)")
+    offload_activations: int = Field(default=0, ge=0, description="decoder layers per pipeline stage "
                                      "whose saved activations go to host memory in the forward "
                                      "and come back for the backward (Megatron-Core "
                                      "--cpu-offloading-num-layers; DeepSpeed cpu_checkpointing "
                                      "and torchtune enable_activation_offloading: every layer)")
-    flash_attention: bool = Field(True, description="memory-efficient attention (no seq x seq score matrix kept)")
-    uneven_stages: bool = Field(False, description="allow layers not divisible by pp x vp (the "
+    flash_attention: bool = Field(default=True, description="memory-efficient attention (no seq x seq score matrix kept)")
+    uneven_stages: bool = Field(default=False, description="allow layers not divisible by pp x vp (the "
                                 "busiest stage gets the extra layers; Megatron "
                                 "--decoder-first/last-pipeline-num-layers)")
 
