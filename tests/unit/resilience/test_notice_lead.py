@@ -45,7 +45,7 @@ def slow_save(tmp_path_factory):
     res = CliRunner().invoke(app, ["resilience", str(job), "--provider", "aws", "--interruptions",
                                    "0.05", "--spot-price", "6", "--json", "--emit", str(out)])
     assert res.exit_code == 0, res.output
-    return json.loads(res.output), out
+    return json.loads(res.stdout), out
 
 
 def _sbatch_signal(out) -> int:
@@ -114,13 +114,13 @@ def test_the_console_says_so_too(tmp_path):
 def test_a_fast_save_fits_aws_but_never_a_30_s_notice():
     """The built-in example writes in seconds: AWS's 120 s covers its lead; GCP's and Azure's
     30 s never can, whatever the save, since the lead includes the margin."""
-    aws = json.loads(CliRunner().invoke(app, ["resilience", "--json"]).output)
+    aws = json.loads(CliRunner().invoke(app, ["resilience", "--json"]).stdout)
     spot = next(r for r in aws["options"] if r["option"] == "spot")
     assert spot["saves_on_notice"] and aws["checkpoint"]["notice_lead_s"] <= 120
     assert not [w for w in aws["warnings"] if "notice" in w]
     for provider in ("gcp", "azure"):
         res = CliRunner().invoke(app, ["resilience", "--json", "--provider", provider])
-        out = json.loads(res.output)
+        out = json.loads(res.stdout)
         spot = next(r for r in out["options"] if r["option"] == "spot")
         assert spot["notice_s"] < NOTICE_MARGIN_S and not spot["saves_on_notice"]
         assert any("30 s pre-emption notice is shorter" in w for w in out["warnings"])
