@@ -18,6 +18,7 @@ from trainplan.spec.cluster import Cluster
 from trainplan.spec.framework import get_framework
 from trainplan.spec.job import Job
 from trainplan.spec.model import Model
+from trainplan.spec.result import Result, cut
 from trainplan.spec.strategy import ZERO_FSDP_NAMES, Strategy
 
 
@@ -142,8 +143,11 @@ class Alternative(Out):
     step_s: float = Field(description="its step time")
 
 
-class Estimate(Out):
-    """Everything trainplan concludes for one configuration."""
+class Estimate(Result):
+    """Everything trainplan concludes for one configuration (read-only, hashable; in a notebook
+    shown as ``trainplan estimate`` prints it: :class:`trainplan.spec.result.Result`)."""
+
+    display_kind = "estimate"
 
     model: str = Field(description="model name")
     gpu: str = Field(description="accelerator name (catalog)")
@@ -188,6 +192,12 @@ class Estimate(Out):
     @property
     def fits(self) -> bool:
         return self.memory.fits
+
+    def summary(self) -> str:
+        m = self.memory
+        return (f"{cut(self.model)} on {self.gpus} x {cut(self.gpu, 40)}, {cut(self.layout)}: "
+                f"{m.total_gib:.1f} GiB/{m.capacity_gib:.0f} {'fits' if m.fits else 'DOES NOT FIT'}"
+                f", step {self.time.step_s:.3g} s, MFU {self.mfu:.0%}")
 
 
 def _f(x) -> float:

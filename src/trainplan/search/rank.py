@@ -12,6 +12,7 @@ from trainplan.conventions import GiB
 from trainplan.costmodel.estimate import Estimate
 from trainplan.search.space import _Out
 from trainplan.search.sweep import Sweep
+from trainplan.spec.result import Result, cut
 
 
 class ParetoPoint(_Out):
@@ -33,8 +34,11 @@ class ParetoPoint(_Out):
     price_source: str = ""
 
 
-class PlanResult(_Out):
-    """What ``plan`` found: the ranked layouts, why the winner wins, and the Pareto front."""
+class PlanResult(Result):
+    """What ``plan`` found: the ranked layouts, why the winner wins, and the Pareto front
+    (read-only, hashable; in a notebook shown as ``trainplan plan`` prints it)."""
+
+    display_kind = "plan"
 
     model: str
     objective: str
@@ -61,6 +65,14 @@ class PlanResult(_Out):
     @property
     def winner(self) -> Estimate:
         return self.top[0]
+
+    def summary(self) -> str:
+        w, c = self.winner, self.gpu_counts
+        counts = str(c[0]) if len(c) == 1 else f"{c[0]}..{c[-1]}"
+        return (f"{cut(self.model)}, {self.objective} on {cut(', '.join(self.gpu_ids), 40)} x "
+                f"{counts}: 1. {cut(w.layout)} on {w.gpus} x {cut(w.gpu, 40)}, step "
+                f"{w.time.step_s:.3g} s, {w.memory.total_gib:.1f} GiB; {len(self.top)} of "
+                f"{self.candidates_evaluated:,} layouts shown")
 
 
 def _rank_order(objective: str, sw: Sweep, rows: np.ndarray) -> np.ndarray:

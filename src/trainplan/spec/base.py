@@ -142,14 +142,19 @@ def evolve(spec: S, **changes: Any) -> S:
 class FrozenDict(dict):
     """A dict that refuses changes: the mappings inside shared catalog records (a GPU's peaks, a
     framework's factors), so that editing what :func:`trainplan.get_accelerator` returned cannot
-    change every later estimate of the process. Serialises, copies and pickles as a dict."""
+    change every later estimate of the process, and those inside results (an Estimate's
+    strategy and inputs: :class:`trainplan.spec.result.Result`). Serialises, copies and pickles
+    as a dict; hashable (by its items, themselves frozen) so that the record holding it is."""
 
     def _read_only(self, *args: Any, **kwargs: Any) -> Any:
-        raise TypeError("this mapping belongs to a shared catalog record and is read-only; "
-                        "make a changed copy with trainplan.spec.base.evolve(record, field={...})")
+        raise TypeError("this mapping belongs to a shared catalog record or a result and is "
+                        "read-only; make a changed copy with trainplan.evolve(record, field={...})")
 
     __setitem__ = __delitem__ = __ior__ = _read_only            # type: ignore[assignment]
     update = pop = popitem = clear = setdefault = _read_only    # type: ignore[assignment]
+
+    def __hash__(self) -> int:                # type: ignore[override]
+        return hash(frozenset(self.items()))
 
     def __reduce__(self) -> Any:
         return (FrozenDict, (dict(self),))
@@ -163,11 +168,14 @@ class FrozenList(list):
     """A list that refuses changes (see :class:`FrozenDict`)."""
 
     def _read_only(self, *args: Any, **kwargs: Any) -> Any:
-        raise TypeError("this list belongs to a shared catalog record and is read-only; "
-                        "make a changed copy with trainplan.spec.base.evolve(record, field=[...])")
+        raise TypeError("this list belongs to a shared catalog record or a result and is "
+                        "read-only; make a changed copy with trainplan.evolve(record, field=[...])")
 
     __setitem__ = __delitem__ = __iadd__ = __imul__ = _read_only   # type: ignore[assignment]
     append = extend = insert = pop = remove = clear = sort = reverse = _read_only  # type: ignore[assignment]
+
+    def __hash__(self) -> int:                # type: ignore[override]
+        return hash(tuple(self))
 
     def __reduce__(self) -> Any:
         return (FrozenList, (list(self),))
