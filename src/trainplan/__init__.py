@@ -14,6 +14,11 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
+# A result (Estimate, PlanResult) shows the console's tables in a notebook: the renderers live
+# above the results in the layers and register themselves (trainplan.display); rich loads on
+# first display only.
+import trainplan.report.notebook  # noqa: E402,F401
+
 if TYPE_CHECKING:                         # what a type checker and an IDE see; at run time the
     from trainplan.catalog import get_model as get_model  # names load on first use
     from trainplan.catalog.accelerators import get_accelerator as get_accelerator

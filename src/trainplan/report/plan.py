@@ -15,16 +15,16 @@ def _counts(counts: list[int]) -> str:
 _RIGHT = ("#", "n", "GiB (free)", "step s", "tok/s", "MFU", "days", "GPU-h", "cost $")
 
 
-def render(result) -> None:
-    """The plan's tables and lines on stdout (the files written are confirmed on stderr by the
-    command: :func:`trainplan.report.echo.confirm`)."""
+def render(result, console=None) -> None:
+    """The plan's tables and lines on stdout, or on ``console`` (a rich Console; the files
+    written are confirmed on stderr by the command: :func:`trainplan.report.echo.confirm`)."""
     from trainplan.report.fmt import num
     from trainplan.report.tables import print_rows
 
     from rich.markup import escape
 
-    from trainplan.report.echo import console
-    c = console()
+    from trainplan.report.echo import console as _console
+    c = console or _console()
     w = result.winner
     cons = constraint_text(result.constraints)
     c.print(f"[bold]{escape(result.model)}[/bold]: plan by [cyan]{result.objective}[/cyan] on "
