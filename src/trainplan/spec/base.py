@@ -185,7 +185,13 @@ class FrozenList(list):
         return FrozenList(deepcopy(v, memo) for v in self)
 
 
+#: Values that hold nothing to freeze (skipped at once: every result is frozen when built).
+_PLAIN = frozenset({str, int, float, bool, type(None), FrozenDict, FrozenList})
+
+
 def _frozen(v: Any) -> Any:
+    if type(v) in _PLAIN:          # a FrozenDict or FrozenList is made by this function: frozen
+        return v                    # all through
     if isinstance(v, BaseModel):
         return freeze(v)
     if isinstance(v, dict):
@@ -199,8 +205,7 @@ def freeze(model: M) -> M:
     """``model`` with every dict and list inside it (nested models included) made read-only in
     place, for records a cache shares across calls (the catalogs). Frozen pydantic models refuse
     attribute assignment but not edits of the containers they hold. Returns ``model``."""
-    for name in type(model).model_fields:
-        v = getattr(model, name)
+    for name, v in list(model.__dict__.items()):      # the fields' values
         fv = _frozen(v)
         if fv is not v:
             object.__setattr__(model, name, fv)
