@@ -148,7 +148,8 @@ class FrozenDict(dict):
 
     def _read_only(self, *args: Any, **kwargs: Any) -> Any:
         raise TypeError("this mapping belongs to a shared catalog record or a result and is "
-                        "read-only; make a changed copy with trainplan.evolve(record, field={...})")
+                        "read-only: make a changed record with trainplan.evolve(record, "
+                        "field={...}); for another result, estimate or plan again")
 
     __setitem__ = __delitem__ = __ior__ = _read_only            # type: ignore[assignment]
     update = pop = popitem = clear = setdefault = _read_only    # type: ignore[assignment]
@@ -169,7 +170,8 @@ class FrozenList(list):
 
     def _read_only(self, *args: Any, **kwargs: Any) -> Any:
         raise TypeError("this list belongs to a shared catalog record or a result and is "
-                        "read-only; make a changed copy with trainplan.evolve(record, field=[...])")
+                        "read-only: make a changed record with trainplan.evolve(record, "
+                        "field=[...]); for another result, estimate or plan again")
 
     __setitem__ = __delitem__ = __iadd__ = __imul__ = _read_only   # type: ignore[assignment]
     append = extend = insert = pop = remove = clear = sort = reverse = _read_only  # type: ignore[assignment]
