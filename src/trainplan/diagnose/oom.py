@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trainplan.diagnose.text import plain
 from trainplan.errors import InputError
 
 GiB = 1024 ** 3
@@ -78,7 +79,9 @@ _ALLOC_ONLY = re.compile(rf"Tried to allocate {_SIZE}", re.S)
 
 
 def parse_message(text: str) -> Measured:
-    """Either form of the CUDA out-of-memory message; a pasted traceback around it gives the phase."""
+    """Either form of the CUDA out-of-memory message; a pasted traceback around it gives the phase.
+    Colour codes, CRLF line ends and a launcher's per-line rank prefix are removed first."""
+    text = plain(text)
     out = _parse_message(text)
     out.phase = traceback_phase(text)
     return out
@@ -132,6 +135,7 @@ _DEVICE = re.compile(r"memory summary, device ID (\d+)")
 
 def parse_summary(text: str) -> Measured:
     """The table of ``torch.cuda.memory_summary()``: current and peak of each total row."""
+    text = plain(text)
     rows = {m.group(1): (_gib(m.group(2), m.group(3)), _gib(m.group(4), m.group(5)))
             for m in _ROW.finditer(text)}
     if "Allocated memory" not in rows:
@@ -163,6 +167,7 @@ def parse_log_memory(text: str) -> Measured:
     """Megatron-LM's memory report line (``megatron/training/utils.py::report_memory``):
     "memory (MB) | allocated: A | max allocated: M | reserved: R | max reserved: X" (MB = MiB:
     torch bytes / 2**20). The largest rank's line is used."""
+    text = plain(text)
     rows = [tuple(float(x) / 1024 for x in m.groups()) for m in _MEG_MEM.finditer(text)]
     if not rows:
         raise InputError("memory log", text[:80].strip(), "a Megatron-LM 'memory (MB) | allocated:"
@@ -291,6 +296,7 @@ def read_artifact(path: Path) -> Measured:
             # also starts with '[': such text is a message, not a truncated timeline
             if not any(k in text for k in _MESSAGE_MARKERS):
                 raise InputError("memory timeline", str(p), f"complete JSON ({e})") from None
+    text = plain(text)
     if "memory summary" in text or "Allocated memory" in text:
         return parse_summary(text)
     if "max allocated:" in text and "Tried to allocate" not in text:
