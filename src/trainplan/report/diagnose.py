@@ -68,7 +68,9 @@ def render_trace(out: list[dict[str, Any]], strag: Any, vs: Any) -> None:
                    f"{m['idle_launch_bound_us'] / 1e3:.2f} ms")
         typer.echo("  heuristics (source document: data wait > 5 ms per batch, communication > "
                    f"15% of step): {', '.join(o['verdicts']) or 'none triggered'}")
-    if strag:
+    if strag and strag["straggler"] is None:
+        typer.echo(f"no straggler analysis: {strag['not_compared']}")
+    elif strag:
         typer.echo(f"straggler: rank {strag['straggler']} (last to arrive at "
                    f"{strag['straggler_last_arrivals']} of {strag['collectives_matched']} "
                    "collectives, "
