@@ -217,30 +217,77 @@ def _phase(frames: Any, innermost_first: bool = True) -> str | None:
     return None
 
 
-def parse_snapshot(snap: Any, name: str = "snapshot") -> Measured:
-    """Totals, phase of the OOM and allocations by phase from a ``_snapshot()`` dict."""
-    if not isinstance(snap, dict) or not isinstance(snap.get("segments"), list):
-        raise InputError("snapshot", name, "a torch.cuda.memory._snapshot() dict with 'segments'")
-    segs = [s for s in snap["segments"] if isinstance(s, dict)]
-    reserved = sum(float(s.get("total_size", 0)) for s in segs)
-    allocated = sum(float(s.get("allocated_size", 0)) for s in segs)
-    out = Measured(source="memory snapshot", reserved_gib=reserved / GiB,
-                   allocated_gib=allocated / GiB, oom=False)
-    by_phase: dict[str, float] = {}
-    for s in segs:
-        for b in s.get("blocks", []) or []:
-            if isinstance(b, dict) and str(b.get("state", "")).startswith("active"):
-                ph = _phase(b.get("frames")) or "unknown"
-                by_phase[ph] = by_phase.get(ph, 0.0) + float(b.get("size", 0)) / GiB
-    out.components = {f"live_from_{k.replace(' ', '_')}": v for k, v in by_phase.items()}
-    for trace in snap.get("device_traces", []) or []:
+def _block_frames(b: dict) -> Any:
+    """A block's stack frames: ``frames`` since PyTorch 2.1, ``history[0].frames`` in 2.0's
+    format (as ``torch/cuda/_memory_viz.py::_block_extra_legacy`` reads it)."""
+    if "frames" in b:
+        return b["frames"]
+    hist = b.get("history")
+    if isinstance(hist, list) and hist and isinstance(hist[0], dict):
+        return hist[0].get("frames")
+    return None
+
+
+def _bytes(d: dict, key: str, name: str) -> float:
+    """A byte count of a snapshot record, or InputError naming the key (never a traceback)."""
+    v = d.get(key, 0)
+    if v is None:
+        return 0.0
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise InputError(f"snapshot '{key}'", v, f"a byte count in {name}")
+    return float(v)
+
+
+def _oom_entry(snap: dict) -> tuple[int, dict] | None:
+    """(device, entry) of the last ``oom`` trace entry; ``device_traces`` holds one list per
+    device, indexed by device."""
+    found = None
+    for dev, trace in enumerate(snap.get("device_traces", []) or []):
         for ev in reversed(trace or []):
             if isinstance(ev, dict) and ev.get("action") == "oom":
-                out.requested_gib = float(ev.get("size", 0)) / GiB
-                out.free_gib = float(ev.get("device_free", 0)) / GiB
-                out.phase = _phase(ev.get("frames"))
-                out.oom = True
+                if found is None or ev.get("time_us", 0) > found[1].get("time_us", 0):
+                    found = (dev, ev)
                 break
+    return found
+
+
+def parse_snapshot(snap: Any, name: str = "snapshot") -> Measured:
+    """Totals, phase of the OOM and allocations by phase from a ``_snapshot()`` dict (or the
+    segment list of ``torch.cuda.memory_snapshot()``), for one GPU: the one that went out of
+    memory, else the one with the most reserved (a process may drive several GPUs, as
+    ``device_map="auto"`` does)."""
+    if isinstance(snap, list) and all(isinstance(s, dict) and "total_size" in s for s in snap):
+        snap = {"segments": snap}
+    if not isinstance(snap, dict) or not isinstance(snap.get("segments"), list):
+        raise InputError("snapshot", name, "a torch.cuda.memory._snapshot() dict with 'segments'")
+    by_dev: dict[int, list[dict]] = {}
+    for sg in snap["segments"]:
+        if isinstance(sg, dict):
+            d = sg.get("device", 0)
+            by_dev.setdefault(d if isinstance(d, int) else 0, []).append(sg)
+    oom = _oom_entry(snap)
+    reserved_of = {d: sum(_bytes(sg, "total_size", name) for sg in v) for d, v in by_dev.items()}
+    dev = oom[0] if oom else max(reserved_of, key=reserved_of.__getitem__, default=0)
+    segs = by_dev.get(dev, [])
+    allocated = sum(_bytes(sg, "allocated_size", name) for sg in segs)
+    out = Measured(source="memory snapshot", reserved_gib=reserved_of.get(dev, 0.0) / GiB,
+                   allocated_gib=allocated / GiB, oom=False, device=f"GPU {dev}")
+    if len(by_dev) > 1:
+        out.notes.append(f"the snapshot covers GPUs {', '.join(map(str, sorted(by_dev)))}; GPU {dev} "
+                         "is read (" + ("where the OOM was)" if oom else "the most reserved)"))
+    by_phase: dict[str, float] = {}
+    for sg in segs:
+        for b in sg.get("blocks", []) or []:
+            if isinstance(b, dict) and str(b.get("state", "")).startswith("active"):
+                ph = _phase(_block_frames(b)) or "unknown"
+                by_phase[ph] = by_phase.get(ph, 0.0) + _bytes(b, "size", name) / GiB
+    out.components = {f"live_from_{k.replace(' ', '_')}": v for k, v in by_phase.items()}
+    if oom:
+        ev = oom[1]
+        out.requested_gib = _bytes(ev, "size", name) / GiB
+        out.free_gib = _bytes(ev, "device_free", name) / GiB
+        out.phase = _phase(ev.get("frames"))
+        out.oom = True
     return out
 
 

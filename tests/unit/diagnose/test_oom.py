@@ -225,3 +225,41 @@ def test_five_gpu_case_gets_a_larger_cluster_that_is_valid():
     cfg = Config(model="llama-2-7b", gpu="v100_sxm2_32gb", gpus=5, seq_len=512, global_batch=48,
                  strategy=st, implementation="fsdp", job={"precision": "fp16_mixed"})
     assert predict(cfg, {k: v for k, v in strategy.items() if v is not None}, n).gpus == 16
+
+
+_FWD = [{"filename": "/home/u/model.py", "name": "forward", "line": 10}]
+_BWD = [{"filename": "torch/autograd/graph.py", "name": "_engine_run_backward", "line": 1}]
+
+
+def test_snapshot_of_a_process_on_two_gpus_reads_the_one_that_ran_out():
+    # device_map="auto": one process drives GPUs 0 and 1; the OOM is on GPU 1 (device_traces[1])
+    g = 1 << 30
+    snap = {"segments": [
+        {"device": 0, "total_size": 30 * g, "allocated_size": 29 * g,
+         "blocks": [{"size": 29 * g, "state": "active_allocated", "frames": _FWD}]},
+        {"device": 1, "total_size": 38 * g, "allocated_size": 30 * g,
+         "blocks": [{"size": 30 * g, "state": "active_allocated", "frames": _BWD}]}],
+        "device_traces": [[], [{"action": "oom", "size": 2 * g, "device_free": g // 2, "frames": _BWD}]]}
+    m = parse_snapshot(safe_load(pickle.dumps(snap), "x"))
+    assert (m.device, m.reserved_gib, m.allocated_gib, m.requested_gib) == ("GPU 1", 38, 30, 2)
+    assert m.components == {"live_from_backward": 30} and any("GPUs 0, 1" in n for n in m.notes)
+    no_oom = dict(snap, device_traces=[[], []])           # without an OOM: the most reserved GPU
+    assert parse_snapshot(no_oom).device == "GPU 1"
+    assert parse_snapshot(snap["segments"]).reserved_gib == 38   # torch.cuda.memory_snapshot()'s list
+
+
+def test_pytorch_2_0_snapshot_frames_under_history_give_phases():
+    g = 1 << 30
+    snap = {"segments": [{"device": 0, "total_size": 20 * g, "allocated_size": 18 * g, "blocks": [
+        {"size": 12 * g, "state": "active_allocated", "history": [{"addr": 1, "real_size": 12 * g, "frames": _FWD}]},
+        {"size": 6 * g, "state": "active_allocated", "history": [{"addr": 2, "real_size": 6 * g, "frames": _BWD}]}]}],
+        "device_traces": [[{"action": "oom", "size": g, "device_free": 0, "frames": _BWD}]]}
+    m = parse_snapshot(safe_load(pickle.dumps(snap), "x"))
+    assert m.components == {"live_from_forward": 12, "live_from_backward": 6}
+
+
+def test_snapshot_with_a_non_numeric_size_exits_2(tmp_path):
+    bad = tmp_path / "snap.pickle"
+    bad.write_bytes(pickle.dumps({"segments": [{"device": 0, "total_size": "x"}]}))
+    res = CliRunner().invoke(app, ["diagnose", "oom", str(bad)])
+    assert res.exit_code == 2 and "total_size" in res.output and "Traceback" not in res.output
