@@ -304,10 +304,15 @@ def parse_timeline(events: Any, name: str = "timeline") -> Measured:
                               "only to a name ending in .raw.json.gz; .json and .raw.json hold "
                               "plotted sizes")
     live = [0.0] * len(_TIMELINE_CATS)
+    for i, e in enumerate(events):      # every event, before sorting (a bad one is named, not raised)
+        if not (isinstance(e, list) and len(e) == 4 and all(
+                isinstance(x, (int, float)) and not isinstance(x, bool) for x in (e[0], e[2]))):
+            raise InputError(f"memory timeline event {i}", e, "[time, action, bytes, category] "
+                             "with a numeric time and byte count")
+        if not isinstance(e[3], int) or not 0 <= e[3] < len(live):
+            raise InputError("memory timeline", e[3], f"a category index 0-{len(live) - 1}")
     peak, at_peak = -1.0, list(live)
     for t, _action, nbytes, cat in sorted(events, key=lambda e: e[0]):
-        if not isinstance(cat, int) or not 0 <= cat < len(live):
-            raise InputError("memory timeline", cat, f"a category index 0-{len(live) - 1}")
         live[cat] += float(nbytes)
         if sum(live) > peak:
             peak, at_peak = sum(live), list(live)

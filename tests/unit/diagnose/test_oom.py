@@ -263,3 +263,16 @@ def test_snapshot_with_a_non_numeric_size_exits_2(tmp_path):
     bad.write_bytes(pickle.dumps({"segments": [{"device": 0, "total_size": "x"}]}))
     res = CliRunner().invoke(app, ["diagnose", "oom", str(bad)])
     assert res.exit_code == 2 and "total_size" in res.output and "Traceback" not in res.output
+
+
+@pytest.mark.parametrize("events", [
+    [[0, 1, "x", 3]],                                     # bytes not a number
+    [[0, 1, 5, 3], ["a", 1, 5, 3]],                       # times that cannot be sorted
+    [[0, 1, None, 3]],
+    [[i, 1, 10, 1] for i in range(150)] + [[151, 1]],     # a short event past the first 100
+])
+def test_malformed_timeline_event_exits_2(tmp_path, events):
+    f = tmp_path / "mem.raw.json"
+    f.write_text(json.dumps(events))
+    res = CliRunner().invoke(app, ["diagnose", "oom", str(f)])
+    assert res.exit_code == 2 and "memory timeline event" in res.output, res.output
