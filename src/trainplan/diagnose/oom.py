@@ -81,10 +81,28 @@ _ALLOC_ONLY = re.compile(rf"Tried to allocate {_SIZE}", re.S)
 def parse_message(text: str) -> Measured:
     """Either form of the CUDA out-of-memory message; a pasted traceback around it gives the phase.
     Colour codes, CRLF line ends and a launcher's per-line rank prefix are removed first."""
-    text = plain(text)
+    text = plain(_around_message(text))
     out = _parse_message(text)
     out.phase = traceback_phase(text)
     return out
+
+
+_LONG = 1 << 18     # a text longer than this is a whole log, not a pasted message
+_BEFORE, _AFTER = 1 << 16, 1 << 14
+
+
+def _around_message(text: str) -> str:
+    """Of a whole training log, the part that holds the (first) OOM message and the traceback
+    just before it; a short text as it is. A log of hundreds of MB is neither copied nor split
+    into words."""
+    if len(text) <= _LONG:
+        return text
+    i = text.find("Tried to allocate")
+    if i < 0:
+        return text[:1024]          # no message in it: what the refusal shows
+    lo = max(0, i - _BEFORE)
+    tb = text.rfind("Traceback (most recent call last)", lo, i)
+    return text[tb if tb >= 0 else lo: i + _AFTER]
 
 
 _TB_FRAME = re.compile(r'File "([^"]+)", line \d+, in (\S+)\s*\n\s*(.*)')
@@ -340,6 +358,7 @@ def read_artifact(path: Path) -> Measured:
     if data[:1] == b"\x80":  # pickle protocol 2+
         return parse_snapshot(safe_load(data, str(p)), str(p))
     text = data.decode("utf-8", errors="replace")
+    del data                         # a whole log can be hundreds of MB: keep one copy
     if text.lstrip().startswith("["):
         try:
             return parse_timeline(json.loads(text), str(p))
@@ -348,7 +367,6 @@ def read_artifact(path: Path) -> Measured:
             # also starts with '[': such text is a message, not a truncated timeline
             if not any(k in text for k in _MESSAGE_MARKERS):
                 raise InputError("memory timeline", str(p), f"complete JSON ({e})") from None
-    text = plain(text)
     if "memory summary" in text or "Allocated memory" in text:
         return parse_summary(text)
     if "max allocated:" in text and "Tried to allocate" not in text:

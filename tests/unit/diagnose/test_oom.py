@@ -276,3 +276,19 @@ def test_malformed_timeline_event_exits_2(tmp_path, events):
     f.write_text(json.dumps(events))
     res = CliRunner().invoke(app, ["diagnose", "oom", str(f)])
     assert res.exit_code == 2 and "memory timeline event" in res.output, res.output
+
+
+def test_a_whole_training_log_is_read_around_its_message():
+    # the whole log of a run that died, not a pasted line: the message and traceback are at the end
+    import tracemalloc
+    tb = ('Traceback (most recent call last):\n  File "train.py", line 88, in <module>\n'
+          '    loss.backward()\n'
+          'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 9.37 GiB. GPU 7 has a total '
+          'capacity of 139.72 GiB of which 952.69 MiB is free.\n')
+    log = " iteration 5/ 100 | elapsed time per iteration (ms): 1000.0 | lm loss: 2.0 |\n" * 100_000 + tb
+    tracemalloc.start()
+    m = parse_message(log)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert (m.requested_gib, m.capacity_gib, m.phase) == (pytest.approx(9.37), pytest.approx(139.72), "backward")
+    assert peak < len(log) / 4, f"{peak / 1e6:.1f} MB to read a {len(log) / 1e6:.1f} MB log"
