@@ -7,10 +7,18 @@ from typing import Any
 import typer
 
 
+def size(gib: float) -> str:
+    """A measured size in the unit PyTorch's message would print it in: under 1 GiB in MiB (a
+    512 KiB request is not '0.00 GiB')."""
+    if 0 < gib < 1 / 1024:
+        return f"{gib * 1024 ** 2:.2f} KiB"
+    return f"{gib * 1024:.2f} MiB" if 0 < gib < 1 else f"{gib:.2f} GiB"
+
+
 def render_oom(r: dict[str, Any]) -> None:
     ms = r["measured"]
     typer.echo(f"measured ({ms['source']}): " + ", ".join(
-        f"{k.replace('_gib', '')} {v:.2f} GiB" for k, v in ms.items() if k.endswith("_gib")))
+        f"{k.replace('_gib', '')} {size(v)}" for k, v in ms.items() if k.endswith("_gib")))
     if r["fragmentation_gib"] is not None:
         typer.echo(f"fragmentation (reserved - allocated): {r['fragmentation_gib']:.2f} GiB")
     for k, v in ms.get("components", {}).items():
