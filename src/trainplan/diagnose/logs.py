@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trainplan.diagnose.text import strip_terminal
 from trainplan.errors import InputError
 
 NUM = r"([-+]?[\d,]*\.?\d+(?:[eE][-+]?\d+)?)"
@@ -90,6 +91,7 @@ def parse_text(text: str, user_regex: str | None = None) -> LogReport:
             raise InputError("regex", user_regex, "a pattern with a named group step_s or step_ms")
     else:
         rx = None
+    text = strip_terminal(text)  # torchtitan colours the fields of its metrics line
     rep = LogReport(framework="unknown")
     seen_titan: set[int] = set()
     hf_logged = 0

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trainplan.diagnose.text import plain
 from trainplan.errors import InputError
 
 GiB = 1024 ** 3
@@ -78,10 +79,30 @@ _ALLOC_ONLY = re.compile(rf"Tried to allocate {_SIZE}", re.S)
 
 
 def parse_message(text: str) -> Measured:
-    """Either form of the CUDA out-of-memory message; a pasted traceback around it gives the phase."""
+    """Either form of the CUDA out-of-memory message; a pasted traceback around it gives the phase.
+    Colour codes, CRLF line ends and a launcher's per-line rank prefix are removed first."""
+    text = plain(_around_message(text))
     out = _parse_message(text)
     out.phase = traceback_phase(text)
     return out
+
+
+_LONG = 1 << 18     # a text longer than this is a whole log, not a pasted message
+_BEFORE, _AFTER = 1 << 16, 1 << 14
+
+
+def _around_message(text: str) -> str:
+    """Of a whole training log, the part that holds the (first) OOM message and the traceback
+    just before it; a short text as it is. A log of hundreds of MB is neither copied nor split
+    into words."""
+    if len(text) <= _LONG:
+        return text
+    i = text.find("Tried to allocate")
+    if i < 0:
+        return text[:1024]          # no message in it: what the refusal shows
+    lo = max(0, i - _BEFORE)
+    tb = text.rfind("Traceback (most recent call last)", lo, i)
+    return text[tb if tb >= 0 else lo: i + _AFTER]
 
 
 _TB_FRAME = re.compile(r'File "([^"]+)", line \d+, in (\S+)\s*\n\s*(.*)')
@@ -132,6 +153,7 @@ _DEVICE = re.compile(r"memory summary, device ID (\d+)")
 
 def parse_summary(text: str) -> Measured:
     """The table of ``torch.cuda.memory_summary()``: current and peak of each total row."""
+    text = plain(text)
     rows = {m.group(1): (_gib(m.group(2), m.group(3)), _gib(m.group(4), m.group(5)))
             for m in _ROW.finditer(text)}
     if "Allocated memory" not in rows:
@@ -163,6 +185,7 @@ def parse_log_memory(text: str) -> Measured:
     """Megatron-LM's memory report line (``megatron/training/utils.py::report_memory``):
     "memory (MB) | allocated: A | max allocated: M | reserved: R | max reserved: X" (MB = MiB:
     torch bytes / 2**20). The largest rank's line is used."""
+    text = plain(text)
     rows = [tuple(float(x) / 1024 for x in m.groups()) for m in _MEG_MEM.finditer(text)]
     if not rows:
         raise InputError("memory log", text[:80].strip(), "a Megatron-LM 'memory (MB) | allocated:"
@@ -212,30 +235,77 @@ def _phase(frames: Any, innermost_first: bool = True) -> str | None:
     return None
 
 
-def parse_snapshot(snap: Any, name: str = "snapshot") -> Measured:
-    """Totals, phase of the OOM and allocations by phase from a ``_snapshot()`` dict."""
-    if not isinstance(snap, dict) or not isinstance(snap.get("segments"), list):
-        raise InputError("snapshot", name, "a torch.cuda.memory._snapshot() dict with 'segments'")
-    segs = [s for s in snap["segments"] if isinstance(s, dict)]
-    reserved = sum(float(s.get("total_size", 0)) for s in segs)
-    allocated = sum(float(s.get("allocated_size", 0)) for s in segs)
-    out = Measured(source="memory snapshot", reserved_gib=reserved / GiB,
-                   allocated_gib=allocated / GiB, oom=False)
-    by_phase: dict[str, float] = {}
-    for s in segs:
-        for b in s.get("blocks", []) or []:
-            if isinstance(b, dict) and str(b.get("state", "")).startswith("active"):
-                ph = _phase(b.get("frames")) or "unknown"
-                by_phase[ph] = by_phase.get(ph, 0.0) + float(b.get("size", 0)) / GiB
-    out.components = {f"live_from_{k.replace(' ', '_')}": v for k, v in by_phase.items()}
-    for trace in snap.get("device_traces", []) or []:
+def _block_frames(b: dict) -> Any:
+    """A block's stack frames: ``frames`` since PyTorch 2.1, ``history[0].frames`` in 2.0's
+    format (as ``torch/cuda/_memory_viz.py::_block_extra_legacy`` reads it)."""
+    if "frames" in b:
+        return b["frames"]
+    hist = b.get("history")
+    if isinstance(hist, list) and hist and isinstance(hist[0], dict):
+        return hist[0].get("frames")
+    return None
+
+
+def _bytes(d: dict, key: str, name: str) -> float:
+    """A byte count of a snapshot record, or InputError naming the key (never a traceback)."""
+    v = d.get(key, 0)
+    if v is None:
+        return 0.0
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise InputError(f"snapshot '{key}'", v, f"a byte count in {name}")
+    return float(v)
+
+
+def _oom_entry(snap: dict) -> tuple[int, dict] | None:
+    """(device, entry) of the last ``oom`` trace entry; ``device_traces`` holds one list per
+    device, indexed by device."""
+    found = None
+    for dev, trace in enumerate(snap.get("device_traces", []) or []):
         for ev in reversed(trace or []):
             if isinstance(ev, dict) and ev.get("action") == "oom":
-                out.requested_gib = float(ev.get("size", 0)) / GiB
-                out.free_gib = float(ev.get("device_free", 0)) / GiB
-                out.phase = _phase(ev.get("frames"))
-                out.oom = True
+                if found is None or ev.get("time_us", 0) > found[1].get("time_us", 0):
+                    found = (dev, ev)
                 break
+    return found
+
+
+def parse_snapshot(snap: Any, name: str = "snapshot") -> Measured:
+    """Totals, phase of the OOM and allocations by phase from a ``_snapshot()`` dict (or the
+    segment list of ``torch.cuda.memory_snapshot()``), for one GPU: the one that went out of
+    memory, else the one with the most reserved (a process may drive several GPUs, as
+    ``device_map="auto"`` does)."""
+    if isinstance(snap, list) and all(isinstance(s, dict) and "total_size" in s for s in snap):
+        snap = {"segments": snap}
+    if not isinstance(snap, dict) or not isinstance(snap.get("segments"), list):
+        raise InputError("snapshot", name, "a torch.cuda.memory._snapshot() dict with 'segments'")
+    by_dev: dict[int, list[dict]] = {}
+    for sg in snap["segments"]:
+        if isinstance(sg, dict):
+            d = sg.get("device", 0)
+            by_dev.setdefault(d if isinstance(d, int) else 0, []).append(sg)
+    oom = _oom_entry(snap)
+    reserved_of = {d: sum(_bytes(sg, "total_size", name) for sg in v) for d, v in by_dev.items()}
+    dev = oom[0] if oom else max(reserved_of, key=reserved_of.__getitem__, default=0)
+    segs = by_dev.get(dev, [])
+    allocated = sum(_bytes(sg, "allocated_size", name) for sg in segs)
+    out = Measured(source="memory snapshot", reserved_gib=reserved_of.get(dev, 0.0) / GiB,
+                   allocated_gib=allocated / GiB, oom=False, device=f"GPU {dev}")
+    if len(by_dev) > 1:
+        out.notes.append(f"the snapshot covers GPUs {', '.join(map(str, sorted(by_dev)))}; GPU {dev} "
+                         "is read (" + ("where the OOM was)" if oom else "the most reserved)"))
+    by_phase: dict[str, float] = {}
+    for sg in segs:
+        for b in sg.get("blocks", []) or []:
+            if isinstance(b, dict) and str(b.get("state", "")).startswith("active"):
+                ph = _phase(_block_frames(b)) or "unknown"
+                by_phase[ph] = by_phase.get(ph, 0.0) + _bytes(b, "size", name) / GiB
+    out.components = {f"live_from_{k.replace(' ', '_')}": v for k, v in by_phase.items()}
+    if oom:
+        ev = oom[1]
+        out.requested_gib = _bytes(ev, "size", name) / GiB
+        out.free_gib = _bytes(ev, "device_free", name) / GiB
+        out.phase = _phase(ev.get("frames"))
+        out.oom = True
     return out
 
 
@@ -252,10 +322,15 @@ def parse_timeline(events: Any, name: str = "timeline") -> Measured:
                               "only to a name ending in .raw.json.gz; .json and .raw.json hold "
                               "plotted sizes")
     live = [0.0] * len(_TIMELINE_CATS)
+    for i, e in enumerate(events):      # every event, before sorting (a bad one is named, not raised)
+        if not (isinstance(e, list) and len(e) == 4 and all(
+                isinstance(x, (int, float)) and not isinstance(x, bool) for x in (e[0], e[2]))):
+            raise InputError(f"memory timeline event {i}", e, "[time, action, bytes, category] "
+                             "with a numeric time and byte count")
+        if not isinstance(e[3], int) or not 0 <= e[3] < len(live):
+            raise InputError("memory timeline", e[3], f"a category index 0-{len(live) - 1}")
     peak, at_peak = -1.0, list(live)
     for t, _action, nbytes, cat in sorted(events, key=lambda e: e[0]):
-        if not isinstance(cat, int) or not 0 <= cat < len(live):
-            raise InputError("memory timeline", cat, f"a category index 0-{len(live) - 1}")
         live[cat] += float(nbytes)
         if sum(live) > peak:
             peak, at_peak = sum(live), list(live)
@@ -283,6 +358,7 @@ def read_artifact(path: Path) -> Measured:
     if data[:1] == b"\x80":  # pickle protocol 2+
         return parse_snapshot(safe_load(data, str(p)), str(p))
     text = data.decode("utf-8", errors="replace")
+    del data                         # a whole log can be hundreds of MB: keep one copy
     if text.lstrip().startswith("["):
         try:
             return parse_timeline(json.loads(text), str(p))

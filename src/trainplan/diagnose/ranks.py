@@ -95,10 +95,30 @@ def comm_starts(rt: RankTrace) -> np.ndarray:
     return np.sort(ts[cls == _CODE["comm"]])
 
 
+def not_one_job(ranks: list[tuple[int, RankTrace]]) -> str | None:
+    """Why these traces cannot be ranks of one job profiled together (different world sizes in
+    ``distributedInfo``, or windows that share no instant), else None."""
+    sizes = sorted({rt.world_size for _, rt in ranks if rt.world_size is not None})
+    if len(sizes) > 1:
+        return f"the traces name different world sizes ({', '.join(map(str, sizes))})"
+    spans = [(r, float(np.min(np.frombuffer(rt.k_ts, dtype=float))),
+              float(np.max(np.frombuffer(rt.k_end, dtype=float)))) for r, rt in ranks]
+    first_end = min(spans, key=lambda s: s[2])
+    last_start = max(spans, key=lambda s: s[1])
+    if last_start[1] > first_end[2]:
+        return (f"their profiled windows do not overlap: rank {first_end[0]}'s ends "
+                f"{(last_start[1] - first_end[2]) / 1e6:.6g} s before rank {last_start[0]}'s starts")
+    return None
+
+
 def stragglers(ranks: list[tuple[int, RankTrace]]) -> dict[str, Any] | None:
-    """Lateness and wait per rank over the collectives all ranks share; None for one rank."""
+    """Lateness and wait per rank over the collectives all ranks share; None for one rank. Traces
+    that are not of one job get no straggler: ``{"straggler": None, "not_compared": why}``."""
     if len(ranks) < 2:
         return None
+    if (why := not_one_job(ranks)) is not None:
+        return {"straggler": None, "not_compared": f"{why}: not ranks of one job profiled "
+                "together, so their collectives are not matched (each rank's breakdown stands)"}
     starts = [comm_starts(rt) for _, rt in ranks]
     n = min(len(s) for s in starts)
     if n == 0:

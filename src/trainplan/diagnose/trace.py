@@ -77,6 +77,7 @@ class RankTrace:
 
     path: str
     rank: int | None = None
+    world_size: int | None = None
     device: str | None = None
     k_ts: array = field(default_factory=lambda: array("d"))
     k_end: array = field(default_factory=lambda: array("d"))
@@ -138,6 +139,8 @@ def _scan(path: Path, host: bool) -> RankTrace:
     def meta(key: str, value: Any) -> None:
         if key == "distributedInfo" and isinstance(value, dict) and isinstance(value.get("rank"), int):
             rt.rank = value["rank"]
+            if isinstance(value.get("world_size"), int):
+                rt.world_size = value["world_size"]
         if key == "deviceProperties" and isinstance(value, list) and value \
                 and isinstance(value[0], dict):
             rt.device = str(value[0].get("name"))

@@ -7,10 +7,18 @@ from typing import Any
 import typer
 
 
+def size(gib: float) -> str:
+    """A measured size in the unit PyTorch's message would print it in: under 1 GiB in MiB (a
+    512 KiB request is not '0.00 GiB')."""
+    if 0 < gib < 1 / 1024:
+        return f"{gib * 1024 ** 2:.2f} KiB"
+    return f"{gib * 1024:.2f} MiB" if 0 < gib < 1 else f"{gib:.2f} GiB"
+
+
 def render_oom(r: dict[str, Any]) -> None:
     ms = r["measured"]
     typer.echo(f"measured ({ms['source']}): " + ", ".join(
-        f"{k.replace('_gib', '')} {v:.2f} GiB" for k, v in ms.items() if k.endswith("_gib")))
+        f"{k.replace('_gib', '')} {size(v)}" for k, v in ms.items() if k.endswith("_gib")))
     if r["fragmentation_gib"] is not None:
         typer.echo(f"fragmentation (reserved - allocated): {r['fragmentation_gib']:.2f} GiB")
     for k, v in ms.get("components", {}).items():
@@ -68,7 +76,9 @@ def render_trace(out: list[dict[str, Any]], strag: Any, vs: Any) -> None:
                    f"{m['idle_launch_bound_us'] / 1e3:.2f} ms")
         typer.echo("  heuristics (source document: data wait > 5 ms per batch, communication > "
                    f"15% of step): {', '.join(o['verdicts']) or 'none triggered'}")
-    if strag:
+    if strag and strag["straggler"] is None:
+        typer.echo(f"no straggler analysis: {strag['not_compared']}")
+    elif strag:
         typer.echo(f"straggler: rank {strag['straggler']} (last to arrive at "
                    f"{strag['straggler_last_arrivals']} of {strag['collectives_matched']} "
                    "collectives, "

@@ -225,3 +225,70 @@ def test_five_gpu_case_gets_a_larger_cluster_that_is_valid():
     cfg = Config(model="llama-2-7b", gpu="v100_sxm2_32gb", gpus=5, seq_len=512, global_batch=48,
                  strategy=st, implementation="fsdp", job={"precision": "fp16_mixed"})
     assert predict(cfg, {k: v for k, v in strategy.items() if v is not None}, n).gpus == 16
+
+
+_FWD = [{"filename": "/home/u/model.py", "name": "forward", "line": 10}]
+_BWD = [{"filename": "torch/autograd/graph.py", "name": "_engine_run_backward", "line": 1}]
+
+
+def test_snapshot_of_a_process_on_two_gpus_reads_the_one_that_ran_out():
+    # device_map="auto": one process drives GPUs 0 and 1; the OOM is on GPU 1 (device_traces[1])
+    g = 1 << 30
+    snap = {"segments": [
+        {"device": 0, "total_size": 30 * g, "allocated_size": 29 * g,
+         "blocks": [{"size": 29 * g, "state": "active_allocated", "frames": _FWD}]},
+        {"device": 1, "total_size": 38 * g, "allocated_size": 30 * g,
+         "blocks": [{"size": 30 * g, "state": "active_allocated", "frames": _BWD}]}],
+        "device_traces": [[], [{"action": "oom", "size": 2 * g, "device_free": g // 2, "frames": _BWD}]]}
+    m = parse_snapshot(safe_load(pickle.dumps(snap), "x"))
+    assert (m.device, m.reserved_gib, m.allocated_gib, m.requested_gib) == ("GPU 1", 38, 30, 2)
+    assert m.components == {"live_from_backward": 30} and any("GPUs 0, 1" in n for n in m.notes)
+    no_oom = dict(snap, device_traces=[[], []])           # without an OOM: the most reserved GPU
+    assert parse_snapshot(no_oom).device == "GPU 1"
+    assert parse_snapshot(snap["segments"]).reserved_gib == 38   # torch.cuda.memory_snapshot()'s list
+
+
+def test_pytorch_2_0_snapshot_frames_under_history_give_phases():
+    g = 1 << 30
+    snap = {"segments": [{"device": 0, "total_size": 20 * g, "allocated_size": 18 * g, "blocks": [
+        {"size": 12 * g, "state": "active_allocated", "history": [{"addr": 1, "real_size": 12 * g, "frames": _FWD}]},
+        {"size": 6 * g, "state": "active_allocated", "history": [{"addr": 2, "real_size": 6 * g, "frames": _BWD}]}]}],
+        "device_traces": [[{"action": "oom", "size": g, "device_free": 0, "frames": _BWD}]]}
+    m = parse_snapshot(safe_load(pickle.dumps(snap), "x"))
+    assert m.components == {"live_from_forward": 12, "live_from_backward": 6}
+
+
+def test_snapshot_with_a_non_numeric_size_exits_2(tmp_path):
+    bad = tmp_path / "snap.pickle"
+    bad.write_bytes(pickle.dumps({"segments": [{"device": 0, "total_size": "x"}]}))
+    res = CliRunner().invoke(app, ["diagnose", "oom", str(bad)])
+    assert res.exit_code == 2 and "total_size" in res.output and "Traceback" not in res.output
+
+
+@pytest.mark.parametrize("events", [
+    [[0, 1, "x", 3]],                                     # bytes not a number
+    [[0, 1, 5, 3], ["a", 1, 5, 3]],                       # times that cannot be sorted
+    [[0, 1, None, 3]],
+    [[i, 1, 10, 1] for i in range(150)] + [[151, 1]],     # a short event past the first 100
+])
+def test_malformed_timeline_event_exits_2(tmp_path, events):
+    f = tmp_path / "mem.raw.json"
+    f.write_text(json.dumps(events))
+    res = CliRunner().invoke(app, ["diagnose", "oom", str(f)])
+    assert res.exit_code == 2 and "memory timeline event" in res.output, res.output
+
+
+def test_a_whole_training_log_is_read_around_its_message():
+    # the whole log of a run that died, not a pasted line: the message and traceback are at the end
+    import tracemalloc
+    tb = ('Traceback (most recent call last):\n  File "train.py", line 88, in <module>\n'
+          '    loss.backward()\n'
+          'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 9.37 GiB. GPU 7 has a total '
+          'capacity of 139.72 GiB of which 952.69 MiB is free.\n')
+    log = " iteration 5/ 100 | elapsed time per iteration (ms): 1000.0 | lm loss: 2.0 |\n" * 100_000 + tb
+    tracemalloc.start()
+    m = parse_message(log)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert (m.requested_gib, m.capacity_gib, m.phase) == (pytest.approx(9.37), pytest.approx(139.72), "backward")
+    assert peak < len(log) / 4, f"{peak / 1e6:.1f} MB to read a {len(log) / 1e6:.1f} MB log"

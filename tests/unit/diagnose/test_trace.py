@@ -95,3 +95,40 @@ def test_agrees_with_holistic_trace_analysis_on_every_trace(shared, tmp_path):
         ours = hta_temporal(read_rank(f))
         for k in ("idle", "compute", "non_compute"):
             assert abs(ours[f"{k}_pct"] - ref[f"{k}_time_pctg"]) <= 2.0, (f, k)
+
+
+def _rank_trace(path, rank, world, t0):
+    """A minimal Kineto trace of one rank: one step with a GEMM then an NCCL all-reduce."""
+    ev = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "ts": t0, "dur": 1000},
+          {"ph": "X", "cat": "kernel", "name": "ampere_sgemm_128x64_nn", "ts": t0 + 10, "dur": 500},
+          {"ph": "X", "cat": "kernel", "name": "ncclKernel_AllReduce_RING_LL_Sum_float",
+           "ts": t0 + 520 + 100 * rank, "dur": 300}]
+    path.write_text(json.dumps({"distributedInfo": {"backend": "nccl", "rank": rank, "world_size": world},
+                                "traceEvents": ev}))
+    return path
+
+
+@pytest.mark.parametrize("world, start, why", [
+    ((2, 8), (0, 0), "different world sizes"),            # two jobs (hta_trace_diff's A100 vs V100)
+    ((2, 2), (0, 86_400e6), "do not overlap"),            # one job's ranks profiled a day apart
+])
+def test_traces_of_different_jobs_get_no_straggler(tmp_path, world, start, why):
+    for r in (0, 1):
+        _rank_trace(tmp_path / f"rank{r}.json", r, world[r], 1.7e15 + start[r])
+    s = stragglers(load_ranks([tmp_path]))
+    assert s["straggler"] is None and why in s["not_compared"]
+    res = CliRunner().invoke(app, ["diagnose", "trace", str(tmp_path)])
+    assert res.exit_code == 0 and "no straggler analysis" in res.output
+    assert "straggler: rank" not in res.output
+
+
+def test_ranks_of_one_job_still_get_their_straggler(tmp_path):
+    for r in (0, 1):
+        _rank_trace(tmp_path / f"rank{r}.json", r, 2, 1.7e15)
+    s = stragglers(load_ranks([tmp_path]))
+    assert s["straggler"] == 1 and s["straggler_lateness_us"] == pytest.approx(100)
+
+
+def test_shared_trace_diff_pair_is_not_one_job(shared):
+    s = stragglers(load_ranks([shared / "traces" / "hta_trace_diff"]))
+    assert s["straggler"] is None
