@@ -33,7 +33,8 @@ def open_text(path: Path) -> io.TextIOBase:
     head = raw.read(2)
     raw.seek(0)
     stream = gzip.GzipFile(fileobj=raw) if head == b"\x1f\x8b" else raw
-    return io.TextIOWrapper(stream, encoding="utf-8", errors="replace")
+    # utf-8-sig: a trace re-saved by an editor on Windows starts with a byte-order mark
+    return io.TextIOWrapper(stream, encoding="utf-8-sig", errors="replace")
 
 
 class _Buffer:

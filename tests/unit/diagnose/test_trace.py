@@ -132,3 +132,18 @@ def test_ranks_of_one_job_still_get_their_straggler(tmp_path):
 def test_shared_trace_diff_pair_is_not_one_job(shared):
     s = stragglers(load_ranks([shared / "traces" / "hta_trace_diff"]))
     assert s["straggler"] is None
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_a_trace_with_a_byte_order_mark_is_read(tmp_path, gz):
+    """A trace re-saved by a Windows editor starts with a UTF-8 byte-order mark; it had been
+    refused ("found '\\ufeff'")."""
+    import gzip
+    plain = _rank_trace(tmp_path / "plain.json", 0, 1, 1.7e15)
+    body = "\ufeff".encode() + plain.read_bytes()
+    bom = tmp_path / ("bom.json.gz" if gz else "bom.json")
+    bom.write_bytes(gzip.compress(body) if gz else body)
+    meta_a: dict = {}
+    meta_b: dict = {}
+    assert list(stream_trace(bom, meta_a.__setitem__)) == list(stream_trace(plain, meta_b.__setitem__))
+    assert meta_a == meta_b and meta_a
