@@ -80,7 +80,7 @@ def _fields(line: str, pats: dict[str, str]) -> dict[str, float]:
     return out
 
 
-def parse_text(text: str, user_regex: str | None = None) -> LogReport:
+def parse_text(text: str, user_regex: str | None = None, source: str | None = None) -> LogReport:
     """All step lines found in the text; InputError when there are none."""
     if user_regex:
         try:
@@ -152,7 +152,7 @@ def parse_text(text: str, user_regex: str | None = None) -> LogReport:
                 hf_logged += 1
                 rep.steps.append(Step(step=hf_logged, loss=float(d["loss"])))
     if not any(s.step_s or s.tokens_per_s or s.loss is not None for s in rep.steps):
-        raise InputError("log", text[:80].strip(), "a training log with step lines of Megatron-LM, "
+        raise InputError("log", source or text[:80].strip(), "a training log with step lines of Megatron-LM, "
                          "NeMo, torchtitan, DeepSpeed or HF Trainer (or give --regex)")
     return rep
 
@@ -181,7 +181,7 @@ def read_log(path: Path, user_regex: str | None = None) -> LogReport:
             return parse_golden(json.loads(text))
         except json.JSONDecodeError as e:
             raise InputError("log", str(p), f"complete JSON ({e})") from None
-    return parse_text(text, user_regex)
+    return parse_text(text, user_regex, source=str(p))
 
 
 def summarize(rep: LogReport, warmup: int = 2) -> dict[str, Any]:

@@ -73,3 +73,15 @@ def test_tiny_hf_trainer_log(tmp_path, capsys):
     s = summarize(read_log(log))
     assert s["framework"] == "HF Trainer" and s["step_lines"] >= 4
     assert s["loss_first"] > 0 and s["step_s_median"] > 0
+
+
+def test_a_log_without_step_lines_is_named_by_its_path(tmp_path):
+    """The message named the file's first 80 characters, not the file."""
+    f = tmp_path / "train.log"
+    f.write_text("loading data\nbuilding model\n")
+    with pytest.raises(InputError) as e:
+        read_log(f)
+    assert e.value.value == str(f)
+    with pytest.raises(InputError) as e:
+        parse_text("loading data\n")             # text without a file: its start, as before
+    assert e.value.value == "loading data"
