@@ -178,7 +178,7 @@ def chunked_overlap(sync, t_stage_mb, vp, group):
 
 
 def dp_time(net: Net, fw, L, p_train, p_layer, layers, m, w_b, g_b, layer_fwd, layer_bwd,
-            regather=0.0):
+            regather=0.0, layer_bytes=None):
     """Data-parallel gradient synchronisation and ZeRO gathers of one step on one GPU.
 
     * ZeRO 0-2, gradients in buckets (DDP ``bucket_cap_mb``, Megatron ``bucket_size``,
@@ -193,7 +193,9 @@ def dp_time(net: Net, fw, L, p_train, p_layer, layers, m, w_b, g_b, layer_fwd, l
       prefetched behind the neighbouring layer's compute; the first gather is exposed.
       ``regather``: the share of a layer's weights gathered once more in the backward because
       the recomputed forward released them (:func:`trainplan.costmodel.zero3.
-      recompute_regather_share`; DeepSpeed's reuse distance).
+      recompute_regather_share`; DeepSpeed's reuse distance). ``layer_bytes``: the bytes one
+      layer's gather moves where not ``p_layer x w_b`` (a 4-bit base: :func:`trainplan.
+      costmodel.states.layer_weight_bytes`).
       'stage' (textbook): the aggregate, overlapped with the whole compute.
     """
     over_cp = fw.optimizer_shard == "dp_cp"
@@ -226,7 +228,7 @@ def dp_time(net: Net, fw, L, p_train, p_layer, layers, m, w_b, g_b, layer_fwd, l
     sync_exposed = grad_sync + np.where(zero == 0, 0.0, ag) - sync_hidden
     # ZeRO-3
     k = np.maximum(fw.zero3_collectives_per_layer, 1.0)
-    ag_l = grp.coll(coll.AG, p_layer * w_b, k)
+    ag_l = grp.coll(coll.AG, p_layer * w_b if layer_bytes is None else layer_bytes, k)
     rs_l = grp.coll(coll.RS, p_layer * g_b)
     ag_bwd = (1.0 + regather) * ag_l
     per_mb = layers * (exposed(ag_l, layer_fwd, fw.dp_overlap)

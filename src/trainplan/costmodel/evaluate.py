@@ -47,7 +47,8 @@ def evaluate(model, job, cluster, L: Layout) -> Evaluation:
     s1, s2 = (stt.stage_state_bytes(p, sb, g_b, fw, L, act_b, q_b) for p in (p1, p2))
     sets = ac.layer_sets(dec, job, fw, L, dropout, act_b)     # one layer, shared by both stages
     a1, a2 = (ac.stage_activations(dec, job, fw, L, vis, sets, f) for f in (True, False))
-    z3 = mem.zero3_gathered_bytes(fw.zero3_prefetch_layers * p1.layer, sb.weights, L.zero, 1.0)
+    z3 = mem.zero3_gathered_bytes(fw.zero3_prefetch_layers * stt.layer_weight_bytes(
+        p1.layer, p1.layer_quantized, sb.weights, q_b), 1.0, L.zero, 1.0)
     overhead = fw.fixed_gib * GiB + z3 + np.where(L.dp > 1, fw.comm_buffer_bytes, 0.0)
     if fw.activations == "hf":      # plain PyTorch + transformers: measured per-tensor accounting
         m1 = m2 = ac.hf_stage_memory(fw, dec, job, L, s1, sb, layers, vis, overhead)
@@ -81,7 +82,8 @@ def evaluate(model, job, cluster, L: Layout) -> Evaluation:
     p_sync, p_layer, p_opt = stt.data_parallel_params(p1, p2, L, group)
     regather = zero3.recompute_regather_share(dec, L, rc_frac, fw.zero3_reuse(job.zero3_max_reuse_params))
     dp = comm.dp_time(net, fw, L, p_sync, p_layer, layers, m, sb.weights, g_b,
-                      lt.forward, lt.backward + lt.recompute, regather)
+                      lt.forward, lt.backward + lt.recompute, regather,
+                      stt.layer_weight_bytes(p_layer, p1.layer_quantized, sb.weights, q_b))
     t_dp = dp.exposed + fw.overlap_slowdown * dp.hidden
     t_opt = opt.optimizer_time(p_opt, sb, g_b, sb.weights, acc.hbm_bw_tbps * 1e12,
                                acc.efficiency.hbm, L.off_opt, fw.offload_grad_bytes, host) \

@@ -198,7 +198,7 @@ def _act_offload_count_ok(L, c):
 
 
 
-def _ep_ranks_ok(L: Layout, c: Context):
+def ep_ranks_ok(L: Layout, c: Context):
     """Whether EP can be carved from the ranks that hold different tokens. With the experts split
     like the dense layers (expert TP = TP) EP takes data-parallel ranks and, where the framework
     folds them in, context-parallel ones: Megatron-Core builds its expert grid from
@@ -215,7 +215,7 @@ def _ep_ranks_ok(L: Layout, c: Context):
     return ok
 
 
-def _ep_ranks_valid(L: Layout, c: Context) -> str:
+def ep_ranks_valid(L: Layout, c: Context) -> str:
     if c.ep_from_cp == "none":
         return f"a divisor of dp = {L.dp}"
     if c.ep_from_cp == "any":
@@ -278,8 +278,8 @@ RULES: tuple[Rule, ...] = (
          lambda L, c: f"true with tp > 1 for an MoE model: the {c.framework} framework's MoE "
                       "layers train only with sequence parallelism on when tensor parallelism "
                       "splits them"),
-    Rule("strategy.ep", ("ep", "dp", "cp"), lambda L, c: _ep_ranks_ok(L, c),
-         lambda L, c: _ep_ranks_valid(L, c)),
+    Rule("strategy.ep", ("ep", "dp", "cp"), lambda L, c: ep_ranks_ok(L, c),
+         lambda L, c: ep_ranks_valid(L, c)),
     Rule("job.global_batch", ("mb", "dp"), lambda L, c: c.global_batch % (L.mb * L.dp) == 0,
          lambda L, c: f"a multiple of micro_batch x dp = {L.mb} x {L.dp} = {L.mb * L.dp}"),
     Rule("strategy.vp", ("vp", "pp", "mb", "dp"), lambda L, c: (L.vp == 1) | (_m(L, c) % L.pp == 0),

@@ -31,6 +31,7 @@ class StageParams:
     middle_expert: Any = 0.0      # ... among ``middle``
     layer_expert: Any = 0.0       # ... among ``layer``
     quantized: Any = 0.0          # frozen parameters among ``total`` held in 4 bits
+    layer_quantized: Any = 0.0    # ... among ``layer``
 
 
 @dataclass
@@ -99,14 +100,24 @@ def stage_params(model, job, L, vis: dict, first: bool) -> StageParams:
         train = dec_p * frac + vis["trainable_params"] / L.tp * vis_on
     mid_layers = L.layers_per_stage(dec.layers) * np.where(single, 0.0, 1.0)
     middle = mid_layers * per_layer * (train / np.maximum(total, 1.0))
-    quantized = 0.0
+    quantized = layer_q = 0.0
     if job.base_weights is not None:      # a frozen decoder (costmodel/validate.py)
-        quantized = (n_moe * quantized_linear_params(dec, moe)
-                     + n_dense * quantized_linear_params(dec, False)) / L.tp
+        layer_q = quantized_linear_params(dec, moe) / L.tp         # the MoE layer's, as ``layer``
+        quantized = n_moe * layer_q + n_dense * quantized_linear_params(dec, False) / L.tp
     return StageParams(total=total, trainable=train, layer=per_layer, middle=middle,
                        expert=n_moe * per_expert_layer, expert_trainable=n_moe * per_expert_layer * frac,
                        middle_expert=mid_layers * per_expert_layer * frac, layer_expert=per_expert_layer,
-                       quantized=quantized)
+                       quantized=quantized, layer_quantized=layer_q)
+
+
+def layer_weight_bytes(layer, layer_quantized, w_b: float, q_b: float):
+    """Bytes of one layer's weights as a ZeRO-3/FSDP gather moves and holds them: a 4-bit
+    base's Linear weights (``layer_quantized``) in their packed storage at ``q_b`` each, the rest
+    at ``w_b``. FSDP and DeepSpeed ZeRO-3 shard and gather bitsandbytes' 4-bit weights as flat
+    storage once ``bnb_4bit_quant_storage`` is the compute dtype (Hugging Face PEFT docs,
+    'FSDP-QLoRA' and 'ZeRO3 + QLoRA' in accelerate/fsdp.md and accelerate/deepspeed.md;
+    bitsandbytes 0.43 Params4bit.quant_storage), so a gather moves the 4-bit bytes."""
+    return (layer - layer_quantized) * w_b + layer_quantized * q_b
 
 
 def expert_group(L, group):
@@ -155,7 +166,7 @@ def stage_state_bytes(p: StageParams, sb, grad_bytes: float, fw, L, act_bytes: f
     (:func:`expert_group`); frozen ones are kept in the activation dtype (no master copy, no
     gradient) and are sharded too under ZeRO-3 (FSDP/ZeRO-3 shard every parameter, trainable or
     not), those of a 4-bit base (``p.quantized``, dense) at ``quant_bytes`` each
-    (``conventions.four_bit_weight_bytes``; FSDP-QLoRA shards them too).
+    (``conventions.four_bit_weight_bytes``; sharded too under ZeRO-3: :func:`layer_weight_bytes`).
     """
     group = L.shard_group(fw.optimizer_shard == "dp_cp")
     w = g = o = host = frozen = 0.0

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from trainplan.costmodel.validate import complete_strategy
 from trainplan.errors import InputError
-from trainplan.export.spec import LaunchSpec, shell_join
+from trainplan.export.spec import LaunchSpec, check_ep_for, shell_join
 from trainplan.spec.base import evolve
 
 __all__ = ["FORMATS", "LaunchSpec", "check_spec", "emit_files", "render", "shell_join", "with_program"]
@@ -34,6 +34,8 @@ def check_spec(spec: LaunchSpec) -> None:
 def render(fmt: str, spec: LaunchSpec) -> dict[str, str]:
     """The files of one format as ``{file name: text}``."""
     check_spec(spec)
+    if fmt in ("deepspeed", "megatron", "torchtitan"):     # format id = framework profile id
+        check_ep_for(spec, fmt)
     if fmt in ("megatron", "torchtitan") and spec.job.trainable == "lora":
         raise InputError("--emit", fmt, "deepspeed, torchrun, slurm or k8s for a LoRA job: "
                          f"{'pretrain_gpt.py' if fmt == 'megatron' else 'torchtitan'} trains "

@@ -148,6 +148,27 @@ class LaunchSpec(Specs):
         return head + list(self.script_args)
 
 
+def check_ep_for(spec: "LaunchSpec", framework: str) -> None:
+    """The layout's expert parallelism as the emitted framework draws it (the same rule as the
+    plan's, :func:`trainplan.costmodel.layout.ep_ranks_ok`, under that framework's profile): a
+    layout priced under Megatron-Core's folding may take context-parallel ranks into EP, which
+    DeepSpeed-MoE (EP within dp) and torchtitan (EP a multiple of cp) cannot launch.
+    Raises InputError naming strategy.ep."""
+    from trainplan.costmodel.layout import Layout, context, ep_ranks_ok, ep_ranks_valid
+    from trainplan.errors import InputError
+    from trainplan.spec.framework import get_framework
+
+    st = spec.strategy
+    if st.ep == 1:
+        return
+    fw = get_framework(framework)
+    L = Layout.of(st, spec.dp)
+    ctx = context(spec.model, spec.job, spec.gpus, fw)
+    if not bool(ep_ranks_ok(L, ctx)):
+        raise InputError("strategy.ep", st.ep, f"{ep_ranks_valid(L, ctx)} to launch it with "
+                         f"{framework} (the plan priced it under {spec.job.framework})")
+
+
 def checkpoint_comment(spec: "LaunchSpec") -> str:
     """One comment line on the checkpoint interval the files carry."""
     if spec.checkpoint_interval_steps:

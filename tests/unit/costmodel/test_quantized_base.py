@@ -137,3 +137,23 @@ def test_base_weights_need_a_frozen_decoder_and_no_fp8():
                  frozen=["decoder"], base_weights="nf4")
     assert e.memory.weights_gib < estimate("llava-1.5-7b", gpu="h100", gpus=1, seq_len=2048,
                                            global_batch=8, frozen=["decoder"]).memory.weights_gib
+
+
+def test_zero3_gathers_a_four_bit_base_in_its_packed_bytes():
+    """FSDP / ZeRO-3 shard bitsandbytes' 4-bit storage (bnb_4bit_quant_storage), so a layer's
+    gather moves and holds its Linear weights at 0.5159 B, not at the 2 B of a bf16 base: the
+    gathered working copy (prefetched layers) shrinks by LINEAR_PER_LAYER x (2 - 0.5159) B per
+    layer, and the exposed ZeRO-3 traffic with it. The overhead also carries the allocator's
+    fragmentation share of the one dequantized 4096 x 14336 bf16 matrix QLoRA adds."""
+    from trainplan.costmodel.states import layer_weight_bytes
+    from trainplan.spec.framework import get_framework
+    qb = four_bit_weight_bytes(True)
+    assert layer_weight_bytes(1000.0, 600.0, 2.0, qb) == pytest.approx(400 * 2 + 600 * qb)
+    kw = dict(QLORA, gpu="h100", gpus=8, global_batch=64,
+              strategy={"zero": 3, "micro_batch": 1, "recompute": "full"})
+    lora, qlora = estimate("llama-3-8b", **kw), estimate("llama-3-8b", base_weights="nf4", **kw)
+    fw = get_framework("fsdp")
+    assert (lora.memory.overhead_gib - qlora.memory.overhead_gib) * GiB == pytest.approx(
+        fw.zero3_prefetch_layers * LINEAR_PER_LAYER * (2.0 - qb)
+        - fw.fragmentation * H * F * 2.0, rel=1e-6)
+    assert qlora.time.dp_comm_s < lora.time.dp_comm_s

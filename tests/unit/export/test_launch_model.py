@@ -291,3 +291,24 @@ def test_deepspeed_launch_says_where_ep_goes():
     assert "moe" not in str(deepspeed_config(spec)).lower()           # no ds_config key exists
     dense = render_deepspeed(_spec(framework="deepspeed"))["deepspeed_launch.sh"]
     assert "ep_size" not in dense
+
+
+# ------------------------------------------------------------------ EP folded over CP
+
+
+@pytest.mark.parametrize("fmt, model, gpus, cp, ep", [
+    ("deepspeed", "mixtral-8x7b", 16, 8, 8),      # DeepSpeed-MoE: EP within dp = 2
+    ("torchtitan", "qwen3-30b-a3b", 16, 4, 2)])   # torchtitan: EP a multiple of cp = 4
+def test_ep_folded_over_cp_is_launched_only_where_the_framework_folds(fmt, model, gpus, cp, ep):
+    """Megatron-Core folds CP ranks into EP, so the plan prices EP that divides dp x cp; the
+    DeepSpeed and torchtitan files of that layout would launch an EP those frameworks refuse."""
+    from trainplan.errors import InputError
+    from trainplan.export import render
+    spec = _spec(model=model, gpus=gpus, gb=gpus, seq=32768, tp=1, cp=cp, ep=ep, zero=1)
+    assert "--expert-model-parallel-size" in render("megatron", spec)["megatron_pretrain.sh"]
+    with pytest.raises(InputError) as e:
+        render(fmt, spec)
+    assert e.value.field == "strategy.ep" and fmt in str(e.value)
+    fits = _spec(model=model, gpus=gpus, gb=gpus, seq=32768, tp=1, cp=cp, ep=cp if
+                 fmt == "torchtitan" else 2, zero=1)       # EP the target can draw
+    assert render(fmt, fits)
