@@ -229,7 +229,10 @@ def dp_time(net: Net, fw, L, p_train, p_layer, layers, m, w_b, g_b, layer_fwd, l
     # ZeRO-3
     k = np.maximum(fw.zero3_collectives_per_layer, 1.0)
     ag_l = grp.coll(coll.AG, p_layer * w_b if layer_bytes is None else layer_bytes, k)
-    rs_l = grp.coll(coll.RS, p_layer * g_b)
+    # a layer's gradient reduce-scatter carries its trainable parameters only: frozen weights
+    # (LoRA's base, a frozen stack) are gathered but have no gradient (ZeRO paper sec. 5.1;
+    # PEFT's FSDP/ZeRO-3 LoRA recipes); at most the layer, at most the stage's trainable share
+    rs_l = grp.coll(coll.RS, np.minimum(p_layer, p_train / np.maximum(layers, 1.0)) * g_b)
     ag_bwd = (1.0 + regather) * ag_l
     per_mb = layers * (exposed(ag_l, layer_fwd, fw.dp_overlap)
                        + exposed(ag_bwd + rs_l, layer_bwd, fw.dp_overlap)) + ag_l

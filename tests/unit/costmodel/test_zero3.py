@@ -82,3 +82,29 @@ def test_frameworks_without_a_reuse_distance_ignore_the_setting():
     b = estimate("gpt3-175b", framework="torchtitan", **KW, strategy=st,
                  zero3_max_reuse_params=1e6).time.dp_comm_s
     assert a == pytest.approx(b)
+
+
+def test_a_frozen_base_reduce_scatters_only_its_adapters_gradients():
+    """ZeRO-3/FSDP gathers every weight but reduces gradients of trainable ones only: under LoRA
+    each layer's reduce-scatter carries the adapters, not the frozen base (it had been charged
+    the whole layer's gradients: LoRA's DP time equalled the full fine-tune's)."""
+    from trainplan.costmodel import collectives as coll
+    from trainplan.costmodel.comm import Net
+
+    kw = dict(gpu="h100", gpus=64, framework="fsdp", seq_len=4096, global_batch=64,
+              strategy={"zero": 3, "micro_batch": 1, "recompute": "full"})
+    full = estimate("llama-3-70b", **kw)
+    lora = estimate("llama-3-70b", trainable="lora", **kw)
+    assert lora.time.dp_comm_s < full.time.dp_comm_s
+    # the saving is the frozen share of one layer's reduce-scatter, for every layer and
+    # micro-batch, bounded by what the overlap had hidden: at most that much, more than zero
+    from trainplan.costmodel.params import lora_params, stack_params
+    from trainplan.spec.cluster import Cluster
+    dec = get_model("llama-3-70b").decoder
+    per_layer = stack_params(dec).per_dense_layer
+    adapters = lora_params(dec, 16) / dec.layers
+    grp = Net(Cluster(gpu="h100", gpus=64)).group(64, 1)
+    m = 64 // (64 * 1)                   # micro-batches: global batch / (dp x micro-batch)
+    g_b = 4.0                            # fp32 gradients at most
+    saved_max = m * dec.layers * (grp.coll(coll.RS, per_layer * g_b) - grp.coll(coll.RS, adapters * g_b))
+    assert 0 < full.time.dp_comm_s - lora.time.dp_comm_s <= saved_max * (1 + 1e-9)
