@@ -273,13 +273,14 @@ class Cluster(Spec):
     def _check(self) -> "Cluster":
         g, acc = self.node_size, self.accelerator
         domain = acc.max_gpus_per_node or acc.gpus_per_node
-        if g > domain and acc.intra_node_GBps > PCIE5_X16_GBPS:
+        if g > domain and self.link_GBps > PCIE5_X16_GBPS:    # the links as the cluster has them
             raise ValueError(
                 f"gpus_per_node ({g}) is more than the {domain} GPUs that "
                 f"{acc.name}'s GPU-to-GPU links join in one node (its platform); a bigger node "
                 f"would be priced as one {g}-GPU link domain it does not have: give "
-                f"gpus_per_node <= {domain}, or describe such a platform as an "
-                f"accelerator of your own in a ${ENV_VAR} catalog file")
+                f"gpus_per_node <= {domain}, set intra_node_GBps to the links such a box has "
+                f"(PCIe), or describe the platform as an accelerator of your own in a "
+                f"${ENV_VAR} catalog file")
         if self.gpus > g and self.gpus % g:
             raise ValueError(f"gpus ({self.gpus}) must be a multiple of gpus_per_node ({g}) "
                              "when it spans several nodes")

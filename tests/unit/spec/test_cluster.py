@@ -36,3 +36,12 @@ def test_a_node_bigger_than_the_gpus_link_domain_is_refused_naming_the_limit():
     # PCIe cards have no link domain to exceed: a 10-GPU L40S server is a real box
     assert trainplan.Cluster(gpu="l40s", gpus=10, gpus_per_node=10).nodes == 1
 
+
+
+def test_a_big_node_whose_links_the_user_sets_to_pcie_rates_is_taken():
+    """The refusal is about pricing a link domain the node lacks: with the cluster's own GPU links
+    at PCIe rate (intra_node_GBps), a 16-GPU H100 PCIe-style box is a real server."""
+    c = trainplan.Cluster(gpu="h100", gpus=16, gpus_per_node=16, intra_node_GBps=63.0)
+    assert c.nodes == 1
+    with pytest.raises(ValidationError, match="gpus_per_node <= 8"):
+        trainplan.Cluster(gpu="h100", gpus=16, gpus_per_node=16, intra_node_GBps=450.0)
