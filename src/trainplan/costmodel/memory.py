@@ -213,8 +213,8 @@ def dequantized_weight_bytes(stack: Stack, t=1, act_bytes=2.0):
 def zero3_gathered_bytes(layer_params, w, zero, prefetch_layers=2.0):
     """Working copy of gathered parameters under ZeRO-3: the unit in use plus the prefetched
     ones, ``prefetch_layers`` whole layers in the weights' dtype (Rajbhandari et al. 2020, ZeRO,
-    sec. 5.3 / 7: parameters are broadcast to all ranks before their layer runs and discarded
+    sec. 5.3: parameters are broadcast to all ranks before their layer runs and discarded
     after; FSDP's ``forward_prefetch``/``BackwardPrefetch.BACKWARD_PRE`` hold the next unit's
-    all-gather output beside the current one, Zhao et al. 2023, PyTorch FSDP, sec. 3.3.2; the
+    all-gather output beside the current one, Zhao et al. 2023, PyTorch FSDP, sec. 3.3; the
     profile's ``zero3_prefetch_layers`` says how many for each framework)."""
     return np.where(np.asarray(zero) >= 3, prefetch_layers * layer_params * w, 0.0)
