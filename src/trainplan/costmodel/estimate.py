@@ -356,9 +356,12 @@ def base_weights_assumption(model: Model, job: Job) -> str:
         + sp.moe_layers * quantized_linear_params(dec, True)
     b = four_bit_weight_bytes(job.double_quant)
     dq = "with" if job.double_quant else "without"
+    from trainplan.costmodel.vision import vision_quantized_params
+    nv = vision_quantized_params(model, job)
+    towers = f", and {nv:,.0f} of the frozen vision towers" if nv else ""
     return (f"base: {dec.name} Linear weights in {job.base_weights.upper()} (bitsandbytes, "
-            f"{dq} double quantization: {b:.4f} B/param; {n:,} parameters), dequantized to "
-            f"the compute dtype per GEMM; embeddings, norms and LM head unquantized")
+            f"{dq} double quantization: {b:.4f} B/param; {n:,} parameters{towers}), dequantized "
+            f"to the compute dtype per GEMM; embeddings, norms and LM head unquantized")
 
 
 def checkpoint_for(model: Model, job: Job, cluster: Cluster, layout: Any, nodes: Any = None):

@@ -103,7 +103,8 @@ def stage_params(model, job, L, vis: dict, first: bool) -> StageParams:
     quantized = layer_q = 0.0
     if job.base_weights is not None:      # a frozen decoder (costmodel/validate.py)
         layer_q = quantized_linear_params(dec, moe) / L.tp         # the MoE layer's, as ``layer``
-        quantized = n_moe * layer_q + n_dense * quantized_linear_params(dec, False) / L.tp
+        quantized = n_moe * layer_q + n_dense * quantized_linear_params(dec, False) / L.tp \
+            + vis.get("quantized_params", 0.0) / L.tp * vis_on     # frozen vision towers
     return StageParams(total=total, trainable=train, layer=per_layer, middle=middle,
                        expert=n_moe * per_expert_layer, expert_trainable=n_moe * per_expert_layer * frac,
                        middle_expert=mid_layers * per_expert_layer * frac, layer_expert=per_expert_layer,

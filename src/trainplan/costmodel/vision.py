@@ -26,7 +26,7 @@ import numpy as np
 from trainplan.conventions import ACTIVATION_BYTES
 from trainplan.costmodel.compute import KernelModel, zero3_hook_time
 from trainplan.costmodel.memory import layer_activation_bytes
-from trainplan.costmodel.params import projector_params, stack_params
+from trainplan.costmodel.params import projector_params, quantized_linear_params, stack_params
 from trainplan.costmodel.vision_attention import attention_keys
 from trainplan.costmodel.vision_flops import (
     backward_multipliers,
@@ -112,6 +112,22 @@ def vision_param_counts(model: Model, job) -> tuple[float, float]:
                 and (not lora or full_under_lora(job, k))))
 
 
+def vision_quantized_params(model: Model, job) -> float:
+    """Frozen vision towers' ``nn.Linear`` weights that a 4-bit base (``job.base_weights``)
+    stores quantized: transformers' bitsandbytes quantizer converts every ``nn.Linear`` of the
+    model outside its skip list, which by default holds only the tied and output embeddings and
+    the last module (``quantizers/base.py`` ``get_keys_to_not_convert``), so a VLM's vision
+    tower is quantized too unless ``llm_int8_skip_modules`` names it. Trainable towers are not
+    (a 4-bit weight cannot be trained). Patch embeddings (convolutions), norms, biases and the
+    projectors are counted in the compute dtype."""
+    if job.base_weights is None or not model.vision:
+        return 0.0
+    parts = trainable_parts(model, job)
+    lora = getattr(job, "trainable", "full") == "lora"
+    frozen = [v for v in model.vision if not (parts[v.name] and (not lora or full_under_lora(job, v.name)))]
+    return float(sum(quantized_linear_params(v) * v.layers for v in frozen))
+
+
 def vision_costs(model: Model, job, L, cluster=None) -> dict[str, Any]:
     """Parameters, FLOPs, activation bytes and time of the vision side, per the job.
 
@@ -124,10 +140,12 @@ def vision_costs(model: Model, job, L, cluster=None) -> dict[str, Any]:
     The tower is split like the decoder: TP shards its matmuls, CP ranks split the images.
     """
     out: dict[str, Any] = dict(params=0.0, trainable_params=0.0, model_flops_step=0.0,
-                               act_bytes_per_mb=0.0, time_per_mb=0.0, data_time_step=0.0)
+                               act_bytes_per_mb=0.0, time_per_mb=0.0, data_time_step=0.0,
+                               quantized_params=0.0)
     if not model.vision:
         return out
     out["params"], out["trainable_params"] = vision_param_counts(model, job)
+    out["quantized_params"] = vision_quantized_params(model, job)
     ips = images_per_sequence(model, job)     # images_per_sample x samples per sequence
     if ips <= 0:
         return out

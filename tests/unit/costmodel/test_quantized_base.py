@@ -157,3 +157,23 @@ def test_zero3_gathers_a_four_bit_base_in_its_packed_bytes():
         fw.zero3_prefetch_layers * LINEAR_PER_LAYER * (2.0 - qb)
         - fw.fragmentation * H * F * 2.0, rel=1e-6)
     assert qlora.time.dp_comm_s < lora.time.dp_comm_s
+
+
+def test_a_frozen_vision_tower_is_quantized_too_and_a_trained_one_is_not():
+    """transformers' bitsandbytes quantizer converts every nn.Linear outside its skip list (by
+    default the output embedding and tied weights): LLaVA-1.5's frozen CLIP ViT-L/14 tower goes
+    to 4 bits with the decoder (24 layers x (4 x 1024^2 + 2 x 1024 x 4096) = 301,989,888 Linear
+    weights); a tower trained in full stays in the compute dtype. It had been counted in the
+    compute dtype either way."""
+    kw = dict(QLORA, framework="fsdp")
+    model = get_model("llava-1.5-7b")
+    tower = model.vision[0]
+    n = quantized_linear_params(tower) * tower.layers
+    assert n == 24 * (4 * 1024**2 + 2 * 1024 * 4096) == 301_989_888
+    frozen = estimate("llava-1.5-7b", base_weights="nf4", **kw)
+    plain_tower = estimate("llava-1.5-7b", base_weights="nf4", trained_in_full=[tower.name], **kw)
+    # the trained tower: compute-dtype weights plus its gradients and optimizer states; the
+    # frozen one: 4-bit. Compare the weights only, by hand (fsdp on one GPU: frozen bf16 = 2 B)
+    diff = (plain_tower.memory.weights_gib - frozen.memory.weights_gib) * GiB
+    assert diff == pytest.approx(n * (2.0 - four_bit_weight_bytes(True)), rel=1e-6)
+    assert "301,989,888 of the frozen vision towers" in " ".join(frozen.assumptions)

@@ -214,7 +214,7 @@ def test_text_only_model_has_no_vision_cost():
     from trainplan.catalog import get_model
     v = cv.vision_costs(get_model("llama-2-7b"), Job(), Layout())
     assert v == dict(params=0.0, trainable_params=0.0, model_flops_step=0.0, act_bytes_per_mb=0.0,
-                     time_per_mb=0.0, data_time_step=0.0)
+                     time_per_mb=0.0, data_time_step=0.0, quantized_params=0.0)
 
 
 def test_dynamic_resolution_distribution():
