@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from trainplan.spec.framework import fused_groups
-from trainplan.conventions import ACTIVATION_BYTES, MATMUL_DTYPE, four_bit_weight_bytes
+from trainplan.conventions import ACTIVATION_BYTES, MATMUL_DTYPE
 from trainplan.costmodel import collectives as coll
 from trainplan.costmodel import flops as fl
 from trainplan.costmodel import ops as opinv
@@ -106,7 +106,7 @@ class KernelModel:
         self.kernels_bwd = fw.backward_kernels(job.compile)
         self.compiled = job.compile
         # a 4-bit base (QLoRA): bytes per parameter of its weights, dequantized per GEMM pass
-        self.base_bytes = four_bit_weight_bytes(job.double_quant) if job.base_weights else 0.0
+        self.base_bytes = job.base_weight_bytes
 
     def gemm(self, total_flops, count=1.0, fp8=False):
         """``count`` equal GEMMs adding up to ``total_flops`` (FP8 ones at the FP8 ceiling)."""

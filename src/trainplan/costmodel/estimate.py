@@ -348,13 +348,12 @@ def assumptions(model: Model, job: Job, cluster: Cluster) -> list[str]:
 
 def base_weights_assumption(model: Model, job: Job) -> str:
     """A 4-bit base in words: what is quantized, at how many bytes per parameter."""
-    from trainplan.conventions import four_bit_weight_bytes
     from trainplan.costmodel.params import quantized_linear_params, stack_params
     dec = model.decoder
     sp = stack_params(dec)
     n = sp.dense_layers * quantized_linear_params(dec) \
         + sp.moe_layers * quantized_linear_params(dec, True)
-    b = four_bit_weight_bytes(job.double_quant)
+    b = job.base_weight_bytes
     dq = "with" if job.double_quant else "without"
     from trainplan.costmodel.vision import vision_quantized_params
     nv = vision_quantized_params(model, job)

@@ -13,8 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from trainplan.spec.framework import get_framework
-from trainplan.conventions import (ACTIVATION_BYTES, GiB, MATMUL_DTYPE, four_bit_weight_bytes,
-                                   model_state_bytes)
+from trainplan.conventions import ACTIVATION_BYTES, GiB, MATMUL_DTYPE, model_state_bytes
 from trainplan.costmodel import activations as ac
 from trainplan.costmodel import comm, compute, offload, pipeline
 from trainplan.costmodel import flops as fl
@@ -43,7 +42,7 @@ def evaluate(model, job, cluster, L: Layout) -> Evaluation:
     model_f, hw_f, wgrad, rc_frac = fl.step_flops(model, job, L, vis["model_flops_step"])
     # ---- memory per GPU: the first and the last pipeline stage, the same functions twice
     p1, p2 = (stt.stage_params(model, job, L, vis, first) for first in (True, False))
-    q_b = four_bit_weight_bytes(job.double_quant) if job.base_weights else 0.0   # QLoRA
+    q_b = job.base_weight_bytes                                 # a 4-bit base (QLoRA)
     s1, s2 = (stt.stage_state_bytes(p, sb, g_b, fw, L, act_b, q_b) for p in (p1, p2))
     sets = ac.layer_sets(dec, job, fw, L, dropout, act_b)     # one layer, shared by both stages
     a1, a2 = (ac.stage_activations(dec, job, fw, L, vis, sets, f) for f in (True, False))

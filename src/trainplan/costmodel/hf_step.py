@@ -11,8 +11,9 @@ from trainplan.costmodel.hf_memory import (_elem, _is_gpt2, _probs_bytes,
                                            hf_head_activation_bytes, hf_layer_activation_parts,
                                            qk_norm_bytes)
 from trainplan.costmodel.layout import by_recompute
-from trainplan.costmodel.params import (attention_params, mlp_params, norm_params,
-                                        router_params, shared_expert_params, stack_params)
+from trainplan.costmodel.params import (attention_params, mlp_params, moe_layers_on_stage,
+                                        norm_params, router_params, shared_expert_params,
+                                        stack_params)
 
 
 def _head_kept_to_bottom(stack, precision: str, dropout=False):
@@ -45,13 +46,9 @@ def layer_cast_params(stack, moe_layer: bool = False) -> float:
 
 
 def moe_layers_of(stack, n_layers=None):
-    """MoE layers among ``n_layers`` (default all) of the stack, counting from its top: the
-    ``moe.dense_layers`` are the first layers (DeepSeek first_k_dense_replace, Qwen2-MoE
-    mlp_only_layers), so a stage of the top layers holds the fewest dense ones."""
-    L = stack.layers if n_layers is None else n_layers
-    if stack.moe is None:
-        return 0 * np.asarray(L)
-    return np.minimum(L, stack.layers - stack.moe.dense_layers)
+    """MoE layers among ``n_layers`` (default all) of the stack, counting from its top
+    (:func:`trainplan.costmodel.params.moe_layers_on_stage`)."""
+    return moe_layers_on_stage(stack, stack.layers if n_layers is None else n_layers, bottom=False)
 
 
 def matmul_weight_params(stack) -> float:

@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
+import numpy as np
+
 from trainplan.costmodel import attention as att
 from trainplan.costmodel.vision_params import (
     layer_scale_params,
@@ -132,6 +134,20 @@ def vision_embedding_params(stack: Stack) -> int:
     :func:`trainplan.costmodel.vision_params.vision_embedding_params`."""
     from trainplan.costmodel.vision_params import vision_embedding_params as f
     return f(stack)
+
+
+def moe_layers_on_stage(stack: Stack, n_layers, bottom: bool):
+    """MoE-FFN layers among ``n_layers`` consecutive layers of ``stack``, taken from its bottom
+    (the first pipeline stage, or the whole stack) or from its top (the last stage). The
+    stack's ``moe.dense_layers`` are its first layers (DeepSeek ``first_k_dense_replace``;
+    Qwen2-MoE ``mlp_only_layers`` counted as the first ones), so a bottom stage holds them
+    first and a top stage the fewest. 0 for a dense stack. Broadcasts over ``n_layers``."""
+    n = np.asarray(n_layers, dtype=float)
+    if stack.moe is None:
+        return 0.0 * n
+    k = stack.moe.dense_layers
+    dense = np.minimum(k, n) if bottom else np.maximum(k - (stack.layers - n), 0)
+    return n - dense
 
 
 @lru_cache(maxsize=256)

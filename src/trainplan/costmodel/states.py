@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 
 from trainplan.costmodel import memory as mem
-from trainplan.costmodel.params import lora_params, quantized_linear_params, stack_params
+from trainplan.costmodel.params import (lora_params, moe_layers_on_stage,
+                                        quantized_linear_params, stack_params)
 
 
 @dataclass
@@ -72,9 +73,8 @@ def stage_params(model, job, L, vis: dict, first: bool) -> StageParams:
     per_expert_layer = experts / (L.tp * L.ep)
     per_layer = (layer - experts) / L.tp + per_expert_layer
     layers = L.edge_stage_layers(dec.layers)
-    k = dec.moe.dense_layers if moe else 0
-    n_dense = np.minimum(k, layers) if first else np.maximum(k - (dec.layers - layers), 0)
-    n_moe = layers - n_dense
+    n_moe = moe_layers_on_stage(dec, layers, bottom=first)     # dense layers: the bottom ones
+    n_dense = layers - n_moe
     stage_layers = n_moe * per_layer + n_dense * sp_.per_dense_layer / L.tp
     emb = sp_.embedding / L.tp
     head = (sp_.lm_head + sp_.final) / L.tp

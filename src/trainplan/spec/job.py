@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import Field, PositiveInt, field_validator, model_validator
 
 from trainplan.conventions import (AttentionKernel, BaseWeights, CpCollective, Fp8Recipe,
-                                  FusionGroup, Optimizer, Precision)
+                                  FusionGroup, Optimizer, Precision, four_bit_weight_bytes)
 from trainplan.spec.base import Spec
 
 
@@ -189,6 +189,12 @@ class Job(Spec):
     def useful_batch_tokens(self) -> float:
         """Tokens per step that are data, not padding: batch tokens x packing efficiency."""
         return self.batch_tokens * self.packing_efficiency
+
+    @property
+    def base_weight_bytes(self) -> float:
+        """Bytes per parameter of a 4-bit base's quantized weights with their constants
+        (``conventions.four_bit_weight_bytes``); 0 without a 4-bit base."""
+        return four_bit_weight_bytes(self.double_quant) if self.base_weights else 0.0
 
     @property
     def batch_sequences(self) -> int:
