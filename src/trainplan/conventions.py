@@ -39,6 +39,33 @@ FP8_RECIPES: tuple[str, ...] = get_args(Fp8Recipe)
 CP_COLLECTIVES: tuple[str, ...] = get_args(CpCollective)
 BASE_WEIGHTS: tuple[str, ...] = get_args(BaseWeights)
 
+# The names other tools give these precisions, read as trainplan's (case and '-'/'_' ignored):
+# HF TrainingArguments' --bf16/--fp16 and DeepSpeed's "bf16"/"fp16" config blocks train with
+# fp32 master weights (mixed); Megatron-LM's --bf16/--fp16 likewise (fp32 main params);
+# Lightning's precision strings "bf16-mixed", "16-mixed", "bf16-true", "32-true"
+# (lightning/fabric/connector.py _PRECISION_INPUT); "fp8" as Transformer Engine runs it (FP8
+# GEMMs, higher-precision master weights). Pure bf16 is only ever named explicitly.
+PRECISION_ALIASES: dict[str, str] = {
+    "bf16": "bf16_mixed", "bfloat16": "bf16_mixed", "bf16_amp": "bf16_mixed",
+    "fp16": "fp16_mixed", "float16": "fp16_mixed", "half": "fp16_mixed", "16_mixed": "fp16_mixed",
+    "16": "fp16_mixed", "fp16_amp": "fp16_mixed",
+    "bf16_true": "bf16_pure",
+    "fp8": "fp8_mixed", "float8": "fp8_mixed",
+    "float32": "fp32", "32": "fp32", "32_true": "fp32", "fp32_true": "fp32",
+}
+
+
+def canonical_precision(value: object) -> object:
+    """A precision as trainplan names it (:data:`PRECISIONS`): one of those, or an alias of
+    :data:`PRECISION_ALIASES`, case and '-'/'_' ignored. Anything else is returned as given, for
+    the caller's own check to name."""
+    if not isinstance(value, str):
+        return value
+    key = value.strip().lower().replace("-", "_")
+    if key in PRECISIONS:
+        return key
+    return PRECISION_ALIASES.get(key, value)
+
 
 class StateBytes(NamedTuple):
     """Bytes per trainable parameter held as model states (before any sharding)."""

@@ -14,7 +14,7 @@ from typing import Any, Optional
 import typer
 
 from trainplan.conventions import (ATTENTION_KERNELS, BASE_WEIGHTS, CP_COLLECTIVES, FP8_RECIPES,
-                                   OPTIMIZERS, PRECISIONS)
+                                   OPTIMIZERS, PRECISION_ALIASES, PRECISIONS, canonical_precision)
 
 def _path(field: str) -> Any:
     """The parser of a path option or argument: refuses an empty path (which typer would turn
@@ -54,11 +54,15 @@ TOKENS: Any = typer.Option(None, "--tokens", help="total training tokens")
 PRICE: Any = typer.Option(None, "--price", help="USD per GPU-hour override")
 
 
-def _choice(values: tuple[str, ...]) -> Any:
-    """A callback that accepts None or one of ``values`` (a usage error, exit 2, otherwise)."""
+def _choice(values: tuple[str, ...], canonical: Any = None, aliases: tuple[str, ...] = ()) -> Any:
+    """A callback that accepts None or one of ``values`` (a usage error, exit 2, otherwise),
+    after ``canonical`` maps another name of a value to it; the error lists ``aliases`` too."""
     def check(value: Optional[str]) -> Optional[str]:
+        if value is not None and canonical is not None:
+            value = canonical(value)
         if value is not None and value not in values:
-            raise typer.BadParameter(f"{value!r} is not one of: {', '.join(values)}")
+            also = f" (or {', '.join(aliases)})" if aliases else ""
+            raise typer.BadParameter(f"{value!r} is not one of: {', '.join(values)}{also}")
         return value
     return check
 
@@ -67,9 +71,13 @@ def _completion(values: tuple[str, ...]) -> Any:
     return lambda incomplete: [v for v in values if v.startswith(incomplete)]
 
 
-PRECISION: Any = typer.Option(None, "--precision", callback=_choice(PRECISIONS),
+_PRECISION_SHORT = ("bf16", "fp16", "fp8", "bf16-true")     # the aliases --help names
+PRECISION: Any = typer.Option(None, "--precision",
+                              callback=_choice(PRECISIONS, canonical_precision, _PRECISION_SHORT),
                               autocompletion=_completion(PRECISIONS),
-                              help="numeric format: " + "|".join(PRECISIONS))
+                              help="numeric format: " + "|".join(PRECISIONS) + " (also "
+                                   + ", ".join(f"{a}={PRECISION_ALIASES[a.replace('-', '_')]}"
+                                               for a in _PRECISION_SHORT) + ")")
 OPTIMIZER: Any = typer.Option(None, "--optimizer", callback=_choice(OPTIMIZERS),
                               autocompletion=_completion(OPTIMIZERS),
                               help="optimizer: " + "|".join(OPTIMIZERS))

@@ -7,7 +7,8 @@ from typing import Any, Literal
 from pydantic import Field, PositiveInt, field_validator, model_validator
 
 from trainplan.conventions import (AttentionKernel, BaseWeights, CpCollective, Fp8Recipe,
-                                  FusionGroup, Optimizer, Precision, four_bit_weight_bytes)
+                                  FusionGroup, Optimizer, Precision, canonical_precision,
+                                  four_bit_weight_bytes)
 from trainplan.spec.base import Spec
 
 
@@ -124,6 +125,13 @@ class Job(Spec):
             from trainplan.spec.framework import get_framework
             data["framework"] = get_framework(data["framework"]).id
         return data
+
+    @field_validator("precision", mode="before")
+    @classmethod
+    def _precision(cls, v: Any) -> Any:
+        """Other tools' names of a precision ('bf16', 'bf16-mixed', 'fp8') read as trainplan's
+        (conventions.PRECISION_ALIASES)."""
+        return canonical_precision(v)
 
     @field_validator("image_resolutions", mode="before")
     @classmethod
