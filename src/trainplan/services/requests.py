@@ -96,6 +96,12 @@ class PlanRequest(Spec):
     emit: tuple[str, ...] = ()
     out: Optional[str] = None
 
+    @field_validator("objective", mode="before")
+    @classmethod
+    def _objective(cls, v: Any) -> Any:
+        """'Fastest' or ' CHEAPEST ' is the objective its lower-case name says."""
+        return v.strip().lower() if isinstance(v, str) else v
+
     @field_validator("space")
     @classmethod
     def _bounded_space(cls, space: Any) -> Any:
