@@ -61,3 +61,33 @@ def test_torchtitan_coloured_metrics_line():
 def test_plain_leaves_ordinary_text_alone():
     text = "RuntimeError: CUDA out of memory.\n  step: 12:30:01 loss 2.0\n[2024-05-01 10:00] ok\n"
     assert plain(text) == text
+
+
+# DeepSpeed's multi-node runner starts ranks with pdsh, which labels every line with its host
+@pytest.mark.parametrize("prefix", ["node-017: ", "ip-10-0-3-12.ec2.internal: ", "gpu42: ",
+                                    "[1,3]<stderr>:", "worker-1: [rank3]: "])
+def test_wrapped_message_with_a_host_prefix_keeps_its_numbers(prefix):
+    text = "".join(f"{prefix}{line}\n" for line in WRAPPED.splitlines())
+    m = parse_message(text)
+    assert m.capacity_gib == pytest.approx(31.75) and m.reserved_gib == pytest.approx(28.08)
+    assert m.phase == "backward"
+
+
+def test_one_line_with_a_host_prefix_and_lines_of_two_hosts():
+    m = parse_message("gpu-st-p4d-24xlarge-1: torch.OutOfMemoryError: CUDA out of memory. Tried "
+                      "to allocate 1.96 GiB. GPU 4 has a total capacity of 79.11 GiB of which "
+                      "1.07 GiB is free.")
+    assert (m.requested_gib, m.capacity_gib) == pytest.approx((1.96, 79.11))
+    two = "node1: step 1\nnode2: step 1\nnode1: loss 2.0\nnode2: loss 2.1\n"
+    assert plain(two) == "step 1\nstep 1\nloss 2.0\nloss 2.1\n"
+
+
+@pytest.mark.parametrize("text", [
+    "RuntimeError: CUDA out of memory. Tried to allocate 256.00 MiB\n",
+    "torch.cuda.OutOfMemoryError: CUDA out of memory.\nNote: see the docs\n",
+    "INFO: step 1\nINFO: step 2\n",
+    # a printed config: each key leads one line only
+    "seq-length: 4096\nmicro-batch-size: 2\nlr-warmup-iters: 100\n",
+])
+def test_an_exception_a_log_level_or_a_config_key_is_no_host(text):
+    assert plain(text) == text
