@@ -16,6 +16,13 @@ GiB = 2.0**30
 GB = 1e9
 TFLOP = 1e12
 
+
+def capacity_text(gib: float) -> str:
+    """A memory capacity in GiB as a message shows it: whole where it is whole (80), else to
+    the hundredth the fit check uses (an H100's driver-exposed 79.65, not a rounded "80" that
+    a 79.8 GiB layout would seem to fit)."""
+    return f"{gib:.0f}" if abs(gib - round(gib)) < 0.005 else f"{gib:.2f}"
+
 Precision = Literal["fp32", "bf16_mixed", "fp16_mixed", "bf16_pure", "fp8_mixed"]
 Optimizer = Literal["adamw", "adamw_8bit", "sgd_momentum", "sgd", "adafactor"]
 

@@ -8,6 +8,7 @@ from typing import Optional
 import typer
 
 from trainplan.cli import cmdoptions as o
+from trainplan.conventions import capacity_text
 
 
 def estimate_command(
@@ -123,4 +124,4 @@ def estimate_command(
         confirm(text)
     if fail_if_no_fit and not est.memory.fits:
         raise ChecksFailed(f"the layout does not fit: {est.memory.total_gib:.2f} GiB of "
-                           f"{est.memory.capacity_gib:.0f} GiB per GPU")
+                           f"{capacity_text(est.memory.capacity_gib)} GiB per GPU")

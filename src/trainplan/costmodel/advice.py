@@ -8,6 +8,7 @@ from typing import Any
 from trainplan.costmodel import fit_hints as fh
 from trainplan.costmodel.fit_hints import TIGHT_HEADROOM
 from trainplan.spec.framework import get_framework
+from trainplan.conventions import capacity_text
 
 
 def estimate_warnings(model, job, cluster, st, r, mem, time, nb=None) -> tuple[list[str], list[tuple[str, Any]]]:
@@ -20,7 +21,7 @@ def estimate_warnings(model, job, cluster, st, r, mem, time, nb=None) -> tuple[l
     if mem.host_gib_per_node > mem.host_capacity_gib:
         w.append(f"DOES NOT FIT in host memory: the offloaded states take "
                  f"{mem.host_gib_per_node:.0f} GiB of CPU memory per node, "
-                 f"{mem.host_capacity_gib:.0f} GiB available (cluster.host_memory_gib): more "
+                 f"{capacity_text(mem.host_capacity_gib)} GiB available (cluster.host_memory_gib): more "
                  "GPUs (ZeRO shards the states over them), less offload, or NVMe offload "
                  "(ZeRO-Infinity)")
     elif not mem.fits:
@@ -32,7 +33,7 @@ def estimate_warnings(model, job, cluster, st, r, mem, time, nb=None) -> tuple[l
         hint, fixes = fh.fit_hint(model, job, cluster, st, fw, nb)
         named += [("fits", f) for f in fixes]
         w.append(f"DOES NOT FIT: {mem.total_gib:.1f} GiB needed on the {mem.stage} stage, "
-                 f"{mem.capacity_gib:.0f} GiB available. Largest: {top}. " + hint)
+                 f"{capacity_text(mem.capacity_gib)} GiB available. Largest: {top}. " + hint)
     elif mem.headroom_gib < TIGHT_HEADROOM * mem.capacity_gib:
         w.append(f"tight memory: {mem.headroom_gib:.1f} GiB headroom "
                  "(allocator fragmentation can still OOM)")

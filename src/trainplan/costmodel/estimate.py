@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from trainplan.conventions import GiB
+from trainplan.conventions import GiB, capacity_text
 from trainplan.costmodel import fit_hints as fh
 from trainplan.costmodel.advice import estimate_warnings
 from trainplan.costmodel.accuracy import Accuracy, published_accuracy
@@ -196,7 +196,7 @@ class Estimate(Result):
     def summary(self) -> str:
         m = self.memory
         return (f"{cut(self.model)} on {self.gpus} x {cut(self.gpu, 40)}, {cut(self.layout)}: "
-                f"{m.total_gib:.1f} GiB/{m.capacity_gib:.0f} {'fits' if m.fits else 'DOES NOT FIT'}"
+                f"{m.total_gib:.1f} GiB/{capacity_text(m.capacity_gib)} {'fits' if m.fits else 'DOES NOT FIT'}"
                 f", step {self.time.step_s:.3g} s, MFU {self.mfu:.0%}")
 
 

@@ -7,6 +7,7 @@ from rich.table import Table
 
 from trainplan.costmodel.estimate import Estimate
 from trainplan.report.fmt import num
+from trainplan.conventions import capacity_text
 
 
 def render_estimate(e: Estimate, console: Console | None = None) -> None:
@@ -31,10 +32,10 @@ def render_estimate(e: Estimate, console: Console | None = None) -> None:
         mt.add_row(escape(k), f"{v:.2f}")
     at = "" if m.peak_phase == "backward" else f" (peak at the {escape(m.peak_phase)})"
     mt.add_row(f"[bold]total[/bold]{at}", f"[bold]{m.total_gib:.2f}[/bold]")
-    mt.add_row("capacity / headroom", f"{m.capacity_gib:.0f} / {m.headroom_gib:+.2f}")
+    mt.add_row("capacity / headroom", f"{capacity_text(m.capacity_gib)} / {m.headroom_gib:+.2f}")
     if m.host_gib_per_node > 0:
         mt.add_row("offloaded, CPU memory per node", f"{m.host_gib_per_node:.0f} of "
-                   f"{m.host_capacity_gib:.0f}")
+                   f"{capacity_text(m.host_capacity_gib)}")
 
     tt = Table(title="Step time (s)", title_justify="left")
     tt.add_column("component")

@@ -12,6 +12,7 @@ from typing import Any, Sequence
 
 from trainplan.report import figures as F
 from trainplan.report.fmt import constraint_text, num
+from trainplan.conventions import capacity_text
 
 
 @dataclass
@@ -100,7 +101,7 @@ def _number_tables(ests: Sequence[Any], ids: Sequence[str]) -> list[Table]:
                 + ["total", "peak at", "capacity"],
                 [[lab] + [f"{getattr(e.memory, k):.2f}" for k, _ in F.MEMORY_PARTS]
                  + [f"{e.memory.total_gib:.2f}", e.memory.peak_phase,
-                    f"{e.memory.capacity_gib:.0f}"]
+                    f"{capacity_text(e.memory.capacity_gib)}"]
                  for lab, e in zip(labels, ests)])
     tim = Table("Step time by component (s)", ["layout"] + [n for _, n in F.TIME_PARTS] + ["step"],
                 [[lab] + [f"{getattr(e.time, k):.4g}" for k, _ in F.TIME_PARTS]
@@ -128,7 +129,7 @@ def estimate_report(e: Any, job: Any = None, cluster: Any = None) -> Report:
     r = Report("estimate", f"trainplan estimate: {e.model}")
     r.recommendation = [
         f"{e.layout} on {e.gpus} x {e.gpu}: {fit} ({e.memory.total_gib:.1f} of "
-        f"{e.memory.capacity_gib:.0f} GiB per GPU, {e.memory.headroom_gib:.1f} GiB headroom)",
+        f"{capacity_text(e.memory.capacity_gib)} GiB per GPU, {e.memory.headroom_gib:.1f} GiB headroom)",
         f"step {e.time.step_s:.3g} s, {_si(e.tokens_per_s)} tokens/s, MFU {e.mfu:.1%}, "
         f"HFU {e.hfu:.1%}", _totals_line(e)]
     if e.accuracy is not None:
@@ -153,7 +154,7 @@ def plan_report(result: Any, job: Any = None, cluster: Any = None) -> Report:
         f"objective {result.objective}" + (f", {cons}" if cons else "")
         + f"; binds: {result.binding}",
         f"step {w.time.step_s:.3g} s, MFU {w.mfu:.1%}, memory {w.memory.total_gib:.1f} of "
-        f"{w.memory.capacity_gib:.0f} GiB", _totals_line(w)]
+        f"{capacity_text(w.memory.capacity_gib)} GiB", _totals_line(w)]
     if w.accuracy is not None:
         r.recommendation.append(f"validation: {w.accuracy.sentence()}")
     r.why = list(result.explanation) + ([result.runner_up] if result.runner_up else [])

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 from pydantic import Field
 
-from trainplan.conventions import GiB
+from trainplan.conventions import GiB, capacity_text
 from trainplan.costmodel.estimate import Estimate
 from trainplan.search.space import _Out
 from trainplan.search.sweep import Sweep
@@ -135,7 +135,7 @@ def _explain(sw: Sweep, order: np.ndarray, feasible: np.ndarray, top: list[Estim
         lines.append(
             f"memory binds: {label} would be "
             f"{1 - col['t_step'][fastest_any] / t.step_s:.1%} faster per step but needs "
-            f"{need:.1f} GiB per GPU (capacity {w.memory.capacity_gib:.0f} GiB"
+            f"{need:.1f} GiB per GPU (capacity {capacity_text(w.memory.capacity_gib)} GiB"
             + (f", headroom {headroom_gib:g} GiB" if headroom_gib else "") + ")")
     if parts[0][0] > 0.05 * t.step_s:
         if binding == "compute":
@@ -143,7 +143,7 @@ def _explain(sw: Sweep, order: np.ndarray, feasible: np.ndarray, top: list[Estim
         lines.append(f"largest overhead: {parts[0][1]} {parts[0][0]:.3g} s "
                      f"({parts[0][0] / t.step_s:.0%} of the step)")
     lines.append(f"compute is {comp_share:.0%} of the {t.step_s:.3g} s step; MFU {w.mfu:.1%}; "
-                 f"memory {w.memory.total_gib:.1f} of {w.memory.capacity_gib:.0f} GiB "
+                 f"memory {w.memory.total_gib:.1f} of {capacity_text(w.memory.capacity_gib)} GiB "
                  f"({w.memory.headroom_gib:.1f} GiB headroom)")
     if objective == "fewest":
         smaller = [g for g in sw.counts if g < w.gpus]

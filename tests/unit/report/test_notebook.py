@@ -11,6 +11,7 @@ import sys
 import pytest
 
 import trainplan
+from trainplan.conventions import capacity_text
 
 JOB = dict(seq_len=2048, global_batch=64, tokens=1e10)
 HOSTILE = "<script>alert('x')</script><img src=x onerror=alert(1)>"
@@ -33,7 +34,7 @@ def test_estimate_html_shows_memory_step_time_and_totals(est):
     m, t = est.memory, est.time
     for label, gib in m.parts():
         assert label in text and f"{gib:.2f}" in text, label
-    assert f"{m.total_gib:.2f}" in text and f"{m.capacity_gib:.0f} / {m.headroom_gib:+.2f}" in text
+    assert f"{m.total_gib:.2f}" in text and f"{capacity_text(m.capacity_gib)} / {m.headroom_gib:+.2f}" in text
     assert f"{t.compute_s:.4g}" in text and f"{t.step_s:.4g}" in text
     assert f"{est.mfu:.1%} / {est.hfu:.1%}" in text
     assert f"{est.totals.gpu_hours:,.0f}" in text and f"{est.totals.steps:,.0f}" in text
