@@ -21,18 +21,29 @@ def estimate_command(
     intra_node_gbps: Optional[float] = o.INTRA_NODE_GBPS,
     price: Optional[float] = o.PRICE,
     profile: Optional[Path] = o.PROFILE,
-    tp: Optional[int] = typer.Option(None), pp: Optional[int] = typer.Option(None),
+    tp: Optional[int] = typer.Option(None, help="tensor-parallel degree (default: completed "
+                                     "from the others)"),
+    pp: Optional[int] = typer.Option(None, help="pipeline-parallel stages"),
     vp: Optional[int] = typer.Option(None, help="virtual pipeline stages per rank"),
     uneven_stages: Optional[bool] = typer.Option(None, "--uneven-stages/--even-stages",
                                                  help="allow layers not divisible by pp x vp"),
-    cp: Optional[int] = typer.Option(None), ep: Optional[int] = typer.Option(None),
+    cp: Optional[int] = typer.Option(None, help="context-parallel degree (the sequence split "
+                                     "over GPUs)"),
+    ep: Optional[int] = typer.Option(None, help="expert-parallel degree (MoE models)"),
     zero: Optional[int] = typer.Option(None, help="ZeRO stage 0-3 (3 = FSDP full shard)"),
     micro_batch: Optional[int] = o.MICRO_BATCH,
-    recompute: Optional[str] = typer.Option(None, help="none|selective|full|layers"),
-    recompute_layers: Optional[int] = typer.Option(None, "--recompute-layers"),
-    sequence_parallel: Optional[bool] = typer.Option(None, "--sp/--no-sp"),
-    flash: Optional[bool] = typer.Option(None, "--flash/--eager"),
-    offload_optimizer: Optional[bool] = typer.Option(None, "--offload-optimizer/--no-offload-optimizer"),
+    recompute: Optional[str] = typer.Option(None, help="none|selective|full|layers|op_selective "
+                                            "(op_selective: torchtitan's per-op policy)"),
+    recompute_layers: Optional[int] = typer.Option(None, "--recompute-layers",
+                                                   help="with --recompute layers: how many "
+                                                   "layers per stage recompute in full"),
+    sequence_parallel: Optional[bool] = typer.Option(None, "--sp/--no-sp",
+                                                     help="sequence parallelism with TP > 1"),
+    flash: Optional[bool] = typer.Option(None, "--flash/--eager",
+                                         help="fused (flash) attention or eager attention"),
+    offload_optimizer: Optional[bool] = typer.Option(None, "--offload-optimizer/--no-offload-optimizer",
+                                                     help="optimizer states and step on the host "
+                                                     "CPU (ZeRO-Offload; needs --zero >= 1)"),
     offload_activations: Optional[int] = typer.Option(
         None, "--offload-activations", help="layers per stage whose saved activations go to host "
         "memory (megatron: fewer than the layers, recompute none; deepspeed, fsdp: every layer, "
