@@ -148,8 +148,36 @@ def four_bit_weight_bytes(double_quant: bool = True) -> float:
     absmaxes are themselves quantized to 8 bits with one fp32 constant per 256 of them,
     8/64 + 32/(64*256) = 0.127 bit per parameter. 0.5625 bytes without, 0.5159 with.
     """
-    constants_bits = 8.0 / 64.0 + 32.0 / (64.0 * 256.0) if double_quant else 32.0 / 64.0
-    return (4.0 + constants_bits) / 8.0
+    return FOUR_BIT_PACKED_BYTES + four_bit_constant_bytes(double_quant)
+
+
+# two 4-bit codes per byte: the part of a 4-bit weight that is a parameter's storage (and that
+# ZeRO-3/FSDP shard and gather, ``four_bit_split``)
+FOUR_BIT_PACKED_BYTES = 0.5
+
+
+def four_bit_constant_bytes(double_quant: bool = True) -> float:
+    """Bytes per parameter of a 4-bit weight's quantization constants (Dettmers et al. 2023,
+    sec. 3, as :func:`four_bit_weight_bytes`): 32/64 bit of fp32 absmax, or with Double
+    Quantization 8/64 + 32/(64*256) bit."""
+    return (8.0 / 64.0 + 32.0 / (64.0 * 256.0) if double_quant else 32.0 / 64.0) / 8.0
+
+
+def four_bit_split(bytes_per_param: float) -> tuple[float, float]:
+    """(packed codes, quantization constants) of a 4-bit weight's ``bytes_per_param``
+    (:func:`four_bit_weight_bytes`); (0, 0) without a 4-bit base.
+
+    Only the packed codes are a parameter's storage. bitsandbytes keeps the constants in the
+    weight's ``quant_state`` (a Python object on ``Params4bit``, copied onto ``Linear4bit``:
+    ``fix_4bit_weight_quant_state_from_module``), which FSDP and DeepSpeed ZeRO-3 neither shard
+    nor gather -- they partition parameters and buffers only -- so every rank holds the whole
+    model's constants (AnswerDotAI/fsdp_qlora PR #4, B. Warner: "Linear4bit layers store the
+    quantization information in the quant_state dictionary, which doesn't get synced by FSDP
+    ... because it only supports syncing parameters and buffers", quantizing on every rank
+    "leaves the quant_state dictionary attached to all rank's Linear4bit layers")."""
+    if not bytes_per_param:
+        return 0.0, 0.0
+    return FOUR_BIT_PACKED_BYTES, bytes_per_param - FOUR_BIT_PACKED_BYTES
 
 
 # Bytes of one activation element by precision (what the forward keeps for backward).

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from trainplan.conventions import four_bit_split
 from trainplan.costmodel import memory as mem
 from trainplan.costmodel.params import (lora_params, moe_layers_on_stage,
                                         quantized_linear_params, stack_params)
@@ -113,12 +114,15 @@ def stage_params(model, job, L, vis: dict, first: bool) -> StageParams:
 
 def layer_weight_bytes(layer, layer_quantized, w_b: float, q_b: float):
     """Bytes of one layer's weights as a ZeRO-3/FSDP gather moves and holds them: a 4-bit
-    base's Linear weights (``layer_quantized``) in their packed storage at ``q_b`` each, the rest
-    at ``w_b``. FSDP and DeepSpeed ZeRO-3 shard and gather bitsandbytes' 4-bit weights as flat
-    storage once ``bnb_4bit_quant_storage`` is the compute dtype (Hugging Face PEFT docs,
+    base's Linear weights (``layer_quantized``, ``q_b`` bytes each) in their packed codes only,
+    the rest at ``w_b``. FSDP and DeepSpeed ZeRO-3 shard and gather bitsandbytes' 4-bit weights
+    as flat storage once ``bnb_4bit_quant_storage`` is the compute dtype (Hugging Face PEFT docs,
     'FSDP-QLoRA' and 'ZeRO3 + QLoRA' in accelerate/fsdp.md and accelerate/deepspeed.md;
-    bitsandbytes 0.43 Params4bit.quant_storage), so a gather moves the 4-bit bytes."""
-    return (layer - layer_quantized) * w_b + layer_quantized * q_b
+    bitsandbytes 0.43 Params4bit.quant_storage), so a gather moves the 4-bit codes; their
+    quantization constants stay whole on every rank and are not gathered
+    (:func:`trainplan.conventions.four_bit_split`)."""
+    packed, _ = four_bit_split(q_b)
+    return (layer - layer_quantized) * w_b + layer_quantized * packed
 
 
 def expert_group(L, group):
@@ -167,7 +171,8 @@ def stage_state_bytes(p: StageParams, sb, grad_bytes: float, fw, L, act_bytes: f
     (:func:`expert_group`); frozen ones are kept in the activation dtype (no master copy, no
     gradient) and are sharded too under ZeRO-3 (FSDP/ZeRO-3 shard every parameter, trainable or
     not), those of a 4-bit base (``p.quantized``, dense) at ``quant_bytes`` each
-    (``conventions.four_bit_weight_bytes``; sharded too under ZeRO-3: :func:`layer_weight_bytes`).
+    (``conventions.four_bit_weight_bytes``), of which ZeRO-3 shards the packed codes and every
+    rank keeps the whole quantization constants (``conventions.four_bit_split``).
     """
     group = L.shard_group(fw.optimizer_shard == "dp_cp")
     w = g = o = host = frozen = 0.0
@@ -175,6 +180,7 @@ def stage_state_bytes(p: StageParams, sb, grad_bytes: float, fw, L, act_bytes: f
     frozen_w = 2.0 if act_bytes == 2.0 else 4.0
     # dense parameters over the shard group, routed experts over their expert-data-parallel group
     quant = 0.0
+    packed_b, const_b = four_bit_split(quant_bytes)
     for trainable, held, q, over in ((p.trainable - p.expert_trainable, p.total - p.expert,
                                       p.quantized, group),
                                      (p.expert_trainable, p.expert, 0.0, expert_group(L, group))):
@@ -184,8 +190,9 @@ def stage_state_bytes(p: StageParams, sb, grad_bytes: float, fw, L, act_bytes: f
         host = host + mem.offloaded_bytes_per_gpu(trainable, sb.weights, grad_bytes, sb.master,
                                                   sb.optim, over, L.zero, L.off_opt, L.off_par, on_gpu)
         shard = np.where(z3, over, 1.0)
-        frozen = frozen + ((held - trainable - q) * frozen_w + q * quant_bytes) / shard
-        quant = quant + q * quant_bytes / shard
+        q_on_gpu = q * (packed_b / shard + const_b)
+        frozen = frozen + (held - trainable - q) * frozen_w / shard + q_on_gpu
+        quant = quant + q_on_gpu
     on_gpu = np.where(L.off_par, 0.0, 1.0)
     host = host + frozen * (1.0 - on_gpu)
     frozen = frozen * on_gpu

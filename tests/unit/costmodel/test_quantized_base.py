@@ -141,14 +141,17 @@ def test_base_weights_need_a_frozen_decoder_and_no_fp8():
 
 def test_zero3_gathers_a_four_bit_base_in_its_packed_bytes():
     """FSDP / ZeRO-3 shard bitsandbytes' 4-bit storage (bnb_4bit_quant_storage), so a layer's
-    gather moves and holds its Linear weights at 0.5159 B, not at the 2 B of a bf16 base: the
-    gathered working copy (prefetched layers) shrinks by LINEAR_PER_LAYER x (2 - 0.5159) B per
+    gather moves and holds its Linear weights' packed codes, 0.5 B each (its quantization
+    constants stay whole on every rank and are not gathered), not the 2 B of a bf16 base: the
+    gathered working copy (prefetched layers) shrinks by LINEAR_PER_LAYER x (2 - 0.5) B per
     layer, and the exposed ZeRO-3 traffic with it. The overhead also carries the allocator's
     fragmentation share of the one dequantized 4096 x 14336 bf16 matrix QLoRA adds."""
     from trainplan.costmodel.states import layer_weight_bytes
     from trainplan.spec.framework import get_framework
-    qb = four_bit_weight_bytes(True)
-    assert layer_weight_bytes(1000.0, 600.0, 2.0, qb) == pytest.approx(400 * 2 + 600 * qb)
+    qb = 0.5
+    assert layer_weight_bytes(1000.0, 600.0, 2.0, four_bit_weight_bytes(True)) == \
+        pytest.approx(400 * 2 + 600 * 0.5)
+    assert layer_weight_bytes(1000.0, 0.0, 2.0, 0.0) == 2000.0
     kw = dict(QLORA, gpu="h100", gpus=8, global_batch=64,
               strategy={"zero": 3, "micro_batch": 1, "recompute": "full"})
     lora, qlora = estimate("llama-3-8b", **kw), estimate("llama-3-8b", base_weights="nf4", **kw)
@@ -177,3 +180,28 @@ def test_a_frozen_vision_tower_is_quantized_too_and_a_trained_one_is_not():
     diff = (plain_tower.memory.weights_gib - frozen.memory.weights_gib) * GiB
     assert diff == pytest.approx(n * (2.0 - four_bit_weight_bytes(True)), rel=1e-6)
     assert "301,989,888 of the frozen vision towers" in " ".join(frozen.assumptions)
+
+
+@pytest.mark.parametrize("framework", ["fsdp", "deepspeed"])
+def test_zero3_shards_the_packed_codes_and_every_rank_keeps_the_constants(framework):
+    """Llama-3-8B QLoRA under ZeRO-3 on 8 GPUs, by hand: of the 6,979,321,856 quantized Linear
+    weights each GPU holds 1/8 of the 0.5 B codes and all of the constants (0.01587 B with
+    double quantization: bitsandbytes' quant_state is no parameter, so FSDP and ZeRO-3 leave
+    it whole on every rank, AnswerDotAI/fsdp_qlora PR #4); the 0.5159 B had been divided by 8
+    (0.09 GiB too little per GPU here; 0.89 GiB for a 70B base on 8 GPUs)."""
+    from trainplan.conventions import four_bit_constant_bytes
+    q = LAYERS * LINEAR_PER_LAYER
+    assert q == 6_979_321_856
+    kw = dict(QLORA, framework=framework, gpu="h100", gpus=8, global_batch=64,
+              strategy={"zero": 3, "micro_batch": 1, "recompute": "full"})
+    e8 = estimate("llama-3-8b", base_weights="nf4", **kw)
+    lora8 = estimate("llama-3-8b", **kw)
+    # the rest of the weights are the same bf16 shards in both; the quantized ones differ
+    per_gpu_q = q * (0.5 / 8 + four_bit_constant_bytes(True))
+    assert (lora8.memory.weights_gib - e8.memory.weights_gib) * GiB == pytest.approx(
+        q * 2.0 / 8 - per_gpu_q, rel=1e-9)
+    # below ZeRO-3 no weight is sharded: the whole 0.5159 B per weight on each GPU
+    kw1 = dict(kw, strategy={"zero": 2, "micro_batch": 1, "recompute": "full"})
+    e1, lora1 = estimate("llama-3-8b", base_weights="nf4", **kw1), estimate("llama-3-8b", **kw1)
+    assert (lora1.memory.weights_gib - e1.memory.weights_gib) * GiB == pytest.approx(
+        q * (2.0 - four_bit_weight_bytes(True)), rel=1e-9)
