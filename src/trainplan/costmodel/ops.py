@@ -42,6 +42,13 @@ from trainplan.spec.model import Stack
 EAGER_RMSNORM_PASSES = 18.0 / 2.0
 EAGER_ROPE_PASSES = 11.0 / 2.0
 EAGER_SWIGLU_PASSES = 5.0 / 3.0
+# Squared ReLU as its frameworks write it, torch.pow(F.relu(x), 2) (Megatron-LM
+# megatron/training/activations.py at f2e5db402c; NeMo nemo/collections/llm/fn/activation.py at
+# v2.2.0): two kernels, each reading and writing the tensor (4 elements moved per element vs 2
+# fused). Megatron-Core fuses only GeLU and SwiGLU with their bias (core/transformer/mlp.py at
+# f2e5db402c: bias_activation_fusion raises 'Only support fusion of gelu and swiglu'), so it
+# runs unfused there. It keeps one tensor, the ReLU output (saved by the ReLU and the pow).
+EAGER_RELU2_PASSES = 4.0 / 2.0
 # Passes over the seq x seq score tensor of eager (non-flash) attention, forward: the QK^T
 # batched GEMM writes it, the softmax reads and writes it, the PV batched GEMM reads it (4).
 # Fused, scale + causal mask + softmax are one kernel (Megatron FusedScaleMaskSoftmax,
@@ -87,6 +94,9 @@ def _mlp_ops(stack: Stack, f: float, gemm_flops: float, gemm_weights: float, tag
     if stack.mlp == "swiglu":
         act = Op(f"{tag}act", "elementwise", "swiglu", keep=4.0 * f, io=3.0 * f,
                  io_eager=3.0 * f * EAGER_SWIGLU_PASSES)
+    elif stack.mlp == "relu2":
+        act = Op(f"{tag}act", "elementwise", "act", keep=2.0 * f, io=2.0 * f,
+                 io_eager=2.0 * f * EAGER_RELU2_PASSES)
     else:
         act = Op(f"{tag}act", "elementwise", "act", keep=2.0 * f, io=2.0 * f, io_eager=2.0 * f)
     up_w = gemm_weights * (n - 1) / n

@@ -185,6 +185,8 @@ def megatron_args(spec: LaunchSpec) -> list[str]:
           {"rope": "rope", "learned": "learned_absolute", "none": "none"}[dec.position]]
     if dec.mlp == "swiglu":
         a.append("--swiglu")
+    elif dec.mlp == "relu2":     # megatron/training/arguments.py: --squared-relu
+        a.append("--squared-relu")
     a += ["--normalization", "RMSNorm" if dec.norm == "rmsnorm" else "LayerNorm"]
     if not dec.tied_embeddings:
         a.append("--untie-embeddings-and-output-weights")

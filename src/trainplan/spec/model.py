@@ -72,7 +72,8 @@ class Stack(Spec):
     kv_heads: PositiveInt | None = Field(default=None, description="KV heads (GQA/MQA); default = heads")
     head_dim: PositiveInt | None = Field(default=None, description="default = hidden // heads")
     ffn_hidden: PositiveInt = Field(description="FFN inner size (per gate for SwiGLU; dense layers of an MoE stack)")
-    mlp: Literal["swiglu", "gelu"] = Field(default="swiglu", description="FFN kind: swiglu (3 matrices) or gelu (2)")
+    mlp: Literal["swiglu", "gelu", "relu2"] = Field(
+        default="swiglu", description="FFN kind: swiglu (3 matrices), gelu (2) or relu2, squared ReLU (2; Nemotron)")
     attn_bias: bool = Field(default=False, description="bias on q/k/v projections (Qwen2: True)")
     attn_out_bias: bool = Field(default=False, description="bias on the attention output projection")
     mlp_bias: bool = Field(default=False, description="biases on the FFN matrices")
