@@ -76,7 +76,7 @@ def evaluate(model, job, cluster, L: Layout) -> Evaluation:
     # ---- pipeline, data parallelism, optimizer, data loading
     t_compute = m * t_stage
     bubble = pipeline.bubble_time(L.pp, L.vp, t_stage)
-    t_p2p = pipeline.p2p_time(net, L, m, T, dec.hidden, act_b, cluster.node_size)
+    t_p2p = pipeline.p2p_time(net, L, m, T, dec.hidden, act_b, net.node, t_stage, fw.p2p_overlap_interleaved)
     group = L.shard_group(fw.optimizer_shard == "dp_cp")
     p_sync, p_layer, p_opt = stt.data_parallel_params(p1, p2, L, group)
     regather = zero3.recompute_regather_share(dec, L, rc_frac, fw.zero3_reuse(job.zero3_max_reuse_params))

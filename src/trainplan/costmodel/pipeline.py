@@ -12,14 +12,36 @@ def bubble_time(pp, vp, t_stage_mb):
     return (pp - 1) / vp * t_stage_mb
 
 
-def p2p_time(net, L, m, tokens_mb, hidden, act_b, node_size):
+def p2p_time(net, L, m, tokens_mb, hidden, act_b, node_size, t_stage_mb=0.0, overlap=False):
     """Activation sends between stages: forward and backward for each micro-batch and virtual
     stage, each TP rank sending its 1/t slice (sequence parallelism, or Megatron's scatter/
     gather optimisation, Narayanan et al. 2021 sec. 4.1). Cross-node when the stage's ranks
-    fill a node."""
+    fill a node. ``overlap``: the framework sends asynchronously with an interleaved pipeline
+    (:func:`p2p_exposed`); ``t_stage_mb`` is the stage's forward + backward of one micro-batch."""
     size = tokens_mb * hidden * act_b / L.tp
     cross = L.tp * L.cp * L.dp >= node_size
-    return np.where(L.pp > 1, 2.0 * L.vp * m * net.p2p(size, cross), 0.0)
+    sends = 2.0 * L.vp * m
+    t = p2p_exposed(net.p2p(size, cross), sends, L.pp, L.vp, t_stage_mb, overlap)
+    return np.where(L.pp > 1, t, 0.0)
+
+
+def p2p_exposed(t_send, sends, pp, vp, t_stage_mb, overlap):
+    """Seconds of ``sends`` stage-to-stage transfers of ``t_send`` each that the step waits for.
+
+    Blocking (no overlap, or no interleaving): all of them. Overlapped (Megatron-Core's
+    interleaved schedule with ``overlap_p2p_comm``, megatron/core/pipeline_parallel/schedules.py
+    ``forward_backward_pipelining_with_interleaving`` at NVIDIA/Megatron-LM d98e8a6: in the
+    steady state a chunk's send/receive is posted without waiting and its handle waited only
+    before the next forward or backward step that needs the tensor, ``pp_pre_forward``): each
+    transfer runs beside one chunk's forward or backward of a micro-batch, at least a third of
+    ``t_stage_mb / vp`` (backward = 2 x forward, Narayanan et al. 2021 sec. 3.2), and only what
+    exceeds it shows; the transfers on the fill and drain chain, one per stage boundary each way
+    (2 (p - 1)), wait on the critical path as the bubble's compute does."""
+    blocking = sends * t_send
+    window = np.asarray(t_stage_mb, dtype=float) / (3.0 * vp)
+    hidden = 2.0 * (pp - 1.0) * t_send + sends * np.maximum(t_send - window, 0.0)
+    on = np.logical_and(overlap, np.asarray(vp) > 1)
+    return np.where(on, np.minimum(hidden, blocking), blocking)
 
 
 def stage_time(L, layers, t_layer, t_embed, t_head):

@@ -154,10 +154,11 @@ class FrameworkProfile(Spec):
                                              "parallel size: max(dp_bucket_params, this x dp)")
     param_gather_overlap: bool = Field(default=False, description="the ZeRO-1/2 parameter all-gather after "
                                        "the step overlaps the next forward")
-    dp_sync_per_chunk: bool = Field(default=False, description="with an interleaved pipeline, each "
-                                    "virtual-pipeline chunk's gradient sync starts after that "
-                                    "chunk's last backward and its parameter all-gather before "
-                                    "that chunk's first forward, not once for the whole stage")
+    dp_sync_per_chunk: bool = Field(default=False, description="with an interleaved pipeline, each virtual-pipeline "
+                                    "chunk's gradient sync starts after that chunk's last backward and its "
+                                    "parameter all-gather before that chunk's first forward, not once per stage")
+    p2p_overlap_interleaved: bool = Field(default=False, description="with an interleaved pipeline, stage-to-stage "
+                                          "sends run asynchronously beside the next chunk's compute")
     zero3_collectives_per_layer: float = Field(default=0.0, ge=0, description="all-gathers issued per "
                                                "layer under ZeRO-3 in one forward or backward "
                                                "(0: one per layer)")
