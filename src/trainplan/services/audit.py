@@ -20,10 +20,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, PositiveFloat, PositiveInt, ValidationError, field_validator
+from pydantic import Field, PositiveFloat, PositiveInt, ValidationError
 
-from trainplan.conventions import (GB, GiB, Optimizer, Precision, canonical_precision,
-                                  model_state_bytes)
+from trainplan.conventions import GB, GiB, Optimizer, PrecisionName, model_state_bytes
 from trainplan.costmodel.flops import six_nd
 from trainplan.errors import InputError, from_validation_error
 from trainplan.spec.base import Spec
@@ -63,19 +62,13 @@ class Claims(Spec):
     tokens_per_sample: PositiveFloat | None = Field(default=None, description="text tokens per sample (for 6ND)")
     images_per_sample: float = Field(default=1.0, ge=0, description="images per sample (VLM runs)")
     image_size: PositiveInt | None = Field(default=None, description="image side in pixels")
-    precision: Precision = Field(default="bf16_mixed", description="numeric format the run trained in")
+    precision: PrecisionName = Field(default="bf16_mixed", description="numeric format the run trained in")
     optimizer: Optimizer = Field(default="adamw", description="optimizer the run used")
     zero: Literal[0, 1, 2, 3] | None = Field(default=None, description="ZeRO stage, if the run states it")
     recompute: Literal["none", "selective", "full"] | None = Field(default=None, description="activation recompute, if stated")
     frozen: tuple[str, ...] = Field(default=(), description="stack names kept frozen, e.g. [\"vision\"]")
     gas_rule: str | None = Field(default=None, description="a rule the run says it used to pick the "
                                  "accumulation, e.g. 'ceil(sqrt(batch/4))' (the source's)")
-
-    @field_validator("precision", mode="before")
-    @classmethod
-    def _precision(cls, v: Any) -> Any:
-        """A claim's 'bf16' or 'fp16' is read as a job's is (conventions.PRECISION_ALIASES)."""
-        return canonical_precision(v)
 
 
 Verdict = Literal["contradiction", "warning", "ok", "info"]

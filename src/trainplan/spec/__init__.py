@@ -4,7 +4,8 @@ Specs are validated once, here at the edge; the cost model never re-checks them.
 """
 
 from trainplan.spec.model import MoE, Stack, Projector, Model
-from trainplan.spec.job import Job, Precision, Optimizer
+from trainplan.conventions import Optimizer, Precision
+from trainplan.spec.job import Job
 from trainplan.spec.cluster import Accelerator, Cluster, EfficiencyProfile
 from trainplan.spec.strategy import Strategy, Recompute
 

@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import Field, PositiveInt, field_validator, model_validator
 
 from trainplan.conventions import (AttentionKernel, BaseWeights, CpCollective, Fp8Recipe,
-                                  FusionGroup, Optimizer, Precision, canonical_precision,
+                                  FusionGroup, Optimizer, PrecisionName,
                                   four_bit_weight_bytes)
 from trainplan.spec.base import Spec
 
@@ -26,7 +26,7 @@ class Job(Spec):
     tokens: float | None = Field(default=None, gt=0, description="total training tokens")
     samples: float | None = Field(default=None, gt=0, description="unique samples per epoch")
     epochs: float = Field(default=1.0, gt=0, description="passes over `samples` (ignored when `tokens` is given)")
-    precision: Precision = Field(default="bf16_mixed", description="numeric format: weights/activations and the optimizer's master copy (see `trainplan conventions`)")
+    precision: PrecisionName = Field(default="bf16_mixed", description="numeric format: weights/activations and the optimizer's master copy (see `trainplan conventions`)")
     optimizer: Optimizer = Field(default="adamw", description="optimizer; sets the bytes of optimizer state per parameter")
     grad_clip: float | None = Field(default=1.0, ge=0, description="gradient-norm clipping threshold (none: off; costs one norm per step)")
     trainable: Literal["full", "lora"] = Field(default="full", description="full fine-tune / pre-train, or LoRA adapters on a frozen base")
@@ -125,13 +125,6 @@ class Job(Spec):
             from trainplan.spec.framework import get_framework
             data["framework"] = get_framework(data["framework"]).id
         return data
-
-    @field_validator("precision", mode="before")
-    @classmethod
-    def _precision(cls, v: Any) -> Any:
-        """Other tools' names of a precision ('bf16', 'bf16-mixed', 'fp8') read as trainplan's
-        (conventions.PRECISION_ALIASES)."""
-        return canonical_precision(v)
 
     @field_validator("image_resolutions", mode="before")
     @classmethod

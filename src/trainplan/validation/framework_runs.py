@@ -46,7 +46,6 @@ CONVENTIONS = {
     # benchmark.py estimate_tflos at 744d01e (the source's own counter)
     "ml-engineering-when-to-upgrade-gpus-744d01e": "arctic_causal_model",
 }
-PRECISION = {"bf16": "bf16_mixed", "fp8": "fp8_mixed", "fp16": "fp16_mixed", "fp32": "fp32"}
 RECOMPUTE: dict[str, str] = {}              # record names that differ from trainplan's
 # records' FP8 recipe names -> Job.fp8_recipe ('tensor_current': Megatron 'tensorwise', FP8-CS)
 FP8_RECIPE = {"delayed": "delayed", "tensor_current": "current", "mxfp8": "mxfp8"}
@@ -84,7 +83,7 @@ def build(rec: dict[str, Any]):
         st = {k: v for k, v in m["stack"].items() if v is not None}
         model = Model(name=st.get("name", rec["id"]), stacks=(Stack(**st),))
     lay = rec["layout"]
-    prec = rec.get("precision_detail") or PRECISION[rec["precision"]]
+    prec = rec.get("precision_detail") or rec["precision"]    # Job reads "bf16" as bf16_mixed
     job = Job(seq_len=rec["seq_len"], global_batch=rec["global_batch"], precision=prec,
               optimizer=rec.get("optimizer", "adamw"),
               framework=rec["framework"] if rec["framework"] != "ddp" else "pytorch",
