@@ -10,9 +10,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, NamedTuple, get_args
-
-from pydantic import BeforeValidator
+from typing import Literal, NamedTuple, get_args
 
 GiB = 2.0**30
 GB = 1e9
@@ -74,10 +72,6 @@ def canonical_precision(value: object) -> object:
     if key in PRECISIONS:
         return key
     return PRECISION_ALIASES.get(key, value)
-
-
-#: a precision field that reads other tools' names (Job.precision, audit Claims.precision)
-PrecisionName = Annotated[Precision, BeforeValidator(canonical_precision)]
 
 
 class StateBytes(NamedTuple):

@@ -22,10 +22,11 @@ from typing import Any, Literal
 
 from pydantic import Field, PositiveFloat, PositiveInt, ValidationError
 
-from trainplan.conventions import GB, GiB, Optimizer, PrecisionName, model_state_bytes
+from trainplan.conventions import GB, GiB, Optimizer, model_state_bytes
 from trainplan.costmodel.flops import six_nd
 from trainplan.errors import InputError, from_validation_error
 from trainplan.spec.base import Spec
+from trainplan.spec.job import PrecisionName
 
 # Best published utilisation on A100-class GPUs for large dense models is about half of peak:
 # Megatron-LM 1T params 163 TFLOP/s/GPU = 52% of 312 (Narayanan et al. 2021; a hardware-FLOPs

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, PositiveInt, field_validator, model_validator
+from pydantic import BeforeValidator, Field, PositiveInt, field_validator, model_validator
 
 from trainplan.conventions import (AttentionKernel, BaseWeights, CpCollective, Fp8Recipe,
-                                  FusionGroup, Optimizer, PrecisionName,
+                                  FusionGroup, Optimizer, Precision, canonical_precision,
                                   four_bit_weight_bytes)
 from trainplan.spec.base import Spec
+
+#: a precision field that reads other tools' names (conventions.PRECISION_ALIASES): Job's and
+#: the audit claims' (conventions stays free of pydantic: the CLI imports it at start-up)
+PrecisionName = Annotated[Precision, BeforeValidator(canonical_precision)]
 
 
 class Job(Spec):
