@@ -25,6 +25,7 @@ from pydantic import Field, NonNegativeFloat, ValidationError
 from trainplan.conventions import FUSION_GROUPS, AttentionKernel, CpCollective, Fp8Recipe
 from trainplan.errors import InputError, from_validation_error
 from trainplan.spec.base import Spec, evolve, freeze
+from trainplan.spec.validation_flag import ValidationFlag
 
 
 def fused_groups(fw: "FrameworkProfile", job) -> frozenset[str]:
@@ -34,23 +35,6 @@ def fused_groups(fw: "FrameworkProfile", job) -> frozenset[str]:
     return frozenset(g for g in FUSION_GROUPS
                      if (fw.is_fused(g, job.compile) or g in (job.fused_ops or ()))
                      and g not in (job.unfused_ops or ()))
-
-
-class ValidationFlag(Spec):
-    """A systematic residual of the validation, for the layouts it applies to: printed with an
-    estimate whose strategy has ``strategy.<field> >= min``. The figures in ``text`` are checked
-    against the published runs by tests/unit/validation/test_validation_flags.py."""
-
-    field: Literal["tp", "cp", "pp", "ep", "zero", "offload_optimizer"]
-    min: int = Field(ge=1)
-    text: str
-    rows: str = Field(description="which published runs the figure is the median over: "
-                      "'all' (calibration and validation) or 'validation'")
-    median_error: float = Field(description="the median signed error (predicted/reported - 1) "
-                                "of those runs, as stated in text")
-
-    def applies(self, strategy) -> bool:
-        return int(getattr(strategy, self.field)) >= self.min
 
 
 class FrameworkProfile(Spec):
