@@ -178,7 +178,7 @@ def chunked_overlap(sync, t_stage_mb, vp, group):
 
 
 def dp_time(net: Net, fw, L, p_train, p_layer, layers, m, w_b, g_b, layer_fwd, layer_bwd,
-            regather=0.0, layer_bytes=None):
+            regather=0.0, layer_bytes=None, cold=(0.0, 0.0)):
     """Data-parallel gradient synchronisation and ZeRO gathers of one step on one GPU.
 
     * ZeRO 0-2, gradients in buckets (DDP ``bucket_cap_mb``, Megatron ``bucket_size``,
@@ -195,7 +195,9 @@ def dp_time(net: Net, fw, L, p_train, p_layer, layers, m, w_b, g_b, layer_fwd, l
       the recomputed forward released them (:func:`trainplan.costmodel.zero3.
       recompute_regather_share`; DeepSpeed's reuse distance). ``layer_bytes``: the bytes one
       layer's gather moves where not ``p_layer x w_b`` (a 4-bit base: :func:`trainplan.
-      costmodel.states.layer_weight_bytes`).
+      costmodel.states.layer_weight_bytes`). ``cold``: (forward, backward) weights of a layer
+      gathered on demand, not prefetched (:func:`trainplan.costmodel.zero3.
+      unprefetched_weights`; DeepSpeed's stage3_max_live_parameters): exposed whole.
       'stage' (textbook): the aggregate, overlapped with the whole compute.
     """
     over_cp = fw.optimizer_shard == "dp_cp"
@@ -234,8 +236,9 @@ def dp_time(net: Net, fw, L, p_train, p_layer, layers, m, w_b, g_b, layer_fwd, l
     # PEFT's FSDP/ZeRO-3 LoRA recipes); at most the layer, at most the stage's trainable share
     rs_l = grp.coll(coll.RS, np.minimum(p_layer, p_train / np.maximum(layers, 1.0)) * g_b)
     ag_bwd = (1.0 + regather) * ag_l
-    per_mb = layers * (exposed(ag_l, layer_fwd, fw.dp_overlap)
-                       + exposed(ag_bwd + rs_l, layer_bwd, fw.dp_overlap)) + ag_l
+    c_f, c_b = (grp.coll(coll.AG, c * w_b, 0.0) for c in cold)    # latency is in ag_l
+    per_mb = layers * (exposed(ag_l - c_f, layer_fwd, fw.dp_overlap) + c_f
+                       + exposed(ag_bwd + rs_l - c_b, layer_bwd, fw.dp_overlap) + c_b) + ag_l
     z3_layer = m * per_mb
     z3_hidden_layer = m * layers * (ag_l + ag_bwd + rs_l) - z3_layer
     # textbook aggregate

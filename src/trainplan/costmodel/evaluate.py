@@ -79,10 +79,10 @@ def evaluate(model, job, cluster, L: Layout) -> Evaluation:
     t_p2p = pipeline.p2p_time(net, L, m, T, dec.hidden, act_b, net.node, t_stage, fw.p2p_overlap_interleaved)
     group = L.shard_group(fw.optimizer_shard == "dp_cp")
     p_sync, p_layer, p_opt = stt.data_parallel_params(p1, p2, L, group)
-    regather = zero3.recompute_regather_share(dec, L, rc_frac, fw.zero3_reuse(job.zero3_max_reuse_params))
+    regather, cold = zero3.release_pattern(dec, L, rc_frac, fw, job)
     dp = comm.dp_time(net, fw, L, p_sync, p_layer, layers, m, sb.weights, g_b,
                       lt.forward, lt.backward + lt.recompute, regather,
-                      stt.layer_weight_bytes(p_layer, p1.layer_quantized, sb.weights, q_b))
+                      stt.layer_weight_bytes(p_layer, p1.layer_quantized, sb.weights, q_b), cold)
     t_dp = dp.exposed + fw.overlap_slowdown * dp.hidden
     t_opt = opt.optimizer_time(p_opt, sb, g_b, sb.weights, acc.hbm_bw_tbps * 1e12,
                                acc.efficiency.hbm, L.off_opt, fw.offload_grad_bytes, host) \

@@ -56,3 +56,53 @@ def recompute_regather_share(stack, L, rc_frac, max_reuse):
     share = np.where(layer > 0, released_after_recompute(w, max_reuse) / np.maximum(layer, 1.0),
                      0.0)
     return share * by_recompute(L.rc, 0.0, 0.0, 1.0, rc_frac, 0.0)
+
+
+def _cold(order, max_live):
+    """Weights gathered without a prefetch along one pass ``order`` of (weights, gathered)
+    entries, cyclic into the next layer: a successor is cold when its predecessor alone
+    reaches ``max_live`` and it is gathered (not kept from an earlier use)."""
+    total = 0.0
+    for a, b in zip(order, order[1:] + order[:1]):
+        total = total + np.where((a[0] >= max_live) & b[1], b[0], 0.0)
+    return total
+
+
+def unprefetched_weights(stack, L, rc_frac, max_live, max_reuse):
+    """(forward, backward) weights per GPU of one layer whose gather is not prefetched: DeepSpeed
+    ZeRO-3 prefetches after fetching a submodule only while ``max_live - available`` is positive
+    (deepspeed/runtime/zero/partitioned_param_coordinator.py at v0.6.2 and v0.19.2,
+    ``fetch_sub_module``: ``max_params_to_prefetch = min(max_n_available_params -
+    n_available_params, prefetch_bucket_sz)``; ``__all_gather_params`` has already counted the
+    current submodule in ``n_available_params``), so after a submodule of at least
+    ``stage3_max_live_parameters`` weights the next one is gathered on demand. A lower bound
+    (other live weights are not counted). The backward under full recompute walks the
+    recomputed forward, then the backward in reverse; a submodule kept from its recomputed
+    forward (:func:`released_after_recompute`) is not gathered. ``max_live`` None: 0."""
+    w = submodule_weights(stack, L.tp, L.ep)
+    if max_live is None:
+        return 0.0 * w[0], 0.0 * w[0]
+    k = len(w)
+    fwd = _cold([(w[i], True) for i in range(k)], max_live)
+    bwd_plain = _cold([(w[i], True) for i in reversed(range(k))], max_live)
+    # gathered again after the recomputed forward (the last submodule never: used next)
+    again, after = [False] * k, 0.0
+    for i in reversed(range(k)):
+        again[i] = False if max_reuse is None else np.asarray(2.0 * after > max_reuse)
+        after = after + w[i]
+    redo = [(w[i], True) for i in range(k)] + [(w[i], again[i]) for i in reversed(range(k))]
+    bwd_rc = _cold(redo, max_live)
+    share = by_recompute(L.rc, 0.0, 0.0, 1.0, rc_frac, 0.0)
+    return fwd, share * bwd_rc + (1.0 - share) * bwd_plain
+
+
+def release_pattern(stack, L, rc_frac, fw, job):
+    """(:func:`recompute_regather_share`, :func:`unprefetched_weights`) for a framework profile
+    and a job: the job's DeepSpeed settings (``stage3_max_reuse_distance``,
+    ``stage3_max_live_parameters``) where the profile has the limit, else the profile's; none
+    where the profile has no such limit."""
+    reuse = fw.zero3_reuse(job.zero3_max_reuse_params)
+    live = fw.zero3_max_live_params
+    live = live if live is None or job.zero3_max_live_params is None else job.zero3_max_live_params
+    return (recompute_regather_share(stack, L, rc_frac, reuse),
+            unprefetched_weights(stack, L, rc_frac, live, reuse))

@@ -164,6 +164,7 @@ class FrameworkProfile(Spec):
         "stage3_max_reuse_distance); under recompute, weights released after the recomputed "
         "forward are gathered again for the backward (costmodel/zero3.py). None: a unit stays "
         "gathered from its recomputed forward through its backward")
+    zero3_max_live_params: float | None = None   # stage3_max_live_parameters (costmodel/zero3.py)
     activations: Literal["korthikanti", "hf"] = "korthikanti"
     hf_param_bytes_amp: float | None = None
     hf_weight_cast_bytes_amp: float = 0.0

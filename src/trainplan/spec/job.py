@@ -92,6 +92,10 @@ class Job(Spec):
         "gathered weights used again within it stay gathered (with recompute, larger layers are "
         "gathered a third time for the backward); none: the framework's default; ignored by "
         "frameworks without it")
+    zero3_max_live_params: float | None = Field(
+        default=None, ge=0, description="DeepSpeed ZeRO-3 stage3_max_live_parameters: no prefetch "
+        "while this many parameters are gathered; none: the framework's default; ignored by "
+        "frameworks without it")
     adamw_impl: Literal["foreach", "fused"] | None = Field(
         default=None, description="AdamW implementation: foreach allocates a moment-sized temporary "
         "at the step, fused none (torch.optim.AdamW); none: the framework's default")
