@@ -10,13 +10,21 @@ micro-batch a stage runs LoadMicroBatch (first and last stage: ``next()`` on the
 buffer; the tensor-meta exchange runs once per run, not per micro-batch), ForwardPass (input
 ``clone()``, the base engine's ``forward`` wrapper with its timers and hooks, the loss and its
 running sum on the last stage) and BackwardPass (the base engine's ``backward`` on the last
-stage; ``torch.autograd.backward`` on the received gradient elsewhere). None of these
-synchronizes the device per micro-batch on a GPU: ``p2p`` uses NCCL send/recv, which only order
-streams, and ``ThroughputTimer.start`` in ``_exec_forward_pass`` synchronizes only after
+stage; ``torch.autograd.backward`` on the received gradient elsewhere). On a GPU these do not
+synchronize the device: ``p2p`` uses NCCL send/recv, which only order streams, and
+``ThroughputTimer.start`` in ``_exec_forward_pass`` synchronizes only after
 ``global_step_count`` reaches ``start_step`` (utils/timer.py at v0.9.5), a count the pipeline
 engine never advances (its ``_exec_optimizer_step`` calls ``_take_model_step``, not ``step``,
-so ``tput_timer.stop(global_step=True)`` never runs). The per-step work (reduce grads, optimizer
-step, loss aggregation) is not per micro-batch and is excluded here.
+so ``tput_timer.stop(global_step=True)`` never runs). One exception, with tensor parallelism:
+the engine then partitions activations and gradients over the tensor-parallel group
+(``is_pipe_partitioned = is_grad_partitioned = is_model_parallel``), and at v0.9.5
+``PartitionedTensor.from_meta`` (runtime/utils.py) reads the meta tensor with ``.tolist()``, a
+device-to-host copy, in the forward of every stage but the first and twice in the backward of
+every stage but the last; DeepSpeed PR #4360 (in v0.12.6) caches that meta on the host because
+it "will cause device to host synchronization ... in every activation and grad communication".
+The engine runs here without tensor parallelism; the host work of that path
+(``from_meta(...).full()`` over the two ranks) is timed on its own. The per-step work (reduce
+grads, optimizer step, loss aggregation) is not per micro-batch and is excluded here.
 
 The script runs the real ``PipelineModule`` under ``deepspeed.initialize`` on the CPU
 accelerator with gloo, two ranks (two processes, one stage each), tiny Linear layers (so the
@@ -24,11 +32,13 @@ math is negligible) and ``M`` micro-batches per step for two values of ``M``; th
 step time over ``M`` is the per-micro-batch cost (fixed per-step costs drop out). The same
 stage's layers run without the engine (forward, loss or ``backward(grad)``, the same tensors)
 give the layer-only cost, also as a slope; the difference is the engine's host time per
-micro-batch and stage. Both wall time and the main thread's CPU time are reported (on a GPU
-host only the launching thread's work matters; gloo's blocking send/recv waits show in the wall
-time but not in the thread time). Each step time is the best of three runs (a shared machine only
-adds time). A GPU host also issues CUDA copies, allocations and NCCL calls where the CPU run
-does memcpy and gloo, so on GPUs this is a lower bound.
+micro-batch and stage, at ZeRO-0 and ZeRO-1, beside the plain ``DeepSpeedEngine`` (PP=1) for
+comparison. Both wall time and the main thread's CPU time are reported (on a GPU host only the
+launching thread's work matters; gloo's blocking send/recv waits show in the wall time but not
+in the thread time). Each step time is the best of three runs (a shared machine only adds
+time). All in fp32: the CPU accelerator has no fp16, and fp32 ZeRO-1 runs the same
+``DeepSpeedZeroOptimizer`` as fp16 ZeRO-1. A GPU host also issues CUDA copies, allocations and
+NCCL calls where the CPU run does memcpy and gloo, so on GPUs this is a lower bound.
 
     python benchmarks/pipe_engine_time.py        # needs deepspeed (CPU accelerator is enough)
 """
@@ -154,6 +164,26 @@ def plain_per_mb(rank: int) -> tuple[float, float]:
     return best_slope(run)
 
 
+def partitioned_meta_time(reps: int = 200) -> tuple[float, float]:
+    """Seconds of one ``PartitionedTensor.from_meta(...).full()`` over the two ranks (the
+    tensor-parallel path of v0.9.5's ``_exec_forward_pass``/``_exec_backward_pass``: read the
+    meta with ``.tolist()``, rebuild, all-gather the parts): wall and thread CPU, best of
+    three. On a GPU the ``.tolist()`` is the device sync; this is the host work around it."""
+    import torch
+    from deepspeed.runtime.utils import PartitionedTensor
+    group = torch.distributed.new_group([0, 1])
+    part = PartitionedTensor(tensor=torch.randn(ROWS, WIDTH), group=group)
+    meta, local = part.to_meta(), part.data()
+    best = (float("inf"), float("inf"))
+    for _ in range(RUNS):
+        w, c = time.perf_counter(), time.thread_time()
+        for _ in range(reps):
+            PartitionedTensor.from_meta(meta=meta, local_part=local, group=group).full()
+        best = (min(best[0], (time.perf_counter() - w) / reps),
+                min(best[1], (time.thread_time() - c) / reps))
+    return best
+
+
 def worker(rank: int) -> None:
     os.environ.update(DS_ACCELERATOR="cpu", MASTER_ADDR="127.0.0.1", MASTER_PORT=PORT,
                       RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank), LOCAL_SIZE="2")
@@ -166,6 +196,9 @@ def worker(rank: int) -> None:
     deepspeed.utils.logger.setLevel(logging.ERROR)
     deepspeed.init_distributed(dist_backend="gloo")
     plain = plain_per_mb(rank)
+    meta = partitioned_meta_time()
+    sys.stdout.write(f"RESULT stage {rank}, TP path: from_meta(...).full() wall {meta[0] * 1e6:5.0f} us, "
+                     f"thread {meta[1] * 1e6:5.0f} us per call\n")
     # the plain engine first: a PipelineEngine leaves its grid in DeepSpeed's global groups
     rows = (("plain DeepSpeedEngine (PP=1), ZeRO-0", 0, False),
             ("pipeline engine, ZeRO-0", 0, True), ("pipeline engine, ZeRO-1", 1, True))
