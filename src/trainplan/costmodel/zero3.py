@@ -34,17 +34,22 @@ def submodule_weights(stack, tp, ep=1.0, moe_layer: bool = False) -> list:
     return out
 
 
+def released_flags(weights: list, max_reuse) -> list:
+    """Per submodule of one layer (forward order): released after the recomputed forward and
+    gathered again for the backward -- submodule j when twice the weights of the submodules
+    after it exceed ``max_reuse`` (module docstring; the last one never: it is used next).
+    ``max_reuse`` None: nothing is released."""
+    flags, after = [False] * len(weights), 0.0
+    for j in reversed(range(len(weights))):
+        flags[j] = False if max_reuse is None else np.asarray(2.0 * after > max_reuse)
+        after = after + weights[j]
+    return flags
+
+
 def released_after_recompute(weights: list, max_reuse):
     """Weights (per GPU) of one layer released after the recomputed forward and gathered again
-    for the backward: submodule j is re-gathered when twice the weights of the submodules after
-    it exceed ``max_reuse`` (module docstring). ``max_reuse`` None: nothing is released."""
-    if max_reuse is None:
-        return 0.0 * weights[0]
-    total, after = 0.0, 0.0
-    for w in reversed(weights):
-        total = total + np.where(2.0 * after > max_reuse, w, 0.0)
-        after = after + w
-    return total
+    for the backward (:func:`released_flags`)."""
+    return sum(np.where(f, w, 0.0) for w, f in zip(weights, released_flags(weights, max_reuse)))
 
 
 def recompute_regather_share(stack, L, rc_frac, max_reuse):
@@ -85,11 +90,7 @@ def unprefetched_weights(stack, L, rc_frac, max_live, max_reuse):
     k = len(w)
     fwd = _cold([(w[i], True) for i in range(k)], max_live)
     bwd_plain = _cold([(w[i], True) for i in reversed(range(k))], max_live)
-    # gathered again after the recomputed forward (the last submodule never: used next)
-    again, after = [False] * k, 0.0
-    for i in reversed(range(k)):
-        again[i] = False if max_reuse is None else np.asarray(2.0 * after > max_reuse)
-        after = after + w[i]
+    again = released_flags(w, max_reuse)     # gathered again after the recomputed forward
     redo = [(w[i], True) for i in range(k)] + [(w[i], again[i]) for i in reversed(range(k))]
     bwd_rc = _cold(redo, max_live)
     share = by_recompute(L.rc, 0.0, 0.0, 1.0, rc_frac, 0.0)
