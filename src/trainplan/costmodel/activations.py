@@ -54,7 +54,7 @@ def layer_sets(dec, job, fw, L, dropout, act_b) -> LayerSets:
     fp8 = job.precision == "fp8_mixed" and fw.fp8_linear
     none, full, cur = mem.layer_activation_policies(dec, s, L.mb, L.tp, sp, L.rc, L.flash, dropout,
                                                     act_b, moe_layer=moe, cp=cp, fp8=fp8)
-    logits = mem.logits_bytes(dec, s, L.mb, L.tp, cp=cp, logits_fp32_copy=fw.logits_fp32,
+    logits = mem.logits_bytes(dec, s, L.mb, L.tp, cp=cp, logits_fp32_copy=logits_fp32(fw, job),
                               linear_ce="linear_cross_entropy" in fused_groups(fw, job))
     scores = mem.attention_scores_bytes(dec, s, L.mb, L.tp, L.flash, dropout, act_b, cp=cp)
     return LayerSets(none=none, full=full, cur=cur, logits=logits, scores=scores,
@@ -149,6 +149,11 @@ def optimizer_temp_bytes(fw, job, sb, optimizer_bytes):
 def adamw_impl(fw, job) -> str:
     """The AdamW implementation: the job's, else the framework's default."""
     return job.adamw_impl or fw.adamw_impl
+
+
+def logits_fp32(fw, job) -> bool:
+    """Whether the loss keeps an fp32 copy of the logits: the job's, else the framework's."""
+    return fw.logits_fp32 if job.logits_fp32 is None else job.logits_fp32
 
 
 #: The moments of a step at which memory can peak: plain PyTorch's measured ones

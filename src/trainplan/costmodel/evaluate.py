@@ -67,7 +67,7 @@ def evaluate(model, job, cluster, L: Layout) -> Evaluation:
     t_cp = comm.cp_layer_time(net, fw, dec, T, act_b, L, lt.attention, rc_frac)
     t_ep = comm.ep_layer_time(net, dec, T, act_b, L, moe_share, rc_frac)
     t_layer = lt.total + compute_tp + t_cp + t_ep
-    t_head = compute.head_time(km, dec, L, T, wgrad, fw.logits_fp32)
+    t_head = compute.head_time(km, dec, L, T, wgrad, ac.logits_fp32(fw, job))
     host = opt.host_rates(acc.efficiency, opt.host_optimizer(fw.cpu_optimizer, ac.adamw_impl(fw, job)),
                           acc.host_link_GBps)
     t_off = offload.activation_offload_time(L.off_act, layers, a1.offload_set,

@@ -33,8 +33,9 @@ def _value(field: str, st: Strategy, job: Job, dp: int):
 
 def check_job(job: Job, accelerator) -> None:
     """Job settings the framework or the accelerator cannot run (InputError): Liger's fused
-    linear cross-entropy under the measured plain-PyTorch accounting, FlashAttention-3 off
-    Hopper, MXFP8 off Blackwell, a context-parallel exchange the framework does not offer."""
+    linear cross-entropy or a loss without fp32 logits under the measured plain-PyTorch
+    accounting, FlashAttention-3 off Hopper, MXFP8 off Blackwell, a context-parallel exchange
+    the framework does not offer."""
     from trainplan.spec.framework import get_framework
     fw = get_framework(job.framework)
     if fw.activations == "hf" and "linear_cross_entropy" in (job.fused_ops or ()):
@@ -43,6 +44,11 @@ def check_job(job: Job, accelerator) -> None:
                          f"'{fw.id}': its memory accounting is measured on transformers' own "
                          f"loss; use framework fsdp, torchtitan or deepspeed for Liger's fused "
                          f"linear cross-entropy")
+    if fw.activations == "hf" and job.logits_fp32 is False:
+        raise InputError("job.logits_fp32", "false",
+                         f"true or none for framework '{fw.id}': transformers' ForCausalLMLoss "
+                         f"upcasts the logits (logits.float()) and its memory accounting is "
+                         f"measured on that loss")
     if job.attention_kernel == "fa3" and not accelerator.efficiency.attn_max_fa3:
         raise InputError("job.attention_kernel", "fa3",
                          f"fa2 or none on {accelerator.id}: FlashAttention-3 runs on Hopper "

@@ -96,6 +96,13 @@ class Job(Spec):
         default=None, ge=0, description="DeepSpeed ZeRO-3 stage3_max_live_parameters: no prefetch "
         "while this many parameters are gathered; none: the framework's default; ignored by "
         "frameworks without it")
+    logits_fp32: bool | None = Field(
+        default=None, description="the loss keeps an fp32 copy of the logits for their gradient "
+        "(Megatron-Core's vocab-parallel cross-entropy, native or fused; transformers' "
+        "ForCausalLMLoss); false: it works in the logits' own dtype and writes their gradient in "
+        "place (Transformer Engine parallel_cross_entropy, Megatron cross_entropy_fusion_impl "
+        "'te', Megatron-Bridge's performance recipes; flash-attn's CrossEntropyLoss); none: the "
+        "framework's; the pytorch profile (transformers' loss) takes only true")
     adamw_impl: Literal["foreach", "fused"] | None = Field(
         default=None, description="AdamW implementation: foreach allocates a moment-sized temporary "
         "at the step, fused none (torch.optim.AdamW); none: the framework's default")
