@@ -1,12 +1,13 @@
 """The op inventory of one transformer layer: each operation declared once.
 
 Every op of a layer (norms, q/k/v and output projections, rotary embedding, attention core,
-dropout and residual adds, the MLP matrices and their activation, MoE router and experts)
-declares its weights, forward FLOPs per token, the bytes it keeps for backward, the HBM bytes it
-moves when fused and when run as eager PyTorch kernels, how tensor parallelism splits it, its
-kernel class and whether it can run in FP8. Activation memory (:func:`kept_bytes_per_token`),
-elementwise traffic (:func:`elementwise_bytes_per_token`) and the GEMM list the time model runs
-(:func:`gemms`) all derive from this one table, as Calculon's ``llm/layers.py`` does.
+dropout and residual adds, the MLP matrices and their activation, MoE router, token permutation
+and experts) declares its weights, forward FLOPs per token, the bytes it keeps for backward, the
+HBM bytes it moves when fused and when run as eager PyTorch kernels, how tensor parallelism
+splits it, its kernel class and whether it can run in FP8. Activation memory
+(:func:`kept_bytes_per_token`), elementwise traffic (:func:`elementwise_bytes_per_token`) and
+the GEMM list the time model runs (:func:`gemms`) all derive from this one table, as Calculon's
+``llm/layers.py`` does.
 Weights and FLOPs come from :mod:`trainplan.costmodel.params` / :mod:`~.flops` (each defined
 there once); a test checks that the ops' weights add up to ``stack_params``.
 
@@ -35,6 +36,7 @@ import numpy as np
 
 from trainplan.costmodel import attention as att
 from trainplan.costmodel import flops as fl
+from trainplan.costmodel import moe_permute as mp
 from trainplan.costmodel import params as pm
 from trainplan.spec.model import Stack
 
@@ -184,6 +186,10 @@ def layer_ops(stack: Stack, moe_layer: bool = False) -> tuple[Op, ...]:
         # (token_dispatcher.py MoEAlltoAllTokenDispatcher.dispatch_postprocess, expert TP = TP
         # by default, parallel_state.py), so every TP rank keeps them whole.
         ops.append(Op("expert_in", "elementwise", "", keep_gathered=2.0 * h * m.top_k, split=False))
+        # the dispatcher's permute and un-permute of the k copies (costmodel/moe_permute.py)
+        ops.append(Op("moe_permute", "elementwise", "moe_permute",
+                      keep=mp.permute_kept_bytes(h, m.top_k), io=mp.permute_io_fused(h, m.top_k),
+                      io_eager=mp.permute_io_unfused(h, m.top_k), split=False))
         ops += _mlp_ops(stack, f, lin["moe_mlp"], float(expert_w), "expert_",
                         gemm_count=float(m.top_k + m.shared_experts))
     else:

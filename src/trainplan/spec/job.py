@@ -56,7 +56,8 @@ class Job(Spec):
         "flash-attn's fused RMSNorm, rotary, SwiGLU and cross-entropy; softmax: eager attention's "
         "scale, mask and softmax as one kernel; linear_cross_entropy: the LM head and the loss "
         "in chunks that never hold the whole logits, as Liger-Kernel's fused linear "
-        "cross-entropy); none: the framework's")
+        "cross-entropy; moe_permute: an MoE layer's token permutation in Transformer Engine's "
+        "fused kernels, Megatron-Core --moe-permute-fusion); none: the framework's")
     attention_kernel: AttentionKernel | None = Field(
         default=None, description="the fused attention kernel: fa2 (FlashAttention-2 or a kernel of its "
         "efficiency), fa3 (FlashAttention-3, Hopper GPUs only) or cudnn (cuDNN fused attention, "
