@@ -257,6 +257,8 @@ def megatron_args(spec: LaunchSpec) -> list[str]:
     # -- what the plan assumed that Megatron-LM does not default to: the fused loss, no dropout
     if "cross_entropy" in fused_groups(get_framework(job.framework), job):
         a.append("--cross-entropy-loss-fusion")
+    if dec.moe and "moe_permute" in fused_groups(get_framework(job.framework), job):
+        a.append("--moe-permute-fusion")
     if not job.dropout:
         a += ["--hidden-dropout", "0.0", "--attention-dropout", "0.0"]
     # -- batch and precision

@@ -312,3 +312,13 @@ def test_ep_folded_over_cp_is_launched_only_where_the_framework_folds(fmt, model
     fits = _spec(model=model, gpus=gpus, gb=gpus, seq=32768, tp=1, cp=cp, ep=cp if
                  fmt == "torchtitan" else 2, zero=1)       # EP the target can draw
     assert render(fmt, fits)
+
+
+@pytest.mark.parametrize("model, fused, flag", [
+    ("mixtral-8x7b", None, False),              # Megatron-Core's default: moe_permute_fusion off
+    ("mixtral-8x7b", ("moe_permute",), True),   # priced with TE's fused permute kernels
+    ("llama-3.1-8b", ("moe_permute",), False)])  # a dense model has no permutation
+def test_megatron_permute_fusion_is_the_one_priced(model, fused, flag):
+    spec = _spec(model=model, gpus=64, ep=8 if model.startswith("mixtral") else 1, tp=1)
+    spec = spec.model_copy(update={"job": spec.job.model_copy(update={"fused_ops": fused})})
+    assert ("--moe-permute-fusion" in megatron_args(spec)) == flag
