@@ -280,8 +280,10 @@ def layer_time(km: KernelModel, dec, job, L, wgrad, rc_frac) -> LayerTime:
 def loss_bytes_per_logit(km: KernelModel, logits_fp32):
     """HBM bytes the loss moves per logit element, forward and backward.
 
-    Fused: written, read for the softmax, gradient written (3 passes) -- in fp32 where the loss
-    upcasts (4 bytes), else in the activation dtype. Fused with the head
+    Fused: the framework's own count (``loss_fused_bytes``, e.g. Megatron-Core's fused
+    vocab-parallel cross-entropy, or Transformer Engine's in-place one), else written, read for
+    the softmax, gradient written (3 passes) -- in fp32 where the loss upcasts (4 bytes), else in
+    the activation dtype. Fused with the head
     (``linear_cross_entropy``, Liger-Kernel ops/fused_linear_cross_entropy.py): each chunk's
     logits are written by the GEMM and read once by the loss kernel, which writes their
     gradient in place, in the input dtype (2 passes). Unfused: the framework's own op sequence
@@ -293,7 +295,7 @@ def loss_bytes_per_logit(km: KernelModel, logits_fp32):
         return 2.0 * km.act_b
     el = 4.0 if logits_fp32 else km.act_b
     if "cross_entropy" in km.fused:
-        return 3.0 * el
+        return km.fw.loss_fused_bytes.get("fp32_copy" if logits_fp32 else "in_place", 3.0 * el)
     return km.fw.loss_unfused_bytes if km.fw.loss_unfused_bytes else 6.0 * el
 
 

@@ -55,6 +55,11 @@ class FrameworkProfile(Spec):
         default=None, gt=0, description="HBM bytes moved per logit element, forward and backward, by the "
         "framework's loss when it is not fused (its own op sequence); none: six passes of the "
         "logit dtype (logits.float(), log_softmax, nll_loss and their backward)")
+    loss_fused_bytes: dict[Literal["fp32_copy", "in_place"], float] = Field(
+        default_factory=dict, description="HBM bytes moved per logit element, forward and backward, by "
+        "the framework's fused loss, counted from its code: 'fp32_copy' where the loss keeps fp32 "
+        "logits, 'in_place' where it writes their gradient over the logits in their own dtype "
+        "(job.logits_fp32 false); a missing key: three passes of the loss's element dtype")
     kernels_per_layer: float = Field(default=20.0, gt=0, description="kernels one layer's forward "
                                      "launches")
     kernels_per_layer_compiled: float | None = Field(default=None, gt=0)

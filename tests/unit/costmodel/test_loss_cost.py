@@ -29,16 +29,18 @@ def _kernel_model(framework, **job_kw):
 
 
 def test_megatron_unfused_loss_counts_its_own_op_sequence():
-    """Fused: 3 fp32 passes; Megatron unfused: the profile's counted 52 bytes per logit; a
-    framework without its own count keeps 6 passes of the logit dtype."""
+    """Fused: Megatron-Core's four fused functions, counted from fused_cross_entropy.py (read 2
+    write 4; read 4 write 4; read 4 write 4; backward read 4, write 4 in place and 2 in bf16 =
+    32 bytes per logit); Megatron unfused: the profile's counted 52; a framework without its own
+    count keeps 3 fused or 6 unfused passes of the logit dtype."""
     from trainplan.costmodel.compute import loss_bytes_per_logit
     from trainplan.spec.framework import get_framework
 
     fused = loss_bytes_per_logit(_kernel_model("megatron"), True)
     unfused = loss_bytes_per_logit(_kernel_model("megatron", unfused_ops=("cross_entropy",)),
                                    True)
-    assert fused == 3 * 4.0
-    assert unfused == get_framework("megatron").loss_unfused_bytes > 6 * 4.0
+    assert fused == (2 + 4) + (4 + 4) + (4 + 4) + (4 + 4 + 2)
+    assert unfused == get_framework("megatron").loss_unfused_bytes > fused
     km = _kernel_model("pytorch")
     assert "cross_entropy" not in km.fused and km.fw.loss_unfused_bytes is None
     assert loss_bytes_per_logit(km, True) == 6 * 4.0
@@ -46,7 +48,7 @@ def test_megatron_unfused_loss_counts_its_own_op_sequence():
 
 def test_unfused_loss_adds_its_bytes_at_the_hbm_rate_per_micro_batch():
     """The step grows by exactly the extra loss bytes over the achievable HBM rate, once per
-    micro-batch: seq x vocab x (52 - 12) bytes / (HBM bandwidth x efficiency)."""
+    micro-batch: seq x vocab x (52 - 32) bytes / (HBM bandwidth x efficiency)."""
     from trainplan.catalog import get_model
     from trainplan.catalog.accelerators import get_accelerator
 
@@ -55,7 +57,7 @@ def test_unfused_loss_adds_its_bytes_at_the_hbm_rate_per_micro_batch():
     acc = get_accelerator("h100")
     vocab = get_model("llama-3-8b").decoder.vocab
     km = _kernel_model("megatron")
-    extra = 4096 * vocab * (km.fw.loss_unfused_bytes - 12.0) / (acc.hbm_bw_tbps * 1e12 * km.eta_hbm)
+    extra = 4096 * vocab * (km.fw.loss_unfused_bytes - 32.0) / (acc.hbm_bw_tbps * 1e12 * km.eta_hbm)
     assert unfused.time.step_s - fused.time.step_s == pytest.approx(extra, rel=1e-6)
 
 
