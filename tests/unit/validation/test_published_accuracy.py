@@ -127,3 +127,11 @@ def test_megatron_deepspeed_flash_row_runs_flashattention1():
     assert rec["job"]["attention_kernel"] == "fa1" and "1.0,4" in rec["assumptions"]
     fa2 = dict(rec, job={**rec["job"], "attention_kernel": "fa2"})
     assert fr.predict(rec)["predicted"] < fr.predict(fa2)["predicted"]
+
+
+def test_megatron_deepspeed_bert_row_runs_without_flash_attention():
+    """The BERT README's 145 TFLOPs (2022-08-15) predates FlashAttention in Megatron-DeepSpeed, its
+    script passes no --use-flash-attn, and the flash path asserts a causal mask (BERT's is
+    padding): the record is built with eager (core) attention."""
+    rec = [r for r in fr.load() if r["id"] == "megads-bert-1.3b-a100-64gpu-zero1"][0]
+    assert fr.build(rec)[3].flash_attention is False
