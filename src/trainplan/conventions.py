@@ -31,7 +31,7 @@ Optimizer = Literal["adamw", "adamw_8bit", "sgd_momentum", "sgd", "adafactor"]
 # (costmodel.ops.fp8_cast_bytes) and the context-parallel exchanges (costmodel.comm.cp_layer_time)
 FusionGroup = Literal["norm", "rope", "swiglu", "bias_dropout_add", "cross_entropy", "softmax",
                       "linear_cross_entropy", "moe_permute"]
-AttentionKernel = Literal["fa2", "fa3", "cudnn"]
+AttentionKernel = Literal["fa1", "fa2", "fa3", "cudnn"]
 Fp8Recipe = Literal["delayed", "current", "mxfp8"]
 CpCollective = Literal["ring", "all_gather", "all_to_all"]
 # storage of a frozen base's Linear weights other than the compute dtype: bitsandbytes 4-bit

@@ -91,8 +91,8 @@ PROFILE: Any = path_option(
 ATTENTION_KERNEL: Any = typer.Option(
     None, "--attention-kernel", callback=_choice(ATTENTION_KERNELS),
     autocompletion=_completion(ATTENTION_KERNELS),
-    help="fused attention kernel: fa2 | fa3 (FlashAttention-3, Hopper) | cudnn (cuDNN fused "
-         "attention); default: the framework's (Megatron and torchtitan: cudnn, others: fa2)")
+    help="fused attention kernel: fa1 (FlashAttention-1, A100) | fa2 | fa3 (FlashAttention-3, "
+         "Hopper) | cudnn (cuDNN fused attention); default: the framework's (Megatron and torchtitan: cudnn, others: fa2)")
 CP_COMM_TYPE: Any = typer.Option(
     None, "--cp-comm-type", callback=_choice(CP_COLLECTIVES),
     autocompletion=_completion(CP_COLLECTIVES),

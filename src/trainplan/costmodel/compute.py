@@ -56,12 +56,15 @@ def gemm_half_flops(eff, peak, eta) -> float:
 
 def attention_efficiency(eff, kernel=None) -> float:
     """Fraction of peak the fused attention kernel reaches: the accelerator's ``attn_max``
-    (FlashAttention-2: about 35% on H100, 50-73% on A100), or with ``kernel`` 'fa3' its
+    (FlashAttention-2: about 35% on H100, 50-73% on A100), or with ``kernel`` 'fa1' its
+    FlashAttention-1 figure (25-40% on A100, Dao 2023, arXiv:2307.08691, abstract), or with 'fa3' its
     FlashAttention-3 figure (0.628 on H100 at head dim 128, measured in pytorch/benchmark PR
     #2391; Shah et al. 2024, arXiv:2407.08608, abstract, give 35% for FlashAttention-2 and up to
     75% for FlashAttention-3 in its best case), or with 'cudnn' its cuDNN fused-attention figure
     (0.52 on H100 over a forward and backward, Transformer Engine's own benchmark; where a part
     has none, FlashAttention-2's). The job is checked at the edge (costmodel/validate.py)."""
+    if kernel == "fa1" and eff.attn_max_fa1:
+        return eff.attn_max_fa1
     if kernel == "fa3" and eff.attn_max_fa3:
         return eff.attn_max_fa3
     if kernel == "cudnn" and eff.attn_max_cudnn:

@@ -53,6 +53,12 @@ def check_job(job: Job, accelerator) -> None:
         raise InputError("job.attention_kernel", "fa3",
                          f"fa2 or none on {accelerator.id}: FlashAttention-3 runs on Hopper "
                          f"GPUs (h100, h200, h800, gh200)")
+    if job.attention_kernel == "fa1" and not accelerator.efficiency.attn_max_fa1:
+        raise InputError("job.attention_kernel", "fa1",
+                         f"fa2 or none on {accelerator.id}: trainplan has a FlashAttention-1 "
+                         f"rate only for the A100 parts (Dao 2023, arXiv:2307.08691); flash-attn "
+                         f"1.x runs on Turing, Ampere, Ada and Hopper GPUs, not on Volta or "
+                         f"non-NVIDIA parts (its README at v1.0.4)")
     if job.cp_comm_type is not None and job.cp_comm_type not in fw.offered_cp():
         raise InputError("job.cp_comm_type", job.cp_comm_type,
                          f"{' or '.join(fw.offered_cp())} or none for framework '{fw.id}'")

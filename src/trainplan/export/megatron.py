@@ -45,6 +45,10 @@ def attention_args(spec: LaunchSpec) -> list[str]:
     if not spec.strategy.flash_attention:
         return ["--attention-backend", "unfused"]
     kernel = spec.job.attention_kernel or get_framework(spec.job.framework).attention_kernel
+    if kernel not in ATTENTION_BACKEND:
+        raise InputError("job.attention_kernel", kernel,
+                         "fa2, fa3, cudnn or none for a Megatron-LM launch: its "
+                         "--flash-attention-version offers FlashAttention 2, 3 and 4 only")
     backend, version = ATTENTION_BACKEND[kernel]
     out = ["--attention-backend", backend]
     if version:

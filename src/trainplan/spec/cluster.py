@@ -68,6 +68,9 @@ class EfficiencyProfile(Spec):
     attn_max: float = Field(default=0.60, gt=0, le=1, description=(
         "FlashAttention fraction of peak: FlashAttention-2 reaches 50-73% of peak on A100 (Dao "
         "2023, abstract); the catalog sets 0.35 on Hopper (FlashAttention-3 paper, abstract)"))
+    attn_max_fa1: float | None = Field(default=None, gt=0, le=1, description=(
+        "FlashAttention-1 (flash-attn 1.x) fraction of peak where measured (A100: 25-40%, Dao "
+        "2023, arXiv:2307.08691, abstract); none: no figure for this part, fa1 is refused"))
     attn_max_fa3: float | None = Field(default=None, gt=0, le=1, description=(
         "FlashAttention-3 fraction of peak where the part runs it (Hopper: 0.628 measured at head "
         "dim 128, pytorch/benchmark PR #2391; up to 75% in its best case, Shah et al. 2024, "

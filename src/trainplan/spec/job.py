@@ -59,8 +59,8 @@ class Job(Spec):
         "cross-entropy; moe_permute: an MoE layer's token permutation in Transformer Engine's "
         "fused kernels, Megatron-Core --moe-permute-fusion); none: the framework's")
     attention_kernel: AttentionKernel | None = Field(
-        default=None, description="the fused attention kernel: fa2 (FlashAttention-2 or a kernel of its "
-        "efficiency), fa3 (FlashAttention-3, Hopper GPUs only) or cudnn (cuDNN fused attention, "
+        default=None, description="the fused attention kernel: fa1 (FlashAttention-1, flash-attn "
+        "1.x; A100 only), fa2 (FlashAttention-2 or a kernel of its efficiency), fa3 (FlashAttention-3, Hopper GPUs only) or cudnn (cuDNN fused attention, "
         "Transformer Engine's FusedAttention; timed at FlashAttention-2's rate where the GPU has "
         "no cuDNN figure); none: the framework's (Megatron and torchtitan: cudnn, others: fa2)")
     unfused_ops: tuple[FusionGroup, ...] | None = Field(

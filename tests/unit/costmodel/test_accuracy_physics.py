@@ -159,3 +159,37 @@ def test_gemm_fixed_cost_is_a_time_not_a_flop_count():
     assert gemm_half_flops(eh, h100.peak("fp8"), eh.gemm_eta) == pytest.approx(2 * bf16, rel=1e-2)
     measured = eh.model_copy(update={"gemm_half_flops": 1.0e9})
     assert gemm_half_flops(measured, h100.peak("bf16"), eh.gemm_eta) == 1.0e9
+
+
+def test_flashattention1_is_an_a100_kernel_slower_than_flashattention2():
+    """FlashAttention-1 reaches 25-40% of the A100's theoretical peak against FlashAttention-2's
+    50-73% (Dao 2023, arXiv:2307.08691, abstract): with job.attention_kernel 'fa1' the fused
+    attention of a layer takes attn_max / 0.325 (the midpoint of 25-40%) times as long as with
+    'fa2'. flash-attn 1.x has no figure off the A100 and does not run on Volta: an input error
+    naming the field."""
+    import pytest
+    from trainplan.catalog import get_model
+    from trainplan.catalog.accelerators import get_accelerator
+    from trainplan.costmodel import compute
+    from trainplan.errors import InputError
+    from trainplan.spec.cluster import Cluster
+    from trainplan.spec.job import Job
+
+    acc = get_accelerator("a100")
+    dec = get_model("llama-3-8b").decoder
+
+    def attention_s(kernel):
+        job = Job(seq_len=2048, global_batch=1, precision="fp16_mixed", framework="deepspeed",
+                  attention_kernel=kernel)
+        km = compute.KernelModel(Cluster(accelerator=acc, gpus=1), job, get_framework("deepspeed"))
+        t = km.layer(dec, 2048, 1, 2048, 2048, 1, 1.0, True, 0, 1.0, 1.0, 1.0, False)
+        return float(t.attention)
+
+    fa1_of_peak = (0.25 + 0.40) / 2
+    assert attention_s("fa1") / attention_s("fa2") == pytest.approx(
+        acc.efficiency.attn_max / fa1_of_peak, rel=1e-9)
+    assert attention_s("fa1") > 1.5 * attention_s("fa2")
+    for gpu in ("v100", "h100", "mi300x"):
+        with pytest.raises(InputError, match="attention_kernel"):
+            estimate("llama-3-8b", gpu=gpu, gpus=8, seq_len=4096, global_batch=8,
+                     attention_kernel="fa1")

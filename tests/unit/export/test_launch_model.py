@@ -41,6 +41,19 @@ def test_megatron_attention_backend_is_the_kernel_priced(kernel, backend, versio
     assert _val(args, "--flash-attention-version") == version
 
 
+def test_megatron_launch_refuses_flashattention1():
+    """Megatron-LM's --flash-attention-version offers FlashAttention 2, 3 and 4: a plan priced
+    with FlashAttention-1 has no Megatron launch that runs the kernel it was timed with."""
+    from trainplan.errors import InputError
+    spec = LaunchSpec(model=get_model("llama-3.1-8b"),
+                      job=Job(seq_len=4096, global_batch=64, tokens=1e10, framework="megatron",
+                              attention_kernel="fa1"),
+                      cluster=Cluster(accelerator=get_accelerator("a100"), gpus=64),
+                      strategy=Strategy(tp=1, dp=64))
+    with pytest.raises(InputError, match="attention_kernel"):
+        megatron_args(spec)
+
+
 def test_megatron_attention_without_flash_is_unfused():
     args = megatron_args(_spec(kernel="fa3", tp=1, flash_attention=False))
     assert _val(args, "--attention-backend") == "unfused"

@@ -116,3 +116,22 @@ def test_activation_offloaded_records_are_built_with_their_offload_and_checked()
     azure = [r for r in recs if r["set"] == "deepspeed-azure-blog-2022"]
     assert len(azure) == 2 and all(fr.unmodelled(r) is None for r in azure)
     assert all(fr.predict(r)["fits"] for r in azure)
+
+
+def test_megatron_deepspeed_flash_row_runs_flashattention1():
+    """The rebase README at 4efb479 gives the 125M flash row as 'FlashAttention (1.0,4)', and its
+    script's --use-flash-attn is the alias of --use-flash-attn-v1 (megatron/arguments.py), which
+    calls flash-attn 1.x's flash_attn_unpadded_func: the record names kernel fa1, and its
+    predicted throughput is below the same record timed with FlashAttention-2."""
+    rec = [r for r in fr.load() if r["id"] == "megads-rebase-gpt-125m-a100-8gpu-tp2pp2-flashattn"][0]
+    assert rec["job"]["attention_kernel"] == "fa1" and "1.0,4" in rec["assumptions"]
+    fa2 = dict(rec, job={**rec["job"], "attention_kernel": "fa2"})
+    assert fr.predict(rec)["predicted"] < fr.predict(fa2)["predicted"]
+
+
+def test_megatron_deepspeed_bert_row_runs_without_flash_attention():
+    """The BERT README's 145 TFLOPs (2022-08-15) predates FlashAttention in Megatron-DeepSpeed, its
+    script passes no --use-flash-attn, and the flash path asserts a causal mask (BERT's is
+    padding): the record is built with eager (core) attention."""
+    rec = [r for r in fr.load() if r["id"] == "megads-bert-1.3b-a100-64gpu-zero1"][0]
+    assert fr.build(rec)[3].flash_attention is False
