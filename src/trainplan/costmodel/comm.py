@@ -177,8 +177,32 @@ def chunked_overlap(sync, t_stage_mb, vp, group):
     return np.minimum(np.minimum(sync, window), sync * (1.0 - 1.0 / vp) + t_chunk)
 
 
+def parameter_walk_buckets(shares, p_layer, layers, p_stage, bucket):
+    """Gradient buckets of a stage whose buffer closes a bucket at the first parameter boundary
+    where it holds at least ``bucket`` elements, walking the parameters in reverse (Megatron-Core
+    ``_ParamAndGradBuffer.__init__``, megatron/core/distributed/param_and_grad_buffer.py, at
+    NVIDIA/Megatron-LM f2e5db402c and core_v0.14.0; the last partial bucket is one more).
+
+    ``shares``: the walk order of one layer's tensors as shares of its ``p_layer`` elements
+    (:func:`trainplan.costmodel.params.layer_walk_shares`); the stage's ``layers`` come first, its
+    other ``p_stage`` elements (embedding, head) are walked last as one tensor. Ignored: the
+    64-element alignment of each parameter's start and the padding of each bucket's end to a
+    multiple of lcm(dp, 128) under the distributed optimizer, a few thousand elements against
+    buckets of 40 million or more."""
+    layers = np.asarray(layers, dtype=float)
+    acc, count = 0.0, 0.0
+    for i in range(int(np.ceil(np.max(layers)))):
+        on = i < layers
+        for s in shares:
+            acc = acc + np.where(on, s * p_layer, 0.0)
+            full = acc >= bucket
+            count, acc = count + full, np.where(full, 0.0, acc)
+    acc = acc + np.maximum(p_stage - layers * p_layer, 0.0)
+    return np.maximum(count + (acc > 0), 1.0)
+
+
 def dp_time(net: Net, fw, L, p_train, p_layer, layers, m, w_b, g_b, layer_fwd, layer_bwd,
-            regather=0.0, layer_bytes=None, cold=(0.0, 0.0)):
+            regather=0.0, layer_bytes=None, cold=(0.0, 0.0), walk=None):
     """Data-parallel gradient synchronisation and ZeRO gathers of one step on one GPU.
 
     * ZeRO 0-2, gradients in buckets (DDP ``bucket_cap_mb``, Megatron ``bucket_size``,
@@ -197,7 +221,9 @@ def dp_time(net: Net, fw, L, p_train, p_layer, layers, m, w_b, g_b, layer_fwd, l
       layer's gather moves where not ``p_layer x w_b`` (a 4-bit base: :func:`trainplan.
       costmodel.states.layer_weight_bytes`). ``cold``: (forward, backward) weights of a layer
       gathered on demand, not prefetched (:func:`trainplan.costmodel.zero3.
-      unprefetched_weights`; DeepSpeed's stage3_max_live_parameters): exposed whole.
+      unprefetched_weights`; DeepSpeed's stage3_max_live_parameters): exposed whole. ``walk``:
+      one layer's tensors in walk order (:func:`parameter_walk_buckets`), for a framework whose
+      buckets close at parameter boundaries (``dp_bucket_walk``); else ceil(params / bucket).
       'stage' (textbook): the aggregate, overlapped with the whole compute.
     """
     over_cp = fw.optimizer_shard == "dp_cp"
@@ -208,6 +234,9 @@ def dp_time(net: Net, fw, L, p_train, p_layer, layers, m, w_b, g_b, layer_fwd, l
     if fw.dp_collective == "bucket" and fw.dp_bucket_params:
         bucket = np.maximum(fw.dp_bucket_params, fw.dp_bucket_params_per_rank * n)
         buckets = np.maximum(1.0, np.ceil(p_train / bucket))
+        if fw.dp_bucket_walk and walk is not None:
+            layer_train = np.minimum(p_layer, p_train / np.maximum(layers, 1.0))
+            buckets = parameter_walk_buckets(walk, layer_train, layers, p_train, bucket)
     elif fw.dp_collective == "layer":
         buckets = np.maximum(1.0, layers)
     else:
