@@ -85,8 +85,12 @@ class EfficiencyProfile(Spec):
     intra_latency_s: float = Field(default=10e-6, ge=0, description=(
         "alpha per ring step inside a node; an assumption of the order nccl-tests shows for "
         "small messages (measure yours with trainplan measure bench)"))
-    inter_latency_s: float = Field(default=20e-6, ge=0, description=(
-        "alpha per ring step across nodes; an assumption, as intra_latency_s"))
+    inter_latency_s: float = Field(default=14e-6, ge=0, description=(
+        "alpha per ring step across nodes: NCCL's own cost model, src/graph/tuning.cc hwLat[NET]"
+        "[Ring][Simple] = 14.0 us per inter-node step of a ring all-reduce (2(nodes-1) steps), "
+        "reduce-scatter or all-gather (nodes-1), plus 2 x the net's latency property, which the "
+        "IB and socket transports leave 0 (NVIDIA/nccl v2.21.5-1 ab2b89c4c3, v2.27.7-1 593de54e52 "
+        "and 5067397c26; size-independent). Not modelled: its 8.4 us base latency per collective"))
     kernel_overhead_s: float = Field(default=2e-6, ge=0, description=(
         "GPU idle gap between queued kernels (launches run ahead of the GPU when it is busy); "
         "calibration (Narayanan et al. 2021 Table 1)"))

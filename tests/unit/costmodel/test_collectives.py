@@ -52,3 +52,11 @@ def test_a_group_times_its_collectives_as_the_net_does():
                                                A_IN, A_OUT)
         assert np.allclose(grp.coll(kind, size, count), by_hand, rtol=1e-12, atol=0)
         assert np.allclose(net.coll(kind, size, n, stride, count), by_hand, rtol=1e-12, atol=0)
+
+
+def test_inter_node_step_latency_is_nccls_ring_simple_figure():
+    # NVIDIA/nccl src/graph/tuning.cc (v2.21.5-1, v2.27.7-1): hwLat[NET][Ring][Simple] = 14.0 us
+    # per inter-node ring step; the IB transport's latency property (added twice) is 0
+    from trainplan.spec.cluster import EfficiencyProfile
+    fields = EfficiencyProfile.model_fields
+    assert fields["inter_latency_s"].default == pytest.approx(14.0e-6)
