@@ -188,8 +188,14 @@ def parameter_walk_buckets(shares, p_layer, layers, p_stage, bucket):
     other ``p_stage`` elements (embedding, head) are walked last as one tensor. Ignored: the
     64-element alignment of each parameter's start and the padding of each bucket's end to a
     multiple of lcm(dp, 128) under the distributed optimizer, a few thousand elements against
-    buckets of 40 million or more."""
-    layers = np.asarray(layers, dtype=float)
+    buckets of 40 million or more. The walk runs once per distinct (layer, layers, stage, bucket)."""
+    keys = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in (p_layer, layers, p_stage, bucket)))
+    code, cols = np.zeros(keys[0].size, dtype=np.int64), []
+    for k in keys:                      # one integer per distinct row, from each column's codes
+        vals, inv = np.unique(k.ravel(), return_inverse=True)
+        code, cols = code * len(vals) + inv.ravel(), cols + [k.ravel()]
+    _, first, back = np.unique(code, return_index=True, return_inverse=True)
+    p_layer, layers, p_stage, bucket = (c[first] for c in cols)
     acc, count = 0.0, 0.0
     for i in range(int(np.ceil(np.max(layers)))):
         on = i < layers
@@ -198,7 +204,7 @@ def parameter_walk_buckets(shares, p_layer, layers, p_stage, bucket):
             full = acc >= bucket
             count, acc = count + full, np.where(full, 0.0, acc)
     acc = acc + np.maximum(p_stage - layers * p_layer, 0.0)
-    return np.maximum(count + (acc > 0), 1.0)
+    return np.maximum(count + (acc > 0), 1.0)[back.ravel()].reshape(keys[0].shape)
 
 
 def dp_time(net: Net, fw, L, p_train, p_layer, layers, m, w_b, g_b, layer_fwd, layer_bwd,
