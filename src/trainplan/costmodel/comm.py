@@ -30,6 +30,7 @@ class Net:
         self.node = cluster.node_size
         self.intra_bw, self.inter_bw = cluster.intra_busbw_Bps, cluster.inter_busbw_Bps
         self.a_intra, self.a_inter = eff.intra_latency_s, eff.inter_latency_s
+        self.a_base = eff.collective_base_latency_s
         self.link, self.nic = cluster.link_GBps, cluster.nic_GBps
         self.p2p_fabric = cluster.accelerator.point_to_point
 
@@ -63,7 +64,7 @@ class Group:
             net = self.net
             self._terms[key] = coll.collective_terms(key, self.n, self.stride, net.node,
                                                      net.intra_bw, net.inter_bw, net.a_intra,
-                                                     net.a_inter, net.p2p_fabric)
+                                                     net.a_inter, net.p2p_fabric, net.a_base)
         fixed, per_byte = self._terms[key]
         return count * fixed + per_byte * np.asarray(size, dtype=float)
 
