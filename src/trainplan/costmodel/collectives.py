@@ -63,9 +63,11 @@ def point_to_point_busbw(busbw, g, gpus_per_node):
 
 
 def collective_terms(kind, n, stride, gpus_per_node, intra_busbw, inter_busbw, intra_alpha,
-                     inter_alpha, point_to_point=False):
+                     inter_alpha, point_to_point=False, base_alpha=0.0):
     """(seconds, seconds per byte) of one collective over ``n`` ranks: its time is the first
-    plus the second times the buffer's bytes (0 for n == 1).
+    plus the second times the buffer's bytes (0 for n == 1). The first is ``base_alpha`` once
+    (NCCL's base latency of a ring collective, baseLat[Ring][Simple] in src/graph/tuning.cc;
+    not for all-to-all, which NCCL runs as grouped point-to-point sends) plus the ring steps.
 
     Hierarchical when the group spans nodes: an intra-node phase over ``g`` members (busbw
     ``intra_busbw``, bytes S) and an inter-node phase over ``nodes`` (each GPU moves S/g on its
@@ -85,18 +87,18 @@ def collective_terms(kind, n, stride, gpus_per_node, intra_busbw, inter_busbw, i
     else:
         per_byte = bus_factor(kind, g) / intra_busbw \
             + np.where(multi, bus_factor(kind, nodes) / np.maximum(g, 1.0) / inter_busbw, 0.0)
-        fixed = ring_steps(kind, g) * intra_alpha + np.where(multi, ring_steps(kind, nodes)
-                                                             * inter_alpha, 0.0)
+        fixed = base_alpha + ring_steps(kind, g) * intra_alpha \
+            + np.where(multi, ring_steps(kind, nodes) * inter_alpha, 0.0)
     on = n > 1
     return np.where(on, fixed, 0.0), np.where(on, per_byte, 0.0)
 
 
 def collective_time(kind, size_bytes, n, stride, gpus_per_node, intra_busbw, inter_busbw,
-                    intra_alpha, inter_alpha):
+                    intra_alpha, inter_alpha, base_alpha=0.0):
     """Time of one collective of ``size_bytes`` (the full buffer) over ``n`` ranks
     (:func:`collective_terms`)."""
     fixed, per_byte = collective_terms(kind, n, stride, gpus_per_node, intra_busbw, inter_busbw,
-                                       intra_alpha, inter_alpha)
+                                       intra_alpha, inter_alpha, base_alpha=base_alpha)
     return fixed + per_byte * np.asarray(size_bytes, dtype=float)
 
 

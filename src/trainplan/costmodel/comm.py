@@ -30,6 +30,7 @@ class Net:
         self.node = cluster.node_size
         self.intra_bw, self.inter_bw = cluster.intra_busbw_Bps, cluster.inter_busbw_Bps
         self.a_intra, self.a_inter = eff.intra_latency_s, eff.inter_latency_s
+        self.a_base = eff.collective_base_latency_s
         self.link, self.nic = cluster.link_GBps, cluster.nic_GBps
         self.p2p_fabric = cluster.accelerator.point_to_point
 
@@ -63,7 +64,7 @@ class Group:
             net = self.net
             self._terms[key] = coll.collective_terms(key, self.n, self.stride, net.node,
                                                      net.intra_bw, net.inter_bw, net.a_intra,
-                                                     net.a_inter, net.p2p_fabric)
+                                                     net.a_inter, net.p2p_fabric, net.a_base)
         fixed, per_byte = self._terms[key]
         return count * fixed + per_byte * np.asarray(size, dtype=float)
 
@@ -177,8 +178,53 @@ def chunked_overlap(sync, t_stage_mb, vp, group):
     return np.minimum(np.minimum(sync, window), sync * (1.0 - 1.0 / vp) + t_chunk)
 
 
+def single_bucket_overlap(sync, t_stage_mb, vp, group, pp):
+    """(seconds hidden behind compute, seconds hidden in the pipeline's drain) of the gradient
+    sync of the last pipeline stage when each of its ``vp`` model chunks is reduced as one bucket
+    launched once the chunk's last backward ends (Megatron-Core DistributedDataParallel sets
+    bucket_size None on pipeline ranks > 0, megatron/core/distributed/distributed_data_parallel.py
+    at NVIDIA/Megatron-LM f2e5db402c and core_v0.14.0): no chunk's sync overlaps its own backward,
+    the earlier chunks' hide behind the later chunks' backward of the last micro-batch group (as in
+    :func:`chunked_overlap`), and what is left runs while the (pp-1) stages before it finish the
+    last micro-batch's backward of their first chunk (1F1B cooldown, megatron/core/
+    pipeline_parallel/schedules.py), the reason Megatron gives: 'not on the critical path'."""
+    t_chunk = t_stage_mb / vp
+    behind = np.minimum(sync * (1.0 - 1.0 / vp), t_chunk * (vp - 1.0) * group)
+    return behind, np.minimum(sync - behind, (pp - 1.0) * t_chunk)
+
+
+def parameter_walk_buckets(shares, p_layer, layers, p_stage, bucket):
+    """Gradient buckets of a stage whose buffer closes a bucket at the first parameter boundary
+    where it holds at least ``bucket`` elements, walking the parameters in reverse (Megatron-Core
+    ``_ParamAndGradBuffer.__init__``, megatron/core/distributed/param_and_grad_buffer.py, at
+    NVIDIA/Megatron-LM f2e5db402c and core_v0.14.0; the last partial bucket is one more).
+
+    ``shares``: the walk order of one layer's tensors as shares of its ``p_layer`` elements
+    (:func:`trainplan.costmodel.params.layer_walk_shares`); the stage's ``layers`` come first, its
+    other ``p_stage`` elements (embedding, head) are walked last as one tensor. Ignored: the
+    64-element alignment of each parameter's start and the padding of each bucket's end to a
+    multiple of lcm(dp, 128) under the distributed optimizer, a few thousand elements against
+    buckets of 40 million or more. The walk runs once per distinct (layer, layers, stage, bucket)."""
+    keys = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in (p_layer, layers, p_stage, bucket)))
+    code, cols = np.zeros(keys[0].size, dtype=np.int64), []
+    for k in keys:                      # one integer per distinct row, from each column's codes
+        vals, inv = np.unique(k.ravel(), return_inverse=True)
+        code, cols = code * len(vals) + inv.ravel(), cols + [k.ravel()]
+    _, first, back = np.unique(code, return_index=True, return_inverse=True)
+    p_layer, layers, p_stage, bucket = (c[first] for c in cols)
+    acc, count = 0.0, 0.0
+    for i in range(int(np.ceil(np.max(layers)))):
+        on = i < layers
+        for s in shares:
+            acc = acc + np.where(on, s * p_layer, 0.0)
+            full = acc >= bucket
+            count, acc = count + full, np.where(full, 0.0, acc)
+    acc = acc + np.maximum(p_stage - layers * p_layer, 0.0)
+    return np.maximum(count + (acc > 0), 1.0)[back.ravel()].reshape(keys[0].shape)
+
+
 def dp_time(net: Net, fw, L, p_train, p_layer, layers, m, w_b, g_b, layer_fwd, layer_bwd,
-            regather=0.0, layer_bytes=None, cold=(0.0, 0.0)):
+            regather=0.0, layer_bytes=None, cold=(0.0, 0.0), walk=None):
     """Data-parallel gradient synchronisation and ZeRO gathers of one step on one GPU.
 
     * ZeRO 0-2, gradients in buckets (DDP ``bucket_cap_mb``, Megatron ``bucket_size``,
@@ -197,7 +243,14 @@ def dp_time(net: Net, fw, L, p_train, p_layer, layers, m, w_b, g_b, layer_fwd, l
       layer's gather moves where not ``p_layer x w_b`` (a 4-bit base: :func:`trainplan.
       costmodel.states.layer_weight_bytes`). ``cold``: (forward, backward) weights of a layer
       gathered on demand, not prefetched (:func:`trainplan.costmodel.zero3.
-      unprefetched_weights`; DeepSpeed's stage3_max_live_parameters): exposed whole.
+      unprefetched_weights`; DeepSpeed's stage3_max_live_parameters): exposed whole. ``walk``:
+      one layer's tensors in walk order (:func:`parameter_walk_buckets`), for a framework whose
+      buckets close at parameter boundaries (``dp_bucket_walk``); else ceil(params / bucket).
+      ``dp_bucket_first_chunk`` (Megatron-Core): only the first stage's first model chunk is
+      bucketed, every other chunk is one bucket; the last stage (vp buckets, no overlap with a
+      chunk's own backward, :func:`single_bucket_overlap`) is costed too, with the same
+      parameters, and the busier of the two edge stages sets the step. Its parameter all-gather
+      is costed as the first stage's.
       'stage' (textbook): the aggregate, overlapped with the whole compute.
     """
     over_cp = fw.optimizer_shard == "dp_cp"
@@ -207,7 +260,15 @@ def dp_time(net: Net, fw, L, p_train, p_layer, layers, m, w_b, g_b, layer_fwd, l
     grads, params = p_train * g_b, p_train * w_b
     if fw.dp_collective == "bucket" and fw.dp_bucket_params:
         bucket = np.maximum(fw.dp_bucket_params, fw.dp_bucket_params_per_rank * n)
-        buckets = np.maximum(1.0, np.ceil(p_train / bucket))
+        # dp_bucket_first_chunk: only the first stage's first chunk (layers / vp and the stage's
+        # other tensors) is bucketed, each later chunk is one bucket; the last stage has vp
+        layer_train = np.minimum(p_layer, p_train / np.maximum(layers, 1.0))
+        lead = layers / L.vp if fw.dp_bucket_first_chunk else layers
+        p_lead = p_train - (layers - lead) * layer_train
+        buckets = np.maximum(1.0, np.ceil(p_lead / bucket))
+        if fw.dp_bucket_walk and walk is not None:
+            buckets = parameter_walk_buckets(walk, layer_train, lead, p_lead, bucket)
+        buckets = buckets + (L.vp - 1.0 if fw.dp_bucket_first_chunk else 0.0)
     elif fw.dp_collective == "layer":
         buckets = np.maximum(1.0, layers)
     else:
@@ -228,6 +289,15 @@ def dp_time(net: Net, fw, L, p_train, p_layer, layers, m, w_b, g_b, layer_fwd, l
                          * fw.dp_overlap * (1.0 if fw.param_gather_overlap else 0.0))
     sync_hidden = grad_hidden + ag_hidden
     sync_exposed = grad_sync + np.where(zero == 0, 0.0, ag) - sync_hidden
+    if fw.dp_bucket_first_chunk and fw.dp_collective == "bucket":    # the last stage, if busier
+        last = np.where(zero == 0, grp.coll(coll.AR, grads, L.vp), grp.coll(coll.RS, grads, L.vp))
+        behind, drain = single_bucket_overlap(last, t_bwd_last, vp, group, L.pp)
+        behind = behind * fw.grad_overlap(zero)
+        last_exposed = last - behind - drain + np.where(zero == 0, 0.0, ag) - ag_hidden
+        use = (L.pp > 1) & (last_exposed + fw.overlap_slowdown * (behind + ag_hidden)
+                            > sync_exposed + fw.overlap_slowdown * sync_hidden)
+        sync_exposed = np.where(use, last_exposed, sync_exposed)
+        sync_hidden = np.where(use, behind + ag_hidden, sync_hidden)
     # ZeRO-3
     k = np.maximum(fw.zero3_collectives_per_layer, 1.0)
     ag_l = grp.coll(coll.AG, p_layer * w_b if layer_bytes is None else layer_bytes, k)

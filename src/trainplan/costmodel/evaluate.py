@@ -23,7 +23,7 @@ from trainplan.costmodel import states as stt
 from trainplan.costmodel import zero3
 from trainplan.costmodel.calibration import calibrated_step
 from trainplan.costmodel.layout import Layout
-from trainplan.costmodel.params import model_params
+from trainplan.costmodel.params import layer_walk_shares as walk_shares, model_params
 from trainplan.costmodel.result import Evaluation
 from trainplan.costmodel.vision import exposed_data_time, vision_costs
 
@@ -82,7 +82,7 @@ def evaluate(model, job, cluster, L: Layout) -> Evaluation:
     regather, cold = zero3.release_pattern(dec, L, rc_frac, fw, job)
     dp = comm.dp_time(net, fw, L, p_sync, p_layer, layers, m, sb.weights, g_b,
                       lt.forward, lt.backward + lt.recompute, regather,
-                      stt.layer_weight_bytes(p_layer, p1.layer_quantized, sb.weights, q_b), cold)
+                      stt.layer_weight_bytes(p_layer, p1.layer_quantized, sb.weights, q_b), cold, walk_shares(dec))
     t_dp = dp.exposed + fw.overlap_slowdown * dp.hidden
     t_opt = opt.optimizer_time(p_opt, sb, g_b, sb.weights, acc.hbm_bw_tbps * 1e12,
                                acc.efficiency.hbm, L.off_opt, fw.offload_grad_bytes, host) \

@@ -212,6 +212,23 @@ def lora_params(stack: Stack, r: int) -> int:
     return per * stack.layers
 
 
+def layer_walk_shares(stack: Stack) -> tuple[float, ...]:
+    """Shares of one layer's parameters held by its tensors in the order Megatron-Core walks a
+    stage's parameters to fill its gradient buckets: reverse registration order, MLP down
+    (``linear_fc2``), MLP up with gate and its fused norm (``linear_fc1``), attention QKV with
+    its fused norm (``linear_qkv``), attention output (``linear_proj``; megatron/core/transformer/
+    attention.py builds linear_proj before linear_qkv, mlp.py linear_fc1 before linear_fc2, and
+    param_and_grad_buffer.py walks ``params[::-1]``, at NVIDIA/Megatron-LM f2e5db402c). An MoE
+    layer's experts, router and shared experts count as its MLP (one down and one up share), as
+    the MoE layer stands for every layer elsewhere (:func:`trainplan.costmodel.states.stage_params`)."""
+    sp = stack_params(stack)
+    total = sp.per_moe_layer if sp.moe_layers else sp.per_dense_layer
+    norm, proj = sp.norms_per_layer / 2, att.o_width(stack) * stack.hidden
+    mlp, n = total - sp.attention_per_layer - sp.norms_per_layer, mlp_matrices(stack)
+    walk = (mlp / n, mlp * (n - 1) / n + norm, sp.attention_per_layer - proj + norm, proj)
+    return tuple(x / total for x in walk)
+
+
 def quantized_matrices(stack: Stack, moe_layer: bool = False) -> list[int]:
     """The weight matrices (no biases) of one layer's ``nn.Linear`` modules that bitsandbytes
     replaces: q, k, v, o (MLA: its q and kv projections, :func:`~.attention.mla_projection_flops`

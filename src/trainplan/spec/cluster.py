@@ -88,8 +88,14 @@ class EfficiencyProfile(Spec):
     intra_latency_s: float = Field(default=10e-6, ge=0, description=(
         "alpha per ring step inside a node; an assumption of the order nccl-tests shows for "
         "small messages (measure yours with trainplan measure bench)"))
-    inter_latency_s: float = Field(default=20e-6, ge=0, description=(
-        "alpha per ring step across nodes; an assumption, as intra_latency_s"))
+    inter_latency_s: float = Field(default=14e-6, ge=0, description=(
+        "alpha per ring step across nodes: NCCL's cost model, src/graph/tuning.cc hwLat[NET][Ring]"
+        "[Simple] = 14.0 us per inter-node step of a ring (2(nodes-1) all-reduce, nodes-1 otherwise), "
+        "plus 2 x the net's latency property, 0 in the IB and socket transports (NVIDIA/nccl "
+        "v2.21.5-1 ab2b89c4c3, v2.27.7-1 593de54e52, 5067397c26; size-independent)"))
+    collective_base_latency_s: float = Field(default=8.4e-6, ge=0, description=(
+        "latency of one ring all-reduce, reduce-scatter or all-gather before its steps: NCCL's tuning.cc "
+        "baseLat[Ring][Simple] = 8.4 us (same versions); not for send/recv or all-to-all"))
     kernel_overhead_s: float = Field(default=2e-6, ge=0, description=(
         "GPU idle gap between queued kernels (launches run ahead of the GPU when it is busy); "
         "calibration (Narayanan et al. 2021 Table 1)"))

@@ -141,6 +141,13 @@ class FrameworkProfile(Spec):
     dp_bucket_params: float = Field(default=0.0, ge=0, description="parameters per bucket ('bucket')")
     dp_bucket_params_per_rank: float = Field(default=0.0, ge=0, description="bucket grows with the data-"
                                              "parallel size: max(dp_bucket_params, this x dp)")
+    dp_bucket_walk: bool = Field(default=False, description="a bucket closes at the first parameter boundary "
+                                 "where it holds dp_bucket_params or more, walking the parameters in reverse "
+                                 "(fewer buckets than ceil(params / size))")
+    dp_bucket_first_chunk: bool = Field(default=False, description="only the first pipeline stage's first "
+                                        "model chunk splits its gradients into buckets; every other chunk (a later "
+                                        "stage, a later interleaved chunk) is one bucket, reduced after its last "
+                                        "backward")
     param_gather_overlap: bool = Field(default=False, description="the ZeRO-1/2 parameter all-gather after "
                                        "the step overlaps the next forward")
     dp_sync_per_chunk: bool = Field(default=False, description="with an interleaved pipeline, each virtual-pipeline "

@@ -6,7 +6,7 @@ import pytest
 from trainplan.costmodel import collectives as coll
 from trainplan.costmodel.comm import Net
 
-B_IN, B_OUT, A_IN, A_OUT = 400e9, 40e9, 10e-6, 20e-6
+B_IN, B_OUT, A_IN, A_OUT, A_BASE = 400e9, 40e9, 10e-6, 20e-6, 8.4e-6
 
 
 def t(kind, size, n, stride):
@@ -43,12 +43,37 @@ def test_a_group_times_its_collectives_as_the_net_does():
 
             class efficiency:
                 intra_latency_s, inter_latency_s = A_IN, A_OUT
+                collective_base_latency_s = A_BASE
     net = Net(Cluster)
     n, stride = np.array([1, 8, 16, 64]), np.array([1, 1, 2, 4])
     size, count = np.array([1e6, 1e8, 3e9, 7e7]), np.array([1.0, 3.0, 9.0, 40.0])
     grp = net.group(n, stride)
     for kind in (coll.AR, coll.RS, coll.AG, coll.A2A):
-        by_hand = count * coll.collective_time(kind, size / count, n, stride, 8, B_IN, B_OUT,
-                                               A_IN, A_OUT)
+        base = 0.0 if kind == coll.A2A else A_BASE
+        by_hand = count * (coll.collective_time(kind, size / count, n, stride, 8, B_IN, B_OUT,
+                                                A_IN, A_OUT) + np.where(n > 1, base, 0.0))
         assert np.allclose(grp.coll(kind, size, count), by_hand, rtol=1e-12, atol=0)
         assert np.allclose(net.coll(kind, size, n, stride, count), by_hand, rtol=1e-12, atol=0)
+
+
+def test_inter_node_step_latency_is_nccls_ring_simple_figure():
+    # NVIDIA/nccl src/graph/tuning.cc (v2.21.5-1, v2.27.7-1): hwLat[NET][Ring][Simple] = 14.0 us
+    # per inter-node ring step; the IB transport's latency property (added twice) is 0
+    from trainplan.spec.cluster import EfficiencyProfile
+    fields = EfficiencyProfile.model_fields
+    assert fields["inter_latency_s"].default == pytest.approx(14.0e-6)
+
+
+def test_each_ring_collective_pays_nccls_base_latency_once():
+    # NVIDIA/nccl src/graph/tuning.cc (v2.21.5-1, v2.27.7-1, 5067397c26): a ring Simple
+    # collective's latency starts at baseLat[Ring][Simple] = 8.4 us, then adds its steps
+    from trainplan.spec.cluster import EfficiencyProfile
+    assert EfficiencyProfile.model_fields["collective_base_latency_s"].default == pytest.approx(8.4e-6)
+    S = 1e9
+    for kind, steps in ((coll.AR, 14), (coll.RS, 7), (coll.AG, 7)):
+        with_base = coll.collective_time(kind, S, 8, 1, 8, B_IN, B_OUT, A_IN, A_OUT, 8.4e-6)
+        assert float(with_base) == pytest.approx(t(kind, S, 8, 1) + 8.4e-6)
+        assert float(with_base) == pytest.approx(coll.bus_factor(kind, 8) * S / B_IN + steps * A_IN + 8.4e-6)
+    assert float(coll.collective_time(coll.AR, S, 1, 1, 8, B_IN, B_OUT, A_IN, A_OUT, 8.4e-6)) == 0.0
+    a2a = coll.collective_time(coll.A2A, S, 16, 1, 8, B_IN, B_OUT, A_IN, A_OUT, 8.4e-6)
+    assert float(a2a) == pytest.approx(t(coll.A2A, S, 16, 1))
