@@ -69,8 +69,7 @@ class EfficiencyProfile(Spec):
         "FlashAttention fraction of peak: FlashAttention-2 reaches 50-73% of peak on A100 (Dao "
         "2023, abstract); the catalog sets 0.35 on Hopper (FlashAttention-3 paper, abstract)"))
     attn_max_fa1: float | None = Field(default=None, gt=0, le=1, description=(
-        "FlashAttention-1 (flash-attn 1.x) fraction of peak where measured (A100: 25-40%, Dao "
-        "2023, arXiv:2307.08691, abstract); none: no figure for this part, fa1 is refused"))
+        "FlashAttention-1 fraction of peak (A100: 25-40%, Dao 2023, abstract); none: fa1 refused"))
     attn_max_fa3: float | None = Field(default=None, gt=0, le=1, description=(
         "FlashAttention-3 fraction of peak where the part runs it (Hopper: 0.628 measured at head "
         "dim 128, pytorch/benchmark PR #2391; up to 75% in its best case, Shah et al. 2024, "
@@ -89,13 +88,11 @@ class EfficiencyProfile(Spec):
         "alpha per ring step inside a node; an assumption of the order nccl-tests shows for "
         "small messages (measure yours with trainplan measure bench)"))
     inter_latency_s: float = Field(default=14e-6, ge=0, description=(
-        "alpha per ring step across nodes: NCCL's cost model, src/graph/tuning.cc hwLat[NET][Ring]"
-        "[Simple] = 14.0 us per inter-node step of a ring (2(nodes-1) all-reduce, nodes-1 otherwise), "
-        "plus 2 x the net's latency property, 0 in the IB and socket transports (NVIDIA/nccl "
-        "v2.21.5-1 ab2b89c4c3, v2.27.7-1 593de54e52, 5067397c26; size-independent)"))
+        "alpha per inter-node ring step: NCCL src/graph/tuning.cc hwLat[NET][Ring][Simple] 14.0 us "
+        "+ 2 x the net's latency (0 for IB, sockets); NVIDIA/nccl v2.21.5-1 ab2b89c4c3, 593de54e52"))
     collective_base_latency_s: float = Field(default=8.4e-6, ge=0, description=(
-        "latency of one ring all-reduce, reduce-scatter or all-gather before its steps: NCCL's tuning.cc "
-        "baseLat[Ring][Simple] = 8.4 us (same versions); not for send/recv or all-to-all"))
+        "one ring all-reduce, reduce-scatter or all-gather's base latency: tuning.cc "
+        "baseLat[Ring][Simple] 8.4 us (same versions); not send/recv or all-to-all"))
     kernel_overhead_s: float = Field(default=2e-6, ge=0, description=(
         "GPU idle gap between queued kernels (launches run ahead of the GPU when it is busy); "
         "calibration (Narayanan et al. 2021 Table 1)"))
