@@ -211,16 +211,27 @@ def parameter_walk_buckets(shares, p_layer, layers, p_stage, bucket):
         vals, inv = np.unique(k.ravel(), return_inverse=True)
         code, cols = code * len(vals) + inv.ravel(), cols + [k.ravel()]
     _, first, back = np.unique(code, return_index=True, return_inverse=True)
-    p_layer, layers, p_stage, bucket = (c[first] for c in cols)
-    acc, count = 0.0, 0.0
-    for i in range(int(np.ceil(np.max(layers)))):
-        on = i < layers
-        for s in shares:
-            acc = acc + np.where(on, s * p_layer, 0.0)
-            full = acc >= bucket
-            count, acc = count + full, np.where(full, 0.0, acc)
-    acc = acc + np.maximum(p_stage - layers * p_layer, 0.0)
-    return np.maximum(count + (acc > 0), 1.0)[back.ravel()].reshape(keys[0].shape)
+    counts = np.array([_walk(shares, *row) for row in zip(*(c[first].tolist() for c in cols))])
+    return counts[back.ravel()].reshape(keys[0].shape)
+
+
+def _walk(shares, p_layer: float, layers: float, p_stage: float, bucket: float) -> float:
+    """:func:`parameter_walk_buckets` for one stage: a few distinct stages per call, each a
+    short loop over its layers' tensors (in plain floats: a few microseconds a stage)."""
+    acc, count, i, n = 0.0, 0, 0, int(np.ceil(layers))
+    sizes = [s * p_layer for s in shares]
+    while i < n:
+        whole = min(n - i, int(np.ceil((bucket - acc) / p_layer)) - 1) if p_layer > 0 else n - i
+        if whole > 0:                   # layers that fit whole without closing the bucket
+            acc, i = acc + whole * p_layer, i + whole
+            continue
+        for size in sizes:
+            acc += size
+            if acc >= bucket:
+                count, acc = count + 1, 0.0
+        i += 1
+    acc += max(p_stage - layers * p_layer, 0.0)
+    return float(max(count + (acc > 0), 1))
 
 
 def dp_time(net: Net, fw, L, p_train, p_layer, layers, m, w_b, g_b, layer_fwd, layer_bwd,
