@@ -51,11 +51,11 @@ def check_job(job: Job, accelerator) -> None:
                          f"measured on that loss")
     if job.attention_kernel == "fa3" and not accelerator.efficiency.attn_max_fa3:
         raise InputError("job.attention_kernel", "fa3",
-                         f"fa2 or none on {accelerator.id}: FlashAttention-3 runs on Hopper "
+                         f"{_kernels_on(accelerator)} or none on {accelerator.id}: FlashAttention-3 runs on Hopper "
                          f"GPUs (h100, h200, h800, gh200)")
     if job.attention_kernel == "fa1" and not accelerator.efficiency.attn_max_fa1:
         raise InputError("job.attention_kernel", "fa1",
-                         f"fa2 or none on {accelerator.id}: trainplan has a FlashAttention-1 "
+                         f"{_kernels_on(accelerator)} or none on {accelerator.id}: trainplan has a FlashAttention-1 "
                          f"rate only for the A100 parts (Dao 2023, arXiv:2307.08691); flash-attn "
                          f"1.x runs on Turing, Ampere, Ada and Hopper GPUs, not on Volta or "
                          f"non-NVIDIA parts (its README at v1.0.4)")
@@ -67,6 +67,13 @@ def check_job(job: Job, accelerator) -> None:
                          f"delayed, current or none on {accelerator.id}: MXFP8 block scaling "
                          f"runs on Blackwell GPUs (b200, gb200; Transformer Engine MXFP8BlockScaling, "
                          f"Megatron-Core fp8_recipe 'mxfp8')")
+
+
+def _kernels_on(accelerator) -> str:
+    """The attention kernels trainplan times on ``accelerator``, for an error message."""
+    eff = accelerator.efficiency
+    return ", ".join(k for k, ok in (("fa1", eff.attn_max_fa1), ("fa2", True),
+                                     ("fa3", eff.attn_max_fa3), ("cudnn", True)) if ok)
 
 
 def check_frozen(model: Model, job: Job) -> None:
