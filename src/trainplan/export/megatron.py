@@ -261,6 +261,15 @@ def megatron_args(spec: LaunchSpec) -> list[str]:
     # -- what the plan assumed that Megatron-LM does not default to: the fused loss, no dropout
     if "cross_entropy" in fused_groups(get_framework(job.framework), job):
         a.append("--cross-entropy-loss-fusion")
+    if job.logits_fp32 is False:
+        # Megatron-LM (arguments.py at d98e8a6, validate_args) refuses --cross-entropy-loss-fusion
+        # with --cross-entropy-fusion-impl te ('disabled due to stability issues'): no launch here
+        # runs Transformer Engine's in-place loss, whose memory and time the plan assumed
+        raise InputError("job.logits_fp32", "false",
+                         "true or none for a Megatron-LM launch: Megatron-LM refuses "
+                         "--cross-entropy-fusion-impl te with --cross-entropy-loss-fusion "
+                         "(megatron/training/arguments.py, 'stability issues'), so its loss keeps "
+                         "the fp32 logits")
     if dec.moe and "moe_permute" in fused_groups(get_framework(job.framework), job):
         a.append("--moe-permute-fusion")
     if not job.dropout:

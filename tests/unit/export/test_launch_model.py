@@ -54,6 +54,24 @@ def test_megatron_launch_refuses_flashattention1():
         megatron_args(spec)
 
 
+def test_megatron_launch_refuses_the_te_loss():
+    """A plan priced with Transformer Engine's in-place loss (job.logits_fp32 false) has no
+    Megatron-LM launch: its argument validation refuses --cross-entropy-fusion-impl te with
+    --cross-entropy-loss-fusion (megatron/training/arguments.py at d98e8a6)."""
+    from trainplan.errors import InputError
+    spec = LaunchSpec(model=get_model("llama-3.1-8b"),
+                      job=Job(seq_len=4096, global_batch=64, tokens=1e10, framework="megatron",
+                              logits_fp32=False),
+                      cluster=Cluster(accelerator=get_accelerator("h100"), gpus=64),
+                      strategy=Strategy(tp=1, dp=64))
+    with pytest.raises(InputError, match="logits_fp32"):
+        megatron_args(spec)
+    ok = LaunchSpec(model=spec.model, job=Job(seq_len=4096, global_batch=64, tokens=1e10,
+                                              framework="megatron", logits_fp32=True),
+                    cluster=spec.cluster, strategy=spec.strategy)
+    assert "--cross-entropy-loss-fusion" in megatron_args(ok)
+
+
 def test_megatron_attention_without_flash_is_unfused():
     args = megatron_args(_spec(kernel="fa3", tp=1, flash_attention=False))
     assert _val(args, "--attention-backend") == "unfused"
