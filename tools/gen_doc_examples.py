@@ -3,8 +3,8 @@ checks, from what the commands print now (after a change that moves the physics)
 
     python tools/gen_doc_examples.py          # rewrites in place; prints what changed
 
-Blocks cut with a line "…" keep their cut length. Each file is written whole (a temporary file
-beside it, then replaced).
+Blocks cut with a line "…" keep their cut length. Each file is written whole
+(:func:`trainplan.io.files.atomic_write`).
 """
 
 from __future__ import annotations
@@ -21,13 +21,7 @@ import test_docs_examples as tde  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
 from trainplan.cli import app  # noqa: E402
-
-
-def _write(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)
+from trainplan.io.files import atomic_write  # noqa: E402
 
 
 def _run(args: list[str], columns: int) -> list[str]:
@@ -43,7 +37,7 @@ def readme_plan() -> bool:
     new = "\n".join(_run(["plan"], 100)) + "\n"
     if text[start:end] == new:
         return False
-    _write(path, text[:start] + new + text[end:])
+    atomic_write(path, text[:start] + new + text[end:])
     return True
 
 
@@ -71,7 +65,7 @@ def cli_block(rel: str, command: str, columns: int, setup) -> bool:
     while lines[i].rstrip().endswith("\\"):
         i += 1
     out = lines[:i + 1] + [ln + "\n" for ln in now] + lines[i + 1 + len(shown):]
-    _write(path, "".join(out))
+    atomic_write(path, "".join(out))
     return True
 
 

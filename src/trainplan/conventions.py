@@ -32,6 +32,9 @@ Optimizer = Literal["adamw", "adamw_8bit", "sgd_momentum", "sgd", "adafactor"]
 FusionGroup = Literal["norm", "rope", "swiglu", "bias_dropout_add", "cross_entropy", "softmax",
                       "linear_cross_entropy", "moe_permute"]
 AttentionKernel = Literal["fa1", "fa2", "fa3", "cudnn"]
+#: the accelerator efficiency field holding a kernel's own rate (costmodel.compute.
+#: attention_efficiency); without one a kernel is timed at FlashAttention-2's ``attn_max``
+KERNEL_EFFICIENCY_FIELD = {"fa1": "attn_max_fa1", "fa3": "attn_max_fa3", "cudnn": "attn_max_cudnn"}
 Fp8Recipe = Literal["delayed", "current", "mxfp8"]
 CpCollective = Literal["ring", "all_gather", "all_to_all"]
 # storage of a frozen base's Linear weights other than the compute dtype: bitsandbytes 4-bit

@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import math
+
 import numpy as np
 
 from trainplan.costmodel import collectives as coll
@@ -218,10 +220,10 @@ def parameter_walk_buckets(shares, p_layer, layers, p_stage, bucket):
 def _walk(shares, p_layer: float, layers: float, p_stage: float, bucket: float) -> float:
     """:func:`parameter_walk_buckets` for one stage: a few distinct stages per call, each a
     short loop over its layers' tensors (in plain floats: a few microseconds a stage)."""
-    acc, count, i, n = 0.0, 0, 0, int(np.ceil(layers))
+    acc, count, i, n = 0.0, 0, 0, math.ceil(layers)
     sizes = [s * p_layer for s in shares]
     while i < n:
-        whole = min(n - i, int(np.ceil((bucket - acc) / p_layer)) - 1) if p_layer > 0 else n - i
+        whole = min(n - i, math.ceil((bucket - acc) / p_layer) - 1) if p_layer > 0 else n - i
         if whole > 0:                   # layers that fit whole without closing the bucket
             acc, i = acc + whole * p_layer, i + whole
             continue

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from trainplan.spec.framework import fused_groups
-from trainplan.conventions import ACTIVATION_BYTES, MATMUL_DTYPE
+from trainplan.conventions import ACTIVATION_BYTES, KERNEL_EFFICIENCY_FIELD, MATMUL_DTYPE
 from trainplan.costmodel import collectives as coll
 from trainplan.costmodel import flops as fl
 from trainplan.costmodel import ops as opinv
@@ -63,13 +63,8 @@ def attention_efficiency(eff, kernel=None) -> float:
     75% for FlashAttention-3 in its best case), or with 'cudnn' its cuDNN fused-attention figure
     (0.52 on H100 over a forward and backward, Transformer Engine's own benchmark; where a part
     has none, FlashAttention-2's). The job is checked at the edge (costmodel/validate.py)."""
-    if kernel == "fa1" and eff.attn_max_fa1:
-        return eff.attn_max_fa1
-    if kernel == "fa3" and eff.attn_max_fa3:
-        return eff.attn_max_fa3
-    if kernel == "cudnn" and eff.attn_max_cudnn:
-        return eff.attn_max_cudnn
-    return eff.attn_max
+    field = KERNEL_EFFICIENCY_FIELD.get(kernel)
+    return (getattr(eff, field) if field else None) or eff.attn_max
 
 
 class KernelModel:

@@ -7,6 +7,9 @@ an :class:`InputError` naming the field, the value and what would be valid.
 
 from __future__ import annotations
 
+from typing import get_args
+
+from trainplan.conventions import KERNEL_EFFICIENCY_FIELD, AttentionKernel
 from trainplan.errors import InputError
 from trainplan.spec.base import evolve
 from trainplan.spec.cluster import Cluster
@@ -49,16 +52,12 @@ def check_job(job: Job, accelerator) -> None:
                          f"true or none for framework '{fw.id}': transformers' ForCausalLMLoss "
                          f"upcasts the logits (logits.float()) and its memory accounting is "
                          f"measured on that loss")
-    if job.attention_kernel == "fa3" and not accelerator.efficiency.attn_max_fa3:
-        raise InputError("job.attention_kernel", "fa3",
-                         f"{_kernels_on(accelerator)} or none on {accelerator.id}: FlashAttention-3 runs on Hopper "
-                         f"GPUs (h100, h200, h800, gh200)")
-    if job.attention_kernel == "fa1" and not accelerator.efficiency.attn_max_fa1:
-        raise InputError("job.attention_kernel", "fa1",
-                         f"{_kernels_on(accelerator)} or none on {accelerator.id}: trainplan has a FlashAttention-1 "
-                         f"rate only for the A100 parts (Dao 2023, arXiv:2307.08691); flash-attn "
-                         f"1.x runs on Turing, Ampere, Ada and Hopper GPUs, not on Volta or "
-                         f"non-NVIDIA parts (its README at v1.0.4)")
+    kernel = job.attention_kernel
+    if kernel in _ONLY_WHERE_MEASURED and not getattr(accelerator.efficiency,
+                                                      KERNEL_EFFICIENCY_FIELD[kernel]):
+        raise InputError("job.attention_kernel", kernel,
+                         f"{_kernels_on(accelerator)} or none on {accelerator.id}: "
+                         f"{_ONLY_WHERE_MEASURED[kernel]}")
     if job.cp_comm_type is not None and job.cp_comm_type not in fw.offered_cp():
         raise InputError("job.cp_comm_type", job.cp_comm_type,
                          f"{' or '.join(fw.offered_cp())} or none for framework '{fw.id}'")
@@ -69,11 +68,18 @@ def check_job(job: Job, accelerator) -> None:
                          f"Megatron-Core fp8_recipe 'mxfp8')")
 
 
+#: kernels trainplan times only on parts with their own figure (KERNEL_EFFICIENCY_FIELD), and why
+_ONLY_WHERE_MEASURED = {
+    "fa1": "trainplan has a FlashAttention-1 rate only for the A100 parts (Dao 2023, "
+           "arXiv:2307.08691); flash-attn 1.x runs on Turing, Ampere, Ada and Hopper GPUs, not on "
+           "Volta or non-NVIDIA parts (its README at v1.0.4)",
+    "fa3": "FlashAttention-3 runs on Hopper GPUs (h100, h200, h800, gh200)"}
+
+
 def _kernels_on(accelerator) -> str:
     """The attention kernels trainplan times on ``accelerator``, for an error message."""
-    eff = accelerator.efficiency
-    return ", ".join(k for k, ok in (("fa1", eff.attn_max_fa1), ("fa2", True),
-                                     ("fa3", eff.attn_max_fa3), ("cudnn", True)) if ok)
+    return ", ".join(k for k in get_args(AttentionKernel) if k not in _ONLY_WHERE_MEASURED
+                     or getattr(accelerator.efficiency, KERNEL_EFFICIENCY_FIELD[k]))
 
 
 def check_frozen(model: Model, job: Job) -> None:
