@@ -111,9 +111,6 @@ class EfficiencyProfile(Spec):
     h2d_GBps: float | None = Field(default=None, gt=0, description=(
         "pinned host<->device copy bandwidth per GPU, GB/s, for optimizer and parameter offload; "
         "measure yours with trainplan measure bench --offload; none: 25 (PCIe Gen4 x16)"))
-    dp_overlap: float = Field(default=0.9, ge=0, le=1, description=(
-        "share of DP comm hidden under backward; an assumption (bucketed overlap leaves the "
-        "last bucket exposed)"))
     source: str = Field(default="", description="where the efficiency figures come from")
 
     @property
