@@ -67,7 +67,11 @@ def collective_terms(kind, n, stride, gpus_per_node, intra_busbw, inter_busbw, i
     """(seconds, seconds per byte) of one collective over ``n`` ranks: its time is the first
     plus the second times the buffer's bytes (0 for n == 1). The first is ``base_alpha`` once
     (NCCL's base latency of a ring collective, baseLat[Ring][Simple] in src/graph/tuning.cc;
-    not for all-to-all, which NCCL runs as grouped point-to-point sends) plus the ring steps.
+    not for all-to-all, which NCCL runs as grouped point-to-point sends) plus the ring steps,
+    counted as NCCL's ``ncclTopoTuneModel`` does (same file, NVIDIA/nccl 593de54e52): the one
+    ring through all ``n`` ranks takes n-1 steps (2(n-1) for all-reduce), of which one per node
+    boundary (2 for all-reduce) crosses the network at ``inter_alpha`` and the rest stay in a
+    node at ``intra_alpha``.
 
     Hierarchical when the group spans nodes: an intra-node phase over ``g`` members (busbw
     ``intra_busbw``, bytes S) and an inter-node phase over ``nodes`` (each GPU moves S/g on its
@@ -87,8 +91,9 @@ def collective_terms(kind, n, stride, gpus_per_node, intra_busbw, inter_busbw, i
     else:
         per_byte = bus_factor(kind, g) / intra_busbw \
             + np.where(multi, bus_factor(kind, nodes) / np.maximum(g, 1.0) / inter_busbw, 0.0)
-        fixed = base_alpha + ring_steps(kind, g) * intra_alpha \
-            + np.where(multi, ring_steps(kind, nodes) * inter_alpha, 0.0)
+        inter_steps = np.where(multi, ring_steps(kind, nodes), 0.0)
+        fixed = base_alpha + (ring_steps(kind, n) - inter_steps) * intra_alpha \
+            + inter_steps * inter_alpha
     on = n > 1
     return np.where(on, fixed, 0.0), np.where(on, per_byte, 0.0)
 

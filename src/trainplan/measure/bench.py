@@ -189,14 +189,16 @@ def run_bench(device: str = "auto", ranks: int = 2, quick: bool = False,
         "source": f"trainplan measure bench on {torch.cuda.get_device_name() if cuda else 'CPU'}"
                   f" ({time.strftime('%Y-%m-%d')}), torch {torch.__version__}",
     }
+    from trainplan.spec.cluster import EfficiencyProfile
     if coll:
         profile["intra_busbw_GBps"] = round(max(c["busbw_GBps"] for c in coll), 4)
         small = min(coll, key=lambda c: c["bytes"])
-        profile["intra_latency_s"] = small["time_s"] / (2.0 * (ranks - 1))
+        # an all-reduce is the base latency plus 2(n-1) ring steps (costmodel.collectives)
+        base = EfficiencyProfile.model_fields["collective_base_latency_s"].default
+        profile["intra_latency_s"] = max(small["time_s"] - base, 0.0) / (2.0 * (ranks - 1))
     host = host_offload(device, quick=quick, **offload) if offload is not None else None
     if host:
         profile.update(host["profile"])
-    from trainplan.spec.cluster import EfficiencyProfile
     EfficiencyProfile(**profile)          # validate the fields
     return {"device": device, "peak_tflops_reference": peak, "best_tflops": best,
             "fitted_max_tflops": r_max, "matmul": mm, "copy_GBps": bw, "collectives": coll,

@@ -84,9 +84,10 @@ class EfficiencyProfile(Spec):
         "measured NCCL ring busbw in a node; none: NCCL_RING_SHARE x link"))
     inter_busbw_GBps: float | None = Field(default=None, gt=0, description=(
         "measured busbw per GPU across nodes; none: NIC_BUSBW_SHARE x NIC"))
-    intra_latency_s: float = Field(default=10e-6, ge=0, description=(
-        "alpha per ring step inside a node; an assumption of the order nccl-tests shows for "
-        "small messages (measure yours with trainplan measure bench)"))
+    intra_latency_s: float = Field(default=3.4e-6, ge=0, description=(
+        "alpha per intra-node ring step: NCCL src/graph/tuning.cc hwLat[NVLINK][Ring][Simple] "
+        "3.4 us (5.7 us over PCI, set by PCIe-only catalog parts; RCCL and HCCL assumed alike); "
+        "same versions as inter_latency_s; measure yours with trainplan measure bench"))
     inter_latency_s: float = Field(default=14e-6, ge=0, description=(
         "alpha per inter-node ring step: NCCL src/graph/tuning.cc hwLat[NET][Ring][Simple] 14.0 us "
         "+ 2 x the net's latency (0 for IB, sockets); NVIDIA/nccl v2.21.5-1 ab2b89c4c3, 593de54e52"))

@@ -23,9 +23,10 @@ def test_inside_one_node_the_ring_formulas():
 
 def test_across_nodes_hierarchical():
     """16 ranks, 8 per node: the node's ring on NVLink, then each GPU's 1/8 over 2 nodes on its
-    NIC; at stride 8, one rank per node: the whole buffer on the NIC."""
+    NIC; at stride 8, one rank per node: the whole buffer on the NIC. The latency counts NCCL's
+    ring steps: 15 for 16 ranks, one of them between the two nodes."""
     S = 1e9
-    assert t(coll.RS, S, 16, 1) == pytest.approx(7 / 8 * S / B_IN + 7 * A_IN
+    assert t(coll.RS, S, 16, 1) == pytest.approx(7 / 8 * S / B_IN + 14 * A_IN
                                                  + 1 / 2 * S / 8 / B_OUT + 1 * A_OUT)
     assert t(coll.AR, S, 4, 8) == pytest.approx(2 * 3 / 4 * S / B_OUT + 6 * A_OUT)
     assert t(coll.A2A, S, 16, 1) == pytest.approx(7 / 16 * S / B_IN + 8 / 16 * S / B_OUT
@@ -77,3 +78,29 @@ def test_each_ring_collective_pays_nccls_base_latency_once():
     assert float(coll.collective_time(coll.AR, S, 1, 1, 8, B_IN, B_OUT, A_IN, A_OUT, 8.4e-6)) == 0.0
     a2a = coll.collective_time(coll.A2A, S, 16, 1, 8, B_IN, B_OUT, A_IN, A_OUT, 8.4e-6)
     assert float(a2a) == pytest.approx(t(coll.A2A, S, 16, 1))
+
+
+def test_ring_latency_counts_every_rank_as_nccls_tuning_model_does():
+    """NVIDIA/nccl src/graph/tuning.cc ncclTopoTuneModel (593de54e52): a ring all-gather over
+    nRanks takes nRanks-1 steps, nNodes-1 of them on the network; an all-reduce 2(nRanks-1)
+    and 2(nNodes-1). 1,024 ranks on 128 nodes of 8: 896 intra-node steps, not 7."""
+    fixed, _ = coll.collective_terms(coll.AG, 1024, 1, 8, B_IN, B_OUT, A_IN, A_OUT, False, A_BASE)
+    assert float(fixed) == pytest.approx(A_BASE + 896 * A_IN + 127 * A_OUT)
+    fixed, _ = coll.collective_terms(coll.AR, 1024, 1, 8, B_IN, B_OUT, A_IN, A_OUT, False, A_BASE)
+    assert float(fixed) == pytest.approx(A_BASE + 1792 * A_IN + 254 * A_OUT)
+    # a group with one rank per node has only network steps
+    fixed, _ = coll.collective_terms(coll.AG, 16, 8, 8, B_IN, B_OUT, A_IN, A_OUT, False, A_BASE)
+    assert float(fixed) == pytest.approx(A_BASE + 15 * A_OUT)
+
+
+def test_intra_node_step_latency_is_nccls_figure_by_link():
+    """hwLat[NVLINK][Ring][Simple] 3.4 us is the default; a PCIe-only catalog part carries
+    hwLat[PCI][Ring][Simple] 5.7 us (NVIDIA/nccl src/graph/tuning.cc, 593de54e52)."""
+    from trainplan.catalog.accelerators import get_accelerator, load_accelerators
+    from trainplan.spec.cluster import PCIE5_X16_GBPS, EfficiencyProfile
+    assert EfficiencyProfile.model_fields["intra_latency_s"].default == pytest.approx(3.4e-6)
+    pcie = [a for a in load_accelerators().values()
+            if a.vendor.lower() == "nvidia" and a.intra_node_GBps <= PCIE5_X16_GBPS]
+    assert {a.id for a in pcie} >= {"h100_pcie", "l40s", "a100_pcie_80gb"}
+    assert all(a.efficiency.intra_latency_s == pytest.approx(5.7e-6) for a in pcie)
+    assert get_accelerator("h100_sxm").efficiency.intra_latency_s == pytest.approx(3.4e-6)
