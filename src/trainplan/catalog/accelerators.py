@@ -76,10 +76,10 @@ def _read_user(path: str | os.PathLike[str]) -> dict[str, Any]:
     if not isinstance(doc, dict):
         raise InputError(ENV_VAR, str(p), "a JSON object with 'accelerators', 'prices' or 'defaults'")
     unknown = set(doc) - {"accelerators", "rows", "prices", "defaults", "schema", "about",
-                          "not_included", "defaults_note", "notes"}
+                          "not_included", "defaults_note", "notes", "efficiency_defaults"}
     if unknown:
-        raise InputError(f"{p}", sorted(unknown),
-                         "top-level keys among: accelerators, prices (or rows), defaults, notes")
+        raise InputError(f"{p}", sorted(unknown), "top-level keys among: accelerators, prices "
+                         "(or rows), defaults, efficiency_defaults, notes")
     for key in ("accelerators", "prices", "rows"):
         v = doc.get(key)
         if v is not None and not (isinstance(v, list) and all(isinstance(r, dict) for r in v)):
@@ -88,6 +88,11 @@ def _read_user(path: str | os.PathLike[str]) -> dict[str, Any]:
     if d is not None and not (isinstance(d, dict) and all(isinstance(r, dict) for r in d.values())):
         raise InputError(f"{p}: defaults", d,
                          'an object of accelerator id -> {"usd_per_gpu_hour": ...}')
+    e = doc.get("efficiency_defaults")
+    if e is not None and not (isinstance(e, dict) and all(
+            isinstance(r, dict) and "value" in r for r in e.values())):
+        raise InputError(f"{p}: efficiency_defaults", e, 'an object of efficiency field -> '
+                         '{"value": ..., "source": "..."}')
     return doc
 
 
@@ -109,7 +114,10 @@ class _Catalog:
         origin: dict[str, str] = {}
         rows: list[dict[str, Any]] = []
         defaults: dict[str, dict[str, Any]] = {}
+        eff_defaults: dict[str, dict[str, Any]] = {}
         for where, doc in files:
+            eff_defaults.update({k: dict(v) for k, v in
+                                 (doc.get("efficiency_defaults") or {}).items()})
             for rec in doc.get("accelerators", ()) or ():
                 if not isinstance(rec, dict) or not rec.get("id"):
                     raise InputError(f"{where}: accelerators", rec, "records with an 'id'")
@@ -134,6 +142,7 @@ class _Catalog:
         for acc_id, rec in raw.items():
             aliases = tuple(rec.get("aliases") or ())
             fields = {k: v for k, v in rec.items() if k not in _CATALOG_ONLY_KEYS}
+            fields["efficiency"] = _with_defaults(fields.get("efficiency") or {}, eff_defaults)
             price = defaults.get(acc_id)
             if price and fields.get("usd_per_gpu_hour") is None:
                 fields["usd_per_gpu_hour"] = price.get("usd_per_gpu_hour")
@@ -154,6 +163,18 @@ class _Catalog:
                 if other != acc_id:
                     raise InputError(f"{origin[acc_id]}: {acc_id}.aliases", a,
                                      f"a name not already used by '{other}'")
+
+
+def _with_defaults(eff: Mapping[str, Any], defaults: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """A record's efficiency profile with the catalog-wide fitted values (``efficiency_defaults``:
+    field -> {"value", "source"}) for the fields it does not set, their sources appended."""
+    out = dict(eff)
+    added = [f"{k} {d['value']}: {d.get('source', '')}".strip()
+             for k, d in defaults.items() if k not in out]
+    out.update({k: d["value"] for k, d in defaults.items() if k not in out})
+    if added:
+        out["source"] = " | ".join(([out["source"]] if out.get("source") else []) + added)
+    return out
 
 
 def _merge(base: Mapping[str, Any], over: Mapping[str, Any], keep_aliases: bool) -> dict[str, Any]:

@@ -57,14 +57,14 @@ class EfficiencyProfile(Spec):
     gemm_half_s: float = Field(default=8.43e-6, ge=0, description=(
         "fixed time of one GEMM beyond its FLOPs at the ceiling rate (launch, prologue and "
         "epilogue, the last partial wave of tiles): a time, so a faster part reaches half its "
-        "ceiling only at proportionally more FLOPs; calibration: 2e9 FLOPs at the A100's "
-        "training GEMM rate (312 TFLOP/s x 0.8692 x 0.875), chosen with training_gemm_factor "
-        "on Narayanan et al. 2021 Table 1"))
-    training_gemm_factor: float = Field(
-        default=0.875, gt=0, le=1,
-        description="share of the MAMF ceiling (gemm_max) that a training step's GEMM mix reaches "
-                    "(transposed backward layouts, non-ideal shapes); fitted once on Narayanan "
-                    "et al. 2021 Table 1 (A100) and used for every accelerator")
+        "ceiling only at proportionally more FLOPs; an assumption, 2e9 FLOPs at the A100's "
+        "training GEMM rate when chosen (312 TFLOP/s x 0.8692 x 0.875): Table 1's GEMMs (6e10 FLOPs and "
+        "up) cannot pin it, a joint fit there runs to the bound 0"))
+    training_gemm_factor: float = Field(default=1.0, gt=0, le=1, description=(
+        "share of the MAMF ceiling (gemm_max) that a training step's GEMM mix reaches "
+        "(transposed backward layouts, non-ideal shapes); 1 here, and for every catalog part the "
+        "catalog's efficiency_defaults value, fitted once on Narayanan et al. 2021 Table 1 (A100) "
+        "by benchmarks/calibrate_frameworks.py"))
     attn_max: float = Field(default=0.60, gt=0, le=1, description=(
         "FlashAttention fraction of peak: FlashAttention-2 reaches 50-73% of peak on A100 (Dao "
         "2023, abstract); the catalog sets 0.35 on Hopper (FlashAttention-3 paper, abstract)"))
@@ -79,7 +79,8 @@ class EfficiencyProfile(Spec):
         "forward and backward (Hopper: 0.52 measured, Transformer Engine docs/examples/attention/"
         "attention.ipynb); none: no figure for this part, FlashAttention-2's attn_max is used"))
     hbm: float = Field(default=0.92, gt=0, le=1, description=(
-        "achievable fraction of HBM bandwidth; calibration (Narayanan et al. 2021 Table 1)"))
+        "achievable fraction of HBM bandwidth; an assumption, chosen by hand on Narayanan et al. "
+        "2021 Table 1, which cannot pin it (a joint fit with training_gemm_factor runs to 1)"))
     intra_busbw_GBps: float | None = Field(default=None, gt=0, description=(
         "measured NCCL ring busbw in a node; none: NCCL_RING_SHARE x link"))
     inter_busbw_GBps: float | None = Field(default=None, gt=0, description=(
@@ -96,7 +97,7 @@ class EfficiencyProfile(Spec):
         "baseLat[Ring][Simple] 8.4 us (same versions); not send/recv or all-to-all"))
     kernel_overhead_s: float = Field(default=2e-6, ge=0, description=(
         "GPU idle gap between queued kernels (launches run ahead of the GPU when it is busy); "
-        "calibration (Narayanan et al. 2021 Table 1)"))
+        "an assumption, chosen by hand on Narayanan et al. 2021 Table 1 (a joint fit runs to 0)"))
     host_adam_params_per_s: float | None = Field(default=None, gt=0, description=(
         "parameters per second one GPU process's fused CPU AdamW updates (DeepSpeed's "
         "DeepSpeedCPUAdam, or PyTorch's fused AdamW CPU kernel: 1.9e9 and 2.0e9 on one core "

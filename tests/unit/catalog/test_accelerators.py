@@ -260,6 +260,23 @@ def test_user_file_base_and_prices(tmp_path, monkeypatch):
     assert cat.get_accelerator("H100").id == "h100_sxm"
 
 
+def test_efficiency_defaults_fill_what_a_record_leaves_out(tmp_path, monkeypatch):
+    """The built-in file's efficiency_defaults (training_gemm_factor, fitted by
+    benchmarks/calibrate_frameworks.py) reach every built-in part with its source; a record's own
+    value wins, and a user file's efficiency_defaults replace the built-in ones."""
+    fitted = _raw("accelerators.json")["efficiency_defaults"]["training_gemm_factor"]["value"]
+    for acc in cat.load_accelerators().values():
+        assert acc.efficiency.training_gemm_factor == fitted
+        assert "training_gemm_factor" in acc.efficiency.source
+    doc = {"efficiency_defaults": {"training_gemm_factor": {"value": 0.7, "source": "our fit"}},
+           "accelerators": [{"id": "h100_own", "base": "h100_sxm", "name": "H100 own fit",
+                             "efficiency": {"training_gemm_factor": 0.9}}]}
+    monkeypatch.setenv(cat.ENV_VAR, _write(tmp_path / "c.json", doc))
+    assert cat.get_accelerator("h100_sxm").efficiency.training_gemm_factor == 0.7
+    assert cat.get_accelerator("h100_sxm").efficiency.source.endswith("0.7: our fit")
+    assert cat.get_accelerator("h100_own").efficiency.training_gemm_factor == 0.9
+
+
 def test_extra_paths_argument(tmp_path):
     rec = dict(cat.get_accelerator("l40s").model_dump(), id="l4x", name="L4X")
     f = _write(tmp_path / "x.json", {"accelerators": [rec]})
@@ -275,6 +292,7 @@ def test_extra_paths_argument(tmp_path):
                         "inter_node_Gbps": 1, "tdp_w": 1}]}, "aliases"),
     ({"accelerators": [{"id": "y", "base": "nope", "name": "Y"}]}, "base"),
     ({"accelerator": []}, "c.json"),
+    ({"efficiency_defaults": {"training_gemm_factor": 0.8}}, "efficiency_defaults"),
 ])
 def test_bad_user_file_is_an_input_error(tmp_path, monkeypatch, doc, field):
     monkeypatch.setenv(cat.ENV_VAR, _write(tmp_path / "c.json", doc))
