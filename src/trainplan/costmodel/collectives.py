@@ -10,6 +10,9 @@ A group of ``n`` ranks whose consecutive members are ``stride`` GPUs apart sits 
 ``ceil(n * stride / gpus_per_node)`` nodes. Groups inside one node use the intra-node bus
 bandwidth; groups across nodes are hierarchical (reduce-scatter inside the node, the collective
 across nodes on each GPU's NIC, all-gather inside the node), as NCCL does for multi-node rings.
+The fixed time follows NCCL's own tuning model (src/graph/tuning.cc): a base latency plus every
+ring step, for each protocol (LL, LL128, Simple) and, for all-reduce, the tree too; NCCL runs
+the fastest at the message's size (:func:`protocol_terms`, :func:`fastest`).
 All functions broadcast over numpy arrays.
 """
 
@@ -98,13 +101,83 @@ def collective_terms(kind, n, stride, gpus_per_node, intra_busbw, inter_busbw, i
     return np.where(on, fixed, 0.0), np.where(on, per_byte, 0.0)
 
 
+# NCCL's tuning model (src/graph/tuning.cc ``ncclTopoTuneModel`` at NVIDIA/nccl 593de54e52), for
+# the protocols other than Simple, whose figures are the profile's (intra_latency_s, ...): per
+# (algorithm, protocol) the base latency (baseLat), one step's latency on NVLink, on PCI and on
+# the network (hwLat), in microseconds, and the bus bandwidth as a share of Simple's ring
+# busbw: LL carries 4 data bytes in 8 (x 0.5), LL128 120 in 128 (x 0.92); a tree all-reduce
+# runs at 0.92 of it, LL there at 1/3.8 of that and LL128 at 7/9 in one node, 120/128 across.
+# LL128 runs only where the node's GPUs talk over NVLink (graph typeIntra <= PATH_NVB). Not
+# modelled: the per-channel bandwidth caps (llMaxBws, perChMax*), NVLS/CollNet/PAT, and the
+# 0.85 tree-pattern factor.
+_RING, _TREE = 0, 1
+_PROTOCOLS = (  # (algorithm, name, base, (nvlink, pci), net, share of Simple's busbw)
+    (_RING, "LL", 6.6, (0.6, 1.0), 2.7, 0.5),
+    (_RING, "LL128", 14.0, (1.9, 2.5), 4.0, 0.92),
+    (_TREE, "LL", 6.8, (0.6, 1.0), 5.0, 0.92 / 3.8),
+    (_TREE, "LL128", 14.0, (1.25, 1.9), 8.5, None),
+    (_TREE, "Simple", 8.4, (4.0, 4.0), 14.0, 0.92),
+)
+#: NCCL's network post overhead per inter-node ring step (getNetOverhead: 1 us on an Intel x86
+#: host, 2 on AMD; tripled for Simple): an intra-node step of a multi-node ring costs at least it
+NCCL_NET_OVERHEAD_S = 1.0e-6
+
+
+def protocol_terms(kind, n, stride, gpus_per_node, intra_busbw, inter_busbw, intra_alpha,
+                   inter_alpha, point_to_point=False, base_alpha=0.0, nvlink=True):
+    """[(seconds, seconds per byte)] of each algorithm and protocol NCCL may run this
+    collective with, Simple's ring first (:func:`collective_terms`); NCCL runs the fastest
+    (ncclTopoGetAlgoInfo picks the least lat + bytes / bw), :func:`fastest`. The other ring
+    protocols count the steps as Simple does (one per node boundary on the network; with one
+    rank per node NCCL takes the tree's network figure); the tree (all-reduce only) pays
+    2 ((ranks per node - 1) intra steps + floor(log2 nodes) network steps). All-to-all has one
+    term: NCCL runs it as grouped point-to-point sends."""
+    simple = collective_terms(kind, n, stride, gpus_per_node, intra_busbw, inter_busbw,
+                              intra_alpha, inter_alpha, point_to_point, base_alpha)
+    if kind == A2A:
+        return [simple]
+    n = np.asarray(n, dtype=float)
+    g, nodes = group_layout(n, stride, gpus_per_node)
+    multi, on, link = nodes > 1, n > 1, 0 if nvlink else 1
+    steps, inter = ring_steps(kind, n), np.where(nodes > 1, ring_steps(kind, nodes), 0.0)
+    tree_net = {name: net for algo, name, _, _, net, _ in _PROTOCOLS if algo == _TREE}
+    out = [simple]
+    for algo, name, base, hw, net, share in _PROTOCOLS:
+        if (name == "LL128" and not nvlink) or (algo == _TREE and kind != AR):
+            continue
+        if algo == _RING:
+            intra = np.where(multi, max(hw[link] * 1e-6, NCCL_NET_OVERHEAD_S), hw[link] * 1e-6)
+            fixed = base * 1e-6 + (steps - inter) * intra \
+                + inter * np.where(g == 1, tree_net[name], net) * 1e-6
+        else:
+            fixed = base * 1e-6 + 2.0 * ((g - 1.0) * hw[link]
+                                         + np.floor(np.log2(np.maximum(nodes, 1.0))) * net) * 1e-6
+            # a tree moves the whole buffer each way: 2 / busbw, not the ring's 2 (n-1) / n
+            share = share if share is not None else 0.92 * np.where(multi, 120.0 / 128.0, 7.0 / 9.0)
+            share = share * np.maximum(n - 1.0, 1.0) / np.maximum(n, 1.0)
+        out.append((np.where(on, fixed, 0.0), simple[1] / share))
+    return out
+
+
+def fastest(terms, size_bytes, count=1.0):
+    """``count`` collectives moving ``size_bytes`` in all (each size / count), each by the
+    protocol that is fastest at its size; ``count`` 0: the bytes alone at Simple's rate."""
+    size, count = np.asarray(size_bytes, dtype=float), np.asarray(count, dtype=float)
+    each = size / np.where(count > 0, count, 1.0)
+    best = None
+    for fixed, per_byte in terms:
+        t = fixed + per_byte * each
+        best = t if best is None else np.minimum(best, t)
+    return np.where(count > 0, count * best, terms[0][1] * size)
+
+
 def collective_time(kind, size_bytes, n, stride, gpus_per_node, intra_busbw, inter_busbw,
-                    intra_alpha, inter_alpha, base_alpha=0.0):
-    """Time of one collective of ``size_bytes`` (the full buffer) over ``n`` ranks
-    (:func:`collective_terms`)."""
-    fixed, per_byte = collective_terms(kind, n, stride, gpus_per_node, intra_busbw, inter_busbw,
-                                       intra_alpha, inter_alpha, base_alpha=base_alpha)
-    return fixed + per_byte * np.asarray(size_bytes, dtype=float)
+                    intra_alpha, inter_alpha, base_alpha=0.0, nvlink=True):
+    """Time of one collective of ``size_bytes`` (the full buffer) over ``n`` ranks, by NCCL's
+    fastest algorithm and protocol (:func:`protocol_terms`)."""
+    return fastest(protocol_terms(kind, n, stride, gpus_per_node, intra_busbw, inter_busbw,
+                                  intra_alpha, inter_alpha, base_alpha=base_alpha,
+                                  nvlink=nvlink), size_bytes)
 
 
 def p2p_time(size_bytes, cross_node, intra_GBps, inter_GBps, alpha):

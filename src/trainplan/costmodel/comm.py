@@ -21,6 +21,7 @@ import numpy as np
 from trainplan.costmodel import collectives as coll
 from trainplan.costmodel.timing import FLASH_BACKWARD_RATIO
 from trainplan.costmodel.layout import by_recompute
+from trainplan.spec.cluster import PCIE5_X16_GBPS
 
 
 class Net:
@@ -35,6 +36,7 @@ class Net:
         self.a_base = eff.collective_base_latency_s
         self.link, self.nic = cluster.link_GBps, cluster.nic_GBps
         self.p2p_fabric = cluster.accelerator.point_to_point
+        self.nvlink = self.link > PCIE5_X16_GBPS     # NCCL's LL128 needs NVLink in the node
 
     def coll(self, kind, size, n, stride, count=1.0):
         """``count`` collectives moving ``size`` bytes in all (each size/count)."""
@@ -55,20 +57,20 @@ class Group:
 
     def __init__(self, net: Net, n, stride):
         self.net, self.n, self.stride = net, n, stride
-        self._terms: dict[int, tuple] = {}
+        self._terms: dict[int, list] = {}
 
     def coll(self, kind, size, count=1.0):
-        """``count`` collectives moving ``size`` bytes in all: count x the fixed term plus the
-        bytes x the per-byte term."""
+        """``count`` collectives moving ``size`` bytes in all, each by NCCL's fastest
+        protocol at its size (:func:`trainplan.costmodel.collectives.fastest`)."""
         # reduce-scatter and all-gather have the same ring terms (collectives.bus_factor)
         key = coll.AG if kind == coll.RS else kind
         if key not in self._terms:
             net = self.net
-            self._terms[key] = coll.collective_terms(key, self.n, self.stride, net.node,
-                                                     net.intra_bw, net.inter_bw, net.a_intra,
-                                                     net.a_inter, net.p2p_fabric, net.a_base)
-        fixed, per_byte = self._terms[key]
-        return count * fixed + per_byte * np.asarray(size, dtype=float)
+            self._terms[key] = coll.protocol_terms(key, self.n, self.stride, net.node,
+                                                   net.intra_bw, net.inter_bw, net.a_intra,
+                                                   net.a_inter, net.p2p_fabric, net.a_base,
+                                                   net.nvlink)
+        return coll.fastest(self._terms[key], size, count)
 
 
 def exposed(comm, compute, overlap):

@@ -8,7 +8,9 @@
   of the datasheet HBM bandwidth (``hbm``);
 * collective bus bandwidth of all-reduce through ``torch.distributed`` with several ranks on this
   machine (NCCL on GPUs, gloo on CPU), ``busbw = algbw * 2 (n-1) / n`` as nccl-tests define it
-  (``intra_busbw_GBps``), and the small-message latency (``intra_latency_s``).
+  (``intra_busbw_GBps``), and the small-message latency per ring step (``intra_latency_s``,
+  after NCCL's 8.4 us base); with NCCL pinned to its Simple ring (``NCCL_PROTO=Simple``,
+  ``NCCL_ALGO=Ring``), the protocol those profile fields describe.
 
 The JSON written by ``trainplan measure bench`` holds the raw measurements and, under
 ``"profile"``, the fields of ``EfficiencyProfile`` -- the file ``estimate``/``plan --profile``
@@ -104,6 +106,9 @@ def _coll_worker(rank: int, world: int, port: int, backend: str, sizes: list[int
     import torch.distributed as dist
     cuda = backend == "nccl"
     if cuda:
+        # the profile's bandwidth and latencies are the Simple ring's (costmodel.collectives:
+        # the other protocols and the tree come from NCCL's tuning tables), so measure that one
+        os.environ.update(NCCL_PROTO="Simple", NCCL_ALGO="Ring")
         torch.cuda.set_device(rank)
     dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank,
                             world_size=world)

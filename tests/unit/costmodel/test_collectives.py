@@ -51,8 +51,8 @@ def test_a_group_times_its_collectives_as_the_net_does():
     grp = net.group(n, stride)
     for kind in (coll.AR, coll.RS, coll.AG, coll.A2A):
         base = 0.0 if kind == coll.A2A else A_BASE
-        by_hand = count * (coll.collective_time(kind, size / count, n, stride, 8, B_IN, B_OUT,
-                                                A_IN, A_OUT) + np.where(n > 1, base, 0.0))
+        by_hand = count * coll.collective_time(kind, size / count, n, stride, 8, B_IN, B_OUT,
+                                               A_IN, A_OUT, base)
         assert np.allclose(grp.coll(kind, size, count), by_hand, rtol=1e-12, atol=0)
         assert np.allclose(net.coll(kind, size, n, stride, count), by_hand, rtol=1e-12, atol=0)
 
@@ -104,3 +104,43 @@ def test_intra_node_step_latency_is_nccls_figure_by_link():
     assert {a.id for a in pcie} >= {"h100_pcie", "l40s", "a100_pcie_80gb"}
     assert all(a.efficiency.intra_latency_s == pytest.approx(5.7e-6) for a in pcie)
     assert get_accelerator("h100_sxm").efficiency.intra_latency_s == pytest.approx(3.4e-6)
+
+
+def test_nccl_runs_each_collective_with_its_fastest_protocol():
+    """NCCL's tuning model (src/graph/tuning.cc, 593de54e52) times every algorithm and protocol
+    as lat + bytes / bw and runs the least. A 1 KB all-reduce on 8 NVLink GPUs: LL's ring,
+    6.6 us + 14 steps x 0.6 us, at half Simple's bus bandwidth; 1 GB stays on Simple."""
+    small = float(coll.collective_time(coll.AR, 1e3, 8, 1, 8, B_IN, B_OUT, A_IN, A_OUT, A_BASE))
+    assert small == pytest.approx(6.6e-6 + 14 * 0.6e-6 + 2 * 7 / 8 * 1e3 / (0.5 * B_IN))
+    big = float(coll.collective_time(coll.AR, 1e9, 8, 1, 8, B_IN, B_OUT, A_IN, A_OUT, A_BASE))
+    assert big == pytest.approx(A_BASE + 14 * A_IN + 2 * 7 / 8 * 1e9 / B_IN)
+    # a 40 MB all-gather on 8 GPUs: LL128 (14 us + 7 x 1.9 us at 0.92 of the bandwidth) beats
+    # Simple and LL where the node has NVLink; over PCIe NCCL does not enable LL128, and LL's
+    # step is 1.0 us there
+    S = 4e7
+    simple = A_BASE + 7 * A_IN + 7 / 8 * S / B_IN
+    ll128 = 14.0e-6 + 7 * 1.9e-6 + 7 / 8 * S / (0.92 * B_IN)
+    ll_nv = 6.6e-6 + 7 * 0.6e-6 + 7 / 8 * S / (0.5 * B_IN)
+    ll = 6.6e-6 + 7 * 1.0e-6 + 7 / 8 * S / (0.5 * B_IN)
+    assert ll128 < min(simple, ll_nv)
+    nv = coll.collective_time(coll.AG, S, 8, 1, 8, B_IN, B_OUT, A_IN, A_OUT, A_BASE)
+    pci = coll.collective_time(coll.AG, S, 8, 1, 8, B_IN, B_OUT, A_IN, A_OUT, A_BASE, nvlink=False)
+    assert float(nv) == pytest.approx(ll128)
+    assert float(pci) == pytest.approx(min(simple, ll))
+
+
+def test_a_large_all_reduce_of_a_few_megabytes_takes_nccls_tree():
+    """1 MB over 1,024 ranks on 128 nodes: the ring's 2,046 steps cost milliseconds, the tree's
+    2 (7 intra + log2(128) = 7 network) steps a fraction of that (tuning.cc: Tree Simple 8.4 us
+    base, 4.0 us per NVLink step, 14 us per network step; LL128 14 / 1.25 / 8.5; LL 6.8 / 0.6 /
+    5.0, at 0.92 x (7/9 or 120/128, 1/3.8) of the bus bandwidth)."""
+    S, n = 1e6, 1024
+    _, ring_pb = coll.collective_terms(coll.AR, n, 1, 8, B_IN, B_OUT, A_IN, A_OUT, False, A_BASE)
+    tree_pb = float(ring_pb) * n / (n - 1)
+    trees = [8.4e-6 + 2 * (7 * 4.0e-6 + 7 * 14e-6) + S * tree_pb / 0.92,
+             14e-6 + 2 * (7 * 1.25e-6 + 7 * 8.5e-6) + S * tree_pb / (0.92 * 120 / 128),
+             6.8e-6 + 2 * (7 * 0.6e-6 + 7 * 5.0e-6) + S * tree_pb / (0.92 / 3.8)]
+    got = float(coll.collective_time(coll.AR, S, n, 1, 8, B_IN, B_OUT, A_IN, A_OUT, A_BASE))
+    assert got == pytest.approx(min(trees))
+    ring_simple = A_BASE + 1792 * A_IN + 254 * A_OUT + S * float(ring_pb)
+    assert got < ring_simple / 10
