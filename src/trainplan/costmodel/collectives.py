@@ -37,14 +37,6 @@ def ring_steps(kind, n):
     return (2.0 if kind == AR else 1.0) * (np.asarray(n, dtype=float) - 1.0)
 
 
-def tree_allreduce_latency(n, alpha):
-    """All-reduce of a few bytes over ``n`` ranks: latency only, a binomial-tree reduce and
-    broadcast of ceil(log2 n) steps each (Thakur, Rabenseifner & Gropp 2005, sec. 2; NCCL
-    picks its tree algorithm for small messages)."""
-    n = np.asarray(n, dtype=float)
-    return np.where(n > 1, 2.0 * np.ceil(np.log2(np.maximum(n, 1.0))) * alpha, 0.0)
-
-
 def group_layout(n, stride, gpus_per_node):
     """(members per node, nodes spanned) of a group of n ranks at the given stride."""
     n = np.asarray(n, dtype=float)

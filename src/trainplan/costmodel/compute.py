@@ -236,8 +236,9 @@ def fp8_step_time(km: KernelModel, net, L, weights_on_gpu, micro_batches):
     one region per model chunk and micro-batch for delayed scaling
     (``transformer/transformer_block.py``, outer quantization context) over the tensor-, data-
     and context-parallel group (``parallel_state.get_amax_reduction_group``, Megatron-LM
-    d98e8a6). The buffer is a few KB: a latency-bound all-reduce
-    (:func:`trainplan.costmodel.collectives.tree_allreduce_latency`).
+    d98e8a6). The buffer is a few KB: a latency-bound all-reduce, by NCCL's fastest protocol
+    for no bytes (:func:`trainplan.costmodel.collectives.protocol_terms`: LL's ring in a node,
+    LL's tree across many).
     """
     if not km.fp8:
         return 0.0
@@ -245,9 +246,7 @@ def fp8_step_time(km: KernelModel, net, L, weights_on_gpu, micro_batches):
     per_w, _ = opinv.fp8_cast_bytes(km.recipe, km.fp8_transpose)
     t = times * memory_time(per_w * weights_on_gpu, km.hbm, km.eta_hbm_fp8)
     if km.recipe == "delayed":
-        n = L.tp * L.dp * L.cp
-        alpha = np.where(n > net.node, net.a_inter, net.a_intra)
-        t = t + 2.0 * micro_batches * L.vp * coll.tree_allreduce_latency(n, alpha)
+        t = t + 2.0 * micro_batches * L.vp * net.coll(coll.AR, 0.0, L.tp * L.dp * L.cp, 1)
     return t
 
 
