@@ -151,6 +151,27 @@ def protocol_terms(kind, n, stride, gpus_per_node, intra_busbw, inter_busbw, int
     return out
 
 
+def protocol_names(kind, nvlink=True):
+    """'algorithm/protocol' of each entry of :func:`protocol_terms` for ``kind``, in its order
+    (Simple's ring first), for reports of which one NCCL's model picks."""
+    if kind == A2A:
+        return ["Ring/Simple"]
+    names = ["Ring/Simple"]
+    for algo, name, *_ in _PROTOCOLS:
+        if (name == "LL128" and not nvlink) or (algo == _TREE and kind != AR):
+            continue
+        names.append(("Ring/" if algo == _RING else "Tree/") + name)
+    return names
+
+
+def fastest_index(terms, size_bytes):
+    """Index into ``terms`` (:func:`protocol_terms`) of the one :func:`fastest` takes for one
+    collective of ``size_bytes``."""
+    size = np.asarray(size_bytes, dtype=float)
+    return np.argmin(np.stack([np.broadcast_to(f + b * size, np.shape(size)) for f, b in terms]),
+                     axis=0)
+
+
 def fastest(terms, size_bytes, count=1.0):
     """``count`` collectives moving ``size_bytes`` in all (each size / count), each by the
     protocol that is fastest at its size; ``count`` 0: the bytes alone at Simple's rate."""

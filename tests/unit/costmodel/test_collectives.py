@@ -144,3 +144,25 @@ def test_a_large_all_reduce_of_a_few_megabytes_takes_nccls_tree():
     assert got == pytest.approx(min(trees))
     ring_simple = A_BASE + 1792 * A_IN + 254 * A_OUT + S * float(ring_pb)
     assert got < ring_simple / 10
+
+
+def test_protocol_names_label_every_term():
+    for kind in (coll.AR, coll.AG, coll.A2A):
+        for nvlink in (True, False):
+            terms = coll.protocol_terms(kind, 16, 1, 8, 200e9, 20e9, 3e-6, 14e-6, nvlink=nvlink)
+            names = coll.protocol_names(kind, nvlink=nvlink)
+            assert len(names) == len(terms) and names[0] == "Ring/Simple"
+    assert "Ring/LL128" not in coll.protocol_names(coll.AR, nvlink=False)
+    assert not any(n.startswith("Tree") for n in coll.protocol_names(coll.AG))
+
+
+def test_fastest_index_small_and_large_all_reduce_in_a_node():
+    # tuning.cc (NVIDIA/nccl 593de54e52) on NVLink: ring LL costs 6.6 + 2 (8-1) x 0.6 = 15.0 us,
+    # the tree's LL 6.8 + 2 (8-1) x 0.6 = 15.2 us, LL128 and Simple more: a 64-byte all-reduce
+    # over 8 GPUs runs the ring's LL. At 8 GiB Simple's ring has the most bandwidth.
+    terms = coll.protocol_terms(coll.AR, 8, 1, 8, 234.89e9, 24e9, 3.4e-6, 14e-6, base_alpha=8.4e-6)
+    names = coll.protocol_names(coll.AR)
+    idx = coll.fastest_index(terms, [64.0, 8 * 2.0 ** 30])
+    assert [names[i] for i in idx] == ["Ring/LL", "Ring/Simple"]
+    f, b = terms[idx[0]]
+    assert f + b * 64.0 == pytest.approx(float(coll.fastest(terms, 64.0)))
