@@ -99,9 +99,10 @@ def collective_terms(kind, n, stride, gpus_per_node, intra_busbw, inter_busbw, i
 # the network (hwLat), in microseconds, and the bus bandwidth as a share of Simple's ring
 # busbw: LL carries 4 data bytes in 8 (x 0.5), LL128 120 in 128 (x 0.92); a tree all-reduce
 # runs at 0.92 of it, LL there at 1/3.8 of that and LL128 at 7/9 in one node, 120/128 across.
-# LL128 runs only where the node's GPUs talk over NVLink (graph typeIntra <= PATH_NVB). Not
-# modelled: the per-channel bandwidth caps (llMaxBws, perChMax*), NVLS/CollNet/PAT, and the
-# 0.85 tree-pattern factor.
+# LL128 runs only where the node's GPUs talk over NVLink (graph typeIntra <= PATH_NVB). LL's
+# bus bandwidth is capped at llMaxBws (:data:`NCCL_LL_MAX_GBPS`). Not modelled: the per-channel
+# caps (perChMax*, they need NCCL's channel count), NVLS/CollNet/PAT, treeCorrectionFactor and
+# the 0.85 tree-pattern factor.
 _RING, _TREE = 0, 1
 _PROTOCOLS = (  # (algorithm, name, base, (nvlink, pci), net, share of Simple's busbw)
     (_RING, "LL", 6.6, (0.6, 1.0), 2.7, 0.5),
@@ -110,20 +111,27 @@ _PROTOCOLS = (  # (algorithm, name, base, (nvlink, pci), net, share of Simple's 
     (_TREE, "LL128", 14.0, (1.25, 1.9), 8.5, None),
     (_TREE, "Simple", 8.4, (4.0, 4.0), 14.0, 0.92),
 )
+#: NCCL's cap on the LL protocol's bus bandwidth, GB/s (tuning.cc ``llMaxBws``): in one node by
+#: GPU generation; across 2 nodes and across 3 or more by the host CPU, of which the x86 Intel
+#: row (39.0, 20.4) is taken (AMD hosts: 22.5, 19.0). No figure for other vendors' libraries.
+NCCL_LL_MAX_GBPS = {"volta": 39.0, "ampere": 87.7, "hopper": 141.0, "blackwell": 282.0}
+NCCL_LL_MAX_GBPS_NODES = (39.0, 20.4)
 #: NCCL's network post overhead per inter-node ring step (getNetOverhead: 1 us on an Intel x86
 #: host, 2 on AMD; tripled for Simple): an intra-node step of a multi-node ring costs at least it
 NCCL_NET_OVERHEAD_S = 1.0e-6
 
 
 def protocol_terms(kind, n, stride, gpus_per_node, intra_busbw, inter_busbw, intra_alpha,
-                   inter_alpha, point_to_point=False, base_alpha=0.0, nvlink=True):
+                   inter_alpha, point_to_point=False, base_alpha=0.0, nvlink=True, ll_max=None):
     """[(seconds, seconds per byte)] of each algorithm and protocol NCCL may run this
     collective with, Simple's ring first (:func:`collective_terms`); NCCL runs the fastest
     (ncclTopoGetAlgoInfo picks the least lat + bytes / bw), :func:`fastest`. The other ring
     protocols count the steps as Simple does (one per node boundary on the network; with one
     rank per node NCCL takes the tree's network figure); the tree (all-reduce only) pays
-    2 ((ranks per node - 1) intra steps + floor(log2 nodes) network steps). All-to-all has one
-    term: NCCL runs it as grouped point-to-point sends."""
+    2 ((ranks per node - 1) intra steps + floor(log2 nodes) network steps). ``ll_max``: the
+    one-node LL cap of the GPU generation, GB/s (:data:`NCCL_LL_MAX_GBPS`; None: no cap), the
+    group's LL bus bandwidth at most it (or the multi-node figure). All-to-all has one term:
+    NCCL runs it as grouped point-to-point sends."""
     simple = collective_terms(kind, n, stride, gpus_per_node, intra_busbw, inter_busbw,
                               intra_alpha, inter_alpha, point_to_point, base_alpha)
     if kind == A2A:
@@ -147,7 +155,12 @@ def protocol_terms(kind, n, stride, gpus_per_node, intra_busbw, inter_busbw, int
             # a tree moves the whole buffer each way: 2 / busbw, not the ring's 2 (n-1) / n
             share = share if share is not None else 0.92 * np.where(multi, 120.0 / 128.0, 7.0 / 9.0)
             share = share * np.maximum(n - 1.0, 1.0) / np.maximum(n, 1.0)
-        out.append((np.where(on, fixed, 0.0), simple[1] / share))
+        per_byte = simple[1] / share
+        if name == "LL" and ll_max is not None:     # busBw = min(llMaxBw, busBw x share)
+            cap = np.where(nodes == 1, ll_max, np.where(nodes == 2, *NCCL_LL_MAX_GBPS_NODES)) * 1e9
+            whole = bus_factor(kind, n) if algo == _RING else 2.0
+            per_byte = np.maximum(per_byte, np.where(on, whole / cap, 0.0))
+        out.append((np.where(on, fixed, 0.0), per_byte))
     return out
 
 
@@ -185,12 +198,12 @@ def fastest(terms, size_bytes, count=1.0):
 
 
 def collective_time(kind, size_bytes, n, stride, gpus_per_node, intra_busbw, inter_busbw,
-                    intra_alpha, inter_alpha, base_alpha=0.0, nvlink=True):
+                    intra_alpha, inter_alpha, base_alpha=0.0, nvlink=True, ll_max=None):
     """Time of one collective of ``size_bytes`` (the full buffer) over ``n`` ranks, by NCCL's
     fastest algorithm and protocol (:func:`protocol_terms`)."""
     return fastest(protocol_terms(kind, n, stride, gpus_per_node, intra_busbw, inter_busbw,
                                   intra_alpha, inter_alpha, base_alpha=base_alpha,
-                                  nvlink=nvlink), size_bytes)
+                                  nvlink=nvlink, ll_max=ll_max), size_bytes)
 
 
 def p2p_time(size_bytes, cross_node, intra_GBps, inter_GBps, alpha):

@@ -41,6 +41,7 @@ def test_a_group_times_its_collectives_as_the_net_does():
 
         class accelerator:
             point_to_point = False      # a switched fabric (NVSwitch)
+            arch = ""                   # no LL cap (tested below)
 
             class efficiency:
                 intra_latency_s, inter_latency_s = A_IN, A_OUT
@@ -166,3 +167,25 @@ def test_fastest_index_small_and_large_all_reduce_in_a_node():
     assert [names[i] for i in idx] == ["Ring/LL", "Ring/Simple"]
     f, b = terms[idx[0]]
     assert f + b * 64.0 == pytest.approx(float(coll.fastest(terms, 64.0)))
+
+
+def test_ll_bandwidth_is_capped_at_nccls_llmaxbws():
+    """tuning.cc (593de54e52): ring LL's bus bandwidth is min(llMaxBw, busBw x 0.5), llMaxBws
+    87.7 GB/s on one Ampere node (Hopper 141); across 3 or more nodes 20.4 (x86 Intel host).
+    A 256 KiB all-reduce on 8 A100s (busbw 234.89 GB/s): LL's ring at 87.7, not 117 GB/s."""
+    S, B = 262144, 234.89e9
+    capped = 6.6e-6 + 14 * 0.6e-6 + 2 * 7 / 8 * S / 87.7e9
+    got = coll.collective_time(coll.AR, S, 8, 1, 8, B, B_OUT, A_IN, A_OUT, A_BASE,
+                               ll_max=coll.NCCL_LL_MAX_GBPS["ampere"])
+    assert float(got) == pytest.approx(capped)
+    free = coll.collective_time(coll.AR, S, 8, 1, 8, B, B_OUT, A_IN, A_OUT, A_BASE)
+    assert float(free) == pytest.approx(6.6e-6 + 14 * 0.6e-6 + 2 * 7 / 8 * S / (0.5 * B))
+    # the Net takes the cap from the accelerator's generation
+    from trainplan.catalog.accelerators import get_accelerator
+    from trainplan.spec.cluster import Cluster
+    net = Net(Cluster(accelerator=get_accelerator("a100_sxm_80gb"), gpus=64))
+    assert net.ll_max == 87.7
+    terms = coll.protocol_terms(coll.AG, 64, 1, 8, B, 24e9, A_IN, A_OUT, False, A_BASE,
+                                True, net.ll_max)
+    ll = terms[coll.protocol_names(coll.AG).index("Ring/LL")]
+    assert float(ll[1]) == pytest.approx(63 / 64 / 20.4e9)     # 8 nodes: the multi-node cap

@@ -59,7 +59,7 @@ def test_megatron_buckets_only_the_first_chunk_of_the_first_stage():
         node_size, intra_busbw_Bps, inter_busbw_Bps, link_GBps, nic_GBps = 8, 400e9, 40e9, 450, 50
 
         class accelerator:
-            point_to_point = False
+            point_to_point, arch = False, "hopper"
 
             class efficiency:
                 intra_latency_s, inter_latency_s, collective_base_latency_s = 10e-6, 14e-6, 8.4e-6
