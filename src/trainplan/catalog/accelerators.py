@@ -88,10 +88,10 @@ def _read_user(path: str | os.PathLike[str]) -> dict[str, Any]:
     if d is not None and not (isinstance(d, dict) and all(isinstance(r, dict) for r in d.values())):
         raise InputError(f"{p}: defaults", d,
                          'an object of accelerator id -> {"usd_per_gpu_hour": ...}')
-    e = doc.get("efficiency_defaults")
-    if e is not None and not (isinstance(e, dict) and all(
-            isinstance(r, dict) and "value" in r for r in e.values())):
-        raise InputError(f"{p}: efficiency_defaults", e, 'an object of efficiency field -> '
+    eff = doc.get("efficiency_defaults")
+    if eff is not None and not (isinstance(eff, dict) and all(
+            isinstance(r, dict) and "value" in r for r in eff.values())):
+        raise InputError(f"{p}: efficiency_defaults", eff, 'an object of efficiency field -> '
                          '{"value": ..., "source": "..."}')
     return doc
 
