@@ -116,28 +116,38 @@ _PROTOCOLS = (  # (algorithm, name, base, (nvlink, pci), net, share of Simple's 
 #: row (39.0, 20.4) is taken (AMD hosts: 22.5, 19.0). No figure for other vendors' libraries.
 NCCL_LL_MAX_GBPS = {"volta": 39.0, "ampere": 87.7, "hopper": 141.0, "blackwell": 282.0}
 NCCL_LL_MAX_GBPS_NODES = (39.0, 20.4)
+#: ncclTopoGetAlgoTime's "plateau effect of ring": a multi-node Simple ring all-reduce's latency
+#: x 1.4 (compute capability 8.0 and up; 1.9 before), once each rank's share of a channel is
+#: 64 bytes or more, which holds wherever Simple is the fastest protocol (the condition needs
+#: NCCL's channel count, so it is taken as met)
+NCCL_RING_PLATEAU = {"volta": 1.9}
 #: NCCL's network post overhead per inter-node ring step (getNetOverhead: 1 us on an Intel x86
 #: host, 2 on AMD; tripled for Simple): an intra-node step of a multi-node ring costs at least it
 NCCL_NET_OVERHEAD_S = 1.0e-6
 
 
 def protocol_terms(kind, n, stride, gpus_per_node, intra_busbw, inter_busbw, intra_alpha,
-                   inter_alpha, point_to_point=False, base_alpha=0.0, nvlink=True, ll_max=None):
+                   inter_alpha, point_to_point=False, base_alpha=0.0, nvlink=True, arch=""):
     """[(seconds, seconds per byte)] of each algorithm and protocol NCCL may run this
     collective with, Simple's ring first (:func:`collective_terms`); NCCL runs the fastest
     (ncclTopoGetAlgoInfo picks the least lat + bytes / bw), :func:`fastest`. The other ring
     protocols count the steps as Simple does (one per node boundary on the network; with one
     rank per node NCCL takes the tree's network figure); the tree (all-reduce only) pays
-    2 ((ranks per node - 1) intra steps + floor(log2 nodes) network steps). ``ll_max``: the
-    one-node LL cap of the GPU generation, GB/s (:data:`NCCL_LL_MAX_GBPS`; None: no cap), the
-    group's LL bus bandwidth at most it (or the multi-node figure). All-to-all has one term:
-    NCCL runs it as grouped point-to-point sends."""
+    2 ((ranks per node - 1) intra steps + floor(log2 nodes) network steps). ``arch``: the GPU
+    generation, for LL's bandwidth cap (:data:`NCCL_LL_MAX_GBPS`; none for a generation it
+    does not list) and the multi-node ring all-reduce's latency plateau
+    (:data:`NCCL_RING_PLATEAU`). All-to-all has one term: NCCL runs it as grouped
+    point-to-point sends."""
     simple = collective_terms(kind, n, stride, gpus_per_node, intra_busbw, inter_busbw,
                               intra_alpha, inter_alpha, point_to_point, base_alpha)
     if kind == A2A:
         return [simple]
     n = np.asarray(n, dtype=float)
     g, nodes = group_layout(n, stride, gpus_per_node)
+    if kind == AR:              # ncclTopoGetAlgoTime: Simple's multi-node ring all-reduce
+        simple = (simple[0] * np.where(nodes > 1, NCCL_RING_PLATEAU.get(arch, 1.4), 1.0),
+                  simple[1])
+    ll_max = NCCL_LL_MAX_GBPS.get(arch)
     multi, on, link = nodes > 1, n > 1, 0 if nvlink else 1
     steps, inter = ring_steps(kind, n), np.where(nodes > 1, ring_steps(kind, nodes), 0.0)
     tree_net = {name: net for algo, name, _, _, net, _ in _PROTOCOLS if algo == _TREE}
@@ -198,12 +208,12 @@ def fastest(terms, size_bytes, count=1.0):
 
 
 def collective_time(kind, size_bytes, n, stride, gpus_per_node, intra_busbw, inter_busbw,
-                    intra_alpha, inter_alpha, base_alpha=0.0, nvlink=True, ll_max=None):
+                    intra_alpha, inter_alpha, base_alpha=0.0, nvlink=True, arch=""):
     """Time of one collective of ``size_bytes`` (the full buffer) over ``n`` ranks, by NCCL's
     fastest algorithm and protocol (:func:`protocol_terms`)."""
     return fastest(protocol_terms(kind, n, stride, gpus_per_node, intra_busbw, inter_busbw,
                                   intra_alpha, inter_alpha, base_alpha=base_alpha,
-                                  nvlink=nvlink, ll_max=ll_max), size_bytes)
+                                  nvlink=nvlink, arch=arch), size_bytes)
 
 
 def p2p_time(size_bytes, cross_node, intra_GBps, inter_GBps, alpha):

@@ -37,7 +37,7 @@ class Net:
         self.link, self.nic = cluster.link_GBps, cluster.nic_GBps
         self.p2p_fabric = cluster.accelerator.point_to_point
         self.nvlink = self.link > PCIE5_X16_GBPS     # NCCL's LL128 needs NVLink in the node
-        self.ll_max = coll.NCCL_LL_MAX_GBPS.get(cluster.accelerator.arch)
+        self.arch = cluster.accelerator.arch          # NCCL's LL cap and ring plateau
 
     def coll(self, kind, size, n, stride, count=1.0):
         """``count`` collectives moving ``size`` bytes in all (each size/count)."""
@@ -70,7 +70,7 @@ class Group:
             self._terms[key] = coll.protocol_terms(key, self.n, self.stride, net.node,
                                                    net.intra_bw, net.inter_bw, net.a_intra,
                                                    net.a_inter, net.p2p_fabric, net.a_base,
-                                                   net.nvlink, net.ll_max)
+                                                   net.nvlink, net.arch)
         return coll.fastest(self._terms[key], size, count)
 
 

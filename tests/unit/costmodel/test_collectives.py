@@ -28,7 +28,8 @@ def test_across_nodes_hierarchical():
     S = 1e9
     assert t(coll.RS, S, 16, 1) == pytest.approx(7 / 8 * S / B_IN + 14 * A_IN
                                                  + 1 / 2 * S / 8 / B_OUT + 1 * A_OUT)
-    assert t(coll.AR, S, 4, 8) == pytest.approx(2 * 3 / 4 * S / B_OUT + 6 * A_OUT)
+    # a multi-node Simple ring all-reduce pays NCCL's latency plateau, x 1.4
+    assert t(coll.AR, S, 4, 8) == pytest.approx(2 * 3 / 4 * S / B_OUT + 1.4 * 6 * A_OUT)
     assert t(coll.A2A, S, 16, 1) == pytest.approx(7 / 16 * S / B_IN + 8 / 16 * S / B_OUT
                                                   + 15 * A_OUT)
 
@@ -176,7 +177,7 @@ def test_ll_bandwidth_is_capped_at_nccls_llmaxbws():
     S, B = 262144, 234.89e9
     capped = 6.6e-6 + 14 * 0.6e-6 + 2 * 7 / 8 * S / 87.7e9
     got = coll.collective_time(coll.AR, S, 8, 1, 8, B, B_OUT, A_IN, A_OUT, A_BASE,
-                               ll_max=coll.NCCL_LL_MAX_GBPS["ampere"])
+                               arch="ampere")
     assert float(got) == pytest.approx(capped)
     free = coll.collective_time(coll.AR, S, 8, 1, 8, B, B_OUT, A_IN, A_OUT, A_BASE)
     assert float(free) == pytest.approx(6.6e-6 + 14 * 0.6e-6 + 2 * 7 / 8 * S / (0.5 * B))
@@ -184,8 +185,24 @@ def test_ll_bandwidth_is_capped_at_nccls_llmaxbws():
     from trainplan.catalog.accelerators import get_accelerator
     from trainplan.spec.cluster import Cluster
     net = Net(Cluster(accelerator=get_accelerator("a100_sxm_80gb"), gpus=64))
-    assert net.ll_max == 87.7
+    assert coll.NCCL_LL_MAX_GBPS[net.arch] == 87.7
     terms = coll.protocol_terms(coll.AG, 64, 1, 8, B, 24e9, A_IN, A_OUT, False, A_BASE,
-                                True, net.ll_max)
+                                True, net.arch)
     ll = terms[coll.protocol_names(coll.AG).index("Ring/LL")]
     assert float(ll[1]) == pytest.approx(63 / 64 / 20.4e9)     # 8 nodes: the multi-node cap
+
+
+def test_multi_node_ring_all_reduce_latency_plateau():
+    """ncclTopoGetAlgoTime (tuning.cc, 593de54e52): a multi-node ring Simple all-reduce's
+    latency x 1.4 from compute capability 8.0, x 1.9 before (Volta); one node, other
+    collectives and other protocols keep theirs."""
+    S = 4e9                                 # Simple's ring: bandwidth-bound, the one picked
+    base = A_BASE + 28 * A_IN + 2 * A_OUT   # 16 ranks on 2 nodes: 30 steps, 2 on the network
+    pb = float(coll.collective_terms(coll.AR, 16, 1, 8, B_IN, B_OUT, A_IN, A_OUT, False, A_BASE)[1])
+    for arch, f in (("hopper", 1.4), ("ampere", 1.4), ("volta", 1.9)):
+        got = coll.collective_time(coll.AR, S, 16, 1, 8, B_IN, B_OUT, A_IN, A_OUT, A_BASE, arch=arch)
+        assert float(got) == pytest.approx(f * base + pb * S)
+    one = coll.collective_time(coll.AR, S, 8, 1, 8, B_IN, B_OUT, A_IN, A_OUT, A_BASE, arch="volta")
+    assert float(one) == pytest.approx(A_BASE + 14 * A_IN + 2 * 7 / 8 * S / B_IN)
+    rs = coll.collective_time(coll.RS, S, 16, 1, 8, B_IN, B_OUT, A_IN, A_OUT, A_BASE, arch="volta")
+    assert float(rs) == pytest.approx(t(coll.RS, S, 16, 1) + A_BASE)
