@@ -100,9 +100,10 @@ def collective_terms(kind, n, stride, gpus_per_node, intra_busbw, inter_busbw, i
 # busbw: LL carries 4 data bytes in 8 (x 0.5), LL128 120 in 128 (x 0.92); a tree all-reduce
 # runs at 0.92 of it, LL there at 1/3.8 of that and LL128 at 7/9 in one node, 120/128 across.
 # LL128 runs only where the node's GPUs talk over NVLink (graph typeIntra <= PATH_NVB). LL's
-# bus bandwidth is capped at llMaxBws (:data:`NCCL_LL_MAX_GBPS`). Not modelled: the per-channel
-# caps (perChMax*, they need NCCL's channel count), NVLS/CollNet/PAT, treeCorrectionFactor and
-# the 0.85 tree-pattern factor.
+# bus bandwidth is capped at llMaxBws (:data:`NCCL_LL_MAX_GBPS`); a tree all-reduce's bandwidth
+# is scaled by treeCorrectionFactor at its size (:data:`NCCL_TREE_CORRECTION`). Not modelled:
+# the per-channel caps (perChMax*, they need NCCL's channel count), NVLS/CollNet/PAT and the
+# 0.85 tree-pattern factor.
 _RING, _TREE = 0, 1
 _PROTOCOLS = (  # (algorithm, name, base, (nvlink, pci), net, share of Simple's busbw)
     (_RING, "LL", 6.6, (0.6, 1.0), 2.7, 0.5),
@@ -121,6 +122,17 @@ NCCL_LL_MAX_GBPS_NODES = (39.0, 20.4)
 #: 64 bytes or more, which holds wherever Simple is the fastest protocol (the condition needs
 #: NCCL's channel count, so it is taken as met)
 NCCL_RING_PLATEAU = {"volta": 1.9}
+#: tuning.cc ``treeCorrectionFactor``: a tree all-reduce's bandwidth x this factor at message
+#: sizes 64 B x 2^k (k = floor(log2(bytes / 64)), 0..22; 1 outside), per protocol: "Trees are not
+#: perfectly sticking to the model for medium sizes"
+NCCL_TREE_CORRECTION = {
+    "LL": (1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0,
+           1.0, 1.0, 1.0),
+    "LL128": (1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9,
+              .9, .9, 1.0, 1.0),
+    "Simple": (.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7,
+               .8, .9, .9),
+}
 #: NCCL's network post overhead per inter-node ring step (getNetOverhead: 1 us on an Intel x86
 #: host, 2 on AMD; tripled for Simple): an intra-node step of a multi-node ring costs at least it
 NCCL_NET_OVERHEAD_S = 1.0e-6
@@ -128,8 +140,9 @@ NCCL_NET_OVERHEAD_S = 1.0e-6
 
 def protocol_terms(kind, n, stride, gpus_per_node, intra_busbw, inter_busbw, intra_alpha,
                    inter_alpha, point_to_point=False, base_alpha=0.0, nvlink=True, arch=""):
-    """[(seconds, seconds per byte)] of each algorithm and protocol NCCL may run this
-    collective with, Simple's ring first (:func:`collective_terms`); NCCL runs the fastest
+    """[(seconds, seconds per byte, size correction)] of each algorithm and protocol NCCL may
+    run this collective with, Simple's ring first (:func:`collective_terms`; the correction is
+    None, or a tree's :data:`NCCL_TREE_CORRECTION` row); NCCL runs the fastest
     (ncclTopoGetAlgoInfo picks the least lat + bytes / bw), :func:`fastest`. The other ring
     protocols count the steps as Simple does (one per node boundary on the network; with one
     rank per node NCCL takes the tree's network figure); the tree (all-reduce only) pays
@@ -141,7 +154,7 @@ def protocol_terms(kind, n, stride, gpus_per_node, intra_busbw, inter_busbw, int
     simple = collective_terms(kind, n, stride, gpus_per_node, intra_busbw, inter_busbw,
                               intra_alpha, inter_alpha, point_to_point, base_alpha)
     if kind == A2A:
-        return [simple]
+        return [(*simple, None)]
     n = np.asarray(n, dtype=float)
     g, nodes = group_layout(n, stride, gpus_per_node)
     if kind == AR:              # ncclTopoGetAlgoTime: Simple's multi-node ring all-reduce
@@ -151,7 +164,7 @@ def protocol_terms(kind, n, stride, gpus_per_node, intra_busbw, inter_busbw, int
     multi, on, link = nodes > 1, n > 1, 0 if nvlink else 1
     steps, inter = ring_steps(kind, n), np.where(nodes > 1, ring_steps(kind, nodes), 0.0)
     tree_net = {name: net for algo, name, _, _, net, _ in _PROTOCOLS if algo == _TREE}
-    out = [simple]
+    out = [(*simple, None)]
     for algo, name, base, hw, net, share in _PROTOCOLS:
         if (name == "LL128" and not nvlink) or (algo == _TREE and kind != AR):
             continue
@@ -170,8 +183,19 @@ def protocol_terms(kind, n, stride, gpus_per_node, intra_busbw, inter_busbw, int
             cap = np.where(nodes == 1, ll_max, np.where(nodes == 2, *NCCL_LL_MAX_GBPS_NODES)) * 1e9
             whole = bus_factor(kind, n) if algo == _RING else 2.0
             per_byte = np.maximum(per_byte, np.where(on, whole / cap, 0.0))
-        out.append((np.where(on, fixed, 0.0), per_byte))
+        out.append((np.where(on, fixed, 0.0), per_byte,
+                    NCCL_TREE_CORRECTION[name] if algo == _TREE else None))
     return out
+
+
+def _per_byte(per_byte, correction, each):
+    """A term's seconds per byte for collectives of ``each`` bytes: a tree's divided by its
+    treeCorrectionFactor at that size (ncclTopoGetAlgoTime: logSize = log2i(nBytes >> 6))."""
+    if correction is None:
+        return per_byte
+    k = np.floor(np.log2(np.maximum(each, 1.0) / 64.0))
+    f = np.asarray(correction)[np.clip(k, 0, 22).astype(int)]
+    return per_byte / np.where((k >= 0) & (k < 23), f, 1.0)
 
 
 def protocol_names(kind, nvlink=True):
@@ -191,8 +215,8 @@ def fastest_index(terms, size_bytes):
     """Index into ``terms`` (:func:`protocol_terms`) of the one :func:`fastest` takes for one
     collective of ``size_bytes``."""
     size = np.asarray(size_bytes, dtype=float)
-    return np.argmin(np.stack([np.broadcast_to(f + b * size, np.shape(size)) for f, b in terms]),
-                     axis=0)
+    return np.argmin(np.stack([np.broadcast_to(f + _per_byte(b, c, size) * size, np.shape(size))
+                               for f, b, c in terms]), axis=0)
 
 
 def fastest(terms, size_bytes, count=1.0):
@@ -201,8 +225,8 @@ def fastest(terms, size_bytes, count=1.0):
     size, count = np.asarray(size_bytes, dtype=float), np.asarray(count, dtype=float)
     each = size / np.where(count > 0, count, 1.0)
     best = None
-    for fixed, per_byte in terms:
-        t = fixed + per_byte * each
+    for fixed, per_byte, correction in terms:
+        t = fixed + _per_byte(per_byte, correction, each) * each
         best = t if best is None else np.minimum(best, t)
     return np.where(count > 0, count * best, terms[0][1] * size)
 

@@ -135,13 +135,14 @@ def test_a_large_all_reduce_of_a_few_megabytes_takes_nccls_tree():
     """1 MB over 1,024 ranks on 128 nodes: the ring's 2,046 steps cost milliseconds, the tree's
     2 (7 intra + log2(128) = 7 network) steps a fraction of that (tuning.cc: Tree Simple 8.4 us
     base, 4.0 us per NVLink step, 14 us per network step; LL128 14 / 1.25 / 8.5; LL 6.8 / 0.6 /
-    5.0, at 0.92 x (7/9 or 120/128, 1/3.8) of the bus bandwidth)."""
+    5.0, at 0.92 x (7/9 or 120/128, 1/3.8) of the bus bandwidth, times treeCorrectionFactor at
+    1 MB: log2(1e6 / 64) = 13.9, so index 13: Simple 0.5, LL128 0.6, LL 0.4)."""
     S, n = 1e6, 1024
     _, ring_pb = coll.collective_terms(coll.AR, n, 1, 8, B_IN, B_OUT, A_IN, A_OUT, False, A_BASE)
     tree_pb = float(ring_pb) * n / (n - 1)
-    trees = [8.4e-6 + 2 * (7 * 4.0e-6 + 7 * 14e-6) + S * tree_pb / 0.92,
-             14e-6 + 2 * (7 * 1.25e-6 + 7 * 8.5e-6) + S * tree_pb / (0.92 * 120 / 128),
-             6.8e-6 + 2 * (7 * 0.6e-6 + 7 * 5.0e-6) + S * tree_pb / (0.92 / 3.8)]
+    trees = [8.4e-6 + 2 * (7 * 4.0e-6 + 7 * 14e-6) + S * tree_pb / (0.92 * 0.5),
+             14e-6 + 2 * (7 * 1.25e-6 + 7 * 8.5e-6) + S * tree_pb / (0.92 * 120 / 128 * 0.6),
+             6.8e-6 + 2 * (7 * 0.6e-6 + 7 * 5.0e-6) + S * tree_pb / (0.92 / 3.8 * 0.4)]
     got = float(coll.collective_time(coll.AR, S, n, 1, 8, B_IN, B_OUT, A_IN, A_OUT, A_BASE))
     assert got == pytest.approx(min(trees))
     ring_simple = A_BASE + 1792 * A_IN + 254 * A_OUT + S * float(ring_pb)
@@ -166,7 +167,8 @@ def test_fastest_index_small_and_large_all_reduce_in_a_node():
     names = coll.protocol_names(coll.AR)
     idx = coll.fastest_index(terms, [64.0, 8 * 2.0 ** 30])
     assert [names[i] for i in idx] == ["Ring/LL", "Ring/Simple"]
-    f, b = terms[idx[0]]
+    f, b, c = terms[idx[0]]
+    assert c is None                    # a ring: no size correction
     assert f + b * 64.0 == pytest.approx(float(coll.fastest(terms, 64.0)))
 
 
@@ -206,3 +208,16 @@ def test_multi_node_ring_all_reduce_latency_plateau():
     assert float(one) == pytest.approx(A_BASE + 14 * A_IN + 2 * 7 / 8 * S / B_IN)
     rs = coll.collective_time(coll.RS, S, 16, 1, 8, B_IN, B_OUT, A_IN, A_OUT, A_BASE, arch="volta")
     assert float(rs) == pytest.approx(t(coll.RS, S, 16, 1) + A_BASE)
+
+
+def test_tree_bandwidth_takes_nccls_tree_correction_factor_by_size():
+    """ncclTopoGetAlgoTime (tuning.cc, 593de54e52): a tree all-reduce's bandwidth x
+    treeCorrectionFactor[protocol][log2i(bytes >> 6)] for 64 B to 256 MB, 1 beyond."""
+    terms = coll.protocol_terms(coll.AR, 64, 1, 8, B_IN, B_OUT, A_IN, A_OUT, False, A_BASE)
+    names = coll.protocol_names(coll.AR)
+    f, b, c = terms[names.index("Tree/Simple")]
+    assert c == coll.NCCL_TREE_CORRECTION["Simple"]
+    for size, factor in ((64.0, 0.9), (64.0 * 2 ** 11, 0.5), (64.0 * 2 ** 11 * 1.9, 0.5),
+                         (64.0 * 2 ** 22, 0.9), (64.0 * 2 ** 23, 1.0), (32.0, 1.0)):
+        alone = [(f, b, c)]
+        assert float(coll.fastest(alone, size)) == pytest.approx(float(f) + float(b) * size / factor)
