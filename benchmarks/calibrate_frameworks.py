@@ -31,6 +31,7 @@ value) with a note naming the set; without it the script only prints them.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import statistics
@@ -115,6 +116,7 @@ def use_accelerator_value(value: float) -> None:
     f = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)
     json.dump({"efficiency_defaults": {"training_gemm_factor": {"value": value}}}, f)
     f.close()
+    atexit.register(os.unlink, f.name)
     os.environ[ENV_VAR] = os.pathsep.join(filter(None, [os.environ.get(ENV_VAR), f.name]))
     clear_cache()
 

@@ -36,12 +36,10 @@ def predict(table):
     net = Net(Cluster(accelerator=get_accelerator(table["accelerator"]), gpus=table["gpus"]))
     n = table["gpus"]
     sizes = np.array([r[0] for r in table["rows"]], dtype=float)
-    key = coll.AG if kind == coll.RS else kind
-    terms = coll.protocol_terms(key, n, 1, net.node, net.intra_bw, net.inter_bw, net.a_intra,
-                                net.a_inter, net.p2p_fabric, net.a_base, net.nvlink, net.arch)
-    names = coll.protocol_names(key, nvlink=net.nvlink)
-    picked = [names[i] for i in np.atleast_1d(coll.fastest_index(terms, sizes))]
-    return np.asarray(net.coll(kind, sizes, n, 1), dtype=float), picked
+    grp = net.group(n, 1)
+    names = coll.protocol_names(kind, nvlink=net.nvlink)
+    picked = [names[i] for i in np.atleast_1d(coll.fastest_index(grp.terms(kind), sizes))]
+    return np.asarray(grp.coll(kind, sizes), dtype=float), picked
 
 
 def summary(sizes, errors):

@@ -121,7 +121,7 @@ NCCL_LL_MAX_GBPS_NODES = (39.0, 20.4)
 #: x 1.4 (compute capability 8.0 and up; 1.9 before), once each rank's share of a channel is
 #: 64 bytes or more, which holds wherever Simple is the fastest protocol (the condition needs
 #: NCCL's channel count, so it is taken as met)
-NCCL_RING_PLATEAU = {"volta": 1.9}
+NCCL_RING_PLATEAU = {"volta": 1.9, "default": 1.4}
 #: tuning.cc ``treeCorrectionFactor``: a tree all-reduce's bandwidth x this factor at message
 #: sizes 64 B x 2^k (k = floor(log2(bytes / 64)), 0..22; 1 outside), per protocol: "Trees are not
 #: perfectly sticking to the model for medium sizes"
@@ -136,6 +136,16 @@ NCCL_TREE_CORRECTION = {
 #: NCCL's network post overhead per inter-node ring step (getNetOverhead: 1 us on an Intel x86
 #: host, 2 on AMD; tripled for Simple): an intra-node step of a multi-node ring costs at least it
 NCCL_NET_OVERHEAD_S = 1.0e-6
+
+
+def _offered(kind, nvlink):
+    """The :data:`_PROTOCOLS` rows NCCL may run ``kind`` with besides Simple's ring: none for
+    all-to-all (grouped point-to-point sends), LL128 only over NVLink, the tree only for
+    all-reduce."""
+    if kind == A2A:
+        return []
+    return [row for row in _PROTOCOLS
+            if not ((row[1] == "LL128" and not nvlink) or (row[0] == _TREE and kind != AR))]
 
 
 def protocol_terms(kind, n, stride, gpus_per_node, intra_busbw, inter_busbw, intra_alpha,
@@ -158,16 +168,14 @@ def protocol_terms(kind, n, stride, gpus_per_node, intra_busbw, inter_busbw, int
     n = np.asarray(n, dtype=float)
     g, nodes = group_layout(n, stride, gpus_per_node)
     if kind == AR:              # ncclTopoGetAlgoTime: Simple's multi-node ring all-reduce
-        simple = (simple[0] * np.where(nodes > 1, NCCL_RING_PLATEAU.get(arch, 1.4), 1.0),
-                  simple[1])
+        plateau = NCCL_RING_PLATEAU.get(arch, NCCL_RING_PLATEAU["default"])
+        simple = (simple[0] * np.where(nodes > 1, plateau, 1.0), simple[1])
     ll_max = NCCL_LL_MAX_GBPS.get(arch)
     multi, on, link = nodes > 1, n > 1, 0 if nvlink else 1
     steps, inter = ring_steps(kind, n), np.where(nodes > 1, ring_steps(kind, nodes), 0.0)
     tree_net = {name: net for algo, name, _, _, net, _ in _PROTOCOLS if algo == _TREE}
     out = [(*simple, None)]
-    for algo, name, base, hw, net, share in _PROTOCOLS:
-        if (name == "LL128" and not nvlink) or (algo == _TREE and kind != AR):
-            continue
+    for algo, name, base, hw, net, share in _offered(kind, nvlink):
         if algo == _RING:
             intra = np.where(multi, max(hw[link] * 1e-6, NCCL_NET_OVERHEAD_S), hw[link] * 1e-6)
             fixed = base * 1e-6 + (steps - inter) * intra \
@@ -201,14 +209,8 @@ def _per_byte(per_byte, correction, each):
 def protocol_names(kind, nvlink=True):
     """'algorithm/protocol' of each entry of :func:`protocol_terms` for ``kind``, in its order
     (Simple's ring first), for reports of which one NCCL's model picks."""
-    if kind == A2A:
-        return ["Ring/Simple"]
-    names = ["Ring/Simple"]
-    for algo, name, *_ in _PROTOCOLS:
-        if (name == "LL128" and not nvlink) or (algo == _TREE and kind != AR):
-            continue
-        names.append(("Ring/" if algo == _RING else "Tree/") + name)
-    return names
+    return ["Ring/Simple"] + [("Ring/" if algo == _RING else "Tree/") + name
+                              for algo, name, *_ in _offered(kind, nvlink)]
 
 
 def fastest_index(terms, size_bytes):

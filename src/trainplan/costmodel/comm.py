@@ -11,10 +11,9 @@ runs beside, up to the profile's ``dp_overlap`` share. All functions broadcast.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
-
-import math
 
 import numpy as np
 
@@ -60,9 +59,9 @@ class Group:
         self.net, self.n, self.stride = net, n, stride
         self._terms: dict[int, list] = {}
 
-    def coll(self, kind, size, count=1.0):
-        """``count`` collectives moving ``size`` bytes in all, each by NCCL's fastest
-        protocol at its size (:func:`trainplan.costmodel.collectives.fastest`)."""
+    def terms(self, kind) -> list:
+        """The terms of each protocol NCCL may run ``kind`` with on this group
+        (:func:`trainplan.costmodel.collectives.protocol_terms`), worked out once."""
         # reduce-scatter and all-gather have the same ring terms (collectives.bus_factor)
         key = coll.AG if kind == coll.RS else kind
         if key not in self._terms:
@@ -71,7 +70,12 @@ class Group:
                                                    net.intra_bw, net.inter_bw, net.a_intra,
                                                    net.a_inter, net.p2p_fabric, net.a_base,
                                                    net.nvlink, net.arch)
-        return coll.fastest(self._terms[key], size, count)
+        return self._terms[key]
+
+    def coll(self, kind, size, count=1.0):
+        """``count`` collectives moving ``size`` bytes in all, each by NCCL's fastest
+        protocol at its size (:func:`trainplan.costmodel.collectives.fastest`)."""
+        return coll.fastest(self.terms(kind), size, count)
 
 
 def exposed(comm, compute, overlap):
