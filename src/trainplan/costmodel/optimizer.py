@@ -107,14 +107,43 @@ def host_rates(eff, kind="deepspeed", link_GBps=None):
     return rate, (eff.h2d_GBps or assumed) * 1e9
 
 
+# torch.optim.AdamW's multi-tensor step (``_multi_tensor_adam`` in torch/optim/adam.py, torch
+# 2.13, decoupled weight decay, not capturable), pass by pass over HBM, per parameter: the
+# weight decay ``_foreach_mul_`` of the parameters; ``_foreach_lerp_`` of the first moment
+# towards the gradient; ``_foreach_mul_`` and ``_foreach_addcmul_`` of the second moment;
+# ``_foreach_sqrt`` of it into a new list, then ``_foreach_div_`` and ``_foreach_add_`` on that
+# list; ``_foreach_addcdiv_`` of the parameters by the first moment over it. In units of
+# (parameter, gradient, moment) bytes read or written: the parameter 4 times (two read-modify-
+# writes), the gradient twice, a moment's width 14 times. The single-tensor for-loop
+# (``foreach=False``) runs the same operations tensor by tensor, so the same bytes.
+FOREACH_ADAMW_PASSES = (4.0, 2.0, 14.0)
+
+
+def step_bytes(sb, g_b, w_b, kind=("adamw", "fused")):
+    """HBM bytes per parameter of one optimizer step on the GPU, for ``kind`` = (optimizer,
+    AdamW implementation). A fused step (TE/apex/DeepSpeed FusedAdam, torch's ``fused=True``,
+    and every optimizer other than AdamW here) reads the gradient and reads and writes the
+    updated copy -- the fp32 master where there is one, else the weights -- and the moments
+    once, and writes the working weights from the master. An unfused AdamW (``foreach``, the
+    CUDA default of torch.optim.AdamW; :data:`FOREACH_ADAMW_PASSES`) moves each several times:
+    80 bytes per fp32 parameter against 28 fused."""
+    optimizer, impl = kind
+    updated = np.where(sb.master > 0, sb.master, w_b)      # what the step updates in place
+    working = np.where(sb.master > 0, w_b, 0.0)            # the copy written from the master
+    if optimizer == "adamw" and impl == "foreach":
+        p, g, m = FOREACH_ADAMW_PASSES
+        return p * updated + g * g_b + m * sb.optim / 2.0 + working
+    return 2.0 * (updated + sb.optim) + g_b + working
+
+
 def optimizer_time(p_local, sb, g_b, w_b, hbm_bps, eta_hbm, offload, offload_g_b=None,
-                   host=(CPU_ADAM_PARAMS_PER_S, PCIE_GBPS * 1e9)):
-    """Seconds of one optimizer step over ``p_local`` parameters: read and write the master
-    weights and moments, read the gradient, write the working weights (GPU), or CPU-Adam plus
-    the PCIe transfer of gradients and weights (ZeRO-Offload, Ren et al. 2021;
-    :func:`offload_pcie_bytes`) at the host's rates ``host`` (:func:`host_rates`)."""
+                   host=(CPU_ADAM_PARAMS_PER_S, PCIE_GBPS * 1e9), kind=("adamw", "fused")):
+    """Seconds of one optimizer step over ``p_local`` parameters: the HBM bytes of
+    :func:`step_bytes` (GPU), or CPU-Adam plus the PCIe transfer of gradients and weights
+    (ZeRO-Offload, Ren et al. 2021; :func:`offload_pcie_bytes`) at the host's rates ``host``
+    (:func:`host_rates`)."""
     cpu_rate, h2d_bps = host
-    gpu = memory_time(p_local * (2.0 * (sb.master + sb.optim) + g_b + w_b), hbm_bps, eta_hbm)
+    gpu = memory_time(p_local * step_bytes(sb, g_b, w_b, kind), hbm_bps, eta_hbm)
     cpu = p_local / cpu_rate + p_local * offload_pcie_bytes(g_b, w_b, offload_g_b) / h2d_bps
     return np.where(offload, cpu, gpu)
 
