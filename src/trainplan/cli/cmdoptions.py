@@ -132,6 +132,9 @@ IMAGE_SIZE: Any = typer.Option(
     "fixed-resolution towers resize to their own side, tiling towers cut crops")
 TEXT_TOKENS: Any = typer.Option(None, "--text-tokens", help="text tokens per sample (with it a "
                                 "packed sequence holds several samples and their images)")
+DOCUMENT_TOKENS: Any = typer.Option(
+    None, "--document-tokens", help="packed documents attend only to themselves (flash-attn varlen, "
+    "TE THD, flex attention): their E(d^2)/E(d) in tokens, from `trainplan data lengths`")
 TRAIN_IN_FULL: Any = typer.Option(
     None, "--train-in-full", help="with --lora: vision towers or projectors trained in full "
     "beside the adapters (comma list; LLaVA's LoRA recipe: projector)")

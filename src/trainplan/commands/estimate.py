@@ -56,6 +56,7 @@ def estimate_command(
     images_per_sample: Optional[float] = o.IMAGES_PER_SAMPLE,
     image_size: Optional[str] = o.IMAGE_SIZE,
     text_tokens: Optional[float] = o.TEXT_TOKENS,
+    document_tokens: Optional[float] = o.DOCUMENT_TOKENS,
     precision: Optional[str] = o.PRECISION,
     optimizer: Optional[str] = o.OPTIMIZER,
     framework: Optional[str] = o.FRAMEWORK,
@@ -103,7 +104,7 @@ def estimate_command(
           flash_attention=flash, offload_optimizer=offload_optimizer,
           offload_activations=offload_activations)
     merge(data, "job", samples=samples, epochs=epochs, images_per_sample=images_per_sample,
-          text_tokens=text_tokens, **o.image_size(image_size))
+          text_tokens=text_tokens, document_tokens=document_tokens, **o.image_size(image_size))
     merge(data, "job", seq_len=seq_len, global_batch=global_batch, tokens=tokens,
           precision=precision, optimizer=optimizer, framework=framework, compile=compile_,
           adamw_impl=adamw_impl, attention_kernel=attention_kernel, cp_comm_type=cp_comm_type,

@@ -44,6 +44,7 @@ def plan_command(
     images_per_sample: Optional[float] = o.IMAGES_PER_SAMPLE,
     image_size: Optional[str] = o.IMAGE_SIZE,
     text_tokens: Optional[float] = o.TEXT_TOKENS,
+    document_tokens: Optional[float] = o.DOCUMENT_TOKENS,
     precision: Optional[str] = o.PRECISION,
     optimizer: Optional[str] = o.OPTIMIZER,
     profile: Optional[Path] = o.PROFILE,
@@ -75,7 +76,7 @@ def plan_command(
           inter_node_Gbps=inter_node_gbps, intra_node_GBps=intra_node_gbps,
           profile=o.as_path(profile))
     merge(data, "job", samples=samples, epochs=epochs, images_per_sample=images_per_sample,
-          text_tokens=text_tokens, **o.image_size(image_size))
+          text_tokens=text_tokens, document_tokens=document_tokens, **o.image_size(image_size))
     merge(data, "job", seq_len=seq_len, global_batch=global_batch, tokens=tokens,
           precision=precision, optimizer=optimizer, framework=framework,
           trainable=o.trainable(lora, lora_rank), lora_rank=lora_rank,

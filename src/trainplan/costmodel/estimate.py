@@ -328,7 +328,10 @@ def assumptions(model: Model, job: Job, cluster: Cluster) -> list[str]:
            f"precision {job.precision}, optimizer {job.optimizer}"
            + (f" ({job.adamw_impl})" if job.adamw_impl else "") + f", framework {job.framework}"
            + (" with torch.compile" if job.compile else ""),
-           f"packing efficiency {job.packing_efficiency:.0%} (useful tokens / processed)"]
+           f"packing efficiency {job.packing_efficiency:.0%} (useful tokens / processed)"
+           + ("" if job.document_tokens is None else
+              f"; a document mask: fused attention spans documents of E(d^2)/E(d) = "
+              f"{job.document_tokens:g} tokens, not the sequence")]
     if model.vision:
         out.append(image_assumption(model, job))
     if job.frozen or job.trainable == "lora":

@@ -183,11 +183,12 @@ def arctic_causal_model_flops(batch, seq, layers, hidden, heads, kv_heads, head_
 
 def step_flops(model, job, L, vision_flops_step=0.0):
     """(model FLOPs, hardware FLOPs, layers' forward FLOPs per token, attention share) of one
-    step. Backward: activation gradients always flow (x1), weight gradients only where the
+    step (the attention core over ``job.attention_span`` keys: a document mask's work, not the
+    whole sequence's). Backward: activation gradients always flow (x1), weight gradients only where the
     decoder trains (x1; LoRA and a frozen decoder skip them, an under-count of LoRA's small
     adapter GEMMs). Hardware FLOPs add the recomputed forward (``recompute_extra_forward_fraction``;
     nothing for selective recompute with FlashAttention, which re-runs no matmul)."""
-    dec, s = model.decoder, job.seq_len
+    dec, s = model.decoder, job.attention_span     # the attention core's keys (document mask)
     wgrad = 0.0 if (job.trainable == "lora" or dec.name in job.frozen) else 1.0
     head = lm_head_flops_per_token(dec)
     layers = stack_forward_flops_per_token(dec, s, causal=True) - head

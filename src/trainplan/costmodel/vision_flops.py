@@ -257,7 +257,7 @@ def tower_equivalent_decoder_layers(model: Model, job) -> float:
     dec = model.decoder
     per_sequence = sum(part.train_flops_per_image() for part in vision_parts(model, job)) * ips
     # the mean decoder layer: the stack without its LM head, per layer
-    layer = (stack_forward_flops_per_token(dec, job.seq_len, causal=True)
+    layer = (stack_forward_flops_per_token(dec, job.attention_span, causal=True)
              - (lm_head_flops_per_token(dec) if dec.vocab else 0.0)) / dec.layers
     wgrad = 0.0 if dec.name in job.frozen else 1.0
     return float(per_sequence / (layer * job.seq_len * (2.0 + wgrad)))

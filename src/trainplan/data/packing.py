@@ -113,3 +113,14 @@ def pack_optimal(lengths, capacity: int) -> int:
 def packing_efficiency(lengths, capacity: int, bins: int) -> float:
     """Useful share of packed sequences: sum(min(l, C)) / (bins x C)."""
     return float(np.minimum(lengths, capacity).sum() / (bins * capacity))
+
+
+def document_span(lengths, capacity: int) -> float:
+    """E[d^2]/E[d] of the documents packed into sequences of ``capacity`` tokens, each cut at
+    ``capacity``: the ``Job.document_tokens`` of a document-masked run. Under a causal mask each
+    document of d tokens holds d (d + 1) / 2 query-key pairs, so its sum over the documents,
+    divided by the tokens, is (E[d^2]/E[d] + 1) / 2 keys per query; one sequence of s tokens
+    would give (s + 1) / 2."""
+    d = np.minimum(np.asarray(lengths, dtype=float), float(capacity))
+    return float((d * d).sum() / d.sum())
+

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from trainplan.data.packing import MAX_CAPACITY, pack_bfd_counts, packing_efficiency
+from trainplan.data.packing import MAX_CAPACITY, document_span, pack_bfd_counts, packing_efficiency
 from trainplan.errors import InputError
 
 
@@ -123,6 +123,7 @@ class PaddingReport:
     buckets: int
     efficiency: dict[str, float]
     packed_sequences: int
+    document_tokens: float
     skipped: dict[str, int]
     recommendation: str
 
@@ -170,10 +171,13 @@ def analyze(lengths, capacity: int | None = None, batch_size: int = 16, buckets:
     rec = (f"packing_efficiency = {eff[best]:.3f} with {how[best]}, the policy that wastes least "
            "here" + ("" if best == "packed" else
                      f" (packing gives {eff['packed']:.3f})")
-           + "; otherwise the efficiency of the batching policy you train with")
+           + "; otherwise the efficiency of the batching policy you train with; packed with a "
+           f"document mask (flash-attn varlen, TE THD, flex attention): document_tokens = "
+           f"{document_span(l, cap):.1f}")
     return PaddingReport(samples=int(l.size), tokens=int(np.minimum(l, cap).sum()),
                          mean=float(l.mean()), p50=float(q[0]), p95=float(q[1]),
                          max=int(l.max()), capacity=cap,
                          truncated=int((l > cap).sum()), batch_size=batch_size, buckets=buckets,
-                         efficiency=eff, packed_sequences=int(bins), skipped=dict(skipped or {}),
+                         efficiency=eff, packed_sequences=int(bins),
+                         document_tokens=document_span(l, cap), skipped=dict(skipped or {}),
                          recommendation=rec)

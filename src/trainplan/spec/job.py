@@ -123,6 +123,13 @@ class Job(Spec):
     loader_workers: int | None = Field(default=None, ge=1, description="loader workers per GPU")
     packing_efficiency: float = Field(default=1.0, gt=0, le=1.0,
                                       description="useful tokens / processed tokens")
+    document_tokens: float | None = Field(
+        default=None, gt=0, description="packed sequences whose documents attend only to themselves "
+        "(a document mask: flash-attn's varlen kernels, Transformer Engine's THD format, flex "
+        "attention's block mask): the documents' E(d^2)/E(d) in tokens, their length when all are "
+        "alike (`trainplan data lengths` prints it); fused attention kernels then skip the other "
+        "documents' keys, eager attention still computes the whole sequence's scores. None: "
+        "attention spans the whole sequence (Megatron-LM without --reset-attention-mask)")
 
     @model_validator(mode="before")
     @classmethod
@@ -194,7 +201,19 @@ class Job(Spec):
             raise ValueError(
                 f"global_batch_tokens ({self.global_batch_tokens}) must be a multiple of "
                 f"seq_len ({self.seq_len})")
+        if self.document_tokens is not None and self.document_tokens > self.seq_len:
+            raise ValueError(f"document_tokens ({self.document_tokens:g}) must be at most seq_len "
+                             f"({self.seq_len}): a packed document is cut at the sequence's end")
         return self
+
+    @property
+    def attention_span(self) -> float:
+        """Keys a query can attend to at most, for a fused attention kernel: the sequence, or
+        with a document mask the documents' E[d^2]/E[d] (``document_tokens``). Causal attention
+        over documents of lengths d_i gives sum d_i (d_i + 1) / 2 query-key pairs for sum d_i
+        queries, (E[d^2]/E[d] + 1) / 2 keys per query: the (s + 1) / 2 of one sequence with s
+        replaced by E[d^2]/E[d] (equal lengths: d); bidirectional, E[d^2]/E[d] for s."""
+        return float(self.seq_len if self.document_tokens is None else self.document_tokens)
 
     def images_for(self, model) -> float:
         """Images per sample for ``model``: the job's, else one per sample for a VLM."""
