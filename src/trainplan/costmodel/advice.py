@@ -52,6 +52,7 @@ def estimate_warnings(model, job, cluster, st, r, mem, time, nb=None) -> tuple[l
         w.append(f"exposed DP communication is {time.dp_comm_s / time.step_s:.0%} of the step")
     w += _host_bound_warning(fw, model, st, r, time)
     w += _offload_warning(fw, job, cluster, st, time)
+    w += _unfused_adamw_warning(fw, job, st, time)
     if st.tp * st.cp > cluster.node_size:
         w.append(f"tp*cp = {st.tp * st.cp} spans nodes ({cluster.node_size} GPUs per node)")
     if model.decoder.moe and st.ep > 1 and time.ep_comm_s > 0:
@@ -128,6 +129,26 @@ def _host_bound_warning(fw, model, st, r, time) -> list[str]:
     return [f"host-bound: ZeRO-3's per-module hooks take about {host:.3g} s of host time per "
             f"step, {host / time.compute_s:.0%} of the compute time; more tokens per micro-batch "
             "(a larger micro_batch or seq_len) or zero=2 would let the GPU set the pace"]
+
+
+def _unfused_adamw_warning(fw, job, st, time) -> list[str]:
+    """An unfused (foreach or for-loop) AdamW step on the GPU moves each parameter's states
+    several times (costmodel.optimizer.step_bytes); say what the fused kernel would save when the
+    step is a visible share of the step time."""
+    from trainplan.conventions import model_state_bytes
+    from trainplan.costmodel.activations import adamw_impl
+    from trainplan.costmodel.optimizer import step_bytes
+    if job.optimizer != "adamw" or adamw_impl(fw, job) != "foreach" or st.offload_optimizer \
+            or time.optimizer_s < 0.05 * time.step_s:
+        return []
+    sb = model_state_bytes(job.precision, job.optimizer)
+    g_b, clip = fw.grad_bytes_for(job.precision, sb.grads, job.main_grads_fp32), bool(job.grad_clip)
+    ratio = float(step_bytes(sb, g_b, sb.weights, ("adamw", "fused", clip))
+                  / step_bytes(sb, g_b, sb.weights, ("adamw", "foreach", clip)))
+    return [f"the unfused (foreach) AdamW step takes {time.optimizer_s:.3g} s, "
+            f"{time.optimizer_s / time.step_s:.0%} of the step; the fused kernel (torch.optim."
+            f"AdamW(fused=True), HF Trainer --optim adamw_torch_fused; job.adamw_impl = \"fused\") "
+            f"would take about {time.optimizer_s * ratio:.2g} s"]
 
 
 def _offload_warning(fw, job, cluster, st, time) -> list[str]:

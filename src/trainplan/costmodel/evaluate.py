@@ -85,7 +85,7 @@ def evaluate(model, job, cluster, L: Layout) -> Evaluation:
                       stt.layer_weight_bytes(p_layer, p1.layer_quantized, sb.weights, q_b), cold, walk_shares(dec))
     t_dp = dp.exposed + fw.overlap_slowdown * dp.hidden
     t_opt = opt.optimizer_time(p_opt, sb, g_b, sb.weights, acc.hbm_bw_tbps * 1e12,
-                               acc.efficiency.hbm, L.off_opt, fw.offload_grad_bytes, host, (job.optimizer, impl)) \
+                               acc.efficiency.hbm, L.off_opt, fw.offload_grad_bytes, host, (job.optimizer, impl, bool(job.grad_clip))) \
         + opt.param_offload_time(m, np.maximum(p1.total, p2.total) / group, sb.weights,
                                  L.off_par, host[1]) \
         + compute.fp8_step_time(km, net, L, layers * p1.layer, m)

@@ -117,27 +117,35 @@ def host_rates(eff, kind="deepspeed", link_GBps=None):
 # writes), the gradient twice, a moment's width 14 times. The single-tensor for-loop
 # (``foreach=False``) runs the same operations tensor by tensor, so the same bytes.
 FOREACH_ADAMW_PASSES = (4.0, 2.0, 14.0)
+# Gradient-norm clipping before the step, in gradient bytes per parameter: the norm reads every
+# gradient once (torch.nn.utils.clip_grad_norm_: ``_foreach_norm``; Megatron-Core
+# optimizer/clip_grads.py ``get_grad_norm_fp32``: ``multi_tensor_l2norm``), the scaling reads and
+# writes each in place (torch: ``_foreach_mul_`` by the clamped coefficient on every step;
+# Megatron-Core ``clip_grad_by_total_norm_fp32``: ``multi_tensor_scale`` only when the norm
+# exceeds the threshold, counted on every step here: an upper bound there).
+GRAD_CLIP_PASSES = 3.0
 
 
-def step_bytes(sb, g_b, w_b, kind=("adamw", "fused")):
+def step_bytes(sb, g_b, w_b, kind=("adamw", "fused", False)):
     """HBM bytes per parameter of one optimizer step on the GPU, for ``kind`` = (optimizer,
-    AdamW implementation). A fused step (TE/apex/DeepSpeed FusedAdam, torch's ``fused=True``,
+    AdamW implementation, gradient clipping on; :data:`GRAD_CLIP_PASSES`). A fused step (TE/apex/DeepSpeed FusedAdam, torch's ``fused=True``,
     and every optimizer other than AdamW here) reads the gradient and reads and writes the
     updated copy -- the fp32 master where there is one, else the weights -- and the moments
     once, and writes the working weights from the master. An unfused AdamW (``foreach``, the
     CUDA default of torch.optim.AdamW; :data:`FOREACH_ADAMW_PASSES`) moves each several times:
     80 bytes per fp32 parameter against 28 fused."""
-    optimizer, impl = kind
+    optimizer, impl, clip = kind
     updated = np.where(sb.master > 0, sb.master, w_b)      # what the step updates in place
     working = np.where(sb.master > 0, w_b, 0.0)            # the copy written from the master
+    clipping = GRAD_CLIP_PASSES * g_b if clip else 0.0
     if optimizer == "adamw" and impl == "foreach":
         p, g, m = FOREACH_ADAMW_PASSES
-        return p * updated + g * g_b + m * sb.optim / 2.0 + working
-    return 2.0 * (updated + sb.optim) + g_b + working
+        return p * updated + g * g_b + m * sb.optim / 2.0 + working + clipping
+    return 2.0 * (updated + sb.optim) + g_b + working + clipping
 
 
 def optimizer_time(p_local, sb, g_b, w_b, hbm_bps, eta_hbm, offload, offload_g_b=None,
-                   host=(CPU_ADAM_PARAMS_PER_S, PCIE_GBPS * 1e9), kind=("adamw", "fused")):
+                   host=(CPU_ADAM_PARAMS_PER_S, PCIE_GBPS * 1e9), kind=("adamw", "fused", False)):
     """Seconds of one optimizer step over ``p_local`` parameters: the HBM bytes of
     :func:`step_bytes` (GPU), or CPU-Adam plus the PCIe transfer of gradients and weights
     (ZeRO-Offload, Ren et al. 2021; :func:`offload_pcie_bytes`) at the host's rates ``host``
