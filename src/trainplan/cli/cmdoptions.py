@@ -132,6 +132,8 @@ IMAGE_SIZE: Any = typer.Option(
     "fixed-resolution towers resize to their own side, tiling towers cut crops")
 TEXT_TOKENS: Any = typer.Option(None, "--text-tokens", help="text tokens per sample (with it a "
                                 "packed sequence holds several samples and their images)")
+ADAMW_IMPL: Any = typer.Option(None, "--adamw", help="foreach|fused AdamW (the step's memory "
+                               "temporaries and its HBM passes; default: the framework's)")
 DOCUMENT_TOKENS: Any = typer.Option(
     None, "--document-tokens", help="packed documents attend only to themselves (flash-attn varlen, "
     "TE THD, flex attention): their E(d^2)/E(d) in tokens, from `trainplan data lengths`")

@@ -62,7 +62,7 @@ def estimate_command(
     framework: Optional[str] = o.FRAMEWORK,
     compile_: Optional[bool] = typer.Option(None, "--compile/--no-compile",
                                             help="torch.compile on (fuses elementwise ops)"),
-    adamw_impl: Optional[str] = typer.Option(None, "--adamw", help="foreach|fused AdamW"),
+    adamw_impl: Optional[str] = o.ADAMW_IMPL,
     attention_kernel: Optional[str] = o.ATTENTION_KERNEL,
     cp_comm_type: Optional[str] = o.CP_COMM_TYPE,
     fp8_recipe: Optional[str] = o.FP8_RECIPE,

@@ -45,6 +45,7 @@ def plan_command(
     image_size: Optional[str] = o.IMAGE_SIZE,
     text_tokens: Optional[float] = o.TEXT_TOKENS,
     document_tokens: Optional[float] = o.DOCUMENT_TOKENS,
+    adamw_impl: Optional[str] = o.ADAMW_IMPL,
     precision: Optional[str] = o.PRECISION,
     optimizer: Optional[str] = o.OPTIMIZER,
     profile: Optional[Path] = o.PROFILE,
@@ -78,7 +79,7 @@ def plan_command(
     merge(data, "job", samples=samples, epochs=epochs, images_per_sample=images_per_sample,
           text_tokens=text_tokens, document_tokens=document_tokens, **o.image_size(image_size))
     merge(data, "job", seq_len=seq_len, global_batch=global_batch, tokens=tokens,
-          precision=precision, optimizer=optimizer, framework=framework,
+          precision=precision, optimizer=optimizer, framework=framework, adamw_impl=adamw_impl,
           trainable=o.trainable(lora, lora_rank), lora_rank=lora_rank,
           base_weights=base_weights, double_quant=double_quant,
           frozen=tuple(o.split_list(frozen)) or None,
