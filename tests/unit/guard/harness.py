@@ -78,7 +78,7 @@ class MotoS3:
 
 def launch(ckpt: str, out: Path, *args: str, log: Path | None = None) -> subprocess.Popen:
     env = dict(os.environ, PYTHONPATH=f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
-               OMP_NUM_THREADS="1")
+               OMP_NUM_THREADS="1", PYTHONFAULTHANDLER="1")   # a worker that crashes shows where
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--standalone",
            "--max_restarts", "0", str(SCRIPT), "--ckpt", ckpt, "--out", str(out), *args]
     f = open(log or os.devnull, "ab")
