@@ -78,7 +78,7 @@ class MotoS3:
 
 def launch(ckpt: str, out: Path, *args: str, log: Path | None = None) -> subprocess.Popen:
     env = dict(os.environ, PYTHONPATH=f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
-               OMP_NUM_THREADS="1")
+               OMP_NUM_THREADS="1", PYTHONFAULTHANDLER="1")   # a worker that crashes shows where
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--standalone",
            "--max_restarts", "0", str(SCRIPT), "--ckpt", ckpt, "--out", str(out), *args]
     f = open(log or os.devnull, "ab")
@@ -174,7 +174,7 @@ def run_case(kind: str, work: Path, ref_digest: str, at: float, steps: int = 40,
     res = dict(kind=kind, s3=bool(s3), sync=sync)
     try:
         wait_for(lambda: progress(out) >= k or p.poll() is not None, 0.01)
-        assert progress(out) >= k, (log.read_text()[-3000:] if log.exists() else "no progress")
+        assert progress(out) >= k, tail(log)
         if kind == "kill":
             kill_group(p, out)
         elif kind == "kill_in_save":
@@ -199,10 +199,13 @@ def run_case(kind: str, work: Path, ref_digest: str, at: float, steps: int = 40,
     names = st.steps()
     complete = [n for n in names if st.complete(n)]
     res.update(stopped_at=at_stop, complete=complete, incomplete=[n for n in names if n not in complete])
+    resume_log = work / "resume_log.txt"
     p2 = launch(ckpt, out, *[a for a in args if a != "--metadata-url" and (not server or a != server.url)],
-                log=log)
+                log=resume_log)
     rc = p2.wait()
     res["resume_rc"] = rc
+    if rc != 0:            # the assertion message shows it: a CI failure says why the resume failed
+        res["resume_log"] = tail(resume_log)
     if rc == 0:
         final = json.loads(out.read_text())
         res["resumed_from"] = final["start"]
@@ -211,11 +214,29 @@ def run_case(kind: str, work: Path, ref_digest: str, at: float, steps: int = 40,
     return res
 
 
+def tail(log: Path, n: int = 4000) -> str:
+    """The last ``n`` characters of a run's log (torchrun's and the workers' output)."""
+    try:
+        return log.read_text(errors="replace")[-n:]
+    except FileNotFoundError:
+        return f"(no log: {log} is missing)"
+
+
+def report(res: dict) -> str:
+    """A case's result for an assertion message: the fields, then the resume's log tail (when
+    the resume failed) with its own line breaks."""
+    fields = {k: v for k, v in res.items() if k != "resume_log"}
+    text = repr(fields)
+    if "resume_log" in res:
+        text += "\n--- the resume's log (tail) ---\n" + res["resume_log"]
+    return text
+
+
 def reference(work: Path, steps: int = 40, every: int = 5) -> str:
     """Digest of an uninterrupted run."""
     work.mkdir(parents=True, exist_ok=True)
     out = work / "ref.json"
     p = launch(str(work / "ref_ckpt"), out, "--steps", str(steps), "--every", str(every),
                log=work / "ref_log.txt")
-    assert p.wait() == 0, (work / "ref_log.txt").read_text()[-3000:]
+    assert p.wait() == 0, tail(work / "ref_log.txt")
     return json.loads(out.read_text())["digest"]

@@ -21,14 +21,14 @@ def ref(tmp_path_factory):
 
 def test_sigkill_then_resume_is_bitwise_equal(ref, tmp_path):
     r = harness.run_case("kill", tmp_path, ref, at=0.5, steps=STEPS, every=EVERY, sync=True)
-    assert r["resume_rc"] == 0 and r["same_weights"], r
+    assert r["resume_rc"] == 0 and r["same_weights"], harness.report(r)
     assert r["resumed_from"] == max(r["complete"]) and r["resumed_from"] % EVERY == 0
     assert 0 <= r["lost_steps"] <= EVERY                 # blocking saves: at most one interval
 
 
 def test_kill_during_async_save_ignores_the_partial_checkpoint(ref, tmp_path):
     r = harness.run_case("kill_in_save", tmp_path, ref, at=0.3, steps=STEPS, every=EVERY)
-    assert r["resume_rc"] == 0 and r["same_weights"], r
+    assert r["resume_rc"] == 0 and r["same_weights"], harness.report(r)
     if r["hit_save"]:                                     # the kill landed while files were written
         assert r["incomplete"] and r["resumed_from"] < max(r["incomplete"])
     assert r["resumed_from"] == (max(r["complete"]) if r["complete"] else 0)
@@ -38,7 +38,7 @@ def test_kill_during_async_save_ignores_the_partial_checkpoint(ref, tmp_path):
 @pytest.mark.parametrize("kind", ["metadata", "sigterm"])
 def test_notice_saves_commits_and_exits_for_requeue(ref, tmp_path, kind):
     r = harness.run_case(kind, tmp_path, ref, at=0.4, steps=STEPS, every=EVERY)
-    assert r["resume_rc"] == 0 and r["same_weights"], r
+    assert r["resume_rc"] == 0 and r["same_weights"], harness.report(r)
     assert r["lost_steps"] == 0 and r["resumed_from"] == r["stopped_at"]
     # committed before exit (the notice-to-commit time is measured by benchmarks/fault_injection.py)
     assert r["resumed_from"] in r["complete"] and r["notice_to_commit_s"] is not None
@@ -67,5 +67,5 @@ def test_s3_checkpoints_on_a_local_moto_server(ref, tmp_path):
         r = harness.run_case("metadata", tmp_path, ref, at=0.5, steps=STEPS, every=EVERY, s3=s3.info)
     finally:
         s3.close()
-    assert r["s3"] and r["resume_rc"] == 0 and r["same_weights"], r
+    assert r["s3"] and r["resume_rc"] == 0 and r["same_weights"], harness.report(r)
     assert r["lost_steps"] == 0 and r["resumed_from"] in r["complete"]
