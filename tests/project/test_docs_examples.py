@@ -117,6 +117,8 @@ CLI_BLOCKS = [
      200, "root"),
     ("docs/costmodel.md", "$ trainplan estimate --model llama-3-8b --gpu l40s --gpus 1 --lora "
      "--base-weights nf4 \\", 100, None),
+    ("docs/costmodel.md", "$ trainplan estimate --model llama-3-8b --gpu h100 --gpus 64 --seq-len "
+     "65536 --document-tokens 4096 \\", 100, None),
     ("docs/diagnose.md", "$ trainplan diagnose oom err.txt --model llama-2-7b --gpu "
      "v100_sxm2_32gb --gpus 5 --seq-len 512 \\", 100, _alpaca_err),
     ("docs/diagnose.md", "$ trainplan diagnose log megatron_lm_756_mixtral8x7b_16xH100.txt "
