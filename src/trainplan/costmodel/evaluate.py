@@ -68,8 +68,8 @@ def evaluate(model, job, cluster, L: Layout) -> Evaluation:
     t_ep = comm.ep_layer_time(net, dec, T, act_b, L, moe_share, rc_frac)
     t_layer = lt.total + compute_tp + t_cp + t_ep
     t_head = compute.head_time(km, dec, L, T, wgrad, ac.logits_fp32(fw, job))
-    impl = ac.adamw_impl(fw, job)
-    host = opt.host_rates(acc.efficiency, opt.host_optimizer(fw.cpu_optimizer, impl), acc.host_link_GBps)
+    step_kind = (job.optimizer, ac.adamw_impl(fw, job), bool(job.grad_clip))   # opt.step_bytes
+    host = opt.host_rates(acc.efficiency, opt.host_optimizer(fw.cpu_optimizer, step_kind[1]), acc.host_link_GBps)
     t_off = offload.activation_offload_time(L.off_act, layers, a1.offload_set,
                                             lt.forward, lt.backward + lt.recompute, host[1], fw.activation_offload)
     t_stage = pipeline.stage_time(L, dec.layers, t_layer, vis["time_per_mb"], t_head) + t_off
@@ -85,7 +85,7 @@ def evaluate(model, job, cluster, L: Layout) -> Evaluation:
                       stt.layer_weight_bytes(p_layer, p1.layer_quantized, sb.weights, q_b), cold, walk_shares(dec))
     t_dp = dp.exposed + fw.overlap_slowdown * dp.hidden
     t_opt = opt.optimizer_time(p_opt, sb, g_b, sb.weights, acc.hbm_bw_tbps * 1e12,
-                               acc.efficiency.hbm, L.off_opt, fw.offload_grad_bytes, host, (job.optimizer, impl, bool(job.grad_clip))) \
+                               acc.efficiency.hbm, L.off_opt, fw.offload_grad_bytes, host, step_kind) \
         + opt.param_offload_time(m, np.maximum(p1.total, p2.total) / group, sb.weights,
                                  L.off_par, host[1]) \
         + compute.fp8_step_time(km, net, L, layers * p1.layer, m)

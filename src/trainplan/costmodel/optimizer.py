@@ -128,8 +128,9 @@ GRAD_CLIP_PASSES = 3.0
 
 def step_bytes(sb, g_b, w_b, kind=("adamw", "fused", False)):
     """HBM bytes per parameter of one optimizer step on the GPU, for ``kind`` = (optimizer,
-    AdamW implementation, gradient clipping on; :data:`GRAD_CLIP_PASSES`). A fused step (TE/apex/DeepSpeed FusedAdam, torch's ``fused=True``,
-    and every optimizer other than AdamW here) reads the gradient and reads and writes the
+    AdamW implementation, whether gradients are clipped first: :data:`GRAD_CLIP_PASSES`). A
+    fused step (TE/apex/DeepSpeed FusedAdam, torch's ``fused=True``, and every optimizer other
+    than AdamW here) reads the gradient and reads and writes the
     updated copy -- the fp32 master where there is one, else the weights -- and the moments
     once, and writes the working weights from the master. An unfused AdamW (``foreach``, the
     CUDA default of torch.optim.AdamW; :data:`FOREACH_ADAMW_PASSES`) moves each several times:
