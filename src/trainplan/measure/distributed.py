@@ -9,9 +9,9 @@ divides layers, hidden size, FFN size and heads by k when the real model does no
 Measured: the median step time after one warm-up step, and the peak memory of rank 0 (CUDA:
 ``torch.cuda.max_memory_allocated``; CPU: the live-tensor peak of ``MemTrace`` on real tensors).
 Predicted: the same step from the planner's physics, single-process like-for-like memory
-(``measure.compare.analytic_peak``) plus DDP's gradient buckets, and step time from
-``estimate`` with this machine's matmul rate (CPU: measured here by ``bench.matmul_tflops``).
-"""
+(``measure.compare.analytic_peak``) plus DDP's gradient buckets, and step time through
+``trainplan.estimate`` (no second model): its step on a catalog GPU, else (a CPU) its hardware
+FLOPs per rank at this machine's matmul rate (measured here by ``bench.matmul_tflops``)."""
 
 from __future__ import annotations
 
@@ -190,9 +190,36 @@ def run_measured_steps(inp: Any, nproc: int = 2, backend: str = "auto", steps: i
                 predicted_step_s=pred_time, predicted_peak_gib=pred_mem / GiB, note=note)
 
 
+#: the catalog GPU an estimate of a measured step stands on where the machine's own device has no
+#: catalog entry (a CPU): only its hardware FLOPs are used then, which no GPU figure enters
+STAND_IN_GPU = "h100_sxm"
+
+
+def _measured_step_estimate(model: Model, inp: Any, nproc: int, backend: str, fsdp: bool,
+                            mb: int, accum: int, recompute: str):
+    """The measured step as ``trainplan.estimate`` sees it (the same path as ``estimate``, no
+    second model): ``nproc`` data-parallel ranks of ``accum`` micro-batches of ``mb``
+    sequences, DDP ('pytorch' profile) or FSDP2 per block ('torchtitan', ZeRO-3), the job's
+    precision and recompute; on this machine's GPU where the catalog has it (then True), else
+    on :data:`STAND_IN_GPU` (False)."""
+    from trainplan.services.estimate import estimate
+    gpu, found = STAND_IN_GPU, False
+    if backend == "nccl":
+        import torch
+        from trainplan.catalog.accelerators import get_accelerator
+        try:
+            gpu, found = get_accelerator(torch.cuda.get_device_name(0)).id, True
+        except InputError:
+            pass
+    strategy = {"tp": 1, "pp": 1, "dp": nproc, "zero": 3 if fsdp else 0, "micro_batch": mb,
+                "recompute": recompute, "recompute_layers": inp.strategy.recompute_layers}
+    return estimate(model, gpu=gpu, gpus=nproc, seq_len=inp.job.seq_len,
+                    global_batch=nproc * mb * accum, precision=inp.job.precision,
+                    framework="torchtitan" if fsdp else "pytorch", strategy=strategy), found
+
+
 def _predict(model: Model, inp: Any, nproc: int, backend: str, fsdp: bool, mb: int,
              accum: int = 1, recompute: str = "none"):
-    from trainplan.costmodel.flops import TRAIN_MULTIPLIER, attention_core_flops_per_token, six_nd
     from trainplan.costmodel.params import model_params
     from trainplan.measure.compare import analytic_peak, grad_bytes_per_param
     from trainplan.measure.step import TRACED_ACCUM, StepConfig
@@ -209,10 +236,17 @@ def _predict(model: Model, inp: Any, nproc: int, backend: str, fsdp: bool, mb: i
     else:
         mem = float("nan")
         note = "memory: FSDP2 is not modelled by the 'pytorch' profile yet (measured only)"
-    # time: the model FLOPs at this machine's matmul rate, measured on the step's own largest
-    # GEMM (the MLP's up projection: tokens x hidden x MLP width) in the dtype the ranks run
-    # it: a fixed large square GEMM overstates the rate of a small model's GEMMs, and on a CPU
-    # without bf16 instructions understates it by orders of magnitude
+    est, on_gpu = _measured_step_estimate(model, inp, nproc, backend, fsdp, mb, accum, recompute)
+    if on_gpu:                                  # a catalog GPU: the estimate's own step time
+        pred_time = est.time.step_s
+        note += (f"; time: trainplan.estimate of this step on {nproc} x {est.gpu} (its catalog "
+                 f"entry; framework {est.framework})")
+        return mem, pred_time, note
+    # no catalog entry (a CPU, or a GPU the catalog lacks): the estimate's hardware FLOPs per
+    # rank at this machine's matmul rate, measured on the step's own largest GEMM (the MLP's up
+    # projection: tokens x hidden x MLP width) in the dtype the ranks run it: a fixed large
+    # square GEMM overstates the rate of a small model's GEMMs, and on a CPU without bf16
+    # instructions understates it by orders of magnitude
     from trainplan.measure.bench import matmul_tflops
     dtype = "bf16" if inp.job.precision != "fp32" else "fp32"
     device = "cuda" if backend == "nccl" else "cpu"
@@ -220,15 +254,9 @@ def _predict(model: Model, inp: Any, nproc: int, backend: str, fsdp: bool, mb: i
     dec = model.decoder
     tf = matmul_tflops(device=device, dtype=dtype, n=tokens, k=dec.hidden, m=dec.ffn_hidden,
                        threads=max(1, (os.cpu_count() or 2) // nproc))
-    flops = six_nd(n, tokens) + TRAIN_MULTIPLIER * dec.layers * tokens \
-        * float(attention_core_flops_per_token(dec, inp.job.seq_len, causal=True))
-    if recompute == "full":      # the forward again in the backward: 8N instead of 6N per token
-        flops *= 4.0 / 3.0       # (Korthikanti et al. 2022, arXiv:2205.05198, sec. 5)
-    elif recompute == "layers" and dec.layers:
-        flops *= 1.0 + min(inp.strategy.recompute_layers, dec.layers) / dec.layers / 3.0
-    flops *= accum
-    pred_time = flops / (tf * TFLOP)
-    note += ("; time: model FLOPs (6N per token + causal attention"
+    pred_time = est.hardware_flops_per_step / nproc / (tf * TFLOP)
+    note += ("; time: the estimate's hardware FLOPs per rank (costmodel.flops.step_flops: the "
+             "matmuls, causal attention and LM head"
              + (", + the recomputed forward" if recompute != "none" else "")
              + f") at the matmul rate "
              f"{tf:.3g} TFLOP/s per rank on {device}, measured on the step's MLP GEMM ({tokens} x "
