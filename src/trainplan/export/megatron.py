@@ -314,6 +314,7 @@ def render_megatron(spec: LaunchSpec) -> dict[str, str]:
              "# Run on every node with NODE_RANK set (0..nodes-1) and MASTER_ADDR = node 0.",
              "# Set --rotary-base to the model's rope theta (e.g. 500000 for Llama 3).",
              checkpoint_comment(spec),
+             *[comment(n) for n in spec.document_mask_note()],
              "set -euo pipefail",
              ': "${NODE_RANK:=0}" "${MASTER_ADDR:=localhost}"',
              ': "${DATA_PATH:?set DATA_PATH}" "${TOKENIZER_MODEL:?set TOKENIZER_MODEL}"',

@@ -99,7 +99,18 @@ class LaunchSpec(Specs):
                        f"load_in_4bit=True, bnb_4bit_quant_type='{job.base_weights}', "
                        f"bnb_4bit_use_double_quant={job.double_quant}, "
                        f"bnb_4bit_compute_dtype=torch.{dtype}), as the plan assumes")
-        return out
+        return out + self.document_mask_note()
+
+    def document_mask_note(self) -> list[str]:
+        """The document mask the plan priced (``job.document_tokens``): no launcher flag sets it,
+        the data pipeline and the attention kernel do."""
+        if self.job.document_tokens is None:
+            return []
+        return [f"document mask: the plan prices attention within packed documents (E(d^2)/E(d) "
+                f"= {self.job.document_tokens:g} tokens, job.document_tokens); the data pipeline "
+                "must mark document boundaries and the attention kernel apply them (flash-attn "
+                "varlen with cu_seqlens, Transformer Engine THD, flex attention's block-causal "
+                "mask), else attention spans the whole sequence and the step is slower than planned"]
 
     @property
     def _vendor(self) -> tuple[str, str]:

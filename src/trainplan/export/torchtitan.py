@@ -163,6 +163,11 @@ def render_torchtitan(spec: LaunchSpec) -> dict[str, str]:
         head.append(comment("Set [model] name/flavor to the torchtitan model registry entry for "
                             f"{spec.model.name}."))
     head.append(checkpoint_comment(spec))
+    if spec.job.document_tokens is not None:    # torchtitan models/llama3/__init__.py at 238fa99
+        head.append(comment("The plan prices attention within packed documents (document_tokens "
+                            f"{spec.job.document_tokens:g}): use a flavor with attn_mask_type "
+                            "'block_causal' (attn_type 'flex' or 'varlen', e.g. llama3 8B_flex, "
+                            "8B_varlen) and a dataset that marks document boundaries."))
     if spec.job.precision == "fp8_mixed":
         head.append("# [quantize.linear.float8] recipe_name defaults to tensorwise")
     launch = "\n".join([

@@ -397,6 +397,23 @@ def test_lora_jobs_are_not_written_as_full_training():
     assert "adapters" not in render("deepspeed", spec)["deepspeed_launch.sh"]
 
 
+def test_a_document_mask_the_plan_priced_is_named_in_every_launch_file():
+    """No launcher flag applies a document mask (the data pipeline and the attention kernel do):
+    a plan priced with job.document_tokens says so in each file a user runs, and only then."""
+    import tomllib
+    spec = _spec(**LAYOUTS["single-gpu"])
+    masked = evolve(spec, job=evolve(spec.job, document_tokens=1536))
+    files = {"megatron": "megatron_pretrain.sh", "deepspeed": "deepspeed_launch.sh",
+             "torchrun": "torchrun_launch.sh", "slurm": "train.sbatch"}
+    for fmt, name in files.items():
+        said = render(fmt, with_program(masked, [fmt]))[name]
+        assert "document mask" in said and "= 1536 tokens" in said, fmt
+        assert "document mask" not in render(fmt, with_program(spec, [fmt]))[name], fmt
+    toml = render("torchtitan", masked)["torchtitan.toml"]
+    assert "attn_mask_type 'block_causal'" in toml and "document_tokens 1536" in toml
+    tomllib.loads(toml)                                       # still a valid TOML file
+
+
 def test_launch_files_checkpoint_at_the_interval_the_totals_assume(tmp_path):
     """The wall-clock and cost assume the goodput-optimal checkpoint interval; the files wrote
     --save-interval 1000 (Megatron) and no [checkpoint] table (torchtitan: off by default)."""
