@@ -124,7 +124,7 @@ class Job(Spec):
     packing_efficiency: float = Field(default=1.0, gt=0, le=1.0,
                                       description="useful tokens / processed tokens")
     document_tokens: float | None = Field(
-        default=None, gt=0, description="packed sequences whose documents attend only to themselves "
+        default=None, ge=1, description="packed sequences whose documents attend only to themselves "
         "(a document mask: flash-attn's varlen kernels, Transformer Engine's THD format, flex "
         "attention's block mask): the documents' E(d^2)/E(d) in tokens, their length when all are "
         "alike (`trainplan data lengths` prints it); fused attention kernels then skip the other "

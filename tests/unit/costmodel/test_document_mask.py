@@ -60,8 +60,10 @@ def test_eager_attention_computes_the_whole_score_matrix_under_a_mask():
         _step(4096, None, 8, 1, flash=False).time.compute_s, rel=1e-12)
 
 
-def test_a_document_longer_than_the_sequence_is_refused_naming_the_field():
+def test_a_document_longer_than_the_sequence_or_shorter_than_a_token_is_refused_naming_the_field():
     with pytest.raises(ValueError, match="document_tokens"):
         Job(seq_len=4096, global_batch=8, document_tokens=5000)
+    with pytest.raises(ValueError, match="document_tokens"):
+        Job(seq_len=4096, global_batch=8, document_tokens=0.5)
     with pytest.raises(InputError, match="document_tokens"):
         _step(4096, 5000, 8, 1)
