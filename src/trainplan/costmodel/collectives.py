@@ -18,6 +18,8 @@ All functions broadcast over numpy arrays.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 AR, RS, AG, A2A = 0, 1, 2, 3
@@ -213,23 +215,25 @@ def protocol_names(kind, nvlink=True):
                               for algo, name, *_ in _offered(kind, nvlink)]
 
 
+def _term_times(terms, each):
+    """Seconds of one collective of ``each`` bytes by each of ``terms`` (:func:`protocol_terms`)."""
+    return [fixed + _per_byte(per_byte, correction, each) * each
+            for fixed, per_byte, correction in terms]
+
+
 def fastest_index(terms, size_bytes):
     """Index into ``terms`` (:func:`protocol_terms`) of the one :func:`fastest` takes for one
     collective of ``size_bytes``."""
     size = np.asarray(size_bytes, dtype=float)
-    return np.argmin(np.stack([np.broadcast_to(f + _per_byte(b, c, size) * size, np.shape(size))
-                               for f, b, c in terms]), axis=0)
+    return np.argmin(np.stack([np.broadcast_to(t, np.shape(size))
+                               for t in _term_times(terms, size)]), axis=0)
 
 
 def fastest(terms, size_bytes, count=1.0):
     """``count`` collectives moving ``size_bytes`` in all (each size / count), each by the
     protocol that is fastest at its size; ``count`` 0: the bytes alone at Simple's rate."""
     size, count = np.asarray(size_bytes, dtype=float), np.asarray(count, dtype=float)
-    each = size / np.where(count > 0, count, 1.0)
-    best = None
-    for fixed, per_byte, correction in terms:
-        t = fixed + _per_byte(per_byte, correction, each) * each
-        best = t if best is None else np.minimum(best, t)
+    best = functools.reduce(np.minimum, _term_times(terms, size / np.where(count > 0, count, 1.0)))
     return np.where(count > 0, count * best, terms[0][1] * size)
 
 

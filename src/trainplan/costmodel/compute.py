@@ -151,8 +151,9 @@ class KernelModel:
         part's HBM efficiency. ``span``: the keys a fused kernel attends to per query under a
         document mask (``Job.attention_span``; default ``keys``); eager attention computes the
         whole ``keys`` x ``queries`` score matrix and masks it."""
+        span = keys if span is None else span
         t_lin = self.linear_time(stack, T, tp, moe_layer, ep)
-        a_f = T * fl.attention_core_flops_per_token(stack, keys if span is None else span, causal) / tp
+        a_f = T * fl.attention_core_flops_per_token(stack, span, causal) / tp
         t_flash = flash_attention_time(a_f, self.peak, self.attn_eta)
         # eager: QK^T and PV are one batched GEMM each (torch.matmul / baddbmm over the batch
         # and heads, one cuBLAS strided-batched call), plus the score traffic (ops.py); eager
@@ -160,7 +161,7 @@ class KernelModel:
         # across the documents of a document mask
         scores = opinv.eager_score_bytes(seqs * (stack.heads / tp) * queries * keys,
                                          "softmax" in self.fused, self.act_b, dropout)
-        a_full = a_f if not stack.sliding_layers and span is None else \
+        a_full = a_f if not stack.sliding_layers and np.all(span == keys) else \
             T * fl.attention_core_flops_per_token(stack, keys, causal, window=False) / tp
         t_eager = self.gemm(a_full, 2.0) + memory_time(scores, self.hbm, self.eta_hbm)
         t_attn = np.where(flash, t_flash, t_eager)
@@ -265,8 +266,7 @@ def layer_time(km: KernelModel, dec, job, L, wgrad, rc_frac) -> LayerTime:
     def one(moe_layer):
         return km.layer(dec, T, L.mb, s / L.cp, s, L.tp, sp_div, L.flash, L.rc, rc_frac, wgrad,
                         1.0, job.dropout, moe_layer=moe_layer, ep=L.ep, host=host, cp=L.cp,
-                        dequant=job.base_weights is not None,
-                        span=None if job.document_tokens is None else job.attention_span)
+                        dequant=job.base_weights is not None, span=job.attention_span)
 
     d = one(False)
     moe_layers = (dec.layers - dec.moe.dense_layers) if dec.moe else 0
