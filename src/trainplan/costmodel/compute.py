@@ -20,6 +20,7 @@ import numpy as np
 
 from trainplan.spec.framework import fused_groups
 from trainplan.conventions import ACTIVATION_BYTES, KERNEL_EFFICIENCY_FIELD, MATMUL_DTYPE
+from trainplan.costmodel import attention as att
 from trainplan.costmodel import collectives as coll
 from trainplan.costmodel import flops as fl
 from trainplan.costmodel import ops as opinv
@@ -58,11 +59,13 @@ def attention_efficiency(eff, kernel=None) -> float:
     """Fraction of peak the fused attention kernel reaches: the accelerator's ``attn_max``
     (FlashAttention-2: about 35% on H100, 50-73% on A100), or with ``kernel`` 'fa1' its
     FlashAttention-1 figure (25-40% on A100, Dao 2023, arXiv:2307.08691, abstract), or with 'fa3' its
-    FlashAttention-3 figure (0.628 on H100 at head dim 128, measured in pytorch/benchmark PR
+    FlashAttention-3 figure (0.637 on H100 at head dim 128, fitted to pytorch/benchmark PR
     #2391; Shah et al. 2024, arXiv:2407.08608, abstract, give 35% for FlashAttention-2 and up to
     75% for FlashAttention-3 in its best case), or with 'cudnn' its cuDNN fused-attention figure
-    (0.52 on H100 over a forward and backward, Transformer Engine's own benchmark; where a part
-    has none, FlashAttention-2's). The job is checked at the edge (costmodel/validate.py)."""
+    (0.549 on H100 over a forward and backward, from Transformer Engine's own benchmark; where a
+    part has none, FlashAttention-2's). All are long-sequence rates: shorter kernel passes run
+    slower (:func:`~trainplan.costmodel.timing.flash_attention_time`). The job is checked at the
+    edge (costmodel/validate.py)."""
     field = KERNEL_EFFICIENCY_FIELD.get(kernel)
     return (getattr(eff, field) if field else None) or eff.attn_max
 
@@ -149,12 +152,16 @@ class KernelModel:
         (``self.base_bytes``), dequantized before each forward and input-gradient GEMM
         (:func:`trainplan.costmodel.ops.dequant_bytes`) by bitsandbytes' own kernels, at the
         part's HBM efficiency. ``span``: the keys a fused kernel attends to per query under a
-        document mask (``Job.attention_span``; default ``keys``); eager attention computes the
-        whole ``keys`` x ``queries`` score matrix and masks it."""
+        document mask (``Job.attention_span``; default ``keys``); the fused kernel's rate falls
+        with the keys per query of each of its passes (:func:`flash_attention_time`); eager
+        attention computes the whole ``keys`` x ``queries`` score matrix and masks it."""
         span = keys if span is None else span
         t_lin = self.linear_time(stack, T, tp, moe_layer, ep)
         a_f = T * fl.attention_core_flops_per_token(stack, span, causal) / tp
-        t_flash = flash_attention_time(a_f, self.peak, self.attn_eta)
+        # a ring of cp ranks splits each query's keys into cp kernel passes (one per step)
+        ring = np.asarray(cp, dtype=float) if self.fw.cp_collective == "ring" else 1.0
+        t_flash = flash_attention_time(a_f, self.peak, self.attn_eta,
+                                       att.mean_keys_per_layer(stack, span, causal) / ring)
         # eager: QK^T and PV are one batched GEMM each (torch.matmul / baddbmm over the batch
         # and heads, one cuBLAS strided-batched call), plus the score traffic (ops.py); eager
         # attention computes the full masked score matrix even for sliding-window layers and

@@ -25,9 +25,28 @@ def memory_time(nbytes, hbm_bytes_per_s, eta_hbm):
     return np.asarray(nbytes, dtype=float) / (hbm_bytes_per_s * eta_hbm)
 
 
-def flash_attention_time(flops, peak, eta_attn):
-    """FlashAttention (Dao 2022/2023) is compute-bound: flops / (eta_attn * peak)."""
-    return np.asarray(flops, dtype=float) / (eta_attn * peak)
+# FlashAttention-3's forward on H100 at head dim 128, batch x sequence 16K, 16 heads, not
+# causal: (sequence, TFLOP/s), pytorch/benchmark PR #2391 (commit ff65cb6, test plan table;
+# Shah et al. 2024, arXiv:2407.08608, sec. 4.1 use the same shapes)
+FA3_H100_LENGTH_SWEEP = ((512, 430.32), (1024, 517.099), (2048, 565.544), (4096, 590.233),
+                         (8192, 614.234), (16384, 620.73))
+# Keys whose work a fused attention kernel's fixed cost per query tile amounts to (loading the
+# tile, filling the pipeline, rescaling and writing O and the log-sum-exp): least squares on
+# the relative error of rate = R * s / (s + K) over FA3_H100_LENGTH_SWEEP gives R = 629.5
+# TFLOP/s and K = 234 keys, every point within 0.9% (benchmarks/attention_length.py). The only
+# length sweep published as text: the same count is used for every fused kernel, forward and
+# backward.
+ATTENTION_TILE_OVERHEAD_KEYS = 234.0
+
+
+def flash_attention_time(flops, peak, eta_attn, keys=np.inf):
+    """A fused attention kernel (FlashAttention, Dao 2022/2023; cuDNN) is compute-bound:
+    flops / (eta_attn * peak), ``eta_attn`` its long-sequence efficiency, times
+    1 + ATTENTION_TILE_OVERHEAD_KEYS / ``keys`` for queries that each attend to ``keys`` keys
+    in one kernel pass (a short sequence or document, or one step of a context-parallel ring)."""
+    keys = np.maximum(np.asarray(keys, dtype=float), 1.0)
+    return np.asarray(flops, dtype=float) / (eta_attn * peak) \
+        * (1.0 + ATTENTION_TILE_OVERHEAD_KEYS / keys)
 
 
 # FlashAttention-2 backward does 5 matmuls against the forward's 2 (QK^T recomputed):

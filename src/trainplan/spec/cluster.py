@@ -66,18 +66,18 @@ class EfficiencyProfile(Spec):
         "catalog's efficiency_defaults value, fitted once on Narayanan et al. 2021 Table 1 (A100) "
         "by benchmarks/calibrate_frameworks.py"))
     attn_max: float = Field(default=0.60, gt=0, le=1, description=(
-        "FlashAttention fraction of peak: FlashAttention-2 reaches 50-73% of peak on A100 (Dao "
-        "2023, abstract); the catalog sets 0.35 on Hopper (FlashAttention-3 paper, abstract)"))
+        "FlashAttention-2 fraction of peak at long sequence, like every attn_max* field (costmodel/"
+        "timing.py): 50-73% on A100 (Dao 2023, abstract); 0.35 on Hopper (Shah et al. 2024)"))
     attn_max_fa1: float | None = Field(default=None, gt=0, le=1, description=(
         "FlashAttention-1 fraction of peak (A100: 25-40%, Dao 2023, abstract); none: fa1 refused"))
     attn_max_fa3: float | None = Field(default=None, gt=0, le=1, description=(
-        "FlashAttention-3 fraction of peak where the part runs it (Hopper: 0.628 measured at head "
-        "dim 128, pytorch/benchmark PR #2391; up to 75% in its best case, Shah et al. 2024, "
+        "FlashAttention-3 fraction of peak where the part runs it (Hopper: 0.637, fitted at head "
+        "dim 128 to pytorch/benchmark PR #2391; up to 75% in its best case, Shah et al. 2024, "
         "arXiv:2407.08608, abstract); none: FlashAttention-3 does not run on this part"))
     attn_max_cudnn: float | None = Field(default=None, gt=0, le=1, description=(
         "cuDNN fused attention (Transformer Engine FusedAttention) fraction of peak over a "
-        "forward and backward (Hopper: 0.52 measured, Transformer Engine docs/examples/attention/"
-        "attention.ipynb); none: no figure for this part, FlashAttention-2's attn_max is used"))
+        "forward and backward (Hopper: 0.52 measured at 8K causal, 0.549 at long sequence, TE "
+        "docs/examples/attention/attention.ipynb); none: FlashAttention-2's attn_max is used"))
     hbm: float = Field(default=0.92, gt=0, le=1, description=(
         "achievable fraction of HBM bandwidth; an assumption, chosen by hand on Narayanan et al. "
         "2021 Table 1, which cannot pin it (a joint fit with training_gemm_factor runs to 1)"))
