@@ -39,6 +39,17 @@ def main() -> None:
     print(f"cuDNN (catalog {h100.efficiency.attn_max_cudnn} at long sequence) at sequence 8192 "
           f"causal ({keys} keys per query): {cudnn:.1f} TFLOP/s; measured 514.0 "
           f"(Transformer Engine attention.ipynb): {cudnn / 514.0 - 1:+.1%}")
+    # outside check, not used by the model: Transformer Engine's attention benchmark on H100
+    # (docs/examples/attention/attention.ipynb, 88c0c91; benchmarks/attention/
+    # benchmark_attention.py test_1 and test_3), forward + backward ms at head dim 128, causal:
+    # batch 2 x 16 heads x 2048 tokens and batch 2 x 32 heads (4 KV) x 8192 tokens
+    flops_2k = 3.5 * 2 * 2 * 16 * 2048**2 * 128
+    flops_8k = 3.5 * 2 * 2 * 32 * 8192**2 * 128
+    model = (1.0 + K / ((8192 + 1) / 2)) / (1.0 + K / ((2048 + 1) / 2))
+    for kernel, ms_2k, ms_8k in (("cuDNN", 0.3664, 7.4875), ("flash-attn 2", 0.5850, 11.8879)):
+        measured = (flops_2k / ms_2k) / (flops_8k / ms_8k)
+        print(f"{kernel:12s} forward + backward rate at 2K over 8K, causal (TE benchmark): "
+              f"measured {measured:.3f}, model {model:.3f}")
     print("\nattention time per FLOP against a causal 8K sequence (4096.5 keys per query):")
     base = 1.0 + K / keys
     for label, k in (("causal 8K", keys), ("causal 8K, ring CP2 (2 passes)", keys / 2),
