@@ -27,7 +27,7 @@ def memory_time(nbytes, hbm_bytes_per_s, eta_hbm):
 
 # FlashAttention-3's forward on H100 at head dim 128, batch x sequence 16K, 16 heads, not
 # causal: (sequence, TFLOP/s), pytorch/benchmark PR #2391 (commit ff65cb6, test plan table;
-# Shah et al. 2024, arXiv:2407.08608, sec. 4.1 use the same shapes)
+# the PR sizes its inputs as Shah et al. 2024, arXiv:2407.08608, size their benchmarks)
 FA3_H100_LENGTH_SWEEP = ((512, 430.32), (1024, 517.099), (2048, 565.544), (4096, 590.233),
                          (8192, 614.234), (16384, 620.73))
 # Keys whose work a fused attention kernel's fixed cost per query tile amounts to (loading the
@@ -35,7 +35,8 @@ FA3_H100_LENGTH_SWEEP = ((512, 430.32), (1024, 517.099), (2048, 565.544), (4096,
 # the relative error of rate = R * s / (s + K) over FA3_H100_LENGTH_SWEEP gives R = 629.5
 # TFLOP/s and K = 234 keys, every point within 0.9% (benchmarks/attention_length.py). The only
 # length sweep published as text: the same count is used for every fused kernel, forward and
-# backward.
+# backward (Transformer Engine's own 2K/8K forward + backward pair falls further, which the
+# benchmark prints and docs/costmodel.md discusses).
 ATTENTION_TILE_OVERHEAD_KEYS = 234.0
 
 
