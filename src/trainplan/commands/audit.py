@@ -23,7 +23,7 @@ def audit_command(
     from trainplan.services.audit import audit, findings_as_dicts, load_claims
 
     findings = audit(load_claims(claims_file))
-    n_bad = sum(f.verdict == "contradiction" for f in findings)
+    n_bad = findings.contradictions
     if json:
         from trainplan.report.echo import print_json
         print_json({"contradictions": n_bad, "findings": findings_as_dicts(findings)})

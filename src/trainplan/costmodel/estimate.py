@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -147,7 +147,7 @@ class Estimate(Result):
     """Everything trainplan concludes for one configuration (read-only, hashable; in a notebook
     shown as ``trainplan estimate`` prints it: :class:`trainplan.spec.result.Result`)."""
 
-    display_kind = "estimate"
+    display_kind: ClassVar[str] = "estimate"
 
     model: str = Field(description="model name")
     gpu: str = Field(description="accelerator name (catalog)")

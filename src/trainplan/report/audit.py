@@ -10,12 +10,13 @@ MARK = {"contradiction": ("CONTRADICTION", "bold red"), "warning": ("WARNING", "
         "ok": ("ok", "green"), "info": ("info", "cyan")}
 
 
-def render_findings(findings: Sequence[Any], name: str, n_bad: int) -> None:
+def render_findings(findings: Sequence[Any], name: str, n_bad: int, c: Any = None) -> None:
     """The findings (user text printed literally); the closing line when nothing contradicts
-    (a contradiction ends the command with exit status 1 and its own line)."""
+    (a contradiction ends the command with exit status 1 and its own line). ``c``: the console
+    (default: trainplan's)."""
     from rich.text import Text
 
-    c = console()
+    c = c or console()
     for f in findings:
         c.print(Text.assemble(MARK[f.verdict], "  ", (f.check, "bold"), ": ", f.summary), soft_wrap=True)
         for arithmetic in f.arithmetic:

@@ -205,12 +205,12 @@ def scale_report(budget: Any, allocations: Sequence[Any], curves: Sequence[Any],
                  arch: Any = None) -> Report:
     """A report of ``trainplan scale``: the budget and what it spends, the recommendation with
     the other laws' range, the proposed architecture, each law's (N, D), and the chosen law's
-    point on the isoFLOP curves. ``rec`` is the command's :class:`~trainplan.scaling.recommend.
+    point on the isoFLOP curves. ``rec`` is the command's :class:`~trainplan.scaling.recommendation.
     Recommendation` (computed here from the rows when not given), so the range is the one the
     CLI and ``--json`` show; ``chosen`` defaults to its recommended row."""
     from trainplan.report.scale import (ARCH_SHAPES, architecture_rows, excluded_texts,
                                         range_text, spend_text)
-    from trainplan.scaling.recommend import recommend
+    from trainplan.scaling.recommendation import recommend
 
     rows = list(allocations)
     if rec is None and rows:

@@ -1,8 +1,11 @@
 """Notebook display of the results: the console's own tables as HTML.
 
-``est`` (an Estimate) or ``result`` (a PlanResult) as the last line of a Jupyter cell shows what
-``trainplan estimate`` / ``trainplan plan`` print: the same renderers
-(:func:`trainplan.report.console.render_estimate`, :func:`trainplan.report.plan.render`) drawn on
+``est`` (an Estimate), ``result`` (a PlanResult), ``audit(...)``'s findings, a scaling
+``recommend(...)`` or a ``fit_law(...)`` result as the last line of a Jupyter cell shows what
+``trainplan estimate`` / ``plan`` / ``audit`` / ``scale`` / ``scale fit`` print: the same renderers
+(:func:`trainplan.report.console.render_estimate`, :func:`trainplan.report.plan.render`,
+:func:`trainplan.report.audit.render_findings`, :func:`trainplan.report.scale.
+print_recommendation`, :func:`trainplan.report.scale_fit.print_fit`) drawn on
 a recording rich console and exported with rich's ``export_html``, which escapes the text (a
 model name is never read as HTML). Registered with :mod:`trainplan.display` on import (the
 package root imports this module; rich is imported on first display only).
@@ -48,5 +51,29 @@ def plan_html(result: Any) -> str:
     return _html(lambda c: render(result, console=c))
 
 
+def audit_html(findings: Any) -> str:
+    """:func:`trainplan.audit`'s findings as ``trainplan audit`` prints them (each verdict with
+    its arithmetic), in HTML."""
+    from trainplan.report.audit import render_findings
+    return _html(lambda c: render_findings(findings, "the claims", findings.contradictions, c=c))
+
+
+def recommendation_html(rec: Any) -> str:
+    """A scaling :class:`~trainplan.scaling.recommendation.Recommendation` as ``trainplan scale``
+    prints it (the recommended N and D, the other laws' range, every law), in HTML."""
+    from trainplan.report.scale import print_recommendation
+    return _html(lambda c: print_recommendation(c, rec, None))
+
+
+def fit_html(result: Any) -> str:
+    """A :func:`~trainplan.scaling.fit_law` result as ``trainplan scale fit`` prints the fit
+    (each parameter with its interval, the fit's diagnostics), in HTML."""
+    from trainplan.report.scale_fit import print_fit
+    return _html(lambda c: print_fit(result, None, c=c))
+
+
 register_html("estimate", estimate_html)
 register_html("plan", plan_html)
+register_html("audit", audit_html)
+register_html("recommendation", recommendation_html)
+register_html("fit", fit_html)

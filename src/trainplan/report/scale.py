@@ -32,9 +32,9 @@ def spend_text(budget) -> str | None:
 
 
 def range_text(rec) -> str | None:
-    """'Other laws (H22-1, ...): N a-b, D c-d': the range ``scaling.recommend`` computed over the
+    """'Other laws (H22-1, ...): N a-b, D c-d': the range ``scaling.recommendation`` computed over the
     laws it keeps in the range (Kaplan 2020 left out), the one line the CLI and the report show."""
-    from trainplan.scaling.recommend import short_id
+    from trainplan.scaling.recommendation import short_id
     rg = rec.range
     if "n_params" not in rg:
         return None
@@ -45,7 +45,7 @@ def range_text(rec) -> str | None:
 
 def excluded_texts(rec) -> list[str]:
     """One line per law shown but left out of the range, with the reason."""
-    from trainplan.scaling.recommend import short_id
+    from trainplan.scaling.recommendation import short_id
     return [f"{short_id(law)} left out of the range: {why}"
             for law, why in rec.range.get("excluded", {}).items()]
 
@@ -84,7 +84,7 @@ def print_recommendation(c, rec, arch) -> None:
     """The recommended (N, D), the range of the other laws, and the proposed architecture."""
     from rich.table import Table
 
-    from trainplan.scaling.recommend import short_id
+    from trainplan.scaling.recommendation import short_id
 
     r = rec.recommended
     rows = [("law", f"{r.law} ({r.label})"), ("why", rec.why), ("N (params)", num(r.n_params)),

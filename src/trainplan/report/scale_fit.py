@@ -11,7 +11,7 @@ def print_allocation_tables(budget, rec, arch, rows, curves, grid, repeated, inf
     from rich.table import Table
 
     from trainplan.report.scale import print_budget_block, print_recommendation
-    from trainplan.scaling.recommend import short_id
+    from trainplan.scaling.recommendation import short_id
 
     c = console()
     print_budget_block(c, budget)
@@ -49,10 +49,12 @@ def print_allocation_tables(budget, rec, arch, rows, curves, grid, repeated, inf
         print_inference(c, inference)
 
 
-def print_fit(result, allocation, warnings=()) -> None:
+def print_fit(result, allocation, warnings=(), c=None) -> None:
+    """The fitted law's parameters with their intervals, the fit's diagnostics, and the
+    compute-optimal allocation when asked for. ``c``: the console (default: trainplan's)."""
     from rich.table import Table
 
-    c = console()
+    c = c or console()
     d = result.to_dict()
     ci = d["ci"]
     lvl = f"{result.ci_level:.0%}" if result.bootstrap is not None else ""

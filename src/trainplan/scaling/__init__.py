@@ -50,8 +50,8 @@ _EXPORTS: dict[str, str] = {
     "PlannedEpochs": "repeated_data",
     "planned_epochs": "repeated_data",
     # recommend / architecture
-    "Recommendation": "recommend",
-    "recommend": "recommend",
+    "Recommendation": "recommendation",
+    "recommend": "recommendation",
     "Architecture": "architecture",
     "propose_architecture": "architecture",
     "job_file_text": "architecture",

@@ -16,10 +16,11 @@ The runs come from :mod:`trainplan.scaling.runs`; a fitted law is saved and read
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, ClassVar, Iterable
 
 import numpy as np
 
+from trainplan.display import HtmlDisplay
 from trainplan.errors import InputError
 from trainplan.scaling.batch_lbfgs import minimise_rows
 from trainplan.scaling.bootstrap import bootstrap_allocations, bootstrap_fits, percentile_interval, percentile_intervals
@@ -83,8 +84,10 @@ class AllocationBand:
 
 
 @dataclass(frozen=True)
-class FitResult:
+class FitResult(HtmlDisplay):
     """A fitted law with its diagnostics and (optionally) bootstrap samples."""
+
+    display_kind: ClassVar[str] = "fit"
 
     law: ParametricLaw
     theta: np.ndarray

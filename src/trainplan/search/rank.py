@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from pydantic import Field
@@ -38,7 +38,7 @@ class PlanResult(Result):
     """What ``plan`` found: the ranked layouts, why the winner wins, and the Pareto front
     (read-only, hashable; in a notebook shown as ``trainplan plan`` prints it)."""
 
-    display_kind = "plan"
+    display_kind: ClassVar[str] = "plan"
 
     model: str
     objective: str

@@ -18,12 +18,13 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, PositiveFloat, PositiveInt, ValidationError
 
 from trainplan.conventions import GB, GiB, Optimizer, model_state_bytes
 from trainplan.costmodel.flops import six_nd
+from trainplan.display import HtmlDisplay
 from trainplan.errors import InputError, from_validation_error
 from trainplan.spec.base import Spec
 from trainplan.spec.job import PrecisionName
@@ -87,6 +88,16 @@ class Finding:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready (``json.dumps(f.to_dict())``)."""
         return asdict(self)
+
+
+class Findings(HtmlDisplay, list[Finding]):
+    """:func:`audit`'s findings, shown in a notebook as ``trainplan audit`` prints them."""
+
+    display_kind: ClassVar[str] = "audit"
+
+    @property
+    def contradictions(self) -> int:  # ``trainplan audit`` exits 1 when any finding contradicts
+        return sum(f.verdict == "contradiction" for f in self)
 
 
 def _g(x: float) -> str:
@@ -318,7 +329,7 @@ def load_claims(path: str | Path) -> Claims:
         raise from_validation_error(e, "claims.") from None
 
 
-def audit(claims: Claims | dict[str, Any]) -> list[Finding]:
+def audit(claims: Claims | dict[str, Any]) -> Findings:
     """Run every check whose inputs the claims provide (a :class:`Claims` or its keys, as in a
     claims file's ``[claims]`` table); each :class:`Finding` says its verdict and arithmetic.
 
@@ -381,8 +392,8 @@ def audit(claims: Claims | dict[str, Any]) -> list[Finding]:
         out.append(check_memory_activations(model, c, tps, int(mb), acc.hbm_gib))
     if c.gas_rule and c.global_batch and c.grad_accum:
         out.append(check_gas_rule(c.global_batch, c.grad_accum, c.gas_rule))
-    return out
+    return Findings(out)
 
 
-def findings_as_dicts(findings: list[Finding]) -> list[dict[str, Any]]:
+def findings_as_dicts(findings: list[Finding]) -> list[dict[str, Any]]:  # JSON-ready
     return [asdict(f) for f in findings]

@@ -12,10 +12,11 @@ and shown as the console's tables in a notebook.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
+from trainplan.display import HtmlDisplay
 from trainplan.spec.base import freeze
 
 #: Longest name a one-line summary shows in full (longer ones end in "...").
@@ -28,12 +29,11 @@ def cut(text: str, n: int = NAME_CHARS) -> str:
     return s if len(s) <= n else s[:n - 3] + "..."
 
 
-class Result(BaseModel):
-    """A result: frozen, with read-only containers, a one-line repr and a notebook display."""
+class Result(HtmlDisplay, BaseModel):
+    """A result: frozen, with read-only containers, a one-line repr and a notebook display
+    (:class:`trainplan.display.HtmlDisplay`)."""
 
     model_config = ConfigDict(frozen=True, protected_namespaces=())
-    #: the kind its HTML renderer is registered under (:mod:`trainplan.display`)
-    display_kind: ClassVar[str] = ""
 
     @model_validator(mode="after")
     def _read_only(self) -> Any:
@@ -47,10 +47,3 @@ class Result(BaseModel):
         return f"{type(self).__name__}({self.summary()})"
 
     __str__ = __repr__
-
-    def _repr_html_(self) -> str | None:
-        """The console's tables as HTML for Jupyter (None: no renderer registered, and the
-        notebook shows the one-line repr)."""
-        from trainplan.display import html_renderer
-        render = html_renderer(self.display_kind)
-        return render(self) if render is not None else None

@@ -74,3 +74,37 @@ def test_importing_trainplan_loads_no_ipython_and_no_rich():
     assert out.stdout.strip() == "[]"
     from trainplan.display import html_renderer
     assert html_renderer("estimate") is not None and html_renderer("plan") is not None
+
+
+def test_audit_findings_show_as_trainplan_audit_prints_them():
+    """audit() returns a list of findings (JSON and pickles as before) that a notebook shows
+    with each verdict and its arithmetic."""
+    import json
+    import pickle
+
+    from trainplan.services.audit import findings_as_dicts
+    fs = trainplan.audit({"gpu": "a100_sxm_80gb", "gpus": 8, "days": 11.25, "total_flops": 5.9e21})
+    assert isinstance(fs, list) and fs and fs.contradictions == 1
+    assert pickle.loads(pickle.dumps(fs)) == fs and json.dumps(findings_as_dicts(fs))
+    text = " ".join(_text(fs._repr_html_()).split())
+    for f in fs:
+        assert "CONTRADICTION" in text and f.check in text
+        assert " ".join(f.summary.split()) in text
+        for arithmetic in f.arithmetic:
+            assert " ".join(arithmetic.split()) in text
+    clean = trainplan.audit({"gpu": "a100_sxm_80gb", "gpus": 8})
+    assert clean.contradictions == 0 and "no contradictions in the claims" in _text(clean._repr_html_())
+
+
+def test_scaling_recommendation_and_fit_show_their_tables():
+    from trainplan.scaling import EPOCH_2024, compute_optimal, fit_law, recommend, synthetic_runs
+    rec = recommend(compute_optimal(1e23))
+    text = _text(rec._repr_html_())
+    r = rec.recommended
+    assert "Recommended" in text and r.law in text and "Every law (detail)" in text
+    assert f"{r.tokens_per_param:.1f}" in text and f"{r.loss:.4f}" in text
+    fit = fit_law(synthetic_runs(EPOCH_2024, 24, seed=0), max_starts=8)
+    text = _text(fit._repr_html_())
+    assert "Fitted L(N, D)" in text and f"{fit.law.a:.4f}" in text
+    for k, v in fit.to_dict()["params"].items():
+        assert k in text and f"{v:.4g}" in text

@@ -44,7 +44,7 @@ def scale(
     laws = chosen_laws(law, law_file)
     rows = [optimal_allocation(budget.flops, lw) for lw in laws]
     from trainplan.scaling.architecture import job_file_text, propose_architecture
-    from trainplan.scaling.recommend import recommend
+    from trainplan.scaling.recommendation import recommend
 
     rec = recommend(rows, fitted=laws[-1].name if law_file is not None else None)
     if epochs is not None:
@@ -53,7 +53,7 @@ def scale(
         raise InputError("epochs", epochs, "used together with --unique-tokens")
     constrained = None
     if unique_tokens is not None:                  # unique data can bind: recommend within it
-        from trainplan.scaling.recommend import with_data_limit
+        from trainplan.scaling.recommendation import with_data_limit
         constrained = data_constrained_optimum(budget.flops, unique_tokens)
         rec = with_data_limit(rec, constrained)
     from trainplan.scaling.laws import counts_non_embedding

@@ -15,8 +15,9 @@ identify as the reason it favours far larger models.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, ClassVar, Sequence
 
+from trainplan.display import HtmlDisplay
 from trainplan.scaling.allocate import Allocation
 from trainplan.scaling.laws import DEFAULT_LAW
 
@@ -44,8 +45,10 @@ def short_id(name: str) -> str:
 
 
 @dataclass(frozen=True)
-class Recommendation:
+class Recommendation(HtmlDisplay):
     """The recommended allocation, why, and the range of N and D under the other laws."""
+
+    display_kind: ClassVar[str] = "recommendation"
 
     recommended: Allocation
     why: str

@@ -9,7 +9,7 @@ import pytest
 from trainplan.scaling import compute_optimal, flops_from_budget
 from trainplan.scaling.architecture import propose_architecture
 from trainplan.scaling.budget import HOURS_PER_DAY, default_gpus
-from trainplan.scaling.recommend import recommend
+from trainplan.scaling.recommendation import recommend
 from cli_helpers import runner
 
 
