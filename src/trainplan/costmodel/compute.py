@@ -25,6 +25,7 @@ from trainplan.costmodel import collectives as coll
 from trainplan.costmodel import flops as fl
 from trainplan.costmodel import ops as opinv
 from trainplan.costmodel.layout import by_recompute
+from trainplan.costmodel.lora import adapter_time
 from trainplan.costmodel.timing import (FLASH_BACKWARD_RATIO, flash_attention_time, gemm_time,
                                         memory_time)
 
@@ -108,6 +109,7 @@ class KernelModel:
         self.compiled = job.compile
         # a 4-bit base (QLoRA): bytes per parameter of its weights, dequantized per GEMM pass
         self.base_bytes = job.base_weight_bytes
+        self.lora_rank = job.lora_rank if job.trainable == "lora" else 0
 
     def gemm(self, total_flops, count=1.0, fp8=False):
         """``count`` equal GEMMs adding up to ``total_flops`` (FP8 ones at the FP8 ceiling)."""
@@ -184,7 +186,11 @@ class KernelModel:
             dq_bytes, kdq = opinv.dequant_bytes(stack, bool(moe_layer and stack.moe),
                                                 self.base_bytes, self.act_b)
             t_dq = memory_time(dq_bytes / tp, self.hbm, self.eff.hbm)
-        kernels, kernels_bwd = self.kernels + kf + kdq, self.kernels_bwd + kb + kdq
+        lora_f = lora_b = klf = klb = 0.0
+        if self.lora_rank:           # the adapters' own GEMMs and scale-and-add (lora.py)
+            lora_f, lora_b, klf, klb = adapter_time(self, stack, T, tp, self.lora_rank)
+        kernels = self.kernels + kf + kdq + klf
+        kernels_bwd = self.kernels_bwd + kb + kdq + klb
         t_mem = memory_time(T * ew, self.hbm, self.eta_hbm)
         t_cast_f = memory_time(cast_f, self.hbm, self.eta_hbm_fp8)
         t_ew = t_mem + t_cast_f + t_dq + kernels * self.eff.kernel_overhead_s
@@ -195,11 +201,11 @@ class KernelModel:
                 + mkf * self.eff.kernel_overhead_s
             merge_b = memory_time(T * mb / tp, self.hbm, self.eta_hbm) \
                 + mkb * self.eff.kernel_overhead_s
-        fwd = t_lin + t_attn + t_ew + merge_f
+        fwd = t_lin + t_attn + t_ew + merge_f + lora_f
         # the backward's memory-bound ops move twice the forward's elementwise bytes; its FP8
         # casts are the gradients' own (cast_b: the inputs' column-wise copies were saved in
         # the forward, TE module/linear.py), not the forward's again
-        bwd = (wgrad + igrad) * t_lin + (FLASH_BACKWARD_RATIO * t_attn + 2.0 * t_mem + merge_b
+        bwd = (wgrad + igrad) * t_lin + lora_b + (FLASH_BACKWARD_RATIO * t_attn + 2.0 * t_mem + merge_b
                                          + t_dq + kernels_bwd * self.eff.kernel_overhead_s
                                          + memory_time(cast_b, self.hbm, self.eta_hbm_fp8)) * igrad
         fwd, bwd = launch_floor(fwd, bwd, kernels, kernels_bwd * igrad, self.fw.cpu_launch_s,

@@ -185,15 +185,20 @@ def step_flops(model, job, L, vision_flops_step=0.0):
     """(model FLOPs, hardware FLOPs, layers' forward FLOPs per token, attention share) of one
     step (the attention core over ``job.attention_span`` keys: a document mask's work, not the
     whole sequence's). Backward: activation gradients always flow (x1), weight gradients only where the
-    decoder trains (x1; LoRA and a frozen decoder skip them, an under-count of LoRA's small
-    adapter GEMMs). Hardware FLOPs add the recomputed forward (``recompute_extra_forward_fraction``;
-    nothing for selective recompute with FlashAttention, which re-runs no matmul)."""
+    decoder trains (x1; LoRA and a frozen decoder skip them). LoRA's adapters add 6 FLOPs per
+    adapter parameter and token (forward, input and weight gradients; Hu et al. 2021 sec. 4.1,
+    :mod:`trainplan.costmodel.lora`). Hardware FLOPs add the recomputed forward
+    (``recompute_extra_forward_fraction``; nothing for selective recompute with FlashAttention,
+    which re-runs no matmul)."""
     dec, s = model.decoder, job.attention_span     # the attention core's keys (document mask)
     wgrad = 0.0 if (job.trainable == "lora" or dec.name in job.frozen) else 1.0
     head = lm_head_flops_per_token(dec)
     layers = stack_forward_flops_per_token(dec, s, causal=True) - head
     tokens = job.batch_tokens
     model_f = tokens * (layers + head) * (2.0 + wgrad) + vision_flops_step
+    if job.trainable == "lora":
+        from trainplan.costmodel.params import lora_params
+        model_f = model_f + 6.0 * tokens * lora_params(dec, job.lora_rank)
     attn_share = attention_core_flops_per_token(dec, s, True) / layer_forward_flops_per_token(
         dec, s, causal=True)
     frac = np.minimum(L.rc_layers * L.pp / dec.layers, 1.0)
