@@ -11,8 +11,8 @@ and the adapters' own weight gradients (four GEMMs), scales the incoming gradien
 and write d_out) and adds the adapter's input gradient to the base's (read two, write one d_in:
 autograd's sum of the two paths into x). tests/unit/costmodel/test_lora.py checks these against
 the operations a real torch backward dispatches. The frozen base's weight gradients are not run
-(``flops.step_flops``). The same counts stand for every framework's LoRA (NeMo's and
-torchtune's adapters run the same two products and sum). Not
+(``flops.step_flops``). torchtune's ``LoRALinear.forward`` (torchtune/modules/peft/lora.py)
+runs the same two products, scale and sum; the same counts are used for every framework. Not
 counted: PEFT's cast of the input to an fp32 adapter's dtype (``_cast_input_dtype``), which
 depends on the adapter dtype and autocast, and the adapters' activations (r per token per
 matrix, a fraction of a percent of a layer's).
