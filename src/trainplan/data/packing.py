@@ -123,4 +123,3 @@ def document_span(lengths, capacity: int) -> float:
     would give (s + 1) / 2."""
     d = np.minimum(np.asarray(lengths, dtype=float), float(capacity))
     return float((d * d).sum() / d.sum())
-

@@ -168,16 +168,17 @@ def analyze(lengths, capacity: int | None = None, batch_size: int = 16, buckets:
            "pad_to_longest": "padding each batch to its longest sample",
            "bucketed": f"bucketing by length ({buckets} buckets)",
            "packed": f"packing into sequences of {cap} tokens"}
+    span = document_span(l, cap)     # the document mask's E[d^2]/E[d]
     rec = (f"packing_efficiency = {eff[best]:.3f} with {how[best]}, the policy that wastes least "
            "here" + ("" if best == "packed" else
                      f" (packing gives {eff['packed']:.3f})")
            + "; otherwise the efficiency of the batching policy you train with; packed with a "
            f"document mask (flash-attn varlen, TE THD, flex attention): document_tokens = "
-           f"{document_span(l, cap):.1f}")
+           f"{span:.1f}")
     return PaddingReport(samples=int(l.size), tokens=int(np.minimum(l, cap).sum()),
                          mean=float(l.mean()), p50=float(q[0]), p95=float(q[1]),
                          max=int(l.max()), capacity=cap,
                          truncated=int((l > cap).sum()), batch_size=batch_size, buckets=buckets,
                          efficiency=eff, packed_sequences=int(bins),
-                         document_tokens=document_span(l, cap), skipped=dict(skipped or {}),
+                         document_tokens=span, skipped=dict(skipped or {}),
                          recommendation=rec)

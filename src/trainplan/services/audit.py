@@ -396,4 +396,4 @@ def audit(claims: Claims | dict[str, Any]) -> Findings:
 
 
 def findings_as_dicts(findings: list[Finding]) -> list[dict[str, Any]]:  # JSON-ready
-    return [asdict(f) for f in findings]
+    return [f.to_dict() for f in findings]
