@@ -117,9 +117,16 @@ def render_torchrun_elastic(spec: LaunchSpec, min_nodes: int, max_nodes: int,
         ""])
 
 
+#: Longest allocation the requeue script asks for (hours): 48 h, a common partition limit; a
+#: longer run continues in requeued allocations from its checkpoints. An assumption.
+REQUEUE_CHUNK_HOURS = 48.0
+
+
 def render_slurm_requeue(spec: LaunchSpec, signal_s: int, time_hours: float | None = None,
                          max_restarts: int = 0) -> str:
-    """train_requeue.sbatch: fixed node count, requeued on pre-emption or time limit."""
+    """train_requeue.sbatch: fixed node count, requeued on pre-emption or time limit.
+    ``time_hours``: the predicted work; --time is its margin (``launch.slurm_time``), at most
+    :data:`REQUEUE_CHUNK_HOURS`."""
     if signal_s < 1:
         raise InputError("signal seconds", signal_s, "an integer >= 1")
     run = shell_join(torchrun_args(spec, spec.nodes, spec.nodes, max_restarts,
@@ -131,7 +138,7 @@ def render_slurm_requeue(spec: LaunchSpec, signal_s: int, time_hours: float | No
         f"#SBATCH --nodes={spec.nodes}",
         "#SBATCH --ntasks-per-node=1",
         f"#SBATCH --gpus-per-node={spec.procs_per_node}",
-        f"#SBATCH --time={slurm_time(time_hours)}",
+        f"#SBATCH --time={slurm_time(time_hours, REQUEUE_CHUNK_HOURS)}",
         "#SBATCH --requeue",
         f"#SBATCH --signal=B:USR1@{signal_s}",
         "#SBATCH --open-mode=append",

@@ -53,9 +53,13 @@ def render_torchrun(spec: LaunchSpec) -> dict[str, str]:
 TIME_MARGIN = 1.25
 
 
-def slurm_time(hours: float | None) -> str:
-    """SLURM --time as D-HH:MM:SS: the predicted hours x TIME_MARGIN + 1 h (48 h when unknown)."""
+def slurm_time(hours: float | None, cap_hours: float | None = None) -> str:
+    """SLURM --time as D-HH:MM:SS: the predicted hours x TIME_MARGIN + 1 h (48 h when unknown),
+    at most ``cap_hours`` (a requeued job's allocation: the margin is applied once, then capped,
+    so a cap of 48 h asks for 48 h, not 48 x 1.25 + 1)."""
     h = 48.0 if hours is None else max(1.0, hours * TIME_MARGIN + 1.0)
+    if cap_hours is not None:
+        h = min(h, cap_hours)
     total_min = int(math.ceil(h * 60))
     d, rem = divmod(total_min, 24 * 60)
     return f"{d}-{rem // 60:02d}:{rem % 60:02d}:00"

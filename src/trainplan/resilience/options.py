@@ -144,6 +144,6 @@ def emit_elastic(inp, st, ck, work_h, out_dir, min_nodes, max_restarts, force, s
     check_spec(spec)
     files = render_elastic(spec, max(1, spec.nodes // 2) if min_nodes is None else min_nodes,
                            spec.nodes, max_restarts,
-                           ck.write_s, time_hours=min(work_h * 1.2, 48.0), step_s=step_s)
+                           ck.write_s, time_hours=work_h, step_s=step_s)
     return write_files(files, out_dir, force=force,
                        executable=("torchrun_elastic.sh", "train_requeue.sbatch"), what="--emit")

@@ -226,3 +226,19 @@ def test_checkpoint_dir_with_a_space_stays_one_argument(files, tmp_path):
     assert r.returncode == 0, r.stderr
     args = r.stdout.splitlines()
     assert args[args.index("[--checkpoint-dir]") + 1] == "[/fsx/my run *]"
+
+
+def test_requeue_allocation_applies_the_margin_once(files):
+    """Issue #41: the requeue script asked for 61 h where 48 h was meant (the caller capped the
+    work at 48 h, then slurm_time added its 1.25 margin and an hour on top)."""
+    from trainplan.export.elastic import REQUEUE_CHUNK_HOURS
+    from trainplan.export.launch import TIME_MARGIN, slurm_time
+    assert slurm_time(100.0, REQUEUE_CHUNK_HOURS) == "2-00:00:00"
+    assert slurm_time(10.0, REQUEUE_CHUNK_HOURS) == "0-13:30:00"       # 10 x 1.25 + 1 h
+    assert slurm_time(10.0) == slurm_time(10.0, None)
+    assert TIME_MARGIN == 1.25
+    text = (files / "train_requeue.sbatch").read_text()
+    t = next(ln for ln in text.splitlines() if ln.startswith("#SBATCH --time=")).split("=")[1]
+    d, hms = t.split("-")
+    hours = int(d) * 24 + int(hms.split(":")[0]) + int(hms.split(":")[1]) / 60
+    assert hours <= REQUEUE_CHUNK_HOURS
