@@ -37,7 +37,8 @@ def resilience_command(
     seed: int = typer.Option(0, "--seed"),
     emit: Optional[Path] = o.path_option(None, "--emit", help="folder for elastic launch files "
                                         "(torchrun MIN:MAX, SLURM requeue, PyTorchJob elastic)"),
-    min_nodes: Optional[int] = typer.Option(None, "--min-nodes", help="elastic minimum (default: half)"),
+    min_nodes: Optional[int] = typer.Option(None, "--min-nodes", help="elastic minimum: every count from it to the plan's "
+                                           "runs the layout (default: the lowest such count, at least half)"),
     max_restarts: int = typer.Option(3, "--max-restarts"),
     force: bool = o.FORCE,
     as_json: bool = o.JSON,

@@ -73,18 +73,36 @@ def runnable_nodes(spec: LaunchSpec, lo: int, hi: int) -> list[int]:
     return [int(n) for n in nodes[ok]]
 
 
+def default_min_nodes(spec: LaunchSpec, max_nodes: int) -> int:
+    """The elastic minimum when none is given: the fewest nodes, from half of ``max_nodes`` up,
+    such that every count from it to ``max_nodes`` runs the layout (torchrun forms a group of
+    any size in MIN..MAX, so a gap in the range would start a job the layout cannot run)."""
+    ok = set(runnable_nodes(spec, 1, max_nodes))
+    n = max_nodes
+    while n - 1 >= max(1, max_nodes // 2) and n - 1 in ok:
+        n -= 1
+    return n
+
+
 def _check(spec: LaunchSpec, min_nodes: int, max_nodes: int, max_restarts: int) -> None:
     if not 1 <= min_nodes <= max_nodes:
         raise InputError("--min-nodes", min_nodes, f"1 <= min nodes <= max nodes ({max_nodes})")
     if max_restarts < 0:
         raise InputError("--max-restarts", max_restarts, "an integer >= 0")
     ok = runnable_nodes(spec, 1, max_nodes)
-    if min_nodes not in ok:
+    bad = [n for n in range(min_nodes, max_nodes + 1) if n not in ok]
+    if bad:
         st = spec.strategy
-        raise InputError("--min-nodes", min_nodes, "a node count at which the layout "
-                         f"{st.layout()} runs (GPUs divisible by TP x PP x CP, the global batch "
-                         f"{spec.job.batch_sequences} by micro-batch x DP): "
-                         + ", ".join(map(str, ok)))
+        lo = max_nodes
+        while lo - 1 >= 1 and lo - 1 in ok:
+            lo -= 1
+        raise InputError("--min-nodes", min_nodes, "a minimum from which every node count up to "
+                         f"{max_nodes} runs the layout {st.layout()} (torchrun forms a group of "
+                         f"any size between): at {', '.join(map(str, bad))} node(s) the GPUs do "
+                         f"not split by TP x PP x CP or the global batch {spec.job.batch_sequences} "
+                         f"by micro-batch x DP; it runs at {', '.join(map(str, ok))}, so "
+                         + (f"a minimum from {lo} to {max_nodes}" if lo < max_nodes else
+                            f"only {max_nodes} (no elastic range)"))
 
 
 def torchrun_args(spec: LaunchSpec, min_nodes: int, max_nodes: int, max_restarts: int,
@@ -107,9 +125,9 @@ def render_torchrun_elastic(spec: LaunchSpec, min_nodes: int, max_nodes: int,
         f"# elastic torchrun written by trainplan: {min_nodes} to {max_nodes} node(s) of "
         f"{spec.procs_per_node}, c10d rendezvous, {max_restarts} restarts",
         "# Run the same line on every node; nodes may join or leave between MIN and MAX.",
-        f"# The layout {spec.strategy.layout()} runs on "
-        + ", ".join(map(str, runnable_nodes(spec, min_nodes, max_nodes)))
-        + " node(s); at other counts the script must change TP/PP/CP or the batch.",
+        f"# The layout {spec.strategy.layout()} runs at every count in the range; it runs at "
+        + ", ".join(map(str, runnable_nodes(spec, 1, max_nodes)))
+        + " node(s) up to MAX; a wider range needs another TP/PP/CP or global batch.",
         "set -euo pipefail",
         ': "${RDZV_HOST:?set RDZV_HOST to a stable host}" "${RDZV_PORT:=29400}" "${JOB_ID:=trainplan}"',
         *_env_defaults(spec),

@@ -137,12 +137,12 @@ def notice_warning(r, provider: str, write_s: float, step_s: float) -> str:
 
 def emit_elastic(inp, st, ck, work_h, out_dir, min_nodes, max_restarts, force, step_s=0.0):
     from trainplan.export import LaunchSpec, check_spec
-    from trainplan.export.elastic import render_elastic
+    from trainplan.export.elastic import default_min_nodes, render_elastic
     from trainplan.export.write import write_files
     spec = LaunchSpec(model=inp.model, job=inp.job, cluster=inp.cluster, strategy=st,
                       script_args=("--checkpoint-dir", "$CHECKPOINT_DIR"))
     check_spec(spec)
-    files = render_elastic(spec, max(1, spec.nodes // 2) if min_nodes is None else min_nodes,
+    files = render_elastic(spec, default_min_nodes(spec, spec.nodes) if min_nodes is None else min_nodes,
                            spec.nodes, max_restarts,
                            ck.write_s, time_hours=work_h, step_s=step_s)
     return write_files(files, out_dir, force=force,

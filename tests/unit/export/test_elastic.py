@@ -19,8 +19,9 @@ from trainplan.errors import InputError
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):
     out = tmp_path_factory.mktemp("elastic")
-    res = CliRunner().invoke(app, ["resilience", "--emit", str(out), "--min-nodes", "2",
-                                   "--max-restarts", "5"])
+    # 2 nodes of 8: the built-in plan's layout (DP over 8 or 16 GPUs) runs at 1 and 2 nodes
+    res = CliRunner().invoke(app, ["resilience", "--gpus", "16", "--emit", str(out),
+                                   "--min-nodes", "1", "--max-restarts", "5"])
     assert res.exit_code == 0, res.output
     return out
 
@@ -36,7 +37,7 @@ def test_torchrun_elastic_passes_torchrun_parser(files):
     subprocess.run(["bash", "-n", str(files / "torchrun_elastic.sh")], check=True)
     line = next(ln for ln in text.splitlines() if ln.startswith("exec torchrun"))
     args = get_args_parser().parse_args(_torchrun_argv(line))
-    assert parse_min_max_nnodes(args.nnodes) == (2, 8)
+    assert parse_min_max_nnodes(args.nnodes) == (1, 2)
     assert args.rdzv_backend == "c10d" and args.max_restarts == 5
     assert "SIGUSR1" in args.signals_to_handle and int(args.shutdown_timeout) >= 60
     assert args.training_script == "train.py"
@@ -53,7 +54,7 @@ def test_sbatch_has_requeue_signal_and_parses(files):
     assert sig.startswith("#SBATCH --signal=B:USR1@") and int(sig.split("@")[1]) >= 60
     line = next(ln for ln in text.splitlines() if ln.startswith("srun "))
     args = get_args_parser().parse_args(_torchrun_argv(line.rstrip(" &")))
-    assert args.nnodes == "8:8" and args.rdzv_backend == "c10d"
+    assert args.nnodes == "2:2" and args.rdzv_backend == "c10d"
 
 
 # JSON field names of PyTorchJobSpec and ElasticPolicy: kubeflow/trainer (formerly
@@ -70,24 +71,43 @@ def test_pytorchjob_elastic_policy(files):
     assert set(doc["spec"]) <= PYTORCHJOB_SPEC
     pol = doc["spec"]["elasticPolicy"]
     assert set(pol) <= ELASTIC_POLICY and "nProcPerNode" not in pol       # deprecated field
-    assert (pol["minReplicas"], pol["maxReplicas"], pol["maxRestarts"]) == (2, 8, 5)
+    assert (pol["minReplicas"], pol["maxReplicas"], pol["maxRestarts"]) == (1, 2, 5)
     assert pol["rdzvBackend"] == "c10d"
     assert doc["spec"]["nprocPerNode"] == "8"                             # *string in the type
     workers = doc["spec"]["pytorchReplicaSpecs"]
-    assert set(workers) == {"Worker"} and workers["Worker"]["replicas"] == 8
+    assert set(workers) == {"Worker"} and workers["Worker"]["replicas"] == 2
     assert workers["Worker"]["template"]["spec"]["containers"][0]["name"] == "pytorch"
 
 
 def test_refuses_overwrite_and_bad_range(files):
     again = CliRunner().invoke(app, ["resilience", "--emit", str(files)])
     assert again.exit_code == 2 and "--force" in again.output
-    bad = CliRunner().invoke(app, ["resilience", "--emit", str(files), "--force", "--min-nodes", "9"])
+    bad = CliRunner().invoke(app, ["resilience", "--gpus", "16", "--emit", str(files), "--force",
+                                   "--min-nodes", "3"])
     assert bad.exit_code == 2 and "min" in bad.output
-    # 3 nodes of the built-in plan (DP over 24 GPUs) cannot split its global batch: named
-    odd = CliRunner().invoke(app, ["resilience", "--emit", str(files), "--force", "--min-nodes", "3"])
-    assert odd.exit_code == 2 and "a node count at which the layout" in " ".join(odd.output.split())
     text = (files / "torchrun_elastic.sh").read_text()
-    assert "node(s); at other counts" in text
+    assert "runs at every count in the range" in text
+
+
+def test_elastic_range_admits_only_counts_the_layout_runs(tmp_path):
+    """Issue #41: torchrun forms a group of any size in MIN..MAX, and --nnodes=2:8 admitted 3, 5,
+    6 and 7 nodes, where the built-in plan's global batch (1024 = 16 x DP x accumulation) does
+    not split: such a minimum is refused naming those counts, and the default range holds only
+    counts the layout runs."""
+    from torch.distributed.run import get_args_parser, parse_min_max_nnodes
+    odd = CliRunner().invoke(app, ["resilience", "--emit", str(tmp_path / "a"), "--min-nodes", "2"])
+    msg = " ".join(odd.output.split())
+    assert odd.exit_code == 2 and "at 3, 5, 6, 7 node(s)" in msg and "only 8" in msg
+    ok = CliRunner().invoke(app, ["resilience", "--emit", str(tmp_path / "b")])
+    assert ok.exit_code == 0, ok.output
+    text = (tmp_path / "b" / "torchrun_elastic.sh").read_text()
+    line = next(ln for ln in text.splitlines() if ln.startswith("exec torchrun"))
+    lo, hi = parse_min_max_nnodes(get_args_parser().parse_args(_torchrun_argv(line)).nnodes)
+    assert (lo, hi) == (8, 8)
+    wide = CliRunner().invoke(app, ["resilience", "--gpus", "16", "--emit", str(tmp_path / "c")])
+    assert wide.exit_code == 0, wide.output
+    text = (tmp_path / "c" / "torchrun_elastic.sh").read_text()
+    assert "--nnodes=1:2" in text                     # half of 2 nodes is 1: both counts run
 
 
 FAKE_SRUN = """#!/bin/bash
