@@ -289,7 +289,7 @@ CHECKPOINT_FAULTS = {
     "metadata byte flipped": (lambda c: flip_byte(_step(c, 20) / ".metadata"), 15),
     "rank-0 shard byte flipped": (lambda c: flip_byte(_step(c, 20) / "__0_0.distcp"), 15),
     "rank-1 shard byte flipped": (lambda c: flip_byte(_step(c, 20) / "__1_0.distcp"), 15),
-    "rank-0 shard 2nd half zeroed": (lambda c: zero_half(_step(c, 20) / "__0_0.distcp"), 15),
+    "rank-1 shard 2nd half zeroed": (lambda c: zero_half(_step(c, 20) / "__1_0.distcp"), 15),
     "rank-1 extra byte flipped": (lambda c: flip_byte(_step(c, 20) / "extra_rank00001.pt"), 15),
     "manifest digit changed": (lambda c: garble_manifest(_step(c, 20) / "MANIFEST.json"), 15),
     "manifest cut short": (lambda c: os.truncate(_step(c, 20) / "MANIFEST.json", 100), 15),
