@@ -338,7 +338,9 @@ class Guard:
     def _kept(self, step: int) -> set[int]:
         """The retention: the ``keep`` newest complete steps up to ``step`` that did not fail
         verification, and in any case the newest one this process verified (on resume or at its
-        save), even outside that window. A step that failed verification is never kept."""
+        save), even outside that window. A step that failed verification is never counted nor
+        kept (the caller removes every step older than ``step`` not in this set; newer ones
+        are left to be replaced when the run saves that step again)."""
         done = [s for s in self.store.steps()
                 if s <= step and s not in self._bad and self.store.complete(s)]
         kept = set(done[:self.keep])
