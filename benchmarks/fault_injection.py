@@ -4,8 +4,17 @@ through torchrun, or the local metadata endpoint), then resumed; half the runs w
 S3 server (moto). Checks: no corrupt or lost checkpoint, every resumed run ends bitwise equal
 to an uninterrupted run, work lost per kill; prints the notice-to-committed time.
 
-    PYTHONPATH=src python benchmarks/fault_injection.py            # 4 runs (about 2 minutes)
+Then the checkpoint faults (issue #45): committed checkpoints at steps 5, 10, 15, 20 are
+damaged on disk (a flipped byte in ``.metadata``, in either rank's shard or per-rank file, a
+shard's second half zeroed, a garbled or cut manifest, a missing shard, a newer step without
+manifest or with part of its files, the two newest or all damaged; see
+``harness.CHECKPOINT_FAULTS``) and the run resumed on 2 ranks: it must resume from the newest
+checkpoint that verifies, with weights equal to the uninterrupted run's at that step, and end
+bitwise equal to it.
+
+    PYTHONPATH=src python benchmarks/fault_injection.py            # 4 runs + 13 faults (~5 min)
     PYTHONPATH=src python benchmarks/fault_injection.py --runs 100 # the acceptance run
+    PYTHONPATH=src python benchmarks/fault_injection.py --runs 0   # the checkpoint faults only
 """
 
 from __future__ import annotations
@@ -37,6 +46,65 @@ def plan_runs(n: int, seed: int) -> list[dict]:
                  s3=i % 2 == 1) for i in range(n)]
 
 
+def _kept_verify(ckpt: Path) -> bool:
+    """After the resumed run: every step folder left has a valid manifest and its files match
+    it by content (the retention kept no damaged checkpoint)."""
+    st = harness.store(str(ckpt))
+    for s in st.steps():
+        man, _ = st.manifest(s)
+        if man is None or st.verify(s, man, list(man["files"])):
+            return False
+    return True
+
+
+def checkpoint_faults(work: Path, ref: str, snaps: Path, steps: int, every: int, jobs: int) -> bool:
+    """Each fault of ``harness.CHECKPOINT_FAULTS`` on a copy of one set of committed
+    checkpoints (steps 5-20), resumed on 2 ranks; prints the table, returns whether all pass."""
+    if steps < 25 or every != 5:
+        print(f"checkpoint faults need --steps >= 25 and --every 5 (the damage is at steps "
+              f"5-20): skipped with --steps {steps} --every {every}")
+        return False
+    t0 = time.time()
+    base = harness.base_checkpoints(work / "faults_base", every)
+    names = list(harness.CHECKPOINT_FAULTS)
+
+    def one(i: int, name: str) -> dict:
+        try:
+            r = harness.checkpoint_fault(name, base, work / f"fault{i:02d}", ref, snaps,
+                                         steps, every)
+        except Exception as e:            # a harness failure counts as a failed case; go on
+            r = dict(fault=name, expected=harness.CHECKPOINT_FAULTS[name][1], rc=-1, log=repr(e))
+        if r.get("rc") == 0:
+            r["kept_verify"] = _kept_verify(work / f"fault{i:02d}" / "ckpt")
+            r["ok"] = r["ok"] and r["kept_verify"]
+        return r
+
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        res = list(pool.map(one, range(len(names)), names))
+    print(f"\ncheckpoint faults: committed checkpoints at 5, 10, 15, 20 damaged, then resumed on 2 "
+          f"ranks and run to step {steps}")
+    head = (f"{'fault':<30} {'resumed':>7} {'expected':>8} {'max |dw|':>9} {'final equal':>11} "
+            f"{'kept verify':>11}  pass")
+    print(head)
+    print("-" * len(head))
+    for r in res:
+        if r.get("rc") != 0:
+            print(f"{r['fault']:<30} resume failed (exit {r.get('rc')}): "
+                  f"{str(r.get('log', ''))[-300:]!r}")
+            continue
+        print(f"{r['fault']:<30} {r['resumed_from']:>7} {r['expected']:>8} "
+              f"{r['max_abs_diff']:>9.3g} {str(r['final_equal']):>11} {str(r['kept_verify']):>11}"
+              f"  {'yes' if r['ok'] else 'NO'}")
+    for r in res:                       # what the guard said, once per fault that warned
+        said = [m for m in r.get("messages", []) if m.startswith(("warning", "skipped"))]
+        if said:
+            print(f"  {r['fault']}: {said[0][:200]}")
+    passed = sum(bool(r.get("ok")) for r in res)
+    print(f"{passed} of {len(res)} checkpoint faults resumed from the newest verified checkpoint "
+          f"with its weights ({time.time() - t0:.0f} s)")
+    return passed == len(res)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=4)
@@ -46,6 +114,8 @@ def main() -> int:
     ap.add_argument("--no-s3", action="store_true", help="local folders only")
     ap.add_argument("--jobs", type=int, default=1, help="runs at once (each is its own torchrun "
                     "job; more finish sooner on a busy machine, timings are noisier)")
+    ap.add_argument("--no-checkpoint-faults", action="store_true",
+                    help="skip the damaged-checkpoint cases")
     a = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="trainplan-faults-"))
     t0 = time.time()
@@ -56,7 +126,7 @@ def main() -> int:
                 s3 = harness.MotoS3()
             except ImportError:
                 print("moto/s3fs not installed: local folders only (pip install 'moto[server]' s3fs)")
-        ref = harness.reference(work / "ref", a.steps, a.every)
+        ref, snaps = harness.reference_with_snapshots(work / "ref", a.steps, a.every)
         print(f"uninterrupted run: {a.steps} steps, checkpoint every {a.every}, weights sha256 "
               f"{ref[:16]}", flush=True)
         lock = threading.Lock()
@@ -81,12 +151,20 @@ def main() -> int:
                          if res.get("notice_to_commit_s") is not None else ""), flush=True)
             return res
 
-        with ThreadPoolExecutor(max_workers=max(1, a.jobs)) as pool:
-            rows = list(pool.map(one, *zip(*enumerate(plan_runs(a.runs, a.seed)))))
+        rows: list[dict] = []
+        if a.runs > 0:
+            with ThreadPoolExecutor(max_workers=max(1, a.jobs)) as pool:
+                rows = list(pool.map(one, *zip(*enumerate(plan_runs(a.runs, a.seed)))))
+        faults_ok = True
+        if not a.no_checkpoint_faults:
+            faults_ok = checkpoint_faults(work, ref, snaps, a.steps, a.every, a.jobs)
     finally:
         if s3 is not None:
             s3.close()
         shutil.rmtree(work, ignore_errors=True)
+    if not rows:
+        print("PASS" if faults_ok else "FAIL")
+        return 0 if faults_ok else 1
     failed = [r for r in rows if r["resume_rc"] != 0]
     lost_ck = [r for r in rows if r["resume_rc"] == 0 and r["complete"]
                and r["resumed_from"] != max(r["complete"])]
@@ -106,7 +184,7 @@ def main() -> int:
         print(f"notices: {len(n2c)}, {len(notice_lost)} lost any step; notice -> committed: median "
               f"{statistics.median(n2c):.2f} s, max {max(n2c):.2f} s")
     ok = (not failed and not lost_ck and same == len(rows) and not notice_lost
-          and max(blocking + asyn, default=0) <= a.every)
+          and max(blocking + asyn, default=0) <= a.every and faults_ok)
     print("PASS" if ok else "FAIL")
     return 0 if ok else 1
 

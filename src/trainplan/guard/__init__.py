@@ -3,7 +3,7 @@
 Needs the torch extra (imported lazily). Three lines in a training loop::
 
     with Guard("ckpt/", every_steps=500) as guard:       # or "s3://bucket/run" (fsspec + s3fs)
-        start = guard.resume(TrainState(model, optimizer))  # newest complete checkpoint, else 0
+        start = guard.resume(TrainState(model, optimizer))  # newest verified checkpoint, else 0
         for step in range(start, total):
             train_one_step(step)
             guard.step(step + 1)  # saves at the interval; on a notice saves, commits, exits 75
@@ -24,9 +24,14 @@ What it does:
   most; a blocking save on a notice) to a local folder or an fsspec URL, plus one small file per
   rank with the step, RNG states and ``per_rank`` objects (data-loader position). A kill loses
   at most ``every_steps`` steps, async or not (see ``Guard.step``);
-* commits atomically: the shards and per-rank files first, then ``MANIFEST.json`` (file names
-  and sizes) written last by rank 0 in one atomic write (local: temp file + rename; object
-  stores: one PUT). A checkpoint without a valid manifest is ignored on resume;
+* commits atomically: the shards and per-rank files first, then ``MANIFEST.json`` (file names,
+  sizes and SHA-256, each rank hashing the files it wrote) written last by rank 0 in one atomic
+  write (local: temp file + rename; object stores: one PUT). A checkpoint without a valid
+  manifest is ignored on resume;
+* resumes from the newest checkpoint whose files match their manifest by content (each rank
+  checks its share, all ranks take the same step); a damaged one is logged with its file and
+  the next newest tried, none verifying starts from step 0. Retention never keeps a checkpoint
+  that failed verification and always keeps the newest verified one;
 * exits with ``REQUEUE_EXIT_CODE`` (75, EX_TEMPFAIL) after a notice's save. torchrun turns it
   into 1, so first it writes the file ``$TRAINPLAN_REQUEUE_FILE`` names (the generated SLURM
   script requeues when it is there) and SIGTERMs its torchrun agent so that ``--max_restarts``

@@ -19,7 +19,39 @@ from typing import Any
 from trainplan.guard.notices import _LOG_EVERY_S, _MetadataPoller, _why
 from trainplan.guard.settings import _check_settings
 from trainplan.guard.store import (MANIFEST, REQUEUE_EXIT_CODE, REQUEUE_FILE_ENV, _PREFIX,
-                                   _replace_local, _Store, _tuples)
+                                   _owner, _replace_local, _Store, _tuples, make_manifest, owned)
+
+
+class _Hashing:
+    """A save in flight, then the SHA-256 of this rank's own files of it (``hash_own``), in a
+    thread of its own so that the loop keeps training: ``done()`` once both are, ``result()``
+    the {file: (bytes, sha256)} of this rank. ``done()`` asks the save's own future too (a
+    caller may hand in any object with ``done``/``result``)."""
+
+    def __init__(self, fut, hash_own):
+        self.fut, self._hash_own = fut, hash_own
+        self._out: dict[str, tuple[int, str]] = {}
+        self._err: BaseException | None = None
+        self._finished = threading.Event()
+        threading.Thread(target=self._run, name="trainplan-guard-hash", daemon=True).start()
+
+    def _run(self) -> None:
+        try:
+            self.fut.result()
+            self._out = self._hash_own()
+        except BaseException as e:            # noqa: BLE001 - handed to result()
+            self._err = e
+        self._finished.set()
+
+    def done(self) -> bool:
+        return self._finished.is_set() and self.fut.done()
+
+    def result(self, timeout=None) -> dict[str, tuple[int, str]]:
+        self._finished.wait(timeout)
+        self.fut.result(timeout)
+        if self._err is not None:
+            raise self._err
+        return self._out
 
 
 class Guard:
@@ -53,6 +85,10 @@ class Guard:
         self.notice_reason, self.notice_time, self.notice_to_commit_s = "", None, None
         self.state, self._pending = None, None
         self.last_saved_step = self.committed_step = 0   # committed: its manifest is written
+        # steps whose content this process checked: at its save (hashed after writing) or on
+        # resume (verified); and those that failed verification on resume (see _kept)
+        self._verified: set[int] = set()
+        self._bad: set[int] = set()
         self._lead = 1 if async_save and (every_steps or 0) > 1 else 0
         self._last_save_t = time.monotonic()
         self._stop = threading.Event()
@@ -232,6 +268,7 @@ class Guard:
         # FileSystemWriter opens its shard files following links).
         if self.rank == 0 and step in self.store.steps():
             self.store.remove(step)
+        self._bad.discard(step)
         self._barrier()
         buf = io.BytesIO()
         torch.save(self._extras(step), buf)
@@ -239,10 +276,10 @@ class Guard:
         sd = {"app": self.state}
         if blocking:
             dcp.save(sd, storage_writer=self._writer(rel))
-            self._commit(step)
+            self._commit(step, self._hash_own(rel))
         else:                       # one save in flight at most: step() commits it first
             fut = dcp.async_save(sd, storage_writer=self._writer(rel), process_group=self._ckpt_pg)
-            self._pending = (fut, step)
+            self._pending = (_Hashing(fut, lambda: self._hash_own(rel)), step)
         self.last_saved_step = step
         self._last_save_t = time.monotonic()
 
@@ -252,8 +289,8 @@ class Guard:
         one fewer each time it was early). Every input is the same on every rank."""
         fut, step = self._pending
         self._pending = None
-        fut.result()
-        self._commit(step)
+        own = fut.result()
+        self._commit(step, own)
         if at_step is not None and self.every_steps:
             took = at_step - step + (1 if waited else 0)
             self._lead = max(1, min(self.every_steps - 1, max(took, self._lead - 1)))
@@ -263,23 +300,52 @@ class Guard:
             self._pending[0].result()
             self._commit_pending(at_step, waited=True)
 
-    def _commit(self, step: int) -> None:
-        """Every rank's files are written (barrier); rank 0 writes the manifest last."""
+    def _hash_own(self, rel: str) -> dict[str, tuple[int, str]]:
+        """{file: (bytes, SHA-256)} of the files this rank wrote into ``rel`` (its shards and
+        per-rank file; rank 0 also ``.metadata``), read back after DCP fsync'ed them (its
+        ``FileSystemWriter`` has ``sync_files=True``) and after ``_replace_local``'s fsync:
+        each rank reads its own files, which its page cache most likely still holds."""
+        names = [n for n in self.store.sizes(rel) if n != MANIFEST and _owner(n) == self.rank]
+        return self.store.digests(rel, names)
+
+    def _commit(self, step: int, own: dict[str, tuple[int, str]] | None = None) -> None:
+        """Every rank's files are written (barrier); the ranks' checksums of their own files go
+        to rank 0, which hashes whatever no rank claimed (files of an unknown name) and writes
+        the manifest last, in one atomic write: the step is committed whole or not at all."""
         self._barrier()
+        got: list[Any] = [own or {}]
+        if self.dist.is_initialized() and self.world > 1:
+            got = [None] * self.world if self.rank == 0 else []
+            self.dist.gather_object(own or {}, got if self.rank == 0 else None, dst=0)
         if self.rank == 0:
             rel = f"{_PREFIX}{step:09d}"
-            files = {f: n for f, n in self.store.sizes(rel).items() if f != MANIFEST}
-            man = dict(step=step, world_size=self.world, time=time.time(), files=files)
-            self.store.write(f"{rel}/{MANIFEST}", json.dumps(man, indent=1).encode())
+            listed = {f: n for f, n in self.store.sizes(rel).items() if f != MANIFEST}
+            files = {f: (n, h) for part in got for f, (n, h) in (part or {}).items()
+                     if listed.get(f) == n}
+            files.update(self.store.digests(rel, [f for f in listed if f not in files]))
+            self.store.write(f"{rel}/{MANIFEST}",
+                             make_manifest(step, self.world, time.time(), files))
+        self._verified.add(step)
+        self._bad.discard(step)
+        if self.rank == 0:
+            kept = self._kept(step)
             for old in self.store.steps():
-                if old < step and (old not in self._recent(step)):
+                if old < step and old not in kept:
                     self.store.remove(old)
         self._barrier()
         self.committed_step = max(self.committed_step, step)
 
-    def _recent(self, step: int) -> set[int]:
-        done = [s for s in self.store.steps() if s <= step and self.store.complete(s)]
-        return set(done[:self.keep])
+    def _kept(self, step: int) -> set[int]:
+        """The retention: the ``keep`` newest complete steps up to ``step`` that did not fail
+        verification, and in any case the newest one this process verified (on resume or at its
+        save), even outside that window. A step that failed verification is never counted nor
+        kept (the caller removes every step older than ``step`` not in this set; newer ones
+        are left to be replaced when the run saves that step again)."""
+        done = [s for s in self.store.steps()
+                if s <= step and s not in self._bad and self.store.complete(s)]
+        kept = set(done[:self.keep])
+        kept.update([s for s in done if s in self._verified][:1])
+        return kept
 
     def _extras(self, step: int) -> dict[str, Any]:
         import torch
@@ -302,12 +368,7 @@ class Guard:
         import torch
         import torch.distributed.checkpoint as dcp
         self.state = state
-        step = next((s for s in self.store.steps() if self.store.complete(s)), 0) \
-            if self.rank == 0 else 0
-        if self.dist.is_initialized():
-            box = [step]
-            self.dist.broadcast_object_list(box, src=0)
-            step = box[0]
+        step = self._pick()
         if not step:
             return 0
         rel = f"{_PREFIX}{step:09d}"
@@ -331,8 +392,70 @@ class Guard:
                 v.load_state_dict(ex["per_rank"][k])
         self.last_saved_step = self.committed_step = step
         self._last_save_t = time.monotonic()
+        self._verified.add(step)
         self.log(f"resumed from {self.store.url(rel)}")
         return step
+
+    def _all(self, value: Any) -> list[Any]:
+        """``value`` of every rank, in rank order, on every rank."""
+        if not (self.dist.is_initialized() and self.world > 1):
+            return [value]
+        out: list[Any] = [None] * self.world
+        self.dist.all_gather_object(out, value)
+        return out
+
+    def _pick(self) -> int:
+        """The newest step that verifies, else 0. Rank 0 lists the steps and checks their
+        manifests and sizes (``_Store.manifest``) and sends what it found to every rank; then,
+        newest first, every rank hashes its share of the step's files (``owned``) and all ranks
+        see every rank's verdict, so they all take the same step. A step that fails is logged
+        with its file and the next newest is tried; one with no manifest (a save that did not
+        finish) is skipped, as one with a garbled manifest or a missing or cut file is."""
+        found = None
+        if self.rank == 0:
+            found = [(s, *self.store.manifest(s)) for s in self.store.steps()]
+        if self.dist.is_initialized():
+            box = [found]
+            self.dist.broadcast_object_list(box, src=0)
+            found = box[0]
+        chosen, sizes_only, why_not, checked = 0, False, {}, (0, 0, 0.0)
+        for s, man, why in found or []:
+            if man is None:
+                why_not[s] = why
+                continue
+            names = owned(man["files"], self.rank, self.world)
+            t0 = time.monotonic()
+            problem = self.store.verify(s, man, names)
+            checked = (len(names), sum(man["files"][n]["size"] for n in names)
+                       if man["format"] > 1 else 0, time.monotonic() - t0)
+            problems = [(r, p) for r, p in enumerate(self._all(problem)) if p]
+            if not problems:
+                chosen, sizes_only = s, man["format"] == 1
+                break
+            self._bad.add(s)
+            why_not[s] = "; ".join((f"rank {r}: " if self.world > 1 else "") + p
+                                   for r, p in problems)
+        if self.rank == 0:
+            for s, why in sorted(why_not.items(), reverse=True):
+                if s <= chosen:
+                    continue
+                url = self.store.url(f"{_PREFIX}{s:09d}")
+                if why.startswith(f"no {MANIFEST}"):
+                    self.log(f"skipped {url}: {why}")
+                else:
+                    self.log(f"warning: checkpoint {url} failed verification: {why}; "
+                             "not resumed from")
+            if chosen:
+                n, size, dt = checked
+                how = ("its manifest has sizes only (written before content checksums): "
+                       "verified by size" if sizes_only else
+                       f"verified by SHA-256: rank 0 read {n} file(s), {size / 1e6:.1f} MB, "
+                       f"in {dt:.3f} s")
+                self.log(f"step {chosen} {how}")
+            elif found:
+                self.log(f"warning: none of the {len(found)} checkpoint folder(s) under "
+                         f"{self.store.root} verified; starting from step 0")
+        return chosen
 
     # -- lifetime ------------------------------------------------------------------------
     def close(self) -> None:

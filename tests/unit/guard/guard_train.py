@@ -51,6 +51,8 @@ def main() -> None:
     ap.add_argument("--metadata-url")
     ap.add_argument("--s3-endpoint")
     ap.add_argument("--sync", action="store_true")
+    ap.add_argument("--keep", type=int, default=2)
+    ap.add_argument("--snapshots", help="folder: rank 0 saves the weights after every step there")
     a = ap.parse_args()
     dist.init_process_group("gloo")
     rank = dist.get_rank()
@@ -67,8 +69,14 @@ def main() -> None:
     opts = ({"client_kwargs": {"endpoint_url": a.s3_endpoint}, "key": "test", "secret": "test"}
             if a.s3_endpoint else None)
     guard = Guard(a.ckpt, every_steps=a.every, metadata_url=a.metadata_url, poll_s=0.05,
-                  per_rank={"loader": loader}, storage_options=opts, async_save=not a.sync)
+                  per_rank={"loader": loader}, storage_options=opts, async_save=not a.sync,
+                  keep=a.keep)
     start = guard.resume(TrainState(ddp, opt))
+    if rank == 0:                    # the weights resumed with (fault injection compares them)
+        torch.save({"start": start, "weights": model.state_dict()}, a.out + ".resumed.pt")
+        if a.snapshots:
+            os.makedirs(a.snapshots, exist_ok=True)
+            torch.save(model.state_dict(), os.path.join(a.snapshots, f"{start}.pt"))
     progress = open(a.out + f".progress{rank}", "a")
     try:
         for step in range(start, a.steps):
@@ -77,6 +85,8 @@ def main() -> None:
             opt.zero_grad()
             loss.backward()
             opt.step()
+            if rank == 0 and a.snapshots:
+                torch.save(model.state_dict(), os.path.join(a.snapshots, f"{step + 1}.pt"))
             progress.write(f"{step + 1}\n")
             progress.flush()
             time.sleep(a.sleep)

@@ -240,3 +240,117 @@ def reference(work: Path, steps: int = 40, every: int = 5) -> str:
                log=work / "ref_log.txt")
     assert p.wait() == 0, tail(work / "ref_log.txt")
     return json.loads(out.read_text())["digest"]
+
+
+# -- checkpoint faults: corrupt a committed checkpoint folder, resume, compare the weights ----
+
+def _step(ckpt: Path, s: int) -> Path:
+    return ckpt / f"step_{s:09d}"
+
+
+def flip_byte(path: Path, at: int | None = None) -> None:
+    """Invert one byte in place (the middle one unless ``at``): same size, same file."""
+    n = path.stat().st_size
+    i = n // 2 if at is None else at
+    with open(path, "r+b") as f:
+        f.seek(i)
+        b = f.read(1)
+        f.seek(i)
+        f.write(bytes([b[0] ^ 0xFF]))
+
+
+def zero_half(path: Path) -> None:
+    """Overwrite the second half with zeros in place: same size."""
+    n = path.stat().st_size
+    with open(path, "r+b") as f:
+        f.seek(n // 2)
+        f.write(bytes(n - n // 2))
+
+
+def garble_manifest(path: Path) -> None:
+    """Change one digit of the manifest's ``time``: it still parses, sizes still match."""
+    text = path.read_text()
+    i = text.index('"time": ') + len('"time": ')
+    path.write_text(text[:i] + str((int(text[i]) + 1) % 10) + text[i + 1:])
+
+
+def _newer_without_manifest(ckpt: Path, files: tuple[str, ...] | None = None) -> None:
+    import shutil
+    src, dst = _step(ckpt, 20), _step(ckpt, 25)
+    dst.mkdir()
+    for f in src.iterdir():
+        if f.name != "MANIFEST.json" and (files is None or f.name in files):
+            shutil.copy2(f, dst / f.name)
+
+
+# name -> (what it does to the base checkpoints 5, 10, 15, 20; the step it must resume from)
+CHECKPOINT_FAULTS = {
+    "none": (lambda c: None, 20),
+    "metadata byte flipped": (lambda c: flip_byte(_step(c, 20) / ".metadata"), 15),
+    "rank-0 shard byte flipped": (lambda c: flip_byte(_step(c, 20) / "__0_0.distcp"), 15),
+    "rank-1 shard byte flipped": (lambda c: flip_byte(_step(c, 20) / "__1_0.distcp"), 15),
+    "rank-1 shard 2nd half zeroed": (lambda c: zero_half(_step(c, 20) / "__1_0.distcp"), 15),
+    "rank-1 extra byte flipped": (lambda c: flip_byte(_step(c, 20) / "extra_rank00001.pt"), 15),
+    "manifest digit changed": (lambda c: garble_manifest(_step(c, 20) / "MANIFEST.json"), 15),
+    "manifest cut short": (lambda c: os.truncate(_step(c, 20) / "MANIFEST.json", 100), 15),
+    "newest lacks a shard": (lambda c: (_step(c, 20) / "__0_0.distcp").unlink(), 15),
+    "newer step, no manifest": (lambda c: _newer_without_manifest(c), 20),
+    "newer step, partial files": (lambda c: _newer_without_manifest(
+        c, ("__0_0.distcp", "extra_rank00000.pt")), 20),
+    "two newest corrupt": (lambda c: (flip_byte(_step(c, 20) / "__0_0.distcp"),
+                                      zero_half(_step(c, 15) / "__0_0.distcp")), 10),
+    "all corrupt": (lambda c: [flip_byte(_step(c, s) / "__0_0.distcp") for s in (5, 10, 15, 20)], 0),
+}
+
+
+def reference_with_snapshots(work: Path, steps: int = 30, every: int = 5) -> tuple[str, Path]:
+    """An uninterrupted run that saves rank 0's weights after every step: (digest, folder)."""
+    work.mkdir(parents=True, exist_ok=True)
+    out, snaps = work / "ref.json", work / "snapshots"
+    p = launch(str(work / "ref_ckpt"), out, "--steps", str(steps), "--every", str(every),
+               "--sync", "--snapshots", str(snaps), log=work / "ref_log.txt")
+    assert p.wait() == 0, tail(work / "ref_log.txt")
+    return json.loads(out.read_text())["digest"], snaps
+
+
+def base_checkpoints(work: Path, every: int = 5) -> Path:
+    """Committed checkpoints at steps 5, 10, 15, 20 (blocking saves, keep 4)."""
+    work.mkdir(parents=True, exist_ok=True)
+    p = launch(str(work / "ckpt"), work / "base.json", "--steps", "20", "--every", str(every),
+               "--sync", "--keep", "4", log=work / "base_log.txt")
+    assert p.wait() == 0, tail(work / "base_log.txt")
+    return work / "ckpt"
+
+
+def checkpoint_fault(name: str, base: Path, work: Path, ref_digest: str, snaps: Path,
+                     steps: int = 30, every: int = 5) -> dict:
+    """Copy the base checkpoints, apply fault ``name``, resume (2 ranks) and train to ``steps``:
+    the step resumed from, the one expected, the largest absolute difference between the
+    weights resumed with and the uninterrupted run's at the expected step, and whether the
+    run ended bitwise equal to the uninterrupted one."""
+    import shutil
+
+    import torch
+    work.mkdir(parents=True, exist_ok=True)
+    ckpt = work / "ckpt"
+    shutil.copytree(base, ckpt)
+    damage, expected = CHECKPOINT_FAULTS[name]
+    damage(ckpt)
+    out, log = work / "out.json", work / "log.txt"
+    p = launch(str(ckpt), out, "--steps", str(steps), "--every", str(every), "--sync",
+               "--keep", "4", log=log)
+    res: dict = dict(fault=name, expected=expected, rc=p.wait())
+    if res["rc"] != 0:
+        res["log"] = tail(log)
+        return res
+    got = torch.load(str(out) + ".resumed.pt", weights_only=True)
+    want = torch.load(snaps / f"{expected}.pt", weights_only=True)
+    res["resumed_from"] = got["start"]
+    res["max_abs_diff"] = max(float((got["weights"][k].double() - want[k].double()).abs().max())
+                              for k in want)
+    res["final_equal"] = json.loads(out.read_text())["digest"] == ref_digest
+    res["messages"] = [ln.split("[trainplan.guard] ", 1)[1] for ln in
+                       log.read_text(errors="replace").splitlines() if "[trainplan.guard] " in ln]
+    res["ok"] = (res["resumed_from"] == expected and res["max_abs_diff"] == 0.0
+                 and res["final_equal"])
+    return res
