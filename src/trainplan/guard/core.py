@@ -206,12 +206,21 @@ class Guard:
         then; ``lead`` follows how many steps the last save took to commit. A save still in
         flight at the deadline is waited for."""
         every = self.every_steps
-        due = (every and step >= self.committed_step + every - self._lead) or (
-            self.interval_s is not None and time.monotonic() - self._last_save_t >= self.interval_s)
+        timed = self.interval_s is not None and time.monotonic() - self._last_save_t >= self.interval_s
+        due = bool(every and step >= self.committed_step + every - self._lead) or timed
+        # whether a save is due once the save in flight commits (it commits below when no rank
+        # is still writing it): judged from the step it commits and the lead it leaves, so a
+        # save that commits now is not followed by another at once (issue #41: steps 9, 10, 19,
+        # 20, ... with every_steps 10)
+        due_after = due
+        if self._pending is not None:
+            p = self._pending[1]
+            due_after = bool(every and step >= p + every - self._next_lead(step, p)) or timed
         busy = self._pending is not None and not self._pending[0].done()
-        notice, due, busy = self._agree(self.notice.is_set(), bool(due), busy)
+        notice, due, due_after, busy = self._agree(self.notice.is_set(), due, due_after, busy)
         if self._pending is not None and not busy:
             self._commit_pending(at_step=step)
+            due = due_after
         if notice:
             # a rank that learned of the notice from another rank has no notice time of its
             # own: its figure counts from now (it was "-0.00 s after it")
@@ -292,8 +301,12 @@ class Guard:
         own = fut.result()
         self._commit(step, own)
         if at_step is not None and self.every_steps:
-            took = at_step - step + (1 if waited else 0)
-            self._lead = max(1, min(self.every_steps - 1, max(took, self._lead - 1)))
+            self._lead = self._next_lead(at_step, step, waited)
+
+    def _next_lead(self, at_step: int, step: int, waited: bool = False) -> int:
+        """The lead after save ``step`` commits at loop step ``at_step`` (see _commit_pending)."""
+        took = at_step - step + (1 if waited else 0)
+        return max(1, min((self.every_steps or 2) - 1, max(took, self._lead - 1)))
 
     def _wait_pending(self, at_step: int | None = None) -> None:
         if self._pending is not None:

@@ -58,3 +58,43 @@ def test_a_kill_loses_at_most_one_interval(tmp_path, monkeypatch, mode, steps_pe
     g2 = Guard(str(tmp_path), every_steps=EVERY, signals=(), log=lambda msg: None)
     assert g2.resume(TrainState(model2, torch.optim.SGD(model2.parameters(), lr=0.1))) == final
     g2.close()
+
+
+
+class DoneAfter(SlowSave):
+    """A real dcp.async_save future that is finished (waited for) exactly ``steps`` loop steps
+    after it started, so when a save commits does not depend on the writer thread's speed."""
+
+    def done(self) -> bool:
+        if self.clock[0] - self.start >= self.steps:
+            self.inner.result()
+            return True
+        return False
+
+
+@pytest.mark.parametrize("mode,steps_per_save", [("async", 1), ("async", 2), ("blocking", 0)])
+def test_one_save_per_interval(tmp_path, monkeypatch, mode, steps_per_save):
+    """Issue #41: async saves came in pairs (steps 9, 10, 19, 20, ... with every_steps 10):
+    the 'save due' check read the step committed before the save in flight committed, so the
+    step at which it committed started another. Saves are now spaced by the interval less the
+    steps an async save takes to commit (every_steps with blocking saves)."""
+    clock = [0]
+    real = dcp.async_save
+    monkeypatch.setattr(dcp, "async_save",
+                        lambda *a, **k: DoneAfter(real(*a, **k), clock, steps_per_save))
+    model = torch.nn.Linear(4, 4)
+    guard = Guard(str(tmp_path), every_steps=EVERY, async_save=mode == "async", signals=(),
+                  log=lambda msg: None)
+    guard.resume(TrainState(model))
+    saved = []
+    for step in range(1, STEPS + 1):
+        clock[0] = step
+        pending = guard._pending
+        if pending is not None and pending[0].fut.done():   # and its files' hashes, off the loop
+            pending[0]._finished.wait()
+        if guard.step(step):
+            saved.append(step)
+    guard.close()
+    period = EVERY - steps_per_save
+    first = EVERY if mode == "blocking" else EVERY - 1
+    assert saved == list(range(first, STEPS + 1, period)), saved

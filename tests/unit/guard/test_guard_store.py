@@ -120,7 +120,7 @@ def test_a_notice_from_another_rank_logs_a_real_figure(tmp_path, monkeypatch):
     logged = []
     g = _guard(tmp_path)
     g.log = logged.append
-    monkeypatch.setattr(g, "_agree", lambda *flags: [True, False, False])   # another rank's notice
+    monkeypatch.setattr(g, "_agree", lambda *flags: [True, *(False for _ in flags[1:])])   # another rank's notice
     with pytest.raises(SystemExit) as e:
         g.step(3)
     assert e.value.code == 75
