@@ -172,13 +172,17 @@ def _whole(x: object) -> bool:
 MAX_GPUS = 2**20
 
 
-def gpu_counts(spec: int | str | Sequence[int], node_size: int = 8) -> list[int]:
+def gpu_counts(spec: int | str | Sequence[int], node_size: int = 8,
+               host_size: int | None = None) -> list[int]:
     """GPU counts from 64, "64", "8..4096" or a list.
 
     A range gives the powers of two in it and the multiples of the node size that are a power
     of two times the node size (so 8..4096 on 8-GPU nodes: 8, 16, ..., 4096; on 6-GPU nodes
-    also 6, 12, 24, ...); counts above one node must be whole nodes.
+    also 6, 12, 24, ...); counts above one node must be whole nodes, or whole hosts where a
+    node (link domain) spans several hosts (``host_size``: 4 on GB200/GB300 NVL72, whose last
+    rack may be partly filled: :class:`trainplan.spec.cluster.Cluster`).
     """
+    unit = node_size if host_size is None else max(1, min(host_size, node_size))
     if isinstance(spec, (list, tuple, range, np.ndarray)):     # any sequence of counts
         if not all(_whole(x) for x in spec):
             raise InputError("gpus", list(spec), "a list of whole GPU counts, e.g. [64, 128]")
@@ -200,7 +204,7 @@ def gpu_counts(spec: int | str | Sequence[int], node_size: int = 8) -> list[int]
             out = [1 << k for k in range(0, hi.bit_length() + 1) if lo <= (1 << k) <= hi]
             out += [node_size << k for k in range(0, hi.bit_length() + 1)
                     if lo <= (node_size << k) <= hi]
-            out += [x for x in (lo, hi) if x <= node_size or x % node_size == 0]
+            out += [x for x in (lo, hi) if x <= node_size or x % unit == 0]
         else:
             try:
                 out = [int(x) for x in s.split(",")]
@@ -209,7 +213,9 @@ def gpu_counts(spec: int | str | Sequence[int], node_size: int = 8) -> list[int]
                     from None
     if len(s := str(spec)) > 10_000 or any(g > MAX_GPUS for g in out):
         raise InputError("gpus", s[:60], f"counts of at most {MAX_GPUS:,} GPUs")
-    out = sorted(set(g for g in out if g <= node_size or g % node_size == 0))
+    out = sorted(set(g for g in out if g <= node_size or g % unit == 0))
     if not out or any(g < 1 for g in out):
-        raise InputError("gpus", spec, f"counts >= 1, whole nodes of {node_size} above one node")
+        whole = f"whole nodes of {node_size}" if unit == node_size else \
+            f"whole hosts of {unit} GPUs (nodes of {node_size})"
+        raise InputError("gpus", spec, f"counts >= 1, {whole} above one node")
     return out

@@ -106,7 +106,8 @@ def plan_request(data: dict[str, Any], **flags: Any) -> PlanRequest:
         accs = tuple(evolve(a, usd_per_gpu_hour=by_id[a.id], price_source="given (--price)")
                      if a.id in by_id else a for a in accs)
     node = specs.cluster.gpus_per_node or accs[0].gpus_per_node
-    counts = gpu_counts(count_spec, node)   # a count, a list or any sequence, or "lo..hi"
+    host = min(accs[0].gpus_per_host or node, node)      # NVL72: whole trays, last rack partial
+    counts = gpu_counts(count_spec, node, host)   # a count, a list or any sequence, or "lo..hi"
     if not isinstance(space, SearchSpace):
         sp = {**expect_mapping("space", space)}
         for k in ("uneven_stages", "max_tp"):

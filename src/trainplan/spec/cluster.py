@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 from pydantic import Field, PositiveInt, model_validator
 
 from trainplan.conventions import GiB, MATMUL_DTYPE, PRECISIONS
@@ -286,10 +287,27 @@ class Cluster(Spec):
                 f"gpus_per_node <= {domain}, set intra_node_GBps to the links such a box has "
                 f"(PCIe), or describe the platform as an accelerator of your own in a "
                 f"${ENV_VAR} catalog file")
-        if self.gpus > g and self.gpus % g:
-            raise ValueError(f"gpus ({self.gpus}) must be a multiple of gpus_per_node ({g}) "
-                             "when it spans several nodes")
+        host = self.host_size
+        if self.gpus > g and self.gpus % host:
+            whole = f"gpus_per_node ({g})" if host == g else \
+                f"the {host} GPUs one host drives ({acc.name}: {g}-GPU link domains of {host}-GPU hosts)"
+            raise ValueError(f"gpus ({self.gpus}) must be a multiple of {whole} when it spans "
+                             "several nodes")
         return self
+
+    @property
+    def host_size(self) -> int:
+        """GPUs one operating-system host drives: the accelerator's ``gpus_per_host`` where a
+        link domain spans several hosts (GB200/GB300 NVL72: 4 per compute tray), else the node."""
+        g = self.node_size
+        return min(self.accelerator.gpus_per_host or g, g)
+
+    @property
+    def last_node_size(self) -> int:
+        """GPUs in the last link domain: the node size, or fewer where the job does not fill
+        whole domains (256 GPUs of NVL72 racks: 72 + 72 + 72 + 40). Only a domain of several
+        hosts can be partly filled (a job takes whole hosts): see :func:`last_domain_size`."""
+        return int(last_domain_size(self.gpus, self.node_size))
 
     @property
     def host_bytes(self) -> float:
@@ -349,6 +367,15 @@ class Cluster(Spec):
         over = self.inter_node_Gbps / 8.0 if self.inter_node_Gbps else None
         return scaled_busbw_GBps(acc.efficiency.inter_busbw_GBps, acc.inter_node_Gbps / 8.0,
                                  over, NIC_BUSBW_SHARE) * 1e9
+
+
+def last_domain_size(gpus, node_size):
+    """GPUs in the last of the ``ceil(gpus / node_size)`` link domains a job of ``gpus`` GPUs
+    fills in order (broadcasts): ``node_size`` when the count is whole domains, else the
+    remainder. Real GB200 NVL72 jobs take 256-2,496 GPUs, most not a multiple of 72 (issue 39);
+    the job's ranks fill racks one after the other, so only the last is partly filled."""
+    rem = np.mod(gpus, node_size)
+    return np.where((rem == 0) | (np.asarray(gpus) <= node_size), np.minimum(gpus, node_size), rem)
 
 
 def scaled_busbw_GBps(measured: float | None, link_GBps: float, override_GBps: float | None,
