@@ -35,7 +35,7 @@ def test_inter_phase_runs_on_the_partial_domain_members():
     """A data-parallel group of 64 ranks at stride 4 (TP4) over 256 GPUs: 18 members in each
     full rack, 10 in the last (40 GPUs). Hierarchical all-reduce: intra ring over 18, then the
     inter-rack all-reduce over 4 racks with S/10 per GPU on the last rack's NICs."""
-    S, n, stride = 1e9, 64, 4
+    n, stride = 64, 4
     whole = coll.collective_terms(coll.AR, n, stride, 72, B_IN, B_OUT, A_IN, A_OUT)
     part = coll.collective_terms(coll.AR, n, stride, 72, B_IN, B_OUT, A_IN, A_OUT, last_node=40)
     inter = 2 * 3 / 4
