@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from pydantic import Field, PositiveInt, model_validator
+from pydantic import Field, PositiveInt, field_validator, model_validator
 
 from trainplan.conventions import GiB, MATMUL_DTYPE, PRECISIONS
 from trainplan.errors import InputError
@@ -32,6 +32,11 @@ NIC_BUSBW_SHARE = 0.94
 PCIE5_X16_GBPS = 64.0
 #: the environment variable naming user accelerator catalog files (trainplan.catalog.accelerators)
 ENV_VAR = "TRAINPLAN_CATALOG"
+#: The number formats a record's ``peak_tflops`` may list (dense TFLOP/s each): fp32 (vector), the
+#: TF32 tensor mode, bf16, fp16, fp8 (E4M3/E5M2; MXFP8 block scaling runs at this rate), fp6 and
+#: fp4 (NVFP4 on Blackwell, MXFP6/MXFP4 on CDNA 4). A dtype a part lacks is left out: that is how
+#: the catalog says the part cannot run it (:meth:`Accelerator.check_precision`).
+PEAK_DTYPES: tuple[str, ...] = ("fp32", "tf32", "bf16", "fp16", "fp8", "fp6", "fp4")
 # Peak columns that can serve a matmul requested in a dtype, in order (see Accelerator.peak).
 _SERVED_BY: dict[str, tuple[str, ...]] = {"tf32": ("tf32", "fp32")}
 
@@ -163,6 +168,22 @@ class Accelerator(Spec):
     price_source: str = ""
     efficiency: EfficiencyProfile = EfficiencyProfile()
     sources: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("peak_tflops")
+    @classmethod
+    def _peaks(cls, v: dict[str, float]) -> dict[str, float]:
+        """Each listed rate is a dtype of :data:`PEAK_DTYPES` with a positive TFLOP/s (leave a
+        dtype out, rather than 0, when the part lacks it); at least one is listed."""
+        for k, x in v.items():
+            if k not in PEAK_DTYPES:
+                raise ValueError(f"peak_tflops.{k}: not a number format trainplan times; one of "
+                                 f"{', '.join(PEAK_DTYPES)} (leave out the ones the part lacks)")
+            if not x > 0:
+                raise ValueError(f"peak_tflops.{k} = {x!r}: a dense TFLOP/s > 0 (leave the dtype "
+                                 "out when the part has no such unit)")
+        if not v:
+            raise ValueError("at least one dense peak, e.g. {\"bf16\": 989}")
+        return v
 
     def has_math(self, dtype: str) -> bool:
         """True when the record has a dense peak that serves a ``dtype`` matmul (see :meth:`peak`)."""
