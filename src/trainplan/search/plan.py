@@ -117,12 +117,15 @@ MAX_REFINE_COUNTS = 32
 
 def between_counts(sw: Sweep, i0: int, counts: Sequence[int], template: Cluster) -> list[int]:
     """Whole-node GPU counts strictly between the winner's count and the largest smaller count
-    searched, at most :data:`MAX_REFINE_COUNTS` of them, evenly spread."""
+    searched, at most :data:`MAX_REFINE_COUNTS` of them, evenly spread; whole hosts where a node
+    spans several (NVL72: steps of 4, the last rack partly filled)."""
     gpus = int(sw.cand["gpus"][i0])
     smaller = [c for c in counts if c < gpus]
     if not smaller:
         return []
-    node = template.gpus_per_node or sw.accelerators[int(sw.cand["acc"][i0])].gpus_per_node
+    acc = sw.accelerators[int(sw.cand["acc"][i0])]
+    node = template.gpus_per_node or acc.gpus_per_node
+    node = min(acc.gpus_per_host or node, node)
     lo = max(smaller)
     grid = [c for c in range((lo // node + 1) * node, gpus, node) if c > lo]
     if len(grid) > MAX_REFINE_COUNTS:

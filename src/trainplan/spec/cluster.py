@@ -234,7 +234,8 @@ class Accelerator(Spec):
                                                  "MI300X)" if dtype == "fp8" else "")
         else:
             hint = "choose another precision or GPU"
-        hint += f"; if your hardware has it, add peak_tflops.{dtype} with a TRAINPLAN_CATALOG file"
+        hint += (f"; if your hardware has it, give --gpu-file with base = \"{self.id}\" and "
+                 f"peak_tflops.{dtype} (docs/catalog.md, 'Your own GPU')")
         return InputError("precision", precision or dtype,
                           f"{self.id} ({self.name}) has no {dtype} matmul peak (it has "
                           f"{', '.join(has) or 'none'}), so it runs: "

@@ -77,3 +77,18 @@ def test_search_counts_take_whole_hosts():
         gpu_counts("258", 72, 4)
     r = trainplan.plan("llama-3-8b", gpu="gb200", gpus=256, tokens=1e10, seq_len=4096, global_batch=512)
     assert r.gpu_counts == [256]
+
+
+def test_fewest_refines_in_whole_hosts():
+    """--objective fewest refines between the sampled counts in whole hosts on an NVL72 (4),
+    whole nodes on HGX (8)."""
+    from types import SimpleNamespace
+
+    from trainplan.catalog.accelerators import get_accelerator
+    from trainplan.search.plan import between_counts
+
+    for gpu, step in (("gb200", 4), ("b300", 8)):
+        sw = SimpleNamespace(cand={"gpus": np.array([144]), "acc": np.array([0])},
+                             accelerators=[get_accelerator(gpu)])
+        got = between_counts(sw, 0, [128, 144], trainplan.Cluster(gpu=gpu, gpus=8))
+        assert got == list(range(128 + step, 144, step))
