@@ -402,4 +402,4 @@ def resolve_gpu(gpu: Any, extra_paths: Iterable[str | os.PathLike[str]] = ()) ->
 
 import trainplan.spec.cluster as _cluster_spec   # noqa: E402  (after get_accelerator is defined)
 
-_cluster_spec.ACCELERATOR_LOOKUP[:] = [get_accelerator]   # Cluster(gpu="h100") looks it up here
+_cluster_spec.ACCELERATOR_LOOKUP[:] = [resolve_gpu]   # Cluster(gpu="h100" or a GPU file) resolves here

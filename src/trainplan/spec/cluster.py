@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -244,7 +245,7 @@ class Accelerator(Spec):
 
 #: How a GPU id or alias becomes its catalog record in ``Cluster(gpu="h100")``: registered by
 #: ``trainplan.catalog.accelerators`` when it loads (the spec layer sits below the catalog).
-ACCELERATOR_LOOKUP: list[Callable[[str], Accelerator]] = []
+ACCELERATOR_LOOKUP: list[Callable[[Any], Accelerator]] = []
 
 
 class Cluster(Spec):
@@ -279,7 +280,7 @@ class Cluster(Spec):
                                    "the processes (the checkpoint load time is added)")
 
     if TYPE_CHECKING:                 # the documented Cluster(gpu="h100", gpus=64) type-checks
-        def __init__(self, *, gpu: str | Accelerator = ..., **fields: Any) -> None: ...
+        def __init__(self, *, gpu: str | os.PathLike[str] | Accelerator = ..., **fields: Any) -> None: ...
 
     @model_validator(mode="before")
     @classmethod
@@ -293,7 +294,7 @@ class Cluster(Spec):
                 raise ValueError("give the GPU once: gpu= (an id) or accelerator= (a record)")
             data["accelerator"] = data.pop("gpu")
         acc = data.get("accelerator")
-        if isinstance(acc, str) and ACCELERATOR_LOOKUP:
+        if isinstance(acc, (str, os.PathLike)) and ACCELERATOR_LOOKUP:   # an id, or a GPU file
             data["accelerator"] = ACCELERATOR_LOOKUP[0](acc)
         return data
 

@@ -58,3 +58,15 @@ def test_errors_name_the_field(tmp_path):
     with pytest.raises(InputError) as e:
         cat.resolve_gpu(42)
     assert e.value.field == "gpu"
+
+
+def test_a_cluster_and_a_job_file_take_a_gpu_file(tmp_path):
+    from trainplan.services.jobfile import build_inputs
+    from trainplan.spec.cluster import Cluster
+
+    f = tmp_path / "g.toml"
+    f.write_text('base = "gb300"\nid = "gb300_slow"\nname = "slow GB300"\npeak_tflops = { bf16 = 2000 }\n')
+    assert Cluster(gpu=f, gpus=256).accelerator.id == "gb300_slow"
+    assert Cluster(gpu=str(f), gpus=256).last_node_size == 40      # the base's NVL72 domain
+    inp = build_inputs({"model": {"preset": "llama-3-8b"}, "cluster": {"gpu": str(f), "gpus": 8}})
+    assert inp.cluster.accelerator.peak_tflops["bf16"] == 2000
