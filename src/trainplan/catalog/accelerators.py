@@ -307,6 +307,11 @@ def _read_gpu_file(path: str | os.PathLike[str]) -> Any:
     if p.suffix.lower() not in GPU_FILE_SUFFIXES:
         raise InputError(_GPU_FIELD, str(p), "a .json, .toml, .yaml or .yml file describing one GPU "
                          "(docs/catalog.md, 'Your own GPU')")
+    from trainplan.io.files import path_kind
+    kind = path_kind(p)
+    if kind != "file":          # not a folder, FIFO or device (a read that never ends)
+        raise InputError(_GPU_FIELD, str(p), "a path to an existing GPU file",
+                         hint={"dir": "it is a folder", "other": "it is not a regular file"}.get(kind or ""))
     check_file_size(_GPU_FIELD, p)
     try:
         text = p.read_text(encoding="utf-8")

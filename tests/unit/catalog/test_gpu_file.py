@@ -70,3 +70,19 @@ def test_a_cluster_and_a_job_file_take_a_gpu_file(tmp_path):
     assert Cluster(gpu=str(f), gpus=256).last_node_size == 40      # the base's NVL72 domain
     inp = build_inputs({"model": {"preset": "llama-3-8b"}, "cluster": {"gpu": str(f), "gpus": 8}})
     assert inp.cluster.accelerator.peak_tflops["bf16"] == 2000
+
+
+def test_only_regular_files_are_read(tmp_path):
+    import os
+
+    (tmp_path / "d.json").mkdir()
+    with pytest.raises(InputError, match="it is a folder"):
+        cat.resolve_gpu(tmp_path / "d.json")
+    if hasattr(os, "mkfifo"):
+        os.mkfifo(tmp_path / "f.toml")            # a read of it would block forever
+        with pytest.raises(InputError, match="not a regular file"):
+            cat.resolve_gpu(tmp_path / "f.toml")
+    big = tmp_path / "big.json"
+    big.write_text(" " * (5 * 2**20))
+    with pytest.raises(InputError, match="at most 4 MiB"):
+        cat.resolve_gpu(big)
