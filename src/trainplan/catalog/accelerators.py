@@ -136,6 +136,7 @@ class _Catalog:
 
         self.rows = rows
         self.defaults = defaults
+        self.eff_defaults = eff_defaults
         self.accelerators: dict[str, Accelerator] = {}
         self.index: dict[str, str] = {}
         self.aliases: dict[str, tuple[str, ...]] = {}
@@ -248,7 +249,7 @@ def resolve_id(name: str, extra_paths: Iterable[str | os.PathLike[str]] = ()) ->
         close = difflib.get_close_matches(key, list(cat.index), n=3, cutoff=0.6)
         hint_names = sorted({cat.index[c] for c in close})
         hint = f"did you mean {', '.join(hint_names)}?" if hint_names else \
-            f"add your own accelerator with a JSON file on ${ENV_VAR} (see docs/catalog.md)"
+            f"describe your own GPU with --gpu-file (or a JSON file on ${ENV_VAR}; docs/catalog.md)"
         raise InputError("gpu", name, "one of: " + ", ".join(ids), hint=hint)
     return acc_id
 
@@ -287,6 +288,123 @@ def default_price(name: str, extra_paths: Iterable[str | os.PathLike[str]] = ())
     return dict(p) if p else None
 
 
+# --------------------------------------------------------------------------------------------
+# A GPU the user describes: a file or a record
+
+#: Suffixes of a GPU file (``--gpu-file``, or a ``gpu=`` path in the Python API).
+GPU_FILE_SUFFIXES = (".json", ".toml", ".yaml", ".yml")
+_GPU_FIELD = "--gpu-file"
+
+
+def _read_gpu_file(path: str | os.PathLike[str]) -> Any:
+    """What a GPU file holds (JSON, TOML or YAML by its suffix), parsed. The one place such a
+    file is read: size-bounded by :func:`trainplan.io.limits.check_file_size` (to be switched to
+    the bounded reader for untrusted files when it lands)."""
+    import tomllib
+
+    from trainplan.io.limits import check_file_size, check_name
+    p = Path(check_name(_GPU_FIELD, os.fspath(path))).expanduser()
+    if p.suffix.lower() not in GPU_FILE_SUFFIXES:
+        raise InputError(_GPU_FIELD, str(p), "a .json, .toml, .yaml or .yml file describing one GPU "
+                         "(docs/catalog.md, 'Your own GPU')")
+    from trainplan.io.files import path_kind
+    kind = path_kind(p)
+    if kind != "file":          # not a folder, FIFO or device (a read that never ends)
+        raise InputError(_GPU_FIELD, str(p), "a path to an existing GPU file",
+                         hint={"dir": "it is a folder", "other": "it is not a regular file"}.get(kind or ""))
+    check_file_size(_GPU_FIELD, p)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        raise InputError(_GPU_FIELD, str(p), "a path to an existing GPU file") from None
+    except UnicodeDecodeError:
+        raise InputError(_GPU_FIELD, str(p), "a UTF-8 text file", hint="it looks binary") from None
+    except OSError as e:
+        raise InputError(_GPU_FIELD, str(p), f"a readable file ({e.strerror})") from None
+    try:
+        if p.suffix.lower() == ".json":
+            return json.loads(text)
+        if p.suffix.lower() == ".toml":
+            return tomllib.loads(text)
+        import yaml
+        return yaml.safe_load(text)
+    except Exception as e:      # the three parsers' errors
+        raise InputError(_GPU_FIELD, str(p), f"valid {p.suffix.lstrip('.').upper()} ({e})") from None
+
+
+def accelerator_from_record(record: Mapping[str, Any], where: str = "gpu",
+                            extra_paths: Iterable[str | os.PathLike[str]] = ()) -> Accelerator:
+    """An :class:`Accelerator` from the keys of one catalog record (``aliases`` and ``notes``
+    allowed and dropped), validated as every catalog record is: an unknown key, a missing field,
+    a wrong type or a rate <= 0 is an InputError naming ``where.field``, the value and what is
+    valid. ``"base": "<catalog id or alias>"`` starts from that record and changes the keys given
+    (one level deep: ``peak_tflops = {bf16 = 500}`` keeps the other rates). The catalog's
+    efficiency defaults (``efficiency_defaults``, e.g. the fitted ``training_gemm_factor``)
+    apply as they do to catalog records."""
+    if not isinstance(record, Mapping):
+        raise InputError(where, record, "a mapping of accelerator fields (id, name, peak_tflops, "
+                         "hbm_gib, hbm_bw_tbps, intra_node_GBps, inter_node_Gbps, tdp_w, ...)")
+    rec = {str(k): v for k, v in record.items()}
+    for k in ("aliases", "notes"):
+        rec.pop(k, None)
+    cat = _catalog(extra_paths)
+    base = rec.pop("base", None)
+    if base is not None:
+        if not isinstance(base, str):
+            raise InputError(f"{where}.base", base, "a catalog id or alias (see `trainplan gpus`)")
+        try:
+            start = get_accelerator(base, extra_paths).model_dump()
+        except InputError as e:
+            raise InputError(f"{where}.base", base, e.valid, hint=e.hint) from None
+        rec = _merge(start, rec, keep_aliases=False)
+    else:
+        eff = rec.get("efficiency") or {}
+        if isinstance(eff, Mapping):
+            rec["efficiency"] = _with_defaults(eff, cat.eff_defaults)
+    try:
+        return freeze(Accelerator.model_validate(rec))
+    except ValidationError as e:
+        raise from_validation_error(e, prefix=f"{where}: ") from None
+
+
+def load_gpu_file(path: str | os.PathLike[str],
+                  extra_paths: Iterable[str | os.PathLike[str]] = ()) -> Accelerator:
+    """The GPU a file describes (``trainplan estimate --gpu-file my_gpu.toml``): one record of
+    the catalog's shape (:func:`accelerator_from_record`), at the top level or as the one entry
+    of an ``accelerators`` list (so a one-record TRAINPLAN_CATALOG file serves too)."""
+    doc = _read_gpu_file(path)
+    if isinstance(doc, Mapping) and set(doc) == {"accelerators"} and isinstance(doc["accelerators"], list):
+        if len(doc["accelerators"]) != 1:
+            raise InputError(f"{path}: accelerators", f"{len(doc['accelerators'])} records",
+                             "one record (a catalog of several goes on $TRAINPLAN_CATALOG)")
+        doc = doc["accelerators"][0]
+    return accelerator_from_record(doc, where=str(path), extra_paths=extra_paths)
+
+
+def is_gpu_file(value: Any) -> bool:
+    """A ``gpu`` value that names a file rather than a catalog id: a path object, or a string
+    ending in one of :data:`GPU_FILE_SUFFIXES`."""
+    if isinstance(value, os.PathLike):
+        return True
+    return isinstance(value, str) and value.strip().lower().endswith(GPU_FILE_SUFFIXES)
+
+
+def resolve_gpu(gpu: Any, extra_paths: Iterable[str | os.PathLike[str]] = ()) -> Accelerator:
+    """The one place a GPU as a user gives it becomes an :class:`Accelerator`: a record (kept),
+    a mapping of its fields (:func:`accelerator_from_record`), a GPU file's path
+    (:func:`load_gpu_file`), else a catalog id or alias (:func:`get_accelerator`)."""
+    if isinstance(gpu, Accelerator):
+        return gpu
+    if isinstance(gpu, Mapping):
+        return accelerator_from_record(gpu, extra_paths=extra_paths)
+    if is_gpu_file(gpu):
+        return load_gpu_file(gpu, extra_paths)
+    if not isinstance(gpu, str):
+        raise InputError("gpu", gpu, "a catalog id or alias (see `trainplan gpus`), a GPU file "
+                         "(.json/.toml/.yaml) or an Accelerator")
+    return get_accelerator(gpu, extra_paths)
+
+
 import trainplan.spec.cluster as _cluster_spec   # noqa: E402  (after get_accelerator is defined)
 
-_cluster_spec.ACCELERATOR_LOOKUP[:] = [get_accelerator]   # Cluster(gpu="h100") looks it up here
+_cluster_spec.ACCELERATOR_LOOKUP[:] = [resolve_gpu]   # Cluster(gpu="h100" or a GPU file) resolves here

@@ -41,6 +41,9 @@ def path_argument(default: Any, field: str, **kw: Any) -> Any:
 JOB_FILE: Any = path_argument(None, "job file", help="TOML/YAML job file; none: built-in example")
 MODEL: Any = typer.Option(None, "--model", "-m", help="preset id or config.json path")
 GPU: Any = typer.Option(None, "--gpu", help="accelerator id or alias (see `trainplan gpus`)")
+GPU_FILE: Any = path_option(None, "--gpu-file", help="a GPU the catalog lacks: a JSON, TOML or "
+                            "YAML file of one accelerator record (the catalog's fields, or "
+                            "base = \"h100\" and the fields that differ; docs/catalog.md)")
 GPUS: Any = typer.Option(None, "--gpus", help="total GPUs")
 GPUS_PER_NODE: Any = typer.Option(None, "--gpus-per-node", help="GPUs per node")
 INTER_NODE_GBPS: Any = typer.Option(None, "--inter-node-gbps", help="scale-out NIC Gb/s per GPU "
@@ -149,6 +152,14 @@ REPORT: Any = path_option(None, "--report", help="write a report: FILE.html or F
 EMIT: Any = typer.Option(None, "--emit", help="launch files: deepspeed, megatron, torchtitan, "
                                               "torchrun, slurm, k8s (repeat or comma list)")
 OUT: Any = path_option(None, "--out", help="folder for --emit files (default .)")
+
+
+def gpu_of(gpu: Optional[str], gpu_file: Optional[Path]) -> Optional[str | Path]:
+    """The cluster's ``gpu``: ``--gpu``, or the ``--gpu-file`` path (``resolve_gpu`` reads it)."""
+    if gpu_file is not None and gpu is not None:
+        from trainplan.errors import InputError
+        raise InputError("--gpu-file", str(gpu_file), f"given without --gpu ({gpu!r}): give the GPU once")
+    return gpu if gpu_file is None else gpu_file
 
 
 def split_list(values: Optional[list[str]]) -> list[str]:

@@ -21,7 +21,7 @@ def oom(
     artifact: Path = o.path_argument(..., "artifact", help="OOM message, memory_summary() text, snapshot "
                                               "pickle or memory-timeline JSON (.gz accepted)"),
     job_file: Optional[Path] = o.JOB, model: Optional[str] = o.MODEL,
-    gpu: Optional[str] = o.GPU, gpus: Optional[int] = o.GPUS,
+    gpu: Optional[str] = o.GPU, gpu_file: Optional[Path] = o.GPU_FILE, gpus: Optional[int] = o.GPUS,
     seq_len: Optional[int] = o.SEQ_LEN, global_batch: Optional[int] = o.GLOBAL_BATCH,
     sets: Optional[list[str]] = o.SET, as_json: bool = o.JSON,
 ) -> None:
@@ -30,7 +30,7 @@ def oom(
     from trainplan.diagnose.oomplan import diagnose, measured_only
     from trainplan.diagnose.jobs import job_config
     meas = read_artifact(artifact)
-    cfg = job_config(job_file, model, gpu, gpus, seq_len, global_batch, sets or [])
+    cfg = job_config(job_file, model, o.gpu_of(gpu, gpu_file), gpus, seq_len, global_batch, sets or [])
     r = diagnose(meas, cfg) if cfg is not None else measured_only(meas)
     if as_json:
         print_json(r, indent=1)

@@ -16,7 +16,7 @@ def trace(
     paths: list[Path] = o.path_argument(..., "trace path", help="Kineto traces: .json/.json.gz files, folders "
                                                  "or a .tar.gz of ranks"),
     job_file: Optional[Path] = o.JOB, model: Optional[str] = o.MODEL, gpu: Optional[str] = o.GPU,
-    gpus: Optional[int] = o.GPUS, seq_len: Optional[int] = o.SEQ_LEN,
+    gpu_file: Optional[Path] = o.GPU_FILE, gpus: Optional[int] = o.GPUS, seq_len: Optional[int] = o.SEQ_LEN,
     global_batch: Optional[int] = o.GLOBAL_BATCH, sets: Optional[list[str]] = o.SET, as_json: bool = o.JSON,
 ) -> None:
     """Per-rank step breakdown (kernel classes, exposed communication, idle and its host cause),
@@ -32,7 +32,7 @@ def trace(
         out.append({"rank": r, "file": Path(rt.path).name, "device": dev, **s,
                     "hta_temporal": hta_temporal(rt)})
     strag = stragglers(ranks)
-    est = plan_of(job_file, model, gpu, gpus, seq_len, global_batch, sets)
+    est = plan_of(job_file, model, o.gpu_of(gpu, gpu_file), gpus, seq_len, global_batch, sets)
     vs = trace_vs_plan(out[0]["mean"], est) if est is not None else None
     if as_json:
         print_json({"ranks": out, "stragglers": strag, "vs_plan": vs}, indent=1)
@@ -46,7 +46,7 @@ def log(
     regex: Optional[str] = typer.Option(None, help="for other logs: named groups step_s or "
                                                    "step_ms, and step, loss"),
     job_file: Optional[Path] = o.JOB, model: Optional[str] = o.MODEL, gpu: Optional[str] = o.GPU,
-    gpus: Optional[int] = o.GPUS, seq_len: Optional[int] = o.SEQ_LEN,
+    gpu_file: Optional[Path] = o.GPU_FILE, gpus: Optional[int] = o.GPUS, seq_len: Optional[int] = o.SEQ_LEN,
     global_batch: Optional[int] = o.GLOBAL_BATCH, sets: Optional[list[str]] = o.SET,
     calibration: Optional[Path] = o.path_option(None, "--calibration", help="JSON from trainplan calibrate"),
     as_json: bool = o.JSON,
@@ -56,7 +56,7 @@ def log(
     from trainplan.diagnose.compare import log_advice, log_vs_plan
     from trainplan.diagnose.logs import read_log, summarize
     s = summarize(read_log(path, regex))
-    est = plan_of(job_file, model, gpu, gpus, seq_len, global_batch, sets)
+    est = plan_of(job_file, model, o.gpu_of(gpu, gpu_file), gpus, seq_len, global_batch, sets)
     if calibration and est is None:       # a calibration applies to a plan: it needs the job
         from trainplan.errors import InputError
         raise InputError("--calibration", str(calibration), "given with the job (--model or "

@@ -15,6 +15,7 @@ def estimate_command(
     job_file: Optional[Path] = o.JOB_FILE,
     model: Optional[str] = o.MODEL,
     gpu: Optional[str] = o.GPU,
+    gpu_file: Optional[Path] = o.GPU_FILE,
     gpus: Optional[int] = o.GPUS,
     gpus_per_node: Optional[int] = o.GPUS_PER_NODE,
     inter_node_gbps: Optional[float] = o.INTER_NODE_GBPS,
@@ -95,7 +96,7 @@ def estimate_command(
         raise InputError("--out", str(out), "given with --emit FORMATS (it is the folder the "
                          "launch files go to; without --emit nothing is written)")
     data = start(job_file, model, use_example=not model)   # --gpu alone keeps the example
-    merge(data, "cluster", gpu=gpu, gpus=gpus, gpus_per_node=gpus_per_node, usd_per_gpu_hour=price,
+    merge(data, "cluster", gpu=o.gpu_of(gpu, gpu_file), gpus=gpus, gpus_per_node=gpus_per_node, usd_per_gpu_hour=price,
           inter_node_Gbps=inter_node_gbps, intra_node_GBps=intra_node_gbps,
           profile=o.as_path(profile))
     merge(data, "strategy", tp=tp, pp=pp, vp=vp, uneven_stages=uneven_stages, cp=cp, ep=ep,

@@ -17,6 +17,7 @@ def plan_command(
     job_file: Optional[Path] = o.JOB_FILE,
     model: Optional[str] = o.MODEL,
     gpu: Optional[list[str]] = typer.Option(None, "--gpu", help="GPU type(s): repeat or comma list"),
+    gpu_file: Optional[Path] = o.GPU_FILE,
     gpus: Optional[str] = typer.Option(None, "--gpus", help='GPU count "64", list "64,128" or range "8..4096" (powers of two and node multiples '
                                            'of them; whole nodes in between for --objective fewest)'),
     gpus_per_node: Optional[int] = o.GPUS_PER_NODE,
@@ -85,7 +86,8 @@ def plan_command(
           frozen=tuple(o.split_list(frozen)) or None,
           trained_in_full=tuple(o.split_list(train_in_full)) or None)
     drop_strategy(data)                    # the search chooses the strategy
-    req = plan_request(data, gpu=gpu or None, gpus=gpus, objective=objective, deadline_days=deadline_days,
+    gpu_types = [*(gpu or []), *([gpu_file] if gpu_file is not None else [])]  # searched together
+    req = plan_request(data, gpu=gpu_types or None, gpus=gpus, objective=objective, deadline_days=deadline_days,
                        budget_usd=budget_usd, headroom_gib=headroom_gib, top=top,
                        uneven_stages=uneven_stages, emit=None if emit is None else o.split_list(emit),
                        out=o.as_path(out), prices=type_prices)

@@ -20,7 +20,8 @@ def job_file_schema() -> dict[str, Any]:
     cluster = Cluster.model_json_schema()
     cluster["properties"].pop("accelerator", None)
     cluster["properties"]["gpu"] = {"type": "string", "description": "accelerator id or alias "
-                                    "(`trainplan gpus`)"}
+                                    "(`trainplan gpus`), or a GPU file (.json/.toml/.yaml: "
+                                    "docs/catalog.md, 'Your own GPU')"}
     cluster["properties"]["profile"] = {"type": "string", "description": "measured efficiency "
                                         "profile or calibrated framework profile (JSON)"}
     cluster.pop("required", None)

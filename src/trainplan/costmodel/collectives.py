@@ -49,6 +49,22 @@ def group_layout(n, stride, gpus_per_node):
     return per_node, nodes
 
 
+def outer_members(per_node, stride, last_node=None):
+    """Members a multi-node group has in its emptiest link domain: ``per_node``, or fewer in a
+    last domain that the job only partly fills (``last_node`` GPUs, e.g. 40 of an NVL72 rack's 72
+    for a 256-GPU job; :func:`trainplan.spec.cluster.last_domain_size`). The inter-node phase of a
+    hierarchical collective moves S/g per GPU over each of the domain's g members' NICs (NCCL
+    rings cross each domain boundary once per channel, one NIC each), so the domain with the
+    fewest members sets its time; a synchronous step waits for the slowest group, so every group
+    that spans domains is taken to reach the partial one (an upper bound for groups that do
+    not). ``last_node`` None: whole domains."""
+    if last_node is None:
+        return per_node
+    stride = np.asarray(stride, dtype=float)
+    in_last = np.maximum(np.floor(np.asarray(last_node, dtype=float) / np.maximum(stride, 1.0)), 1.0)
+    return np.minimum(per_node, in_last)
+
+
 def point_to_point_busbw(busbw, g, gpus_per_node):
     """Bus bandwidth of ``g`` of a node's GPUs on a point-to-point fabric whose whole-node
     figure is ``busbw``: each GPU reaches each peer over its own link, so the group uses g-1 of
@@ -60,7 +76,7 @@ def point_to_point_busbw(busbw, g, gpus_per_node):
 
 
 def collective_terms(kind, n, stride, gpus_per_node, intra_busbw, inter_busbw, intra_alpha,
-                     inter_alpha, point_to_point=False, base_alpha=0.0):
+                     inter_alpha, point_to_point=False, base_alpha=0.0, last_node=None):
     """(seconds, seconds per byte) of one collective over ``n`` ranks: its time is the first
     plus the second times the buffer's bytes (0 for n == 1). The first is ``base_alpha`` once
     (NCCL's base latency of a ring collective, baseLat[Ring][Simple] in src/graph/tuning.cc;
@@ -75,19 +91,23 @@ def collective_terms(kind, n, stride, gpus_per_node, intra_busbw, inter_busbw, i
     own NIC at ``inter_busbw``). All-to-all has no reduction tree: each rank exchanges (n-1)/n
     of its data once, bottlenecked by the slowest link it crosses. On a ``point_to_point``
     fabric the intra-node phase gets only its members' links (:func:`point_to_point_busbw`).
+    Where the job's last link domain is partly filled (``last_node`` GPUs), the inter-node phase
+    runs on the members the group has there (:func:`outer_members`): each of them moves S/g' on
+    its NIC, and a rank there exchanges (n - g')/n of an all-to-all across the network.
     """
     n = np.asarray(n, dtype=float)
     g, nodes = group_layout(n, stride, gpus_per_node)
+    g_out = outer_members(g, stride, last_node)
     if point_to_point:
         intra_busbw = point_to_point_busbw(intra_busbw, g, gpus_per_node)
     multi = nodes > 1
     if kind == A2A:
         per_byte = (g - 1.0) / np.maximum(n, 1.0) / intra_busbw \
-            + np.where(multi, (n - g) / np.maximum(n, 1.0) / inter_busbw, 0.0)
+            + np.where(multi, (n - g_out) / np.maximum(n, 1.0) / inter_busbw, 0.0)
         fixed = ring_steps(A2A, n) * np.where(multi, inter_alpha, intra_alpha)
     else:
         per_byte = bus_factor(kind, g) / intra_busbw \
-            + np.where(multi, bus_factor(kind, nodes) / np.maximum(g, 1.0) / inter_busbw, 0.0)
+            + np.where(multi, bus_factor(kind, nodes) / np.maximum(g_out, 1.0) / inter_busbw, 0.0)
         inter_steps = np.where(multi, ring_steps(kind, nodes), 0.0)
         fixed = base_alpha + (ring_steps(kind, n) - inter_steps) * intra_alpha \
             + inter_steps * inter_alpha
@@ -151,7 +171,8 @@ def _offered(kind, nvlink):
 
 
 def protocol_terms(kind, n, stride, gpus_per_node, intra_busbw, inter_busbw, intra_alpha,
-                   inter_alpha, point_to_point=False, base_alpha=0.0, nvlink=True, arch=""):
+                   inter_alpha, point_to_point=False, base_alpha=0.0, nvlink=True, arch="",
+                   last_node=None):
     """[(seconds, seconds per byte, size correction)] of each algorithm and protocol NCCL may
     run this collective with, Simple's ring first (:func:`collective_terms`; the correction is
     None, or a tree's :data:`NCCL_TREE_CORRECTION` row); NCCL runs the fastest
@@ -162,9 +183,10 @@ def protocol_terms(kind, n, stride, gpus_per_node, intra_busbw, inter_busbw, int
     generation, for LL's bandwidth cap (:data:`NCCL_LL_MAX_GBPS`; none for a generation it
     does not list) and the multi-node ring all-reduce's latency plateau
     (:data:`NCCL_RING_PLATEAU`). All-to-all has one term: NCCL runs it as grouped
-    point-to-point sends."""
+    point-to-point sends. ``last_node``: GPUs in a partly filled last link domain
+    (:func:`collective_terms`)."""
     simple = collective_terms(kind, n, stride, gpus_per_node, intra_busbw, inter_busbw,
-                              intra_alpha, inter_alpha, point_to_point, base_alpha)
+                              intra_alpha, inter_alpha, point_to_point, base_alpha, last_node)
     if kind == A2A:
         return [(*simple, None)]
     n = np.asarray(n, dtype=float)

@@ -20,16 +20,21 @@ import numpy as np
 from trainplan.costmodel import collectives as coll
 from trainplan.costmodel.timing import FLASH_BACKWARD_RATIO
 from trainplan.costmodel.layout import by_recompute
-from trainplan.spec.cluster import PCIE5_X16_GBPS
+from trainplan.spec.cluster import PCIE5_X16_GBPS, last_domain_size
 
 
 class Net:
     """Collective and point-to-point timer of one cluster (bus bandwidths with the user's link
     overrides: ``Cluster.intra_busbw_Bps`` / ``inter_busbw_Bps``)."""
 
-    def __init__(self, cluster):
+    def __init__(self, cluster, n_gpus=None):
+        """``n_gpus``: the layouts' GPU counts (a number or an array, the search evaluates many
+        counts on one cluster), default the cluster's; it sets the GPUs in a partly filled last
+        link domain (:func:`trainplan.spec.cluster.last_domain_size`)."""
         eff = cluster.accelerator.efficiency
         self.node = cluster.node_size
+        gpus = getattr(cluster, "gpus", None) if n_gpus is None else n_gpus
+        self.last = None if gpus is None else last_domain_size(gpus, self.node)
         self.intra_bw, self.inter_bw = cluster.intra_busbw_Bps, cluster.inter_busbw_Bps
         self.a_intra, self.a_inter = eff.intra_latency_s, eff.inter_latency_s
         self.a_base = eff.collective_base_latency_s
@@ -69,7 +74,7 @@ class Group:
             self._terms[key] = coll.protocol_terms(key, self.n, self.stride, net.node,
                                                    net.intra_bw, net.inter_bw, net.a_intra,
                                                    net.a_inter, net.p2p_fabric, net.a_base,
-                                                   net.nvlink, net.arch)
+                                                   net.nvlink, net.arch, net.last)
         return self._terms[key]
 
     def coll(self, kind, size, count=1.0):

@@ -344,7 +344,9 @@ def assumptions(model: Model, job: Job, cluster: Cluster) -> list[str]:
         out.append(base_weights_assumption(model, job))
     price = cluster.price
     src = "user override" if cluster.usd_per_gpu_hour is not None else (acc.price_source or "none")
-    out.append(f"{cluster.gpus} x {acc.id}, {cluster.node_size} per node; "
+    last = cluster.last_node_size
+    partial = f" (the last {last}: a partly filled link domain)" if last < min(cluster.gpus, cluster.node_size) else ""
+    out.append(f"{cluster.gpus} x {acc.id}, {cluster.node_size} per node{partial}; "
                + (f"${price:g}/GPU-hour ({src})" if price is not None else "no price"))
     return out
 

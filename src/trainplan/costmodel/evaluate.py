@@ -59,7 +59,7 @@ def evaluate(model, job, cluster, L: Layout) -> Evaluation:
     capacity = acc.hbm_gib * GiB
     host_node = np.maximum(s1.host + a1.host, s2.host + a2.host) * np.minimum(L.n_gpus, cluster.node_size)
     # ---- time of one micro-batch on the busiest stage
-    km, net = compute.KernelModel(cluster, job, fw), comm.Net(cluster)
+    km, net = compute.KernelModel(cluster, job, fw), comm.Net(cluster, L.n_gpus)
     lt = compute.layer_time(km, dec, job, L, wgrad, rc_frac)
     T = L.mb * job.seq_len / L.cp
     moe_share = (dec.layers - dec.moe.dense_layers) / dec.layers if dec.moe else 0.0

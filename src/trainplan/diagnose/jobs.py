@@ -9,11 +9,12 @@ from pathlib import Path
 from typing import Any, Optional
 
 
-def job_config(job_file: Optional[Path], model: Optional[str], gpu: Optional[str],
+def job_config(job_file: Optional[Path], model: Optional[str], gpu: Optional[str | Path],
                gpus: Optional[int], seq_len: Optional[int], global_batch: Optional[int],
                sets: list[str]):
     """A :class:`~trainplan.diagnose.oomplan.Config` from a job file and flags, parsed as
-    ``trainplan estimate`` parses them; ``--set key=value`` fills any strategy or job field."""
+    ``trainplan estimate`` parses them; ``--set key=value`` fills any strategy or job field.
+    ``gpu``: a catalog id or a GPU file's path (``--gpu-file``), which the Config keeps."""
     from trainplan.diagnose.oomplan import Config
     from trainplan.errors import InputError
     from trainplan.services.jobfile import build_inputs, merge, start
@@ -31,11 +32,14 @@ def job_config(job_file: Optional[Path], model: Optional[str], gpu: Optional[str
         if not sep or sec is None:
             raise InputError("--set", kv, "key=value with a strategy or job field as key")
         data.setdefault(sec, {})[k] = set_value(v)
+    from trainplan.catalog.accelerators import is_gpu_file
+    given = data.get("cluster", {}).get("gpu")
     inp = build_inputs(data)
+    gpu_ref = str(given) if is_gpu_file(given) else inp.cluster.accelerator.id   # a GPU file: its path
     job = inp.job.model_dump(exclude_none=True)
     seq, gb, impl = job.pop("seq_len"), job.pop("global_batch", None), job.pop("framework")
     st = {k: v for k, v in inp.strategy.model_dump().items() if v is not None}
-    return Config(inp.model, inp.cluster.accelerator.id, inp.cluster.gpus, seq,
+    return Config(inp.model, gpu_ref, inp.cluster.gpus, seq,
                   gb or inp.job.batch_sequences, st, impl,
                   {k: v for k, v in job.items() if k in ("precision", "optimizer", "trainable",
                                                          "lora_rank", "frozen", "dropout")})
@@ -99,8 +103,8 @@ def calibrate_runs(runs_csv: Path, framework: str, boot: int, out: Optional[Path
             raise InputError(e.field if e.field.startswith("line ") else f"line {i}: {e.field}",
                              e.value, e.valid, e.hint) from None
         bases.add(est.framework)
-        from trainplan.catalog.accelerators import get_accelerator
-        gpu_ids.add(get_accelerator(cfg.gpu).id)
+        from trainplan.catalog.accelerators import resolve_gpu
+        gpu_ids.add(resolve_gpu(cfg.gpu).id)
         runs.append(Run(f"line {i}", est.gpu, features(est), step, float(est.time.step_s),
                         mfu_measured=float(est.mfu) * float(est.time.step_s) / step,
                         fits=bool(est.memory.fits)))

@@ -59,7 +59,7 @@ class Config:
 
 def predict(cfg: Config, strategy: dict[str, Any] | None = None, gpus: int | None = None):
     """``trainplan.estimate`` for the configuration (optionally another strategy / GPU count)."""
-    from trainplan.catalog import get_accelerator
+    from trainplan.catalog.accelerators import resolve_gpu
     from trainplan.services.estimate import estimate
     from trainplan.spec.cluster import Cluster
     st = dict(cfg.strategy if strategy is None else strategy)
@@ -67,7 +67,7 @@ def predict(cfg: Config, strategy: dict[str, Any] | None = None, gpus: int | Non
     kw = dict(seq_len=cfg.seq_len, global_batch=cfg.global_batch,
               implementation=cfg.implementation, strategy=st, **cfg.job)
     if cfg.capacity_gib:
-        acc = evolve(get_accelerator(cfg.gpu), hbm_gib=cfg.capacity_gib)
+        acc = evolve(resolve_gpu(cfg.gpu), hbm_gib=cfg.capacity_gib)
         try:
             cluster = Cluster(accelerator=acc, gpus=n)
         except ValidationError as e:
@@ -219,13 +219,14 @@ def _clean(st: dict[str, Any]) -> dict[str, Any]:
 def suggest(cfg: Config, excess: float, base_step: float, base_mem: dict[str, float],
             limit: int = 5) -> list[dict[str, Any]]:
     """Changes that fit (predicted total + measured excess <= capacity), ranked by slowdown."""
-    from trainplan.catalog import get_accelerator, get_model
+    from trainplan.catalog import get_model
+    from trainplan.catalog.accelerators import resolve_gpu
     from trainplan.spec.framework import get_framework
     fw = get_framework(cfg.implementation)
     model = get_model(cfg.model) if isinstance(cfg.model, str) else cfg.model
     singles = candidates(cfg.strategy, cfg.gpus, cfg.implementation == "megatron",
                          fw.offload_together, fw, model.decoder.layers,
-                         get_accelerator(cfg.gpu).gpus_per_node)
+                         resolve_gpu(cfg.gpu).gpus_per_node)
     rows = _evaluate(cfg, singles, excess, base_step)
     if not any(r["fits"] for r in rows):
         pairs = []
@@ -290,8 +291,8 @@ def diagnose(meas: Measured, cfg: Config) -> dict[str, Any]:
     """The whole comparison as a plain dict (what the CLI prints and --json writes)."""
     warnings = []
     if cfg.capacity_gib is None and meas.capacity_gib:
-        from trainplan.catalog import get_accelerator
-        listed = float(get_accelerator(cfg.gpu).hbm_gib)
+        from trainplan.catalog.accelerators import resolve_gpu
+        listed = float(resolve_gpu(cfg.gpu).hbm_gib)
         if abs(listed - meas.capacity_gib) > 0.1 * listed:
             warnings.append(f"the artifact's GPU has {meas.capacity_gib:.2f} GiB but the job's "
                             f"{cfg.gpu} lists {listed:.0f} GiB: is the job's GPU right? (the "

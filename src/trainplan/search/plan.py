@@ -117,12 +117,15 @@ MAX_REFINE_COUNTS = 32
 
 def between_counts(sw: Sweep, i0: int, counts: Sequence[int], template: Cluster) -> list[int]:
     """Whole-node GPU counts strictly between the winner's count and the largest smaller count
-    searched, at most :data:`MAX_REFINE_COUNTS` of them, evenly spread."""
+    searched, at most :data:`MAX_REFINE_COUNTS` of them, evenly spread; whole hosts where a node
+    spans several (NVL72: steps of 4, the last rack partly filled)."""
     gpus = int(sw.cand["gpus"][i0])
     smaller = [c for c in counts if c < gpus]
     if not smaller:
         return []
-    node = template.gpus_per_node or sw.accelerators[int(sw.cand["acc"][i0])].gpus_per_node
+    acc = sw.accelerators[int(sw.cand["acc"][i0])]
+    node = template.gpus_per_node or acc.gpus_per_node
+    node = min(acc.gpus_per_host or node, node)
     lo = max(smaller)
     grid = [c for c in range((lo // node + 1) * node, gpus, node) if c > lo]
     if len(grid) > MAX_REFINE_COUNTS:
@@ -172,13 +175,17 @@ def _whole(x: object) -> bool:
 MAX_GPUS = 2**20
 
 
-def gpu_counts(spec: int | str | Sequence[int], node_size: int = 8) -> list[int]:
+def gpu_counts(spec: int | str | Sequence[int], node_size: int = 8,
+               host_size: int | None = None) -> list[int]:
     """GPU counts from 64, "64", "8..4096" or a list.
 
     A range gives the powers of two in it and the multiples of the node size that are a power
     of two times the node size (so 8..4096 on 8-GPU nodes: 8, 16, ..., 4096; on 6-GPU nodes
-    also 6, 12, 24, ...); counts above one node must be whole nodes.
+    also 6, 12, 24, ...); counts above one node must be whole nodes, or whole hosts where a
+    node (link domain) spans several hosts (``host_size``: 4 on GB200/GB300 NVL72, whose last
+    rack may be partly filled: :class:`trainplan.spec.cluster.Cluster`).
     """
+    unit = node_size if host_size is None else max(1, min(host_size, node_size))
     if isinstance(spec, (list, tuple, range, np.ndarray)):     # any sequence of counts
         if not all(_whole(x) for x in spec):
             raise InputError("gpus", list(spec), "a list of whole GPU counts, e.g. [64, 128]")
@@ -200,7 +207,7 @@ def gpu_counts(spec: int | str | Sequence[int], node_size: int = 8) -> list[int]
             out = [1 << k for k in range(0, hi.bit_length() + 1) if lo <= (1 << k) <= hi]
             out += [node_size << k for k in range(0, hi.bit_length() + 1)
                     if lo <= (node_size << k) <= hi]
-            out += [x for x in (lo, hi) if x <= node_size or x % node_size == 0]
+            out += [x for x in (lo, hi) if x <= node_size or x % unit == 0]
         else:
             try:
                 out = [int(x) for x in s.split(",")]
@@ -209,7 +216,9 @@ def gpu_counts(spec: int | str | Sequence[int], node_size: int = 8) -> list[int]
                     from None
     if len(s := str(spec)) > 10_000 or any(g > MAX_GPUS for g in out):
         raise InputError("gpus", s[:60], f"counts of at most {MAX_GPUS:,} GPUs")
-    out = sorted(set(g for g in out if g <= node_size or g % node_size == 0))
+    out = sorted(set(g for g in out if g <= node_size or g % unit == 0))
     if not out or any(g < 1 for g in out):
-        raise InputError("gpus", spec, f"counts >= 1, whole nodes of {node_size} above one node")
+        whole = f"whole nodes of {node_size}" if unit == node_size else \
+            f"whole hosts of {unit} GPUs (nodes of {node_size})"
+        raise InputError("gpus", spec, f"counts >= 1, {whole} above one node")
     return out

@@ -278,7 +278,8 @@ def check_memory_activations(model, claims: Claims, tokens_per_sample: float, mi
     acc = get_accelerator(claims.gpu)
     # memory per GPU does not depend on how the claimed GPUs split into nodes: a count that is
     # not a whole number of the part's nodes (12 GPUs of 8-GPU nodes) is one domain here
-    node = acc.gpus_per_node if claims.gpus % acc.gpus_per_node == 0 else claims.gpus
+    host = min(acc.gpus_per_host or acc.gpus_per_node, acc.gpus_per_node)  # NVL72: whole trays
+    node = acc.gpus_per_node if claims.gpus % host == 0 else claims.gpus
     cluster = Cluster(accelerator=acc, gpus=claims.gpus, gpus_per_node=node)
     names = {0: "none", 1: "selective", 2: "full"}
     zs = [claims.zero] if claims.zero is not None else [0, 1, 2, 3]

@@ -9,7 +9,7 @@ from typing import Any
 
 from trainplan.costmodel.estimate import Estimate, build_estimate
 from trainplan.services.jobfile import Inputs, build_inputs, build_specs
-from trainplan.spec.cluster import Cluster
+from trainplan.spec.cluster import Accelerator, Cluster
 from trainplan.spec.job import Job
 from trainplan.spec.model import Model
 from trainplan.spec.strategy import Strategy
@@ -17,14 +17,15 @@ from trainplan.costmodel.validate import complete_strategy
 
 
 def estimate(model: str | os.PathLike[str] | Model | Mapping[str, Any] = "llama-3-8b", *,
-             gpu: str | None = None, gpus: int | None = None,
+             gpu: str | os.PathLike[str] | Accelerator | None = None, gpus: int | None = None,
              job: Job | Mapping[str, Any] | None = None,
              strategy: Strategy | Mapping[str, Any] | None = None,
              cluster: Cluster | Mapping[str, Any] | None = None, **job_kw: Any) -> Estimate:
     """Estimate one configuration.
 
     ``model``: a preset id, a config.json path, a :class:`Model` or its keys. ``gpu`` (catalog id,
-    default h100_sxm) and ``gpus`` (default 8), or ``cluster`` (a :class:`Cluster` or its keys),
+    default h100_sxm; or a GPU file's path or an :class:`Accelerator` for a GPU the catalog lacks:
+    :func:`trainplan.catalog.accelerators.resolve_gpu`) and ``gpus`` (default 8), or ``cluster`` (a :class:`Cluster` or its keys),
     not both. ``job`` (a :class:`Job` or its keys) and/or Job keys as keyword arguments
     (seq_len, global_batch, tokens, precision, framework, ...); ``strategy`` (a
     :class:`Strategy` or its keys: tp, pp, zero, micro_batch, recompute, ...), completed by the
@@ -42,7 +43,8 @@ def estimate(model: str | os.PathLike[str] | Model | Mapping[str, Any] = "llama-
     cd = cluster if isinstance(cluster, Cluster) else expect_mapping("cluster", cluster)
     for key, value in (("gpu", gpu), ("gpus", gpus)):
         if value is not None and _differs(cd, key, value):
-            raise InputError(key, value, f"the cluster's own {_given(cd, key)!r} (given twice, "
+            own = _given(cd, key)
+            raise InputError(key, value, f"the cluster's own {getattr(own, 'id', own)!r} (given twice, "
                              f"differently: pass {key}= or the cluster's, not both)")
     for k, v in job_kw.items():           # a strategy or cluster key among the Job keywords
         where = None if k in Job.model_fields else "strategy" if k in Strategy.model_fields \
@@ -59,7 +61,7 @@ def estimate(model: str | os.PathLike[str] | Model | Mapping[str, Any] = "llama-
 def _given(cd: Any, key: str) -> Any:
     """The cluster's own GPU id or count (a Cluster or its keys), or None."""
     if isinstance(cd, Cluster):
-        return cd.accelerator.id if key == "gpu" else cd.gpus
+        return cd.accelerator if key == "gpu" else cd.gpus
     return cd.get(key)
 
 
@@ -69,8 +71,8 @@ def _differs(cd: Any, key: str, value: Any) -> bool:
     if own is None:
         return False
     if key == "gpu":
-        from trainplan.catalog.accelerators import resolve_id
-        return resolve_id(str(own)) != resolve_id(str(value))
+        from trainplan.catalog.accelerators import resolve_gpu
+        return resolve_gpu(own) != resolve_gpu(value)
     return own != value
 
 

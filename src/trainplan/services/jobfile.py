@@ -141,12 +141,12 @@ def build_inputs(data: dict[str, Any]) -> Inputs:
 
 
 def build_specs(model: Any = None, job: Any = None, cluster: Any = None, strategy: Any = None,
-                *, default_gpu: str = "h100_sxm", default_gpus: int | None = None) -> Specs:
+                *, default_gpu: Any = "h100_sxm", default_gpus: int | None = None) -> Specs:
     """The one builder behind job files, flags, :func:`trainplan.estimate` and
     :func:`trainplan.plan`: each part is a spec already, or a mapping (a job-file table), or for
     the model a preset id; every error is an InputError naming the section and key."""
     from trainplan.catalog import get_model
-    from trainplan.catalog.accelerators import get_accelerator
+    from trainplan.catalog.accelerators import resolve_gpu
     from trainplan.errors import expect_mapping
 
     if isinstance(model, Model):
@@ -181,7 +181,7 @@ def build_specs(model: Any = None, job: Any = None, cluster: Any = None, strateg
             raise InputError("cluster.accelerator", cd["accelerator"],
                              "not a key here: give the catalog id as cluster.gpu (see `trainplan gpus`), or "
                              "pass cluster=Cluster(accelerator=..., gpus=...) to the Python API")
-        acc = get_accelerator(str(cd.pop("gpu", default_gpu)))
+        acc = resolve_gpu(cd.pop("gpu", default_gpu))   # an id or alias, a GPU file, a record
         if "profile" in cd:
             acc = apply_profile(acc, cd.pop("profile"))
         if default_gpus is not None:

@@ -27,6 +27,22 @@ def _as_list(v: Any) -> list[str]:
     return [x.strip() for item in items for x in str(item).split(",") if x.strip()]
 
 
+def _gpu_list(v: Any) -> list[Any]:
+    """GPU types as given: ids and aliases (comma lists split, as _as_list does), GPU file paths,
+    and Accelerator records or their mappings kept whole (resolved by
+    :func:`trainplan.catalog.accelerators.resolve_gpu`)."""
+    if v is None:
+        return []
+    items = v if isinstance(v, (list, tuple)) else [v]
+    out: list[Any] = []
+    for item in items:
+        if isinstance(item, str):
+            out += _as_list(item)
+        else:
+            out.append(item)
+    return out
+
+
 def parse_prices(text: str | None) -> tuple[float | None, dict[str, float]]:
     """``--price``: one price for every GPU type ("2.5"), or per type ("l40s=0.9,h100=2.5");
     (the one price or None, {type: price})."""
@@ -61,7 +77,7 @@ def plan_request(data: dict[str, Any], **flags: Any) -> PlanRequest:
     ``flags``: gpu (ids), gpus (count, list or "8..4096"), objective, deadline_days, budget_usd,
     headroom_gib, top, uneven_stages, max_tp, emit, out, space (a SearchSpace or its mapping).
     """
-    from trainplan.catalog.accelerators import get_accelerator
+    from trainplan.catalog.accelerators import resolve_gpu
     from trainplan.search import SearchSpace, gpu_counts
 
     space = flags.pop("space", None)
@@ -80,14 +96,14 @@ def plan_request(data: dict[str, Any], **flags: Any) -> PlanRequest:
     if "emit" in given and not _as_list(given["emit"]):
         from trainplan.export import FORMATS
         raise InputError("--emit", "", "one or more of " + " | ".join(FORMATS))
-    if "gpu" in given and not _as_list(given["gpu"]):
+    if "gpu" in given and not _gpu_list(given["gpu"]):
         raise InputError("--gpu", given["gpu"], "one or more accelerator ids (see `trainplan gpus`)")
     cl = expect_mapping("cluster", data.get("cluster"))
-    gpu_types = _as_list(opts.get("gpu")) or _as_list(cl.get("gpu")) or ["h100_sxm"]
+    gpu_types = _gpu_list(opts.get("gpu")) or _gpu_list(cl.get("gpu")) or ["h100_sxm"]
     count_spec = opts.get("gpus", cl.pop("gpus", 8))
     cl.update(gpu=gpu_types[0], gpus=1)
     specs = build_specs(data.get("model", {}), data.get("job", {}), cl)   # the search sets the strategy
-    accs = tuple({a.id: a for a in map(get_accelerator, gpu_types)}.values())  # each type once
+    accs = tuple({a.id: a for a in map(resolve_gpu, gpu_types)}.values())  # each type once
     if prices:                           # --price TYPE=USD: that type's price, the others kept
         from trainplan.catalog.accelerators import resolve_id
         from trainplan.spec.base import evolve
@@ -106,7 +122,8 @@ def plan_request(data: dict[str, Any], **flags: Any) -> PlanRequest:
         accs = tuple(evolve(a, usd_per_gpu_hour=by_id[a.id], price_source="given (--price)")
                      if a.id in by_id else a for a in accs)
     node = specs.cluster.gpus_per_node or accs[0].gpus_per_node
-    counts = gpu_counts(count_spec, node)   # a count, a list or any sequence, or "lo..hi"
+    host = min(accs[0].gpus_per_host or node, node)      # NVL72: whole trays, last rack partial
+    counts = gpu_counts(count_spec, node, host)   # a count, a list or any sequence, or "lo..hi"
     if not isinstance(space, SearchSpace):
         sp = {**expect_mapping("space", space)}
         for k in ("uneven_stages", "max_tp"):
@@ -140,12 +157,12 @@ def emit_winner(req: PlanRequest, result: Any, sweep: Any, out: Path | None, for
     """Write the launch files of the request's formats for the winner; their paths."""
     if not req.emit:
         return []
-    from trainplan.catalog.accelerators import get_accelerator
     from trainplan.export import LaunchSpec, emit_files
     from trainplan.spec.strategy import Strategy
 
     w = result.winner
-    cluster = sweep.cluster(sweep.accelerators.index(get_accelerator(result.top_gpu_ids[0])), w.gpus)
+    ids = [a.id for a in sweep.accelerators]         # a user's GPU file is not in the catalog
+    cluster = sweep.cluster(ids.index(result.top_gpu_ids[0]), w.gpus)
     wall = w.totals.wall_clock_days
     from trainplan.export.spec import checkpoint_steps
     spec = LaunchSpec(model=req.specs.model, job=req.specs.job, cluster=cluster,
@@ -156,14 +173,15 @@ def emit_winner(req: PlanRequest, result: Any, sweep: Any, out: Path | None, for
 
 def plan(model: str | os.PathLike[str] | Model | Mapping[str, Any] = "llama-3-8b",
          job: Any = None, *,
-         gpu: str | Sequence[str] | None = None, gpus: int | str | Sequence[int] | None = None,
+         gpu: Any = None, gpus: int | str | Sequence[int] | None = None,
          objective: str = "fastest", deadline_days: float | None = None,
          budget_usd: float | None = None, headroom_gib: float = 0.0, top: int = 5,
          space: Any = None, cluster: Any = None,
          progress: Callable[[int, int], None] | None = None, **job_kw: Any) -> PlanResult:
     """Search every layout of ``model`` on the GPU types and counts; rank by ``objective``.
 
-    ``gpu``: one accelerator id or a list (default h100_sxm); ``gpus``: a count, a list or a
+    ``gpu``: one accelerator id or a list (default h100_sxm); a GPU file's path or an
+    :class:`Accelerator` for a GPU the catalog lacks (``resolve_gpu``); ``gpus``: a count, a list or a
     range "8..4096" (default 8);
     ``objective``: fastest, cheapest or fewest; ``deadline_days``/``budget_usd``: limits the
     run must meet; ``job`` (a :class:`Job` or its keys) and/or Job keys as keyword arguments;
@@ -179,7 +197,7 @@ def plan(model: str | os.PathLike[str] | Model | Mapping[str, Any] = "llama-3-8b
 
     from trainplan.spec.cluster import Cluster
     if isinstance(cluster, Cluster):   # its GPU type and count, unless gpu=/gpus= are given
-        gpu = cluster.accelerator.id if gpu is None else gpu
+        gpu = cluster.accelerator if gpu is None else gpu     # a user's GPU is no catalog id
         gpus = cluster.gpus if gpus is None else gpus
         cluster = {k: getattr(cluster, k) for k in cluster.model_fields_set
                    if k not in ("accelerator", "gpus")}
@@ -205,8 +223,13 @@ def plan(model: str | os.PathLike[str] | Model | Mapping[str, Any] = "llama-3-8b
                              f"{', '.join(sorted(SearchSpace.model_fields))})")
         if k in Cluster.model_fields:
             raise InputError(k, v, f"a cluster key: pass cluster={{{k!r}: {v!r}}}")
+    from trainplan.catalog.accelerators import is_gpu_file
+    from trainplan.spec.cluster import Accelerator
+    if isinstance(gpu, Accelerator) or is_gpu_file(gpu):
+        gpu = [gpu]
     if not isinstance(gpu, str) and not (isinstance(gpu, (list, tuple)) and gpu):
-        raise InputError("gpu", gpu, "an accelerator id or a list of them (see `trainplan gpus`)")
+        raise InputError("gpu", gpu, "an accelerator id, a GPU file or an Accelerator, or a list "
+                         "of them (see `trainplan gpus`)")
     j = job if isinstance(job, Job) and not job_kw else \
         {**({k: getattr(job, k) for k in job.model_fields_set} if isinstance(job, Job)
             else expect_mapping("job", job)), **job_kw}

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from pydantic import Field, PositiveInt, model_validator
+import numpy as np
+from pydantic import Field, PositiveInt, field_validator, model_validator
 
 from trainplan.conventions import GiB, MATMUL_DTYPE, PRECISIONS
 from trainplan.errors import InputError
@@ -31,6 +33,11 @@ NIC_BUSBW_SHARE = 0.94
 PCIE5_X16_GBPS = 64.0
 #: the environment variable naming user accelerator catalog files (trainplan.catalog.accelerators)
 ENV_VAR = "TRAINPLAN_CATALOG"
+#: The number formats a record's ``peak_tflops`` may list (dense TFLOP/s each): fp32 (vector), the
+#: TF32 tensor mode, bf16, fp16, fp8 (E4M3/E5M2; MXFP8 block scaling runs at this rate), fp6 and
+#: fp4 (NVFP4 on Blackwell, MXFP6/MXFP4 on CDNA 4). A dtype a part lacks is left out: that is how
+#: the catalog says the part cannot run it (:meth:`Accelerator.check_precision`).
+PEAK_DTYPES: tuple[str, ...] = ("fp32", "tf32", "bf16", "fp16", "fp8", "fp6", "fp4")
 # Peak columns that can serve a matmul requested in a dtype, in order (see Accelerator.peak).
 _SERVED_BY: dict[str, tuple[str, ...]] = {"tf32": ("tf32", "fp32")}
 
@@ -163,6 +170,22 @@ class Accelerator(Spec):
     efficiency: EfficiencyProfile = EfficiencyProfile()
     sources: dict[str, str] = Field(default_factory=dict)
 
+    @field_validator("peak_tflops")
+    @classmethod
+    def _peaks(cls, v: dict[str, float]) -> dict[str, float]:
+        """Each listed rate is a dtype of :data:`PEAK_DTYPES` with a positive TFLOP/s (leave a
+        dtype out, rather than 0, when the part lacks it); at least one is listed."""
+        for k, x in v.items():
+            if k not in PEAK_DTYPES:
+                raise ValueError(f"peak_tflops.{k}: not a number format trainplan times; one of "
+                                 f"{', '.join(PEAK_DTYPES)} (leave out the ones the part lacks)")
+            if not x > 0:
+                raise ValueError(f"peak_tflops.{k} = {x!r}: a dense TFLOP/s > 0 (leave the dtype "
+                                 "out when the part has no such unit)")
+        if not v:
+            raise ValueError("at least one dense peak, e.g. {\"bf16\": 989}")
+        return v
+
     def has_math(self, dtype: str) -> bool:
         """True when the record has a dense peak that serves a ``dtype`` matmul (see :meth:`peak`)."""
         return any(self.peak_tflops.get(d) for d in _SERVED_BY.get(dtype, (dtype,)))
@@ -212,7 +235,8 @@ class Accelerator(Spec):
                                                  "MI300X)" if dtype == "fp8" else "")
         else:
             hint = "choose another precision or GPU"
-        hint += f"; if your hardware has it, add peak_tflops.{dtype} with a TRAINPLAN_CATALOG file"
+        hint += (f"; if your hardware has it, give --gpu-file with base = \"{self.id}\" and "
+                 f"peak_tflops.{dtype} (docs/catalog.md, 'Your own GPU')")
         return InputError("precision", precision or dtype,
                           f"{self.id} ({self.name}) has no {dtype} matmul peak (it has "
                           f"{', '.join(has) or 'none'}), so it runs: "
@@ -221,7 +245,7 @@ class Accelerator(Spec):
 
 #: How a GPU id or alias becomes its catalog record in ``Cluster(gpu="h100")``: registered by
 #: ``trainplan.catalog.accelerators`` when it loads (the spec layer sits below the catalog).
-ACCELERATOR_LOOKUP: list[Callable[[str], Accelerator]] = []
+ACCELERATOR_LOOKUP: list[Callable[[Any], Accelerator]] = []
 
 
 class Cluster(Spec):
@@ -256,7 +280,7 @@ class Cluster(Spec):
                                    "the processes (the checkpoint load time is added)")
 
     if TYPE_CHECKING:                 # the documented Cluster(gpu="h100", gpus=64) type-checks
-        def __init__(self, *, gpu: str | Accelerator = ..., **fields: Any) -> None: ...
+        def __init__(self, *, gpu: str | os.PathLike[str] | Accelerator = ..., **fields: Any) -> None: ...
 
     @model_validator(mode="before")
     @classmethod
@@ -270,7 +294,7 @@ class Cluster(Spec):
                 raise ValueError("give the GPU once: gpu= (an id) or accelerator= (a record)")
             data["accelerator"] = data.pop("gpu")
         acc = data.get("accelerator")
-        if isinstance(acc, str) and ACCELERATOR_LOOKUP:
+        if isinstance(acc, (str, os.PathLike)) and ACCELERATOR_LOOKUP:   # an id, or a GPU file
             data["accelerator"] = ACCELERATOR_LOOKUP[0](acc)
         return data
 
@@ -286,10 +310,27 @@ class Cluster(Spec):
                 f"gpus_per_node <= {domain}, set intra_node_GBps to the links such a box has "
                 f"(PCIe), or describe the platform as an accelerator of your own in a "
                 f"${ENV_VAR} catalog file")
-        if self.gpus > g and self.gpus % g:
-            raise ValueError(f"gpus ({self.gpus}) must be a multiple of gpus_per_node ({g}) "
-                             "when it spans several nodes")
+        host = self.host_size
+        if self.gpus > g and self.gpus % host:
+            whole = f"gpus_per_node ({g})" if host == g else \
+                f"the {host} GPUs one host drives ({acc.name}: {g}-GPU link domains of {host}-GPU hosts)"
+            raise ValueError(f"gpus ({self.gpus}) must be a multiple of {whole} when it spans "
+                             "several nodes")
         return self
+
+    @property
+    def host_size(self) -> int:
+        """GPUs one operating-system host drives: the accelerator's ``gpus_per_host`` where a
+        link domain spans several hosts (GB200/GB300 NVL72: 4 per compute tray), else the node."""
+        g = self.node_size
+        return min(self.accelerator.gpus_per_host or g, g)
+
+    @property
+    def last_node_size(self) -> int:
+        """GPUs in the last link domain: the node size, or fewer where the job does not fill
+        whole domains (256 GPUs of NVL72 racks: 72 + 72 + 72 + 40). Only a domain of several
+        hosts can be partly filled (a job takes whole hosts): see :func:`last_domain_size`."""
+        return int(last_domain_size(self.gpus, self.node_size))
 
     @property
     def host_bytes(self) -> float:
@@ -349,6 +390,15 @@ class Cluster(Spec):
         over = self.inter_node_Gbps / 8.0 if self.inter_node_Gbps else None
         return scaled_busbw_GBps(acc.efficiency.inter_busbw_GBps, acc.inter_node_Gbps / 8.0,
                                  over, NIC_BUSBW_SHARE) * 1e9
+
+
+def last_domain_size(gpus, node_size):
+    """GPUs in the last of the ``ceil(gpus / node_size)`` link domains a job of ``gpus`` GPUs
+    fills in order (broadcasts): ``node_size`` when the count is whole domains, else the
+    remainder. Real GB200 NVL72 jobs take 256-2,496 GPUs, most not a multiple of 72 (issue 39);
+    the job's ranks fill racks one after the other, so only the last is partly filled."""
+    rem = np.mod(gpus, node_size)
+    return np.where((rem == 0) | (np.asarray(gpus) <= node_size), np.minimum(gpus, node_size), rem)
 
 
 def scaled_busbw_GBps(measured: float | None, link_GBps: float, override_GBps: float | None,
