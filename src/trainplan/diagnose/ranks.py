@@ -47,10 +47,13 @@ def expand_inputs(paths: list[Path], tmp: tempfile.TemporaryDirectory | None = N
 
 def _extract(archive: Path, dest: Path) -> list[Path]:
     """Copy the archive's regular ``*.json[.gz]`` members under ``dest`` by base name only."""
+    from trainplan.io.reader import open_stream
     got = []
-    try:
-        with tarfile.open(archive) as tf:
-            for i, m in enumerate(tf.getmembers()):
+    try:       # read as a stream through the bounded reader: the trace limits hold for the
+        # archive, gzip decompressed by the reader, so the members together are bounded too
+        with open_stream("trace", archive, "trace") as raw, \
+                tarfile.open(fileobj=raw, mode="r|") as tf:
+            for i, m in enumerate(tf):
                 base = Path(m.name).name
                 if not m.isfile() or not _TRACE.match(base):
                     continue
