@@ -200,12 +200,13 @@ def parse_lines(lines: Iterable[str], rx: re.Pattern[str] | None = None,
 
 
 def _num(v: Any) -> float | None:
-    """A finite number of a parsed value, else None (a string, a bool, NaN, a list)."""
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
+    """A finite number of a parsed value (recent HF Trainers log numbers as strings, '3.888'),
+    else None (other text, a bool, NaN, a list)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float, str)):
         return None
     try:
         f = float(v)
-    except OverflowError:
+    except (OverflowError, ValueError):
         return None
     return f if math.isfinite(f) else None
 

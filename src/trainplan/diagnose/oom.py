@@ -396,9 +396,11 @@ def read_artifact(path: Path) -> Measured:
         except InputError as e:
             # a log line's prefix ("[rank7]: torch.OutOfMemoryError...", "[2024-05-01 ...]")
             # also starts with '[': such text is a message, not a truncated timeline
-            if not str(e.valid).startswith("valid JSON") or not any(
-                    k in text for k in _MESSAGE_MARKERS):
+            if not str(e.valid).startswith("valid JSON ("):
                 raise
+            if not any(k in text for k in _MESSAGE_MARKERS):
+                raise InputError("memory timeline", str(p),
+                                 "complete JSON " + e.valid[len("valid JSON "):]) from None
     if "memory summary" in text or "Allocated memory" in text:
         return parse_summary(text)
     if "max allocated:" in text and "Tried to allocate" not in text:

@@ -67,6 +67,9 @@ KINDS: dict[str, Limits] = {
     # Per-sample lengths (JSONL, CSV, .npy): read whole; ~20 bytes a sample in JSONL, so 1 GiB
     # is ~50M samples, beyond what a padding histogram needs (a sample of the corpus is enough).
     "lengths": Limits(1 * GiB, 1 * GiB, False),
+    # Images of the loader benchmark (JPEG, PNG, .npy): an 8192 x 8192 RGB image (the largest
+    # side benchmarked, data/loader.py) is 192 MiB even stored raw.
+    "image": Limits(256 * MiB, 256 * MiB, False),
     # OOM artifacts (message, memory_summary() text, snapshot pickle, memory timeline), read
     # whole and parsed into Python objects (~5-10x their bytes). PyTorch's memory-snapshot guide
     # (pytorch.org/docs/stable/torch_cuda_memory.html) records max_entries=100000 events; at
