@@ -23,6 +23,7 @@ from trainplan.io.structured import MAX_DEPTH
 CHUNK = 1 << 22  # 4 MiB of text per read
 _DECODER = json.JSONDecoder()
 _WS = " \t\r\n"
+_NOT_WS = re.compile(r"[^ \t\r\n]")
 
 
 #: Longest single JSON value read (characters). A Kineto trace event is well under 1 kB and
@@ -74,12 +75,11 @@ class _Buffer:
     def skip_ws(self) -> str:
         """The next non-blank character (not consumed); '' at end of file."""
         while True:
-            t, p = self.text, self.pos
-            while p < len(t) and t[p] in _WS:
-                p += 1
-            self.pos = p
-            if p < len(t):
-                return t[p]
+            m = _NOT_WS.search(self.text, self.pos)      # (a C scan: a bomb of blanks is fast)
+            if m is not None:
+                self.pos = m.start()
+                return self.text[self.pos]
+            self.pos = len(self.text)
             if not self.fill():
                 return ""
 

@@ -151,6 +151,17 @@ def check_regular(field: str, path: str | os.PathLike[str], kind: str = "config"
     return st
 
 
+def check_path(field: str, path: str | os.PathLike[str]) -> None:
+    """An InputError saying why ``path`` cannot be used (too long, a loop of links, no
+    permission, absent), or nothing when ``stat`` succeeds; for messages about folders."""
+    try:
+        os.stat(path)
+    except OSError as e:
+        raise _os_error(field, os.fspath(path), e) from None
+    except ValueError:
+        raise InputError(field, os.fspath(path), "a path without NUL characters") from None
+
+
 def _check_mode(field: str, path: str, st: os.stat_result) -> None:
     if stat.S_ISREG(st.st_mode):
         return

@@ -42,6 +42,9 @@ def loader_bench(req: LoaderBenchRequest, on_progress: Any = None) -> dict[str, 
         else:
             from trainplan.io.files import path_kind
             if path_kind(req.folder) != "dir":
+                from trainplan.io.reader import check_path
+                if path_kind(req.folder) is None:
+                    check_path("DIR", req.folder)      # says why: absent, a name too long...
                 raise InputError("DIR", req.folder, "an existing folder of images")
             paths = sorted(Path(req.folder).iterdir())
         bench = bench_images(paths, req.size, req.repeat, on_progress=on_progress)
