@@ -29,7 +29,7 @@ import stat
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 from trainplan.errors import InputError
 
@@ -288,7 +288,7 @@ def _open_fd(field: str, path: str) -> tuple[int, os.stat_result]:
 @contextlib.contextmanager
 def open_stream(field: str, path: str | os.PathLike[str], kind: str = "config", *,
                 text: bool = False, encoding: str = "utf-8", errors: str = "strict",
-                newline: str | None = None) -> Iterator[io.BufferedIOBase | io.TextIOWrapper]:
+                newline: str | None = None) -> Iterator[Any]:
     """The file at ``path`` as a bounded binary stream (or text with ``text``), gzip
     decompressed for the kinds that accept it; every problem is an InputError naming ``field``
     (module docstring). Use as a context manager."""
@@ -302,9 +302,10 @@ def open_stream(field: str, path: str | os.PathLike[str], kind: str = "config", 
             raise _too_big(field, name, lim.size, _size(st.st_size), "")
         if lim.gzip and os.pread(fd, 2, 0) == b"\x1f\x8b":
             raw = _Gunzip(raw, lim.decompressed, field, name)
-        stream: io.BufferedIOBase | io.TextIOWrapper = io.BufferedReader(raw, CHUNK)
+        buffered = io.BufferedReader(raw, CHUNK)
+        stream: Any = buffered
         if text:
-            stream = io.TextIOWrapper(stream, encoding=encoding, errors=errors, newline=newline)
+            stream = io.TextIOWrapper(buffered, encoding=encoding, errors=errors, newline=newline)
             stream._CHUNK_SIZE = CHUNK          # type: ignore[attr-defined]  # (8 KiB by default)
     except BaseException:
         raw.close()
@@ -321,7 +322,8 @@ def open_stream(field: str, path: str | os.PathLike[str], kind: str = "config", 
 def read_bytes(field: str, path: str | os.PathLike[str], kind: str = "config") -> bytes:
     """The whole file (decompressed where its kind accepts gzip), within the kind's limits."""
     with open_stream(field, path, kind) as fh:
-        return fh.read()
+        data: bytes = fh.read()
+    return data
 
 
 def read_text(field: str, path: str | os.PathLike[str], kind: str = "config", *,
