@@ -235,3 +235,11 @@ def test_mathtext_in_a_law_name_reaches_the_figure_literally(tmp_path):
         r = invoke("scale", "--flops", "1e22", "--law-file", law, opt, out)
         assert r.exit_code == 0, r.output
         assert out.stat().st_size > 1000
+
+
+@pytest.mark.parametrize("depth", [300, 3000])
+def test_a_deeply_nested_set_value(shared, depth):
+    summary = shared / "issues" / "memory_summary_pytorch_35901.txt"
+    r = invoke("diagnose", "oom", summary, "--model", "llama-3-8b",
+               "--set", "tp=" + "[" * depth + "]" * depth)
+    assert_exits_2(r, "--set = ", "nested at most 100 deep")
