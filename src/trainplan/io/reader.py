@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from trainplan.errors import InputError
+from trainplan.io.limits import MAX_INPUT_FILE_BYTES, check_name
 
 MiB = 2**20
 GiB = 2**30
@@ -58,8 +59,8 @@ KINDS: dict[str, Limits] = {
     # Job, claims and schedule files, HF config.json, framework and efficiency profiles, law and
     # calibration JSON, runs CSV, catalog extensions: real ones are a few kB (a Llama-3 405B
     # config.json is ~1 kB; a runs CSV holds one ~100-byte line per run). 4 MiB leaves room for
-    # long custom-model and claims tables and ~40,000 runs (the limit io/limits.py had).
-    "config": Limits(4 * MiB, 4 * MiB, False),
+    # long custom-model and claims tables and ~40,000 runs (io/limits.py's MAX_INPUT_FILE_BYTES).
+    "config": Limits(MAX_INPUT_FILE_BYTES, MAX_INPUT_FILE_BYTES, False),
     # Whole-document JSON read into memory that grows with a run's length (Megatron-LM's
     # golden-value files: one number per step and metric, ~30 bytes each; 1M steps of a few
     # metrics is ~100 MB).
@@ -136,7 +137,6 @@ def _os_error(field: str, path: str, e: OSError) -> InputError:
 def check_regular(field: str, path: str | os.PathLike[str], kind: str = "config") -> os.stat_result:
     """``stat`` of ``path`` if it is a regular file within the kind's on-disk limit, else an
     InputError; for readers that take a path themselves (pyarrow, Pillow)."""
-    from trainplan.io.limits import check_name
     name = check_name(field, os.fspath(path))
     try:
         st = os.stat(name)
@@ -292,7 +292,6 @@ def open_stream(field: str, path: str | os.PathLike[str], kind: str = "config", 
     """The file at ``path`` as a bounded binary stream (or text with ``text``), gzip
     decompressed for the kinds that accept it; every problem is an InputError naming ``field``
     (module docstring). Use as a context manager."""
-    from trainplan.io.limits import check_name
     name = check_name(field, os.fspath(path))
     lim = limits(kind)
     fd, st = _open_fd(field, name)
