@@ -289,11 +289,12 @@ def parse_timeline(events: Any, name: str = "timeline") -> Measured:
                              "with a numeric time and byte count")
         if not isinstance(e[3], int) or not 0 <= e[3] < len(live):
             raise InputError("memory timeline", e[3], f"a category index 0-{len(live) - 1}")
-    peak, at_peak = -1.0, list(live)
+    peak, at_peak, total = -1.0, list(live), 0.0
     for t, _action, nbytes, cat in sorted(events, key=lambda e: e[0]):
         live[cat] += float(nbytes)
-        if sum(live) > peak:
-            peak, at_peak = sum(live), list(live)
+        total += float(nbytes)
+        if total > peak:
+            peak, at_peak = total, list(live)
     comp = {c: v / GiB for c, v in zip(_TIMELINE_CATS, at_peak)}
     return Measured(source="profiler memory timeline", allocated_gib=peak / GiB,
                     peak_allocated_gib=peak / GiB, components=comp, oom=False)
