@@ -60,17 +60,9 @@ def _read_builtin(name: str) -> dict[str, Any]:
 
 
 def _read_user(path: str | os.PathLike[str]) -> dict[str, Any]:
+    from trainplan.io.structured import read_json
     p = Path(path).expanduser()
-    try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
-    except (FileNotFoundError, IsADirectoryError):
-        raise InputError(ENV_VAR, str(p), "a path to an existing JSON catalog file") from None
-    except json.JSONDecodeError as e:
-        raise InputError(ENV_VAR, str(p), "a valid JSON file", hint=f"line {e.lineno}: {e.msg}") from None
-    except UnicodeDecodeError:
-        raise InputError(ENV_VAR, str(p), "a UTF-8 JSON file", hint="it looks binary") from None
-    except OSError as e:
-        raise InputError(ENV_VAR, str(p), f"a readable JSON file ({e.strerror})") from None
+    doc = read_json(ENV_VAR, p)             # a regular file within the limits, nesting bounded
     if isinstance(doc, list):  # a bare list of accelerator records
         doc = {"accelerators": doc}
     if not isinstance(doc, dict):

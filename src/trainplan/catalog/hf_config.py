@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -46,20 +46,17 @@ def model_from_hf_config(cfg: dict[str, Any], name: str | None = None, source: s
 def load_hf_config(path: str | Path) -> Model:
     """Read a config.json file from disk (a file or a folder holding config.json)."""
     from trainplan.io.files import path_kind
-    from trainplan.io.limits import check_file_size, check_name
+    from trainplan.io.limits import check_name
+    from trainplan.io.structured import read_json
     p = Path(check_name("model", path))
     if path_kind(p) == "dir":
         p = p / "config.json"
-    check_file_size("model", p)
     try:
-        cfg = json.loads(p.read_text(encoding="utf-8"))
-    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        os.lstat(p)
+    except (FileNotFoundError, NotADirectoryError):
         raise InputError("model", str(path), "a preset name or a path to a config.json") from None
-    except json.JSONDecodeError as e:
-        raise InputError("model", str(path), f"valid JSON ({e.msg} at line {e.lineno})") from None
-    except UnicodeDecodeError:
-        raise InputError("model", str(path), "a UTF-8 config.json", hint="it looks binary") from None
-    except OSError as e:
-        raise InputError("model", str(path), f"a readable config.json ({e.strerror})") from None
+    except OSError:
+        pass                                 # (a name too long...: the reader says which)
+    cfg = read_json("model", p)          # a regular file within the limits, nesting bounded
     return model_from_hf_config(cfg, name=p.parent.name if p.name == "config.json" else p.stem,
                                 source=f"Hugging Face config {p}")

@@ -28,11 +28,13 @@ def _records() -> list[dict[str, Any]]:
     vis = resources.files("trainplan.catalog").joinpath("data/vision_models.json").read_text()
     recs.extend(json.loads(vis)["presets"])
     for extra in filter(None, os.environ.get("TRAINPLAN_MODELS", "").split(os.pathsep)):
-        try:
-            recs.extend(json.loads(Path(extra).read_text())["presets"])
-        except (OSError, json.JSONDecodeError, KeyError) as e:
-            raise InputError("TRAINPLAN_MODELS", extra,
-                             f"a readable JSON file with a 'presets' list ({e})") from None
+        from trainplan.io.structured import read_json
+        doc = read_json("TRAINPLAN_MODELS", extra)
+        presets = doc.get("presets") if isinstance(doc, dict) else None
+        if not isinstance(presets, list) or not all(isinstance(r, dict) for r in presets):
+            raise InputError("TRAINPLAN_MODELS", extra, "a JSON file with a 'presets' list of "
+                             "preset records")
+        recs.extend(presets)
     return recs
 
 

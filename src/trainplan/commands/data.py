@@ -65,7 +65,9 @@ def loader_bench_command(
     req = loader_bench_request(source, folder=o.as_path(folder), size=size, n=n,
                                samples_per_s=samples_per_s, images_per_sample=images_per_sample,
                                repeat=repeat)
-    total = (len(list(folder.iterdir())) if folder is not None and folder.is_dir() else 3 * n) * repeat
+    from trainplan.io.files import path_kind
+    total = (len(list(folder.iterdir())) if folder is not None and path_kind(folder) == "dir"
+             else 3 * n) * repeat
     with progress("decoding images", total=total) as advance:
         out = loader_bench(req, advance)
     if json:

@@ -10,7 +10,9 @@ length are dropped and counted by reason.
 
 from __future__ import annotations
 
+import io
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,22 +45,29 @@ def read_lengths(path: str | Path, column: str | None = None, model=None,
     (not JSON, not an object, a length that is not a number) is an InputError naming its line;
     with ``skip_bad`` it is dropped and counted instead.
     """
+    from trainplan.io.reader import check_regular, read_bytes
     p = Path(path)
-    if not p.is_file():
-        raise InputError("FILE", str(path), "an existing JSONL, CSV, .npy or Parquet file")
+    try:
+        os.stat(p)
+    except (FileNotFoundError, NotADirectoryError):
+        raise InputError("FILE", str(path), "an existing JSONL, CSV, .npy or Parquet file") from None
+    except (OSError, ValueError):
+        pass                                  # (a name too long...: the reader says which)
     suf = p.suffix.lower()
+    if suf == ".parquet":                     # pyarrow reads the path itself: checked first
+        check_regular("FILE", p, "lengths")
+        return _read_parquet(p, column, model)
+    raw = read_bytes("FILE", p, "lengths")    # a regular file within the lengths limit
     if suf == ".npy":
         try:
-            arr = np.load(p, allow_pickle=False)
+            arr = np.load(io.BytesIO(raw), allow_pickle=False)
         except Exception as e:  # numpy raises several types for a bad file
             raise InputError("FILE", str(path), f"a readable .npy array ({e})") from None
         return _finish(np.asarray(arr).ravel(), str(p), {})
-    if suf == ".parquet":
-        return _read_parquet(p, column, model)
     try:
         if suf in (".jsonl", ".json", ".ndjson"):
-            return _read_jsonl(p, column, model, skip_bad)
-        return _read_csv(p, column, model)
+            return _read_jsonl(p, column, model, skip_bad, raw)
+        return _read_csv(p, column, model, raw.decode("utf-8"))
     except UnicodeDecodeError:
         raise InputError("FILE", str(path), "a UTF-8 text file (JSONL or CSV), a .npy array or a "
                          "Parquet file", hint="it looks binary") from None
@@ -116,23 +125,22 @@ def _annotation_tokens(text, widths, heights, model, source, skipped):
     return tok
 
 
-def _read_csv(p: Path, column, model) -> LengthData:
-    with open(p, "r", newline="") as fh:
-        header = fh.readline().strip()
+def _read_csv(p: Path, column, model, text: str) -> LengthData:
+    header = text[:text.find("\n") if "\n" in text else len(text)].strip()
     if not header:
         raise InputError("FILE", str(p), "a CSV file with a header row")
     cols = [c.strip().strip('"') for c in header.split(",")]
     if len(cols) == 1 and _is_number(cols[0]):          # plain text: one length per line
-        return _finish(_loadtxt(p, None, 0), str(p), {})
+        return _finish(_loadtxt(p, text, None, 0), str(p), {})
     name = _pick(cols, column, str(p))
     if name is not None:
-        return _finish(_loadtxt(p, cols.index(name), 1), str(p), {})
+        return _finish(_loadtxt(p, text, cols.index(name), 1), str(p), {})
     text_col = next((c for c in ANNOTATION_TEXT if c in cols), None)
     if text_col and "width" in cols and "height" in cols:
         skipped: dict[str, int] = {}
-        t = _loadtxt(p, cols.index(text_col), 1)
-        w = _loadtxt(p, cols.index("width"), 1)
-        h = _loadtxt(p, cols.index("height"), 1)
+        t = _loadtxt(p, text, cols.index(text_col), 1)
+        w = _loadtxt(p, text, cols.index("width"), 1)
+        h = _loadtxt(p, text, cols.index("height"), 1)
         return _finish(_annotation_tokens(t, w, h, model, str(p), skipped), str(p), skipped,
                        sum(skipped.values()))
     raise InputError("column", column or "length", "a length column (" + ", ".join(LENGTH_COLUMNS)
@@ -148,17 +156,18 @@ def _is_number(s: str) -> bool:
         return False
 
 
-def _loadtxt(p: Path, col: int | None, skip: int) -> np.ndarray:
+def _loadtxt(p: Path, text: str, col: int | None, skip: int) -> np.ndarray:
     import warnings
     try:
         with warnings.catch_warnings():          # "input contained no data": _finish says so
             warnings.simplefilter("ignore", UserWarning)
-            return np.atleast_1d(np.loadtxt(p, delimiter="," if col is not None else None,
+            return np.atleast_1d(np.loadtxt(io.StringIO(text), delimiter="," if col is not None else None,
                                             usecols=col, skiprows=skip, dtype=np.float64,
                                             ndmin=1))
     except ValueError as e:
         msg = str(e).splitlines()[0]
-        raise InputError("FILE", str(p), "numbers in the length column", hint=msg) from None
+        raise InputError("FILE", str(p), "numbers in the length column",
+                         hint=msg[:200] + ("..." if len(msg) > 200 else "")) from None
 
 
 def _simple_line_re(name: str) -> re.Pattern[bytes]:
@@ -209,8 +218,11 @@ class _Rows:
         return dict(skipped, **{"corrupt rows (--skip-bad)": self.bad}) if self.bad else skipped
 
 
-def _read_jsonl(p: Path, column, model, skip_bad: bool = False) -> LengthData:
-    raw = p.read_bytes()
+def _read_jsonl(p: Path, column, model, skip_bad: bool = False,
+                raw: bytes | None = None) -> LengthData:
+    if raw is None:
+        from trainplan.io.reader import read_bytes
+        raw = read_bytes("FILE", p, "lengths")
     raw.decode("utf-8")                  # a binary file: UnicodeDecodeError, reported by the caller
     numbered = [(i, ln) for i, ln in enumerate(raw.splitlines(), 1) if ln.strip()]
     if not numbered:

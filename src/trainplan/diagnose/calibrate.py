@@ -19,6 +19,7 @@ applying it elsewhere prints a warning.
 from __future__ import annotations
 
 import csv
+import io
 import json
 import statistics
 from dataclasses import dataclass
@@ -278,14 +279,16 @@ def apply(cal: dict[str, Any], est: Any, framework: str | None = None) -> tuple[
 def read_runs_csv(path: Path) -> list[dict[str, str]]:
     """Rows of a CSV: model, gpu, gpus, seq_len, global_batch, step_s, then any strategy or job
     field (micro_batch, zero, tp, pp, recompute, implementation, precision, ...)."""
+    from trainplan.io.reader import read_text
     p = Path(path)
-    if not p.is_file():
-        raise InputError("runs", str(p), "an existing CSV file")
-    try:             # utf-8-sig: a CSV saved by Excel starts with a byte-order mark
-        with open(p, newline="", encoding="utf-8-sig") as fh:
-            rows = list(csv.DictReader(fh))
-    except (UnicodeDecodeError, csv.Error) as e:
-        raise InputError("runs", str(p), f"a UTF-8 CSV text file ({e})") from None
+    # utf-8-sig: a CSV saved by Excel starts with a byte-order mark
+    text = read_text("runs", p, encoding="utf-8-sig")
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    try:
+        rows = list(reader)
+    except csv.Error as e:   # a cell over csv's field_size_limit (131,072 characters), a NUL
+        raise InputError(f"runs line {reader.line_num}", str(p), "a CSV whose cells are at "
+                         f"most {csv.field_size_limit():,} characters ({e})") from None
     for i, row in enumerate(rows, start=2):      # csv.DictReader files surplus cells under None
         extra = row.get(None)                    # type: ignore[call-overload]
         if extra:
@@ -305,11 +308,12 @@ def read_calibration(path: Path) -> dict[str, Any]:
     """A calibration record (``trainplan calibrate --out``) with its factors checked: each of
     a_model, b_recompute, c_rest present and within the bounds the fit itself keeps to
     (:data:`trainplan.costmodel.calibration.FACTOR_BOUNDS`)."""
+    from trainplan.io.structured import read_json
+    cal = read_json("calibration", path)
     try:
-        cal = json.loads(Path(path).read_text(encoding="utf-8"))
         factors = cal["factors"]
         missing = [k for k in NAMES if k not in factors]
-    except (OSError, ValueError, KeyError, TypeError) as e:
+    except (KeyError, TypeError) as e:
         raise InputError("calibration", str(path),
                          f"a JSON written by trainplan calibrate ({e})") from None
     if missing:

@@ -47,10 +47,14 @@ def job_config(job_file: Optional[Path], model: Optional[str], gpu: Optional[str
 
 def set_value(text: str):
     """A --set value as JSON (numbers, true/false) where it parses, else the string."""
+    from trainplan.io.structured import check_nesting, parse_json
     try:
-        return json.loads(text.lower() if text.lower() in ("true", "false") else text)
+        value = json.loads(text.lower() if text.lower() in ("true", "false") else text)
     except json.JSONDecodeError:
         return text
+    except RecursionError:
+        return parse_json("--set", text[:60], text)       # the InputError of the depth limit
+    return check_nesting("--set", text[:60], value)
 
 
 def plan_of(job_file, model, gpu, gpus, seq_len, global_batch, sets) -> Any:

@@ -10,7 +10,7 @@ JSON Object Format with ``traceEvents``; a bare JSON array of events is accepted
 
 from __future__ import annotations
 
-import gzip
+import contextlib
 import io
 import json
 import re
@@ -18,28 +18,36 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from trainplan.errors import InputError
+from trainplan.io.structured import MAX_DEPTH
 
 CHUNK = 1 << 22  # 4 MiB of text per read
 _DECODER = json.JSONDecoder()
 _WS = " \t\r\n"
+_NOT_WS = re.compile(r"[^ \t\r\n]")
 
 
-def open_text(path: Path) -> io.TextIOBase:
-    """The file as text; ``.gz`` is decompressed on the fly."""
-    path = Path(path)
-    if not path.is_file():
-        raise InputError("trace", str(path), "an existing .json or .json.gz Kineto trace file")
-    raw = open(path, "rb")
-    head = raw.read(2)
-    raw.seek(0)
-    stream = gzip.GzipFile(fileobj=raw) if head == b"\x1f\x8b" else raw
+#: Longest single JSON value read (characters). A Kineto trace event is well under 1 kB and
+#: its largest top-level values (``deviceProperties``, ``distributedInfo``) a few kB; a value
+#: that does not end within 16 MiB is refused, which bounds the buffer and the work of
+#: re-decoding it as it grows (a 3 GiB string would otherwise be re-parsed at every chunk).
+MAX_VALUE_CHARS = 16 << 20
+
+
+@contextlib.contextmanager
+def open_text(path: Path) -> Iterator[io.TextIOBase]:
+    """The file as text (``.gz`` decompressed on the fly), read through the bounded reader
+    (:func:`trainplan.io.reader.open_stream`: regular files only, the ``trace`` limits)."""
+    from trainplan.io.reader import open_stream
     # utf-8-sig: a trace re-saved by an editor on Windows starts with a byte-order mark
-    return io.TextIOWrapper(stream, encoding="utf-8-sig", errors="replace")
+    with open_stream("trace", path, "trace", text=True, encoding="utf-8-sig",
+                     errors="replace") as fh:
+        yield fh  # type: ignore[misc]
 
 
 class _Buffer:
     def __init__(self, fh: io.TextIOBase, name: str):
         self.fh, self.name, self.text, self.pos, self.eof = fh, name, "", 0, False
+        self.base = 0                     # characters dropped before text[0]
         self.skip: Callable[[str], bool] | None = None
 
     def fill(self) -> bool:
@@ -52,19 +60,26 @@ class _Buffer:
         if not more:
             self.eof = True
             return False
+        if len(self.text) - self.pos > MAX_VALUE_CHARS:
+            self.bad(f"a JSON value longer than {MAX_VALUE_CHARS >> 20} MiB of text; a trace "
+                     "event is a few hundred bytes")
+        self.base += self.pos
         self.text = self.text[self.pos:] + more
         self.pos = 0
         return True
 
+    def at(self) -> int:
+        """The position in the whole text (characters)."""
+        return self.base + self.pos
+
     def skip_ws(self) -> str:
         """The next non-blank character (not consumed); '' at end of file."""
         while True:
-            t, p = self.text, self.pos
-            while p < len(t) and t[p] in _WS:
-                p += 1
-            self.pos = p
-            if p < len(t):
-                return t[p]
+            m = _NOT_WS.search(self.text, self.pos)      # (a C scan: a bomb of blanks is fast)
+            if m is not None:
+                self.pos = m.start()
+                return self.text[self.pos]
+            self.pos = len(self.text)
             if not self.fill():
                 return ""
 
@@ -84,6 +99,8 @@ class _Buffer:
                 if self.fill():
                     continue
                 self.bad("a JSON value is cut short")
+            except RecursionError:
+                self.bad(f"lists and objects nested at most {MAX_DEPTH} deep")
             if end == len(self.text) and not self.eof and not isinstance(obj, (dict, list, str)):
                 if self.fill():  # a number may continue in the next chunk
                     continue
@@ -101,36 +118,38 @@ def stream_trace(path: Path, on_meta: Callable[[str, Any], None] | None = None,
     ``skip(raw_text)`` may decline an event before it is decoded (then None is yielded in its
     place, so counts stay exact); it sees the event's raw JSON text on the fast path only.
     """
-    fh = open_text(path)
-    buf = _Buffer(fh, str(path))
-    buf.skip = skip
-    try:
-        first = buf.expect("{[")
-        if first == "[":
+    with open_text(path) as fh:
+        buf = _Buffer(fh, str(path))
+        buf.skip = skip
+        yield from _document(buf, on_meta)
+
+
+def _document(buf: _Buffer, on_meta: Callable[[str, Any], None] | None) -> Iterator[Any]:
+    """The events of the whole document (see :func:`stream_trace`)."""
+    first = buf.expect("{[")
+    if first == "[":
+        yield from _array_items(buf)
+        return
+    if buf.skip_ws() == "}":
+        buf.bad("no traceEvents")
+    seen = False
+    while True:
+        key = buf.value()
+        if not isinstance(key, str):
+            buf.bad("an object key is not a string")
+        buf.expect(":")
+        if key == "traceEvents":
+            seen = True
+            buf.expect("[")
             yield from _array_items(buf)
-            return
-        if buf.skip_ws() == "}":
-            buf.bad("no traceEvents")
-        seen = False
-        while True:
-            key = buf.value()
-            if not isinstance(key, str):
-                buf.bad("an object key is not a string")
-            buf.expect(":")
-            if key == "traceEvents":
-                seen = True
-                buf.expect("[")
-                yield from _array_items(buf)
-            else:
-                val = buf.value()
-                if on_meta is not None:
-                    on_meta(key, val)
-            if buf.expect(",}") == "}":
-                break
-        if not seen:
-            buf.bad("no traceEvents array")
-    finally:
-        fh.close()
+        else:
+            val = buf.value()
+            if on_meta is not None:
+                on_meta(key, val)
+        if buf.expect(",}") == "}":
+            break
+    if not seen:
+        buf.bad("no traceEvents array")
 
 
 def _last_boundary(t: str, p: int) -> int:
@@ -174,22 +193,23 @@ def _array_items(buf: _Buffer) -> Iterator[Any]:
     if buf.skip_ws() == "]":
         buf.pos += 1
         return
-    slow = 0
-    while True:
+    slow_until = 0       # after a failed batch: one by one up to its end (so that each
+    while True:          # character is decoded at most twice, whatever the text holds)
         buf.skip_ws()
         t, p = buf.text, buf.pos
-        cut = _last_boundary(t, p) if slow <= 0 and t[p] == "{" else -1
+        cut = _last_boundary(t, p) if buf.at() >= slow_until and t[p] == "{" else -1
         if cut > p:
             try:
                 batch = _decode(t[p:cut + 1], buf.skip)
             except json.JSONDecodeError:
-                batch, slow = None, 1000
+                batch, slow_until = None, buf.base + cut + 1
+            except RecursionError:
+                buf.bad(f"lists and objects nested at most {MAX_DEPTH} deep")
             if batch is not None:
                 buf.pos = cut + 1
                 yield from batch
                 buf.expect(",")
                 continue
-        slow -= 1
         yield buf.value()
         if buf.expect(",]") == "]":
             return

@@ -19,12 +19,12 @@ Line formats (each framework's own logging code):
 from __future__ import annotations
 
 import ast
-import json
+import math
 import re
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable, Iterator
 
 from trainplan.diagnose.text import strip_terminal
 from trainplan.errors import InputError
@@ -32,8 +32,23 @@ from trainplan.errors import InputError
 NUM = r"([-+]?[\d,]*\.?\d+(?:[eE][-+]?\d+)?)"
 
 
-def _f(x: str) -> float:
-    return float(x.replace(",", ""))
+def _f(x: str, field: str = "log number") -> float:
+    """A number of a log line ("1,234.5"): a finite float, else InputError naming it (a user
+    regex's group may capture any text)."""
+    try:
+        v = float(x.replace(",", ""))
+    except ValueError:
+        v = math.nan
+    if not math.isfinite(v):
+        raise InputError(field, x[:80], "a finite number (digits, an optional point, commas "
+                         "between thousands)")
+    return v
+
+
+#: Longest log line read (characters): a Megatron-LM or torchtitan step line is under 1,000
+#: characters and HF Trainer's dict lines a few hundred; progress-bar redraws ("\r") are split
+#: into lines. Longer lines are skipped (counted), which also bounds every regex's work per line.
+MAX_LINE = 1 << 16
 
 
 @dataclass
@@ -68,7 +83,9 @@ _NEMO_F = {"loss": rf"reduced_train_loss\s*=\s*{NUM}", "step": rf"global_step\s*
 _DS_STEP = re.compile(r"\bstep=(\d+), skipped=(\d+)")
 _DS_OVF = re.compile(rf"Attempted loss scale:\s*{NUM},\s*reducing to\s*{NUM}")
 _DS_AVG = re.compile(rf"Avg Iteration Time:\s*{NUM}\s*s")
-_HF = re.compile(r"\{['\"](?:loss|train_runtime)['\"].*?\}")
+# (no braces inside: HF Trainer's dicts are flat, and the scan stops at the next "{", so many
+# "{'loss'" without a closing brace cost linear, not quadratic, time)
+_HF = re.compile(r"\{['\"](?:loss|train_runtime)['\"][^{}]*\}")
 
 
 def _fields(line: str, pats: dict[str, str]) -> dict[str, float]:
@@ -80,29 +97,52 @@ def _fields(line: str, pats: dict[str, str]) -> dict[str, float]:
     return out
 
 
+def _user_regex(user_regex: str | None) -> re.Pattern[str] | None:
+    """The compiled ``--regex`` (with a named group step_s or step_ms), else None."""
+    if not user_regex:
+        return None
+    try:
+        rx = re.compile(user_regex)
+    except (re.error, RecursionError, OverflowError) as e:
+        raise InputError("regex", user_regex, f"a valid regular expression ({e})") from None
+    if not {"step_s", "step_ms"} & set(rx.groupindex):
+        raise InputError("regex", user_regex, "a pattern with a named group step_s or step_ms")
+    return rx
+
+
 def parse_text(text: str, user_regex: str | None = None, source: str | None = None) -> LogReport:
     """All step lines found in the text; InputError when there are none."""
-    if user_regex:
-        try:
-            rx = re.compile(user_regex)
-        except re.error as e:
-            raise InputError("regex", user_regex, f"a valid regular expression ({e})") from None
-        if not {"step_s", "step_ms"} & set(rx.groupindex):
-            raise InputError("regex", user_regex, "a pattern with a named group step_s or step_ms")
+    rx = _user_regex(user_regex)
+    return parse_lines(text.splitlines(), rx, source or text[:80].strip())
+
+
+def _user_step(g: dict[str, str | None]) -> Step | None:
+    """The step of a user regex's match; None when neither step_s nor step_ms took part."""
+    if g.get("step_s"):
+        t = _f(str(g["step_s"]), "regex group step_s")
+    elif g.get("step_ms"):
+        t = _f(str(g["step_ms"]), "regex group step_ms") / 1000
     else:
-        rx = None
-    text = strip_terminal(text)  # torchtitan colours the fields of its metrics line
+        return None
+    step = _f(str(g["step"]), "regex group step") if g.get("step") else None
+    if step is not None and not (step.is_integer() and 0 <= step <= 2**53):
+        raise InputError("regex group step", g["step"], "a step number (a whole number >= 0)")
+    return Step(step=int(step) if step is not None else None, step_s=t,
+                loss=_f(str(g["loss"]), "regex group loss") if g.get("loss") else None)
+
+
+def parse_lines(lines: Iterable[str], rx: re.Pattern[str] | None = None,
+                source: str = "log") -> LogReport:
+    """All step lines among ``lines`` (see :func:`parse_text`)."""
     rep = LogReport(framework="unknown")
     seen_titan: set[int] = set()
     hf_logged = 0
-    for line in text.splitlines():
+    for line in lines:
+        line = strip_terminal(line)  # torchtitan colours the fields of its metrics line
         if rx is not None:
             m = rx.search(line)
-            if m:
-                g = m.groupdict()
-                t = _f(g["step_s"]) if g.get("step_s") else _f(g["step_ms"]) / 1000
-                rep.steps.append(Step(step=int(_f(g["step"])) if g.get("step") else None, step_s=t,
-                                      loss=_f(g["loss"]) if g.get("loss") else None))
+            if m and (st := _user_step(m.groupdict())) is not None:
+                rep.steps.append(st)
                 rep.framework = "user regex"
             continue
         if (m := _MEG.search(line)) and "elapsed time per iteration" in line:
@@ -140,48 +180,94 @@ def parse_text(text: str, user_regex: str | None = None, source: str | None = No
         elif (m := _HF.search(line)):
             try:
                 d = ast.literal_eval(m.group(0))
-            except (ValueError, SyntaxError):
+            except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+                continue
+            if not isinstance(d, dict):
                 continue
             rep.framework = "HF Trainer"
             if "train_runtime" in d:
-                rep.train_runtime_s = float(d["train_runtime"])
-                sps = d.get("train_steps_per_second")
+                rep.train_runtime_s = _num(d["train_runtime"])
+                sps = _num(d.get("train_steps_per_second"))
                 if sps:
-                    rep.steps.append(Step(step_s=1.0 / float(sps)))
+                    rep.steps.append(Step(step_s=1.0 / sps))
             elif "loss" in d:
                 hf_logged += 1
-                rep.steps.append(Step(step=hf_logged, loss=float(d["loss"])))
+                rep.steps.append(Step(step=hf_logged, loss=_num(d["loss"])))
     if not any(s.step_s or s.tokens_per_s or s.loss is not None for s in rep.steps):
-        raise InputError("log", source or text[:80].strip(), "a training log with step lines of Megatron-LM, "
+        raise InputError("log", source, "a training log with step lines of Megatron-LM, "
                          "NeMo, torchtitan, DeepSpeed or HF Trainer (or give --regex)")
     return rep
 
 
-def parse_golden(data: dict[str, Any]) -> LogReport:
-    """Megatron-LM CI golden values: ``{"lm loss": {"values": {step: v}}, "iteration-time": ...}``."""
+def _num(v: Any) -> float | None:
+    """A finite number of a parsed value (recent HF Trainers log numbers as strings, '3.888'),
+    else None (other text, a bool, NaN, a list)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float, str)):
+        return None
+    try:
+        f = float(v)
+    except (OverflowError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+def parse_golden(data: Any, source: str = "golden values") -> LogReport:
+    """Megatron-LM CI golden values: ``{"lm loss": {"values": {step: v}}, "iteration-time": ...}``;
+    any other shape is an InputError naming the part that differs."""
     rep = LogReport(framework="Megatron-LM golden values")
-    loss = (data.get("lm loss") or {}).get("values", {})
-    it = (data.get("iteration-time") or {}).get("values", {})
-    for k in sorted(set(loss) | set(it), key=lambda x: int(x)):
-        t, lv = it.get(k), loss.get(k)
-        rep.steps.append(Step(step=int(k), step_s=float(t) if isinstance(t, (int, float)) else None,
-                              loss=float(lv) if isinstance(lv, (int, float)) else None))
+    if not isinstance(data, dict):
+        raise InputError("log", source, "a JSON object of metrics ('lm loss', 'iteration-time')")
+    tables = []
+    for metric in ("lm loss", "iteration-time"):
+        m = data.get(metric)
+        vals = m.get("values", {}) if isinstance(m, dict) else {} if m is None else None
+        if not isinstance(vals, dict):
+            raise InputError(f"golden values '{metric}'", type(m if vals is None else vals).__name__,
+                             '{"values": {"<step>": <number>, ...}}', hint=source)
+        tables.append(vals)
+    loss, it = tables
+    steps = {}
+    for k in set(loss) | set(it):
+        try:
+            steps[k] = int(k)
+        except (TypeError, ValueError):
+            raise InputError("golden values step", k, "a step number (a whole number)",
+                             hint=source) from None
+    for k in sorted(steps, key=steps.__getitem__):
+        rep.steps.append(Step(step=steps[k], step_s=_num(it.get(k)), loss=_num(loss.get(k))))
     if not rep.steps:
-        raise InputError("log", "golden values", "a JSON with 'lm loss' or 'iteration-time' values")
+        raise InputError("log", source, "a JSON with 'lm loss' or 'iteration-time' values")
     return rep
 
 
+def _lines(fh: Any, skipped: list[int]) -> Iterator[str]:
+    """The lines of a text stream, each at most :data:`MAX_LINE` characters; longer ones are
+    skipped and counted in ``skipped[0]``."""
+    while line := fh.readline(MAX_LINE):
+        if len(line) == MAX_LINE and not line.endswith("\n"):
+            skipped[0] += 1
+            while (rest := fh.readline(MAX_LINE)) and not rest.endswith("\n"):
+                pass
+            continue
+        yield line.rstrip("\n")
+
+
 def read_log(path: Path, user_regex: str | None = None) -> LogReport:
+    """A training log, streamed line by line (up to the ``log`` limits of
+    :mod:`trainplan.io.reader`, gzip accepted), or a golden-values JSON (read whole, up to the
+    ``table`` limits)."""
+    from trainplan.io.reader import open_stream, read_text
+    from trainplan.io.structured import parse_json
     p = Path(path)
-    if not p.is_file():
-        raise InputError("log", str(p), "an existing log file")
-    text = p.read_text(encoding="utf-8", errors="replace")
-    if p.suffix == ".json" and text.lstrip().startswith("{"):
-        try:
-            return parse_golden(json.loads(text))
-        except json.JSONDecodeError as e:
-            raise InputError("log", str(p), f"complete JSON ({e})") from None
-    return parse_text(text, user_regex, source=str(p))
+    rx = _user_regex(user_regex)
+    if p.suffix == ".json":
+        with open_stream("log", p, "log", text=True, errors="replace") as fh:
+            golden = fh.read(1 << 12).lstrip().startswith("{")
+        if golden:
+            text = read_text("log", p, "table", errors="replace")
+            return parse_golden(parse_json("log", str(p), text), str(p))
+    with open_stream("log", p, "log", text=True, errors="replace") as fh:
+        return parse_lines(_lines(fh, [0]), rx, str(p))
 
 
 def summarize(rep: LogReport, warmup: int = 2) -> dict[str, Any]:

@@ -18,15 +18,14 @@ Four inputs, each a public PyTorch format:
 
 from __future__ import annotations
 
-import gzip
-import io
-import json
-import pickle
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trainplan.diagnose.snapshot import (SafeUnpickler, _block_frames, _bytes, _list,  # noqa: F401
+                                         _oom_entry, safe_load)
 from trainplan.diagnose.text import plain
 from trainplan.errors import InputError
 
@@ -38,7 +37,21 @@ _SIZE = r"([\d.]+)\s*([KMGT]i?B|B|bytes)"
 
 def _gib(num: str, unit: str) -> float:
     """A PyTorch size string as GiB (PyTorch's ``_format_size`` uses powers of 1024 throughout)."""
-    return float(num) * _UNITS.get(unit.lower().replace("bytes", "b"), 1) / GiB
+    return _number(num, unit) * _UNITS.get(unit.lower().replace("bytes", "b"), 1) / GiB
+
+
+def _number(num: str, unit: str = "") -> float:
+    """A size's number (``[\\d.]+`` also matches "7..9" or "1.2.3"): a finite float, else an
+    InputError naming it."""
+    try:
+        v = float(num)
+    except ValueError:
+        v = math.nan
+    if not math.isfinite(v):
+        raise InputError("oom size", f"{num} {unit}".strip()[:80],
+                         "a size as PyTorch prints it (a number such as 7.90, then B, KiB, MiB, "
+                         "GiB or TiB)")
+    return v
 
 
 @dataclass
@@ -186,7 +199,7 @@ def parse_log_memory(text: str) -> Measured:
     "memory (MB) | allocated: A | max allocated: M | reserved: R | max reserved: X" (MB = MiB:
     torch bytes / 2**20). The largest rank's line is used."""
     text = plain(text)
-    rows = [tuple(float(x) / 1024 for x in m.groups()) for m in _MEG_MEM.finditer(text)]
+    rows = [tuple(_number(x, "MB") / 1024 for x in m.groups()) for m in _MEG_MEM.finditer(text)]
     if not rows:
         raise InputError("memory log", text[:80].strip(), "a Megatron-LM 'memory (MB) | allocated:"
                          " ... | max reserved: ...' line")
@@ -197,26 +210,6 @@ def parse_log_memory(text: str) -> Measured:
     return out
 
 
-class SafeUnpickler(pickle.Unpickler):
-    """Unpickle plain data only: every global (class or function) is refused."""
-
-    def find_class(self, module: str, name: str):
-        raise pickle.UnpicklingError(f"refused to load {module}.{name}: a memory snapshot holds "
-                                     "plain dicts, lists, strings and numbers only")
-
-    def persistent_load(self, pid):
-        raise pickle.UnpicklingError("refused a persistent id")
-
-
-def safe_load(data: bytes, name: str) -> Any:
-    """Plain data from a pickle, or InputError (never runs code from the file)."""
-    try:
-        return SafeUnpickler(io.BytesIO(data)).load()
-    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, IndexError,
-            AttributeError, KeyError, MemoryError) as e:
-        raise InputError("snapshot", name, f"a memory snapshot pickle of plain data ({e})") from None
-
-
 # frame patterns -> phase (torch/autograd, torch/optim are PyTorch's own source paths)
 _PHASES = (("optimizer step", re.compile(r"torch/optim/|optimizer|\bstep\b|adam", re.I)),
            ("backward", re.compile(r"backward|torch/autograd/", re.I)),
@@ -225,48 +218,15 @@ _PHASES = (("optimizer step", re.compile(r"torch/optim/|optimizer|\bstep\b|adam"
 
 def _phase(frames: Any, innermost_first: bool = True) -> str | None:
     """The phase of the innermost frame that names one (a snapshot lists frames innermost
-    first; a Python traceback lists them innermost last)."""
-    fr = [f for f in frames or [] if isinstance(f, dict)]
+    first; a Python traceback lists them innermost last); frames that are no list of dicts
+    name none."""
+    fr = [f for f in frames if isinstance(f, dict)] if isinstance(frames, list) else []
     for f in fr if innermost_first else reversed(fr):
         text = f"{f.get('filename', '')}:{f.get('name', '')}"
         for phase, pat in _PHASES:
             if pat.search(text):
                 return phase
     return None
-
-
-def _block_frames(b: dict) -> Any:
-    """A block's stack frames: ``frames`` since PyTorch 2.1, ``history[0].frames`` in 2.0's
-    format (as ``torch/cuda/_memory_viz.py::_block_extra_legacy`` reads it)."""
-    if "frames" in b:
-        return b["frames"]
-    hist = b.get("history")
-    if isinstance(hist, list) and hist and isinstance(hist[0], dict):
-        return hist[0].get("frames")
-    return None
-
-
-def _bytes(d: dict, key: str, name: str) -> float:
-    """A byte count of a snapshot record, or InputError naming the key (never a traceback)."""
-    v = d.get(key, 0)
-    if v is None:
-        return 0.0
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        raise InputError(f"snapshot '{key}'", v, f"a byte count in {name}")
-    return float(v)
-
-
-def _oom_entry(snap: dict) -> tuple[int, dict] | None:
-    """(device, entry) of the last ``oom`` trace entry; ``device_traces`` holds one list per
-    device, indexed by device."""
-    found = None
-    for dev, trace in enumerate(snap.get("device_traces", []) or []):
-        for ev in reversed(trace or []):
-            if isinstance(ev, dict) and ev.get("action") == "oom":
-                if found is None or ev.get("time_us", 0) > found[1].get("time_us", 0):
-                    found = (dev, ev)
-                break
-    return found
 
 
 def parse_snapshot(snap: Any, name: str = "snapshot") -> Measured:
@@ -283,7 +243,7 @@ def parse_snapshot(snap: Any, name: str = "snapshot") -> Measured:
         if isinstance(sg, dict):
             d = sg.get("device", 0)
             by_dev.setdefault(d if isinstance(d, int) else 0, []).append(sg)
-    oom = _oom_entry(snap)
+    oom = _oom_entry(snap, name)
     reserved_of = {d: sum(_bytes(sg, "total_size", name) for sg in v) for d, v in by_dev.items()}
     dev = oom[0] if oom else max(reserved_of, key=reserved_of.__getitem__, default=0)
     segs = by_dev.get(dev, [])
@@ -295,7 +255,7 @@ def parse_snapshot(snap: Any, name: str = "snapshot") -> Measured:
                          "is read (" + ("where the OOM was)" if oom else "the most reserved)"))
     by_phase: dict[str, float] = {}
     for sg in segs:
-        for b in sg.get("blocks", []) or []:
+        for b in _list(sg, "blocks", name):
             if isinstance(b, dict) and str(b.get("state", "")).startswith("active"):
                 ph = _phase(_block_frames(b)) or "unknown"
                 by_phase[ph] = by_phase.get(ph, 0.0) + _bytes(b, "size", name) / GiB
@@ -329,11 +289,12 @@ def parse_timeline(events: Any, name: str = "timeline") -> Measured:
                              "with a numeric time and byte count")
         if not isinstance(e[3], int) or not 0 <= e[3] < len(live):
             raise InputError("memory timeline", e[3], f"a category index 0-{len(live) - 1}")
-    peak, at_peak = -1.0, list(live)
+    peak, at_peak, total = -1.0, list(live), 0.0
     for t, _action, nbytes, cat in sorted(events, key=lambda e: e[0]):
         live[cat] += float(nbytes)
-        if sum(live) > peak:
-            peak, at_peak = sum(live), list(live)
+        total += float(nbytes)
+        if total > peak:
+            peak, at_peak = total, list(live)
     comp = {c: v / GiB for c, v in zip(_TIMELINE_CATS, at_peak)}
     return Measured(source="profiler memory timeline", allocated_gib=peak / GiB,
                     peak_allocated_gib=peak / GiB, components=comp, oom=False)
@@ -346,34 +307,37 @@ _MESSAGE_MARKERS = ("out of memory", "OutOfMemoryError", "Tried to allocate", "m
 
 def read_artifact(path: Path) -> Measured:
     """Any of the four inputs from a file (gzip accepted), chosen by content."""
+    from trainplan.io.reader import read_bytes
+    from trainplan.io.structured import NODE_ALLOWANCE, check_nesting, parse_json
     p = Path(path)
-    if not p.is_file():
-        raise InputError("oom input", str(p), "an existing file (message, summary, pickle, json)")
-    data = p.read_bytes()
-    if data[:2] == b"\x1f\x8b":
-        try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError) as e:
-            raise InputError("oom input", str(p), f"a complete gzip file ({e})") from None
+    data = read_bytes("oom input", p, "oom")     # regular file, size and gunzip limits
     if data[:1] == b"\x80":  # pickle protocol 2+
-        return parse_snapshot(safe_load(data, str(p)), str(p))
+        # a pickle's memo can share one list many times: bound the values any walk would visit
+        snap = check_nesting("snapshot", str(p), safe_load(data, str(p)),
+                             max_nodes=NODE_ALLOWANCE + len(data))
+        return parse_snapshot(snap, str(p))
     text = data.decode("utf-8", errors="replace")
     del data                         # a whole log can be hundreds of MB: keep one copy
     if text.lstrip().startswith("["):
         try:
-            return parse_timeline(json.loads(text), str(p))
-        except json.JSONDecodeError as e:
+            return parse_timeline(parse_json("memory timeline", str(p), text), str(p))
+        except InputError as e:
             # a log line's prefix ("[rank7]: torch.OutOfMemoryError...", "[2024-05-01 ...]")
             # also starts with '[': such text is a message, not a truncated timeline
+            if not str(e.valid).startswith("valid JSON ("):
+                raise
             if not any(k in text for k in _MESSAGE_MARKERS):
-                raise InputError("memory timeline", str(p), f"complete JSON ({e})") from None
+                raise InputError("memory timeline", str(p),
+                                 "complete JSON " + e.valid[len("valid JSON "):]) from None
     if "memory summary" in text or "Allocated memory" in text:
         return parse_summary(text)
     if "max allocated:" in text and "Tried to allocate" not in text:
         return parse_log_memory(text)
     try:
         return parse_message(text)
-    except InputError:       # name the file, not its bytes
+    except InputError as e:  # name the file, not its bytes (a malformed size names itself)
+        if e.field == "oom size":
+            raise
         raise InputError("oom input", str(p), "a CUDA out-of-memory message ('Tried to allocate "
                          "...'), a memory summary (torch.cuda.memory_summary()), a memory "
                          "snapshot pickle or a .raw.json.gz memory timeline") from None

@@ -10,6 +10,7 @@ rank whose collectives start last) computed here from the streamed kernels.
 
 from __future__ import annotations
 
+import os
 import re
 import tarfile
 import tempfile
@@ -27,18 +28,28 @@ _RANK_IN_NAME = re.compile(r"(?:rank|worker)[_-]?(\d+)", re.I)
 
 def expand_inputs(paths: list[Path], tmp: tempfile.TemporaryDirectory | None = None) -> list[Path]:
     """Trace files from files, directories and ``.tar``/``.tar.gz`` archives (regular files only)."""
+    from trainplan.io.files import path_kind
+    from trainplan.io.reader import check_regular
     out: list[Path] = []
     for p in paths:
         p = Path(p)
-        if p.is_dir():
-            out += sorted(q for q in p.iterdir() if q.is_file() and _TRACE.match(q.name))
-        elif p.is_file() and re.search(r"\.(tar|tar\.gz|tgz)$", p.name):
+        kind = path_kind(p)         # (os.stat: a FIFO or device is never opened here)
+        if kind == "dir":
+            out += sorted(q for q in p.iterdir() if path_kind(q) == "file" and _TRACE.match(q.name))
+        elif kind == "file" and re.search(r"\.(tar|tar\.gz|tgz)$", p.name):
             if tmp is None:
                 raise InputError("trace", str(p), "a .json/.json.gz file (archives need a work dir)")
             out += _extract(p, Path(tmp.name))
-        elif p.is_file():
+        elif kind == "file":
             out.append(p)
+        elif kind == "other":
+            check_regular("trace", p, "trace")     # says what it is: a FIFO, a device...
         else:
+            try:
+                os.stat(p)
+            except (OSError, ValueError) as e:
+                if not isinstance(e, (FileNotFoundError, NotADirectoryError)):
+                    check_regular("trace", p, "trace")   # a name too long...: says which
             raise InputError("trace", str(p), "an existing trace file, directory or .tar.gz")
     if not out:
         raise InputError("trace", [str(p) for p in paths], "at least one .json or .json.gz trace")
@@ -47,10 +58,13 @@ def expand_inputs(paths: list[Path], tmp: tempfile.TemporaryDirectory | None = N
 
 def _extract(archive: Path, dest: Path) -> list[Path]:
     """Copy the archive's regular ``*.json[.gz]`` members under ``dest`` by base name only."""
+    from trainplan.io.reader import open_stream
     got = []
-    try:
-        with tarfile.open(archive) as tf:
-            for i, m in enumerate(tf.getmembers()):
+    try:       # read as a stream through the bounded reader: the trace limits hold for the
+        # archive, gzip decompressed by the reader, so the members together are bounded too
+        with open_stream("trace", archive, "trace") as raw, \
+                tarfile.open(fileobj=raw, mode="r|") as tf:
+            for i, m in enumerate(tf):
                 base = Path(m.name).name
                 if not m.isfile() or not _TRACE.match(base):
                     continue

@@ -54,7 +54,9 @@ def check_name(field: str, value: Any) -> str:
 
 def check_file_size(field: str, path: os.PathLike[str] | str,
                     limit: int = MAX_INPUT_FILE_BYTES) -> None:
-    """An InputError when the file at ``path`` is larger than ``limit`` bytes."""
+    """An InputError when the file at ``path`` is larger than ``limit`` bytes. (A stat only:
+    reading goes through :mod:`trainplan.io.reader`, which also refuses devices and FIFOs and
+    bounds a file that grows or decompresses.)"""
     try:
         size = os.stat(path).st_size
     except OSError:

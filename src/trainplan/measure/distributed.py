@@ -57,6 +57,37 @@ def scale_model(model: Model, k: int | None) -> Model:
 
 
 def _worker(rank: int, world: int, port: int, backend: str, spec: dict[str, Any], out: str):
+    """One rank (:func:`_run_rank`); trainplan's own error is written beside ``out`` for the
+    parent to raise as it is (a spawned rank's exception reaches the parent only as the text
+    of a ``ProcessRaisedException``), then re-raised so that spawn stops the other ranks."""
+    from trainplan.errors import TrainplanError
+    try:
+        _run_rank(rank, world, port, backend, spec, out)
+    except TrainplanError as e:
+        err = {"message": str(e), "field": getattr(e, "field", None),
+               "value": str(getattr(e, "value", "")), "valid": getattr(e, "valid", None),
+               "hint": getattr(e, "hint", None)}
+        with open(f"{out}.rank{rank}.error", "w") as f:
+            json.dump(err, f)
+        raise
+
+
+def _rank_error(out: str, nproc: int) -> InputError | None:
+    """The InputError a rank wrote (:func:`_worker`), if one did."""
+    for r in range(nproc):
+        try:
+            with open(f"{out}.rank{r}.error") as f:
+                e = json.load(f)
+        except (OSError, ValueError):
+            continue
+        if e.get("field") and e.get("valid"):
+            return InputError(e["field"], e["value"], e["valid"], e.get("hint"))
+        return InputError("measure step", f"rank {r}", "a run the ranks can start",
+                          hint=e.get("message"))
+    return None
+
+
+def _run_rank(rank: int, world: int, port: int, backend: str, spec: dict[str, Any], out: str):
     import torch
     import torch.distributed as dist
     from trainplan.measure.build import build_model, make_batch
@@ -170,10 +201,18 @@ def run_measured_steps(inp: Any, nproc: int = 2, backend: str = "auto", steps: i
     spec = dict(model=model.model_dump(), precision=prec, seq_len=inp.job.seq_len,
                 micro_batch=mb, steps=steps, fsdp=fsdp, grad_accum=accum, recompute=rc,
                 recompute_layers=inp.strategy.recompute_layers)
-    with tempfile.TemporaryDirectory() as d:
+    from trainplan.measure.build import hf_config
+    hf_config(model, inp.job.seq_len, "sdpa")   # what transformers cannot build: said here,
+    with tempfile.TemporaryDirectory() as d:     # before any rank is spawned
         out = os.path.join(d, "rank0.json")
-        mp.spawn(_worker, args=(nproc, free_port(), backend, spec, out), nprocs=nproc,
-                 join=True)
+        try:
+            mp.spawn(_worker, args=(nproc, free_port(), backend, spec, out), nprocs=nproc,
+                     join=True)
+        except Exception:           # a rank failed: spawn stopped the others
+            err = _rank_error(out, nproc)
+            if err is None:
+                raise
+            raise err from None
         with open(out) as f:
             res = json.load(f)
     measured_step = statistics.median(res["times"][1:])

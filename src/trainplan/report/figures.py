@@ -13,6 +13,8 @@ import io
 import math
 from typing import Any, Sequence
 
+from trainplan.scaling.plots import literal
+
 
 #: Memory components of :class:`trainplan.costmodel.estimate.MemoryBreakdown`, bottom to top.
 MEMORY_PARTS = (("weights_gib", "weights"), ("gradients_gib", "gradients"),
@@ -52,7 +54,7 @@ def to_svg(fig: Any, salt: str) -> str:
 
 def _label(e: Any, gpu_id: str | None = None) -> str:
     g = f"{e.gpus}x {gpu_id or e.gpu}"
-    return f"{g}\n{e.layout}"
+    return literal(f"{g}\n{e.layout}")
 
 
 def memory_figure(estimates: Sequence[Any], gpu_ids: Sequence[str] | None = None) -> str:
@@ -137,7 +139,7 @@ def pareto_figure(result: Any) -> str:
         mine = [p for p in pts if p.gpu_id == t]
         if mine:
             ax.scatter([_pareto_value(p, xk) for p in mine], [_pareto_value(p, yk) for p in mine],
-                       color=color[t], s=28, zorder=2, label=f"{t} (front)")
+                       color=color[t], s=28, zorder=2, label=literal(f"{t} (front)"))
             for p in mine:
                 ax.annotate(str(p.gpus), (_pareto_value(p, xk), _pareto_value(p, yk)),
                             textcoords="offset points", xytext=(4, 4), fontsize=7)
@@ -149,7 +151,7 @@ def pareto_figure(result: Any) -> str:
                                                               for p in off],
                    s=40, zorder=2, label="best of its type (dominated)")
         for p in off:
-            ax.annotate(f"{p.gpus} {p.gpu_id}", (_pareto_value(p, xk), _pareto_value(p, yk)),
+            ax.annotate(literal(f"{p.gpus} {p.gpu_id}"), (_pareto_value(p, xk), _pareto_value(p, yk)),
                         textcoords="offset points", xytext=(4, -10), fontsize=7)
     for i, (e, gid) in enumerate(zip(result.top, result.top_gpu_ids)):
         pe = _TopPoint(e, gid)
@@ -206,7 +208,7 @@ def scaling_figure(curves: Sequence[Any], allocations: Sequence[Any], chosen: An
     by_law = {a.law: a for a in allocations}
     for i, cur in enumerate(curves):
         col = _COLORS[i % len(_COLORS)]
-        ax.plot(cur.n_params, cur.loss, color=col, label=cur.law)
+        ax.plot(cur.n_params, cur.loss, color=col, label=literal(cur.law))
         a = by_law.get(cur.law)
         if a is not None and a.loss is not None:
             ax.plot([a.n_params], [a.loss], "o", color=col)
@@ -215,7 +217,7 @@ def scaling_figure(curves: Sequence[Any], allocations: Sequence[Any], chosen: An
             ax.axvline(a.n_params, ls=":", lw=1, color="grey")
     if chosen is not None:
         ax.axvline(chosen.n_params, ls="--", lw=1.2, color="black",
-                   label=f"chosen: {chosen.law}, N = {chosen.n_params:.3g}")
+                   label=literal(f"chosen: {chosen.law}, N = {chosen.n_params:.3g}"))
         if chosen.loss is not None:
             ax.plot([chosen.n_params], [chosen.loss], marker="*", ms=14, color="black", zorder=4)
     ax.set_xscale("log")

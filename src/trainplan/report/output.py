@@ -23,6 +23,16 @@ def check_report_path(path: str | os.PathLike[str], force: bool = False) -> tupl
     fmt = FORMATS.get(p.suffix.lower())
     if fmt is None:
         raise InputError("--report", str(path), "a file name ending in .html or .md")
+    if len(os.fsencode(p.name)) > 255:     # NAME_MAX (<linux/limits.h>); stat would raise
+        raise InputError("--report", str(path)[:60] + "...", "a file name of at most 255 bytes")
+    try:
+        return _checked(p, fmt, str(path), force)
+    except OSError as e:                  # a path too long as a whole, a loop of links...
+        raise InputError("--report", str(path)[:200], f"a usable file path ({e.strerror or e})") \
+            from None
+
+
+def _checked(p: Path, fmt: str, path: str, force: bool) -> tuple[Path, str]:
     if not p.parent.is_dir():
         raise InputError("--report", str(path), "a path in an existing folder")
     if p.is_symlink():

@@ -19,7 +19,6 @@ The same jobs on a fixed allocation (back to back, no resizes) are the compariso
 from __future__ import annotations
 
 import math
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,13 +38,9 @@ class Period:
 
 def read_schedule(path: str | Path) -> dict[str, Any]:
     """Parse and check a schedule file (names, references, numbers)."""
-    p = Path(path)
-    if not p.is_file():
-        raise InputError("schedule file", str(path), "an existing TOML file")
-    try:
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-        raise InputError("schedule file", str(path), f"valid TOML ({e})") from None
+    from trainplan.io.reader import read_text
+    from trainplan.io.structured import parse_toml
+    data = parse_toml("schedule file", str(path), read_text("schedule file", path))
     unknown = set(data) - {"cluster", "job", "period", "schedule"}
     if unknown:
         raise InputError("schedule section", sorted(unknown)[0], "cluster | job | period | schedule")

@@ -8,7 +8,6 @@ and the planner (:func:`load_law`). Format ``trainplan-scaling-law`` version 1: 
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from pathlib import Path
@@ -55,13 +54,15 @@ def save_law(result: FitResult | ParametricLaw, path: str | os.PathLike[str], fo
 
 def load_law(path: str | os.PathLike[str]) -> ParametricLaw:
     """Read a law file written by :func:`save_law` (or by hand with the same keys)."""
+    from trainplan.io.structured import read_json
     p = Path(path)
-    if not p.is_file():
-        raise InputError("law file", str(path), "an existing JSON file written by 'trainplan scale fit --out'")
     try:
-        data = json.loads(p.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InputError("law file", str(path), "valid JSON", hint=str(exc)) from None
+        os.stat(p)
+    except (FileNotFoundError, NotADirectoryError):
+        raise InputError("law file", str(path), "an existing JSON file written by 'trainplan scale fit --out'") from None
+    except (OSError, ValueError):
+        pass                                  # (a name too long...: the reader says which)
+    data = read_json("law file", p)
     if not isinstance(data, dict) or not isinstance(data.get("params"), dict):
         raise InputError("law file", str(path), "a JSON object with a 'params' object (E, A, B, alpha, beta)")
     if data.get("format", LAW_FILE_FORMAT) != LAW_FILE_FORMAT:
@@ -72,7 +73,7 @@ def load_law(path: str | os.PathLike[str]) -> ParametricLaw:
         if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v) or v <= 0:
             raise InputError(f"law file params.{key}", v, "a finite number > 0")
         params[key] = float(v)
-    ci = {k: (float(v[0]), float(v[1])) for k, v in (data.get("ci") or {}).items()} or None
+    ci = _ci(data.get("ci"))
     name = str(data.get("name") or p.stem)
     law = ParametricLaw(
         name=name,
@@ -89,3 +90,20 @@ def load_law(path: str | os.PathLike[str]) -> ParametricLaw:
                          "(beta B))^(1/(alpha+beta)) and its square within the float range "
                          "(Hoffmann et al. 2022 eq. 4)")
     return law
+
+
+def _ci(ci: Any) -> dict[str, tuple[float, float]] | None:
+    """A law file's intervals: ``{"param": [low, high], ...}`` of finite numbers, else an
+    InputError naming the entry (never a TypeError on a hand-edited file)."""
+    if not ci:
+        return None
+    if not isinstance(ci, dict):
+        raise InputError("law file ci", ci, "an object of [low, high] pairs by parameter")
+    out = {}
+    for k, v in ci.items():
+        ok = isinstance(v, (list, tuple)) and len(v) == 2 and all(
+            isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in v)
+        if not ok:
+            raise InputError(f"law file ci.{k}", v, "a pair [low, high] of finite numbers")
+        out[str(k)] = (float(v[0]), float(v[1]))
+    return out

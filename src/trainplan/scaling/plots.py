@@ -23,6 +23,13 @@ def pyplot(purpose: str = "Plotting"):
     return plt
 
 
+def literal(text: Any) -> str:
+    """``text`` drawn as it is: matplotlib reads a string with two ``$`` as mathtext (a law or
+    GPU name such as ``$\\frac{$`` fails to parse when the figure is drawn), so each ``$`` is
+    escaped (matplotlib's "Writing mathematical expressions": ``\\$`` is a literal dollar)."""
+    return str(text).replace("$", r"\$")
+
+
 def _save_atomic(fig: Any, path: str | os.PathLike[str], force: bool = False) -> Path:
     """Render a figure in the format its file name ends in, then write it atomically."""
     check_target(path, "plot path", force)
@@ -41,7 +48,7 @@ def plot_isoflop(curves: Sequence[Any], allocations: Sequence[Any], path: str | 
     fig, ax = plt.subplots(figsize=(8, 5))
     by_law = {a.law: a for a in allocations}
     for cur in curves:
-        (line,) = ax.plot(cur.n_params, cur.loss, label=cur.law)
+        (line,) = ax.plot(cur.n_params, cur.loss, label=literal(cur.law))
         a = by_law.get(cur.law)
         if a is not None and a.loss is not None:
             ax.plot([a.n_params], [a.loss], "o", color=line.get_color())
@@ -49,7 +56,7 @@ def plot_isoflop(curves: Sequence[Any], allocations: Sequence[Any], path: str | 
     for a in allocations:
         if a.loss is None:
             ax.axvline(a.n_params, ls="--", lw=1, color="grey")
-            ax.text(a.n_params, hi, f" {a.law}", rotation=90, va="top", fontsize=7, color="grey")
+            ax.text(a.n_params, hi, " " + literal(a.law), rotation=90, va="top", fontsize=7, color="grey")
     ax.set_xscale("log")
     ax.set_xlabel("parameters N (Kaplan: non-embedding)")
     ax.set_ylabel("predicted loss (nats/token, each law's own data)")

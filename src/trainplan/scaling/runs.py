@@ -10,6 +10,7 @@ log-normal noise (for the tests, the coverage benchmark and ``examples/pilot_run
 from __future__ import annotations
 
 import csv
+import io
 import math
 import os
 from dataclasses import dataclass, replace
@@ -139,18 +140,22 @@ def _norm(col: str) -> str:
 def load_runs(path: str | os.PathLike[str]) -> Runs:
     """Read runs from a CSV with columns N, D or C, and loss (aliases accepted; ``#`` comments)."""
     from trainplan.io.files import path_kind
-    from trainplan.io.limits import check_file_size, check_name
+    from trainplan.io.limits import check_name
+    from trainplan.io.reader import read_text
     p = Path(check_name("runs file", path))
-    if path_kind(p) != "file":
-        raise InputError("runs file", str(path), "an existing CSV file")
-    check_file_size("runs file", p)
-    try:
-        with p.open(newline="", encoding="utf-8-sig") as fh:     # Excel's "CSV UTF-8" has a BOM
-            numbered = [(i, line) for i, line in enumerate(fh, start=1)
-                        if line.strip() and not line.lstrip().startswith("#")]
-    except UnicodeDecodeError:
-        raise InputError("runs file", str(path), "a UTF-8 CSV file", hint="it looks binary") from None
-    rows = [next(csv.reader([line])) for _, line in numbered]    # one run per line
+    if path_kind(p) == "dir":
+        raise InputError("runs file", str(path), "an existing CSV file", hint="it is a folder")
+    text = read_text("runs file", p, encoding="utf-8-sig")   # Excel's "CSV UTF-8" has a BOM
+    numbered = [(i, line) for i, line in enumerate(io.StringIO(text, newline=""), start=1)
+                if line.strip() and not line.lstrip().startswith("#")]
+    rows = []
+    for i, line in numbered:                                     # one run per line
+        try:
+            rows.append(next(csv.reader([line])))
+        except csv.Error as e:   # a cell over csv's field_size_limit (131,072 characters), a NUL
+            raise InputError(f"runs file line {i}", line[:60] + ("..." if len(line) > 60 else ""),
+                             f"CSV cells of at most {csv.field_size_limit():,} characters "
+                             f"({e})") from None
     if not rows:
         raise InputError("runs file", str(path), "a CSV with a header row and one row per run")
     if rows[0] and rows[0][0].lstrip().startswith(("[", "{")):

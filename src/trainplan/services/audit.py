@@ -16,6 +16,7 @@ time and FLOPs disagree.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -318,8 +319,15 @@ def check_memory_activations(model, claims: Claims, tokens_per_sample: float, mi
 def load_claims(path: str | Path) -> Claims:
     """Read ``[claims]`` from a TOML/YAML/JSON file (bad keys and values: InputError)."""
     from trainplan.services.jobfile import read_file
-    if not Path(path).is_file():
-        raise InputError("claims file", str(path), "an existing TOML, YAML or JSON file")
+    from trainplan.io.files import path_kind
+    if path_kind(path) is None:       # absent (or a name too long: the reader says which)
+        try:
+            os.stat(path)
+        except (FileNotFoundError, NotADirectoryError):
+            raise InputError("claims file", str(path), "an existing TOML, YAML or JSON file") \
+                from None
+        except (OSError, ValueError):
+            pass
     data = read_file(path)
     if "claims" not in data:
         raise InputError("claims file", str(path), "a file with a [claims] table",

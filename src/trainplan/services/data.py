@@ -40,7 +40,11 @@ def loader_bench(req: LoaderBenchRequest, on_progress: Any = None) -> dict[str, 
         if req.folder is None:
             paths = make_test_images(tmp, req.n, req.source_width, req.source_height)
         else:
-            if not Path(req.folder).is_dir():
+            from trainplan.io.files import path_kind
+            if path_kind(req.folder) != "dir":
+                from trainplan.io.reader import check_path
+                if path_kind(req.folder) is None:
+                    check_path("DIR", req.folder)      # says why: absent, a name too long...
                 raise InputError("DIR", req.folder, "an existing folder of images")
             paths = sorted(Path(req.folder).iterdir())
         bench = bench_images(paths, req.size, req.repeat, on_progress=on_progress)

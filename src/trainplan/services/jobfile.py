@@ -13,9 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-import json
 import os
-import tomllib
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -42,32 +40,25 @@ class Inputs(Specs):
 def read_file(path: str | Path) -> dict[str, Any]:
     """Parse a TOML, YAML or JSON job file into a dict of sections."""
     from trainplan.io.files import path_kind
-    from trainplan.io.limits import check_file_size, check_name
+    from trainplan.io.limits import check_name
+    from trainplan.io.reader import read_text
+    from trainplan.io.structured import parse_json, parse_toml, parse_yaml
     p = Path(check_name("job file", path))
-    if path_kind(p) != "file":
+    if path_kind(p) == "dir":
         raise InputError("job file", str(path), "an existing TOML, YAML or JSON file",
-                         hint="it is a folder" if path_kind(p) == "dir" else None)
-    check_file_size("job file", p)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise InputError("job file", str(path), "a UTF-8 text file (TOML, YAML or JSON)",
-                         hint="it looks binary") from None
-    except OSError as e:
-        raise InputError("job file", str(path), f"a readable file ({e.strerror})") from None
-    try:
-        if p.suffix in (".yaml", ".yml"):
-            import yaml
-            data = yaml.safe_load(text) or {}
-        elif p.suffix == ".json":
-            data = json.loads(text)
-        else:
-            data = tomllib.loads(text)
-    except Exception as e:  # parser errors of three libraries
-        raise InputError("job file", str(path), f"valid {p.suffix.lstrip('.') or 'TOML'} ({e})") from None
+                         hint="it is a folder")
+    text = read_text("job file", p)         # a regular file within the limits, UTF-8
+    if p.suffix in (".yaml", ".yml"):
+        data = parse_yaml("job file", str(path), text)
+        data = {} if data is None else data
+    elif p.suffix == ".json":
+        data = parse_json("job file", str(path), text)
+    else:
+        data = parse_toml("job file", str(path), text)
     if not isinstance(data, dict):
         raise InputError("job file", str(path), "a mapping of sections " + ", ".join(SECTIONS))
-    unknown = sorted(set(map(str, data)) - set(SECTIONS))
+    _string_keys(data, str(path))
+    unknown = sorted(set(data) - set(SECTIONS))
     if unknown:
         k = unknown[0]
         raise InputError(k, data[k], "not a section of a job file" + _did_you_mean(k, SECTIONS)
@@ -86,6 +77,22 @@ def read_file(path: str | Path) -> dict[str, Any]:
             and not Path(mdl["hf_config"]).is_absolute():
         mdl["hf_config"] = str(base / mdl["hf_config"])
     return data
+
+
+def _string_keys(data: Any, path: str, where: str = "") -> None:
+    """Every key of every table is a string (YAML reads ``1: 2`` as an integer key, which no
+    section or field is named), else an InputError naming the key and where it is."""
+    if isinstance(data, dict):
+        for k, v in data.items():
+            name = f"{where}.{k}" if where else str(k)
+            if not isinstance(k, str):
+                raise InputError(f"key {name}" if where else "job file key", k,
+                                 "a name (a string): no section or key is a number or a list",
+                                 hint=f"in {path}")
+            _string_keys(v, path, name)
+    elif isinstance(data, list):
+        for i, v in enumerate(data):
+            _string_keys(v, path, f"{where}[{i}]")
 
 
 def _did_you_mean(key: str, keys: Any) -> str:
@@ -240,12 +247,10 @@ def framework_profile(path: Any):
     process; None for an accelerator efficiency profile (``trainplan measure bench``)."""
     from trainplan.costmodel.calibration import check_factors
     from trainplan.spec.framework import FrameworkProfile, register
+    from trainplan.io.structured import read_json
     if not isinstance(path, (str, Path)):
         return None
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None                        # apply_profile reports the problem
+    data = read_json("cluster.profile", path)
     if not isinstance(data, dict) or not isinstance(data.get("frameworks"), list) \
             or not data["frameworks"]:
         return None
@@ -289,16 +294,8 @@ def apply_profile(acc, path: str | Path):
     from trainplan.spec.cluster import EfficiencyProfile
     if not isinstance(path, (str, Path)):
         raise InputError("cluster.profile", path, "the path of a profile JSON file (a string)")
-    p = Path(path)
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except (FileNotFoundError, IsADirectoryError):
-        raise InputError("cluster.profile", str(path), "an existing profile JSON file") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise InputError("cluster.profile", str(path),
-                         f"valid JSON ({getattr(e, 'msg', None) or getattr(e, 'reason', e)})") from None
-    except OSError as e:
-        raise InputError("cluster.profile", str(path), f"a readable file ({e.strerror})") from None
+    from trainplan.io.structured import read_json
+    data = read_json("cluster.profile", path)
     device = data.get("device") if isinstance(data, dict) else None
     if isinstance(data, dict):
         data = data.get("efficiency") or data.get("profile") or data

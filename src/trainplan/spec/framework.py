@@ -330,12 +330,12 @@ def _read() -> list[dict]:
     rows = json.loads(text)["frameworks"]
     extra = os.environ.get("TRAINPLAN_FRAMEWORKS")
     if extra:
-        try:
-            with open(extra, encoding="utf-8") as f:
-                more = json.load(f)["frameworks"]
-        except (OSError, ValueError, KeyError, TypeError) as e:
+        from trainplan.io.structured import read_json
+        doc = read_json("$TRAINPLAN_FRAMEWORKS", extra)
+        more = doc.get("frameworks") if isinstance(doc, dict) else None
+        if not isinstance(more, list):
             raise InputError("$TRAINPLAN_FRAMEWORKS", extra,
-                             "a readable JSON file with a 'frameworks' list") from e
+                             "a readable JSON file with a 'frameworks' list")
         ids = {r.get("id") for r in more if isinstance(r, dict)}
         rows = [r for r in rows if r["id"] not in ids] + list(more)
     return rows

@@ -67,3 +67,36 @@ def test_saturation_fit_recovers_known_curve():
     r_max, f_half = fit_saturation(F, rates)
     assert r_max == pytest.approx(100.0, rel=1e-6)
     assert f_half == pytest.approx(2e8, rel=1e-6)
+
+
+def test_a_projector_measure_cannot_build_is_an_input_error_before_any_rank(monkeypatch):
+    """Qwen2-VL's merge_mlp projector has no transformers build here: the parent says so (exit
+    2, model.projectors) instead of a spawned worker's traceback."""
+    import torch.multiprocessing as mp
+
+    from trainplan.cli import app
+
+    def spawn(*a, **k):
+        raise AssertionError("spawned before the config was checked")
+    monkeypatch.setattr(mp, "spawn", spawn)
+    r = CliRunner().invoke(app, ["measure", "step", "--model", "qwen2-vl-7b", "--scale-down",
+                                 "64", "--nproc", "2", "--backend", "gloo", "--seq-len", "128"])
+    assert r.exit_code == 2 and "Traceback" not in r.output, r.output
+    assert "model.projectors" in " ".join(r.output.split())
+
+
+def test_an_input_error_in_a_rank_reaches_the_parent_as_one(tmp_path, monkeypatch):
+    """A rank's InputError is written beside its output and re-raised (spawn stops the other
+    ranks); the parent raises the same InputError."""
+    from trainplan.errors import InputError
+    from trainplan.measure import distributed as d
+
+    def fails(*a, **k):
+        raise InputError("job.seq_len", 64, "more than the 576 image tokens of one sample")
+    monkeypatch.setattr(d, "_run_rank", fails)
+    out = str(tmp_path / "rank0.json")
+    with pytest.raises(InputError):
+        d._worker(1, 2, 0, "gloo", {}, out)
+    err = d._rank_error(out, 2)
+    assert isinstance(err, InputError) and err.field == "job.seq_len" and err.value == "64"
+    assert d._rank_error(str(tmp_path / "none.json"), 2) is None
