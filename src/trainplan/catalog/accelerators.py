@@ -290,38 +290,23 @@ _GPU_FIELD = "--gpu-file"
 
 def _read_gpu_file(path: str | os.PathLike[str]) -> Any:
     """What a GPU file holds (JSON, TOML or YAML by its suffix), parsed. The one place such a
-    file is read: size-bounded by :func:`trainplan.io.limits.check_file_size` (to be switched to
-    the bounded reader for untrusted files when it lands)."""
-    import tomllib
-
-    from trainplan.io.limits import check_file_size, check_name
+    file is read: through the bounded reader for untrusted files (:mod:`trainplan.io.reader`:
+    regular files only, the config size limit) and parsed within the nesting limits of
+    :mod:`trainplan.io.structured`."""
+    from trainplan.io.limits import check_name
+    from trainplan.io.reader import read_text
+    from trainplan.io.structured import parse_json, parse_toml, parse_yaml
     p = Path(check_name(_GPU_FIELD, os.fspath(path))).expanduser()
-    if p.suffix.lower() not in GPU_FILE_SUFFIXES:
+    suffix = p.suffix.lower()
+    if suffix not in GPU_FILE_SUFFIXES:
         raise InputError(_GPU_FIELD, str(p), "a .json, .toml, .yaml or .yml file describing one GPU "
                          "(docs/catalog.md, 'Your own GPU')")
-    from trainplan.io.files import path_kind
-    kind = path_kind(p)
-    if kind != "file":          # not a folder, FIFO or device (a read that never ends)
-        raise InputError(_GPU_FIELD, str(p), "a path to an existing GPU file",
-                         hint={"dir": "it is a folder", "other": "it is not a regular file"}.get(kind or ""))
-    check_file_size(_GPU_FIELD, p)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
-        raise InputError(_GPU_FIELD, str(p), "a path to an existing GPU file") from None
-    except UnicodeDecodeError:
-        raise InputError(_GPU_FIELD, str(p), "a UTF-8 text file", hint="it looks binary") from None
-    except OSError as e:
-        raise InputError(_GPU_FIELD, str(p), f"a readable file ({e.strerror})") from None
-    try:
-        if p.suffix.lower() == ".json":
-            return json.loads(text)
-        if p.suffix.lower() == ".toml":
-            return tomllib.loads(text)
-        import yaml
-        return yaml.safe_load(text)
-    except Exception as e:      # the three parsers' errors
-        raise InputError(_GPU_FIELD, str(p), f"valid {p.suffix.lstrip('.').upper()} ({e})") from None
+    text = read_text(_GPU_FIELD, p)
+    if suffix == ".json":
+        return parse_json(_GPU_FIELD, str(p), text)
+    if suffix == ".toml":
+        return parse_toml(_GPU_FIELD, str(p), text)
+    return parse_yaml(_GPU_FIELD, str(p), text)
 
 
 def accelerator_from_record(record: Mapping[str, Any], where: str = "gpu",
