@@ -266,7 +266,7 @@ def write_set(files: dict[str, str | bytes], out_dir: str | os.PathLike[str], *,
     clean_stale(out)
     targets = [check_target(out / n, force=force) for n in files]
     try:
-        _write_existing(files, real, o_st, executable, what)
+        _write_existing(files, real, o_st, executable, what, str(out))
     except OSError as e:
         raise InputError(what, str(out), "a folder that can be rebuilt beside itself: written "
                          "complete in its parent folder, then switched with it "
@@ -306,7 +306,8 @@ def _write_new_folder(files: dict[str, str | bytes], out: Path, executable: tupl
     return [out / n for n in files]
 
 
-def _others(out: Path, files: dict[str, str | bytes], what: str) -> list[tuple[str, str | None]]:
+def _others(out: Path, files: dict[str, str | bytes], what: str,
+            shown: str) -> list[tuple[str, str | None]]:
     """The entries of ``out`` that are not in the set: (name, None) for a regular file,
     (name, link text) for a symbolic link; a subfolder or special file is refused."""
     kept: list[tuple[str, str | None]] = []
@@ -320,7 +321,7 @@ def _others(out: Path, files: dict[str, str | bytes], what: str) -> list[tuple[s
             kept.append((e, os.readlink(out / e)))
         else:
             kind = "folder" if stat.S_ISDIR(st.st_mode) else "special file"
-            raise InputError(what, str(out), f"a folder holding only files (it holds the {kind} "
+            raise InputError(what, shown, f"a folder holding only files (it holds the {kind} "
                              f"{e!r}): an existing folder is replaced whole by a new one built "
                              "beside it, which carries over its other files and links only",
                              hint="nothing was written; give a new folder or a folder of files")
@@ -328,13 +329,13 @@ def _others(out: Path, files: dict[str, str | bytes], what: str) -> list[tuple[s
 
 
 def _write_existing(files: dict[str, str | bytes], out: Path, o_st: os.stat_result,
-                    executable: tuple[str, ...], what: str) -> None:
+                    executable: tuple[str, ...], what: str, shown: str) -> None:
     """The folder exists: build the new folder complete beside it (the set, then the old
     folder's other files as hard links and its links recreated, its group and mode), fsync it,
     switch the two (:func:`_switch`), delete the old one."""
     parent = out.parent
     clean_stale(parent)
-    kept = _others(out, files, what)
+    kept = _others(out, files, what, shown)
     tmp = parent / _tmp_name(out.name)
     os.mkdir(tmp, 0o700)
     try:
@@ -352,8 +353,8 @@ def _write_existing(files: dict[str, str | bytes], out: Path, o_st: os.stat_resu
         fsync_dir(tmp)
         now = os.lstat(out)
         if (now.st_dev, now.st_ino) != (o_st.st_dev, o_st.st_ino) or \
-                _others(out, files, what) != kept:
-            raise InputError(what, str(out), "a folder that does not change while writing",
+                _others(out, files, what, shown) != kept:
+            raise InputError(what, shown, "a folder that does not change while writing",
                              hint="nothing was written")
         old = _switch(tmp, out)
     except BaseException:
