@@ -33,6 +33,7 @@ set, for the other files and for leftover temporaries.
 from __future__ import annotations
 
 import argparse
+import atexit
 import hashlib
 import json
 import os
@@ -87,6 +88,7 @@ if _slow:
 """
 SHIM_DIR = Path(tempfile.mkdtemp(prefix="trainplan-kill-shim-"))
 (SHIM_DIR / "sitecustomize.py").write_text(SHIM)
+atexit.register(shutil.rmtree, SHIM_DIR, True)
 SLOW = [0.0]
 
 
