@@ -406,8 +406,13 @@ def _switch(new: Path, out: Path) -> Path:
     os.rename(out, aside)
     try:
         os.rename(new, out)
-    except BaseException:
-        os.rename(aside, out)
+    except BaseException as e:
+        try:
+            os.rename(aside, out)
+        except OSError:
+            raise InputError(str(out), str(out), "a folder that can be put back after a failed "
+                             f"switch ({e})", hint=f"the old folder is whole at {str(aside)!r}: "
+                             "rename it back") from None
         raise
     return aside
 
