@@ -59,7 +59,10 @@ def plan_command(
     framework: Optional[str] = typer.Option(
         None, "--framework", help="training framework (megatron, torchtitan, fsdp, llm-foundry, "
                                   "deepspeed, pytorch): only layouts it can run are searched"),
-    report: Optional[Path] = o.REPORT,
+    report: Optional[Path] = o.path_option(
+        None, "--report", help="write a report: FILE.html or FILE.md; inside the --emit folder "
+                               "(--out) it is written with the launch files as one set, "
+                               "elsewhere after them"),
 ) -> None:
     """Plan the layout: search TP/PP/VP/CP/EP/DP, ZeRO, micro-batch, recompute and offload on
     one or more GPU types and counts; rank by the objective; show the Pareto front of time
@@ -69,8 +72,11 @@ def plan_command(
     from trainplan.services.plan import emit_winner, plan_request, run_plan
 
     if report is not None:              # a bad --report path fails before the search
-        from trainplan.report.output import check_report_path
-        check_report_path(report, force)
+        from trainplan.report.output import check_report_path, report_format
+        if emit and out is not None and _same_folder(report.parent, out):
+            report_format(report)           # the set's writer checks the rest
+        else:
+            check_report_path(report, force)
     data = start(job_file, model, use_example=not model)
     from trainplan.services.plan import parse_prices
     one_price, type_prices = parse_prices(price)
@@ -96,11 +102,21 @@ def plan_command(
         result, sweep = run_plan(req, bar)
     finally:
         bar.close()
-    paths = emit_winner(req, result, sweep, None, force)
+    # a report in the launch files' folder is part of their set (written and switched with
+    # them in one step); elsewhere it is written after them
+    in_set = report is not None and bool(req.emit) and _same_folder(report.parent, Path(req.out or "."))
+    extra = None
     if report is not None:
         from trainplan.report.content import plan_report
-        from trainplan.report.output import write_report
-        paths = [*paths, write_report(report, lambda: plan_report(result, sweep.job, sweep.template), force)]
+        from trainplan.report.output import render_report, write_report
+
+        def build() -> object:
+            return plan_report(result, sweep.job, sweep.template)
+        if in_set:
+            extra = {report.name: render_report(report, build)}
+    paths = emit_winner(req, result, sweep, None, force, extra=extra)
+    if report is not None and not in_set:
+        paths = [*paths, write_report(report, build, force)]
     if as_json:
         from trainplan.report.echo import print_json
         print_json({**result.model_dump(mode="json"), "emitted": [str(p) for p in paths]})
@@ -110,3 +126,10 @@ def plan_command(
     from trainplan.report.echo import confirm
     for p in paths:                       # after the result, on stderr
         confirm(f"wrote {p}")
+
+
+def _same_folder(a: Path, b: Path) -> bool:
+    """Whether ``a`` and ``b`` name the same folder (links above them followed; either may not
+    exist yet)."""
+    import os
+    return os.path.realpath(a) == os.path.realpath(b)

@@ -72,9 +72,12 @@ def with_program(spec: LaunchSpec, formats: list[str]) -> LaunchSpec:
     return spec
 
 
-def emit_files(formats: list[str], out_dir: Path, spec: LaunchSpec, *, force: bool = False
-               ) -> list[Path]:
-    """Render every format and write the files atomically (refusing to overwrite unless force)."""
+def emit_files(formats: list[str], out_dir: Path, spec: LaunchSpec, *, force: bool = False,
+               extra: dict[str, str] | None = None) -> list[Path]:
+    """Render every format and write the files atomically (refusing to overwrite unless force).
+
+    ``extra``: other files ``{name: text}`` written in the same set (a report inside ``--out``),
+    after the launch files; a name among the launch files' is an InputError."""
     from trainplan.export.write import write_files
 
     if not formats:
@@ -86,5 +89,10 @@ def emit_files(formats: list[str], out_dir: Path, spec: LaunchSpec, *, force: bo
     files: dict[str, str] = {}
     for fmt in dict.fromkeys(formats):
         files.update(render(fmt, launched if fmt in ("torchrun", "slurm", "k8s") else spec))
+    for name, text in (extra or {}).items():
+        if name in files:
+            raise InputError("--report", name, "a file name other than the launch files' "
+                             f"({', '.join(files)})")
+        files[name] = text
     return write_files(files, out_dir, force=force,
                        executable=tuple(n for n in files if n.endswith(".sh") or n.endswith(".sbatch")))

@@ -17,12 +17,18 @@ from trainplan.errors import InputError
 FORMATS = {".html": "html", ".htm": "html", ".md": "markdown", ".markdown": "markdown"}
 
 
+def report_format(path: str | os.PathLike[str]) -> str:
+    """"html" or "markdown", from the file name's suffix; else an InputError."""
+    fmt = FORMATS.get(Path(path).suffix.lower())
+    if fmt is None:
+        raise InputError("--report", str(path), "a file name ending in .html or .md")
+    return fmt
+
+
 def check_report_path(path: str | os.PathLike[str], force: bool = False) -> tuple[Path, str]:
     """The path and its format ("html" or "markdown"), or an InputError saying what is wrong."""
     p = Path(path)
-    fmt = FORMATS.get(p.suffix.lower())
-    if fmt is None:
-        raise InputError("--report", str(path), "a file name ending in .html or .md")
+    fmt = report_format(p)
     if len(os.fsencode(p.name)) > 255:     # NAME_MAX (<linux/limits.h>); stat would raise
         raise InputError("--report", str(path)[:60] + "...", "a file name of at most 255 bytes")
     try:
@@ -53,15 +59,22 @@ def write_report(path: str | os.PathLike[str], build: Callable[[], object],
     """Check ``path``, call ``build()`` for the :class:`Report`, render it, write it atomically."""
     from trainplan.export.write import atomic_write
 
-    p, fmt = check_report_path(path, force)
-    report = build()
-    if fmt == "html":
-        from trainplan.report.html import render_html as render
-    else:
-        from trainplan.report.markdown import render_markdown as render
-    text = render(report)  # type: ignore[arg-type]  # build() returns the report.content.Report
+    p, _ = check_report_path(path, force)
+    text = render_report(p, build)
     try:
         atomic_write(p, text)
     except OSError as e:
         raise InputError("--report", str(path), f"a writable file path ({e.strerror or e})") from None
     return p
+
+
+def render_report(path: str | os.PathLike[str], build: Callable[[], object]) -> str:
+    """The text of the report ``build()`` returns, in the format ``path``'s suffix names (for a
+    report written with other files as one set: ``trainplan plan --report`` inside ``--out``)."""
+    fmt = report_format(path)
+    report = build()
+    if fmt == "html":
+        from trainplan.report.html import render_html as render
+    else:
+        from trainplan.report.markdown import render_markdown as render
+    return render(report)  # type: ignore[arg-type]  # build() returns the report.content.Report

@@ -153,8 +153,10 @@ def run_plan(req: PlanRequest, progress: Callable[[int, int], None] | None = Non
                       space=req.space, progress=progress)
 
 
-def emit_winner(req: PlanRequest, result: Any, sweep: Any, out: Path | None, force: bool) -> list[Path]:
-    """Write the launch files of the request's formats for the winner; their paths."""
+def emit_winner(req: PlanRequest, result: Any, sweep: Any, out: Path | None, force: bool,
+                extra: dict[str, str] | None = None) -> list[Path]:
+    """Write the launch files of the request's formats for the winner; their paths. ``extra``:
+    other files ``{name: text}`` switched in with them as one set (a report inside the folder)."""
     if not req.emit:
         return []
     from trainplan.export import LaunchSpec, emit_files
@@ -168,7 +170,7 @@ def emit_winner(req: PlanRequest, result: Any, sweep: Any, out: Path | None, for
     spec = LaunchSpec(model=req.specs.model, job=req.specs.job, cluster=cluster,
                       strategy=Strategy(**w.strategy), wall_clock_hours=wall * 24.0 if wall else None,
                       checkpoint_interval_steps=checkpoint_steps(w))
-    return emit_files(list(req.emit), Path(out or req.out or "."), spec, force=force)
+    return emit_files(list(req.emit), Path(out or req.out or "."), spec, force=force, extra=extra)
 
 
 def plan(model: str | os.PathLike[str] | Model | Mapping[str, Any] = "llama-3-8b",

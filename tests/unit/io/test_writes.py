@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from trainplan.cli import app
 from trainplan.errors import InputError
-from trainplan.io.files import TMP_SUFFIX, clean_stale, write_set
+from trainplan.io.files import TMP_SUFFIX, write_set
 
 runner = CliRunner()
 EVIL = 'x"\n[evil]\nkey = 1\n# \u2028 :smile: $(touch pwned) `id` \'q\''
@@ -86,21 +86,6 @@ def test_special_targets_are_refused_even_with_force(tmp_path):
     assert target.read_text() == "keep" and (tmp_path / "a.json").is_symlink()
     with pytest.raises(InputError, match="plain file name"):
         write_set({"../x.json": "{}"}, tmp_path)
-
-
-def test_stale_temporaries_of_killed_runs_are_cleaned_and_committed_sets_finished(tmp_path):
-    dead = 2**22 + 12345           # above the default pid_max (4,194,304): never a live process
-    (tmp_path / f".a.json.{dead}.0000{TMP_SUFFIX}").write_text("half")
-    torn = tmp_path / f".set.{dead}.0001{TMP_SUFFIX}"
-    torn.mkdir()
-    (torn / "half.json").write_text("{")
-    done = tmp_path / f".set.{dead}.0002{TMP_SUFFIX}"
-    done.mkdir()
-    (done / "x.json").write_text("{}")
-    (done / ".commit").write_text(json.dumps(["w.json", "x.json"]))
-    (tmp_path / "w.json").write_text("{}")       # renamed before the kill
-    assert clean_stale(tmp_path) == 3
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["w.json", "x.json"]
 
 
 def test_job_file_cannot_choose_a_folder_outside_out(tmp_path):
