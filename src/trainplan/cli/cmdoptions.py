@@ -151,7 +151,7 @@ FORCE: Any = typer.Option(False, "--force", help="overwrite existing files")
 REPORT: Any = path_option(None, "--report", help="write a report: FILE.html or FILE.md")
 EMIT: Any = typer.Option(None, "--emit", help="launch files: deepspeed, megatron, torchtitan, "
                                               "torchrun, slurm, k8s (repeat or comma list)")
-OUT: Any = path_option(None, "--out", help="folder for --emit files (default .)")
+OUT: Any = path_option(None, "--out", help="folder for --emit files (default ./launch); an existing one is replaced whole, with --force")
 
 
 def gpu_of(gpu: Optional[str], gpu_file: Optional[Path]) -> Optional[str | Path]:

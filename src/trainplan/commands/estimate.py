@@ -124,8 +124,8 @@ def estimate_command(
         done = write_report(report, lambda: estimate_report(est, run.inputs.job, run.inputs.cluster), force)
         written.append(f"report written to {done}")
     if emit:
-        from trainplan.export import emit_files
-        written += [f"wrote {p}" for p in emit_files(o.split_list(emit), Path(out or "."),
+        from trainplan.export import DEFAULT_OUT, emit_files
+        written += [f"wrote {p}" for p in emit_files(o.split_list(emit), Path(out or DEFAULT_OUT),
                                                      run.launch_spec(), force=force)]
     if as_json:
         from trainplan.report.echo import print_json

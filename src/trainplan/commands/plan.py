@@ -104,7 +104,9 @@ def plan_command(
         bar.close()
     # a report in the launch files' folder is part of their set (written and switched with
     # them in one step); elsewhere it is written after them
-    in_set = report is not None and bool(req.emit) and _same_folder(report.parent, Path(req.out or "."))
+    from trainplan.export import DEFAULT_OUT
+    in_set = (report is not None and bool(req.emit)
+              and _same_folder(report.parent, Path(req.out or DEFAULT_OUT)))
     extra = None
     if report is not None:
         from trainplan.report.content import plan_report

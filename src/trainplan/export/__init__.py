@@ -20,7 +20,12 @@ from trainplan.errors import InputError
 from trainplan.export.spec import LaunchSpec, check_ep_for, shell_join
 from trainplan.spec.base import evolve
 
-__all__ = ["FORMATS", "LaunchSpec", "check_spec", "emit_files", "render", "shell_join", "with_program"]
+__all__ = ["DEFAULT_OUT", "FORMATS", "LaunchSpec", "check_spec", "emit_files", "render", "shell_join",
+           "with_program"]
+
+#: Where launch files go without --out: a folder of their own, since a set is switched whole
+#: (:func:`trainplan.io.files.write_set`) and the current folder cannot be replaced.
+DEFAULT_OUT = Path("launch")
 
 FORMATS: tuple[str, ...] = ("deepspeed", "megatron", "torchtitan", "torchrun", "slurm", "k8s")
 

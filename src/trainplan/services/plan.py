@@ -159,7 +159,7 @@ def emit_winner(req: PlanRequest, result: Any, sweep: Any, out: Path | None, for
     other files ``{name: text}`` switched in with them as one set (a report inside the folder)."""
     if not req.emit:
         return []
-    from trainplan.export import LaunchSpec, emit_files
+    from trainplan.export import DEFAULT_OUT, LaunchSpec, emit_files
     from trainplan.spec.strategy import Strategy
 
     w = result.winner
@@ -170,7 +170,7 @@ def emit_winner(req: PlanRequest, result: Any, sweep: Any, out: Path | None, for
     spec = LaunchSpec(model=req.specs.model, job=req.specs.job, cluster=cluster,
                       strategy=Strategy(**w.strategy), wall_clock_hours=wall * 24.0 if wall else None,
                       checkpoint_interval_steps=checkpoint_steps(w))
-    return emit_files(list(req.emit), Path(out or req.out or "."), spec, force=force, extra=extra)
+    return emit_files(list(req.emit), Path(out or req.out or DEFAULT_OUT), spec, force=force, extra=extra)
 
 
 def plan(model: str | os.PathLike[str] | Model | Mapping[str, Any] = "llama-3-8b",

@@ -40,3 +40,16 @@ def test_a_report_elsewhere_is_written_after_the_set(tmp_path):
     assert_exits_2(_plan(tmp_path / "b", tmp_path / "b" / "r.txt", 8), "--report", ".html or .md")
     assert_exits_2(_plan(tmp_path / "c", tmp_path / "nope" / "r.md", 8), "--report", "existing folder")
     assert not (tmp_path / "b").exists() and not (tmp_path / "c").exists()
+
+
+def test_emit_without_out_writes_a_folder_of_its_own(tmp_path, monkeypatch):
+    """A set is switched whole, so the current folder cannot take it: without --out the files
+    go to ./launch (DEFAULT_OUT), and a second run with --force replaces that folder whole."""
+    from trainplan.export import DEFAULT_OUT
+    monkeypatch.chdir(tmp_path)
+    first = invoke("plan", "--model", "llama-2-7b", "--gpus", "8", "--emit", "torchrun")
+    assert first.exit_code == 0, first.output
+    assert sorted(p.name for p in (tmp_path / DEFAULT_OUT).iterdir()) == ["torchrun_launch.sh"]
+    again = invoke("plan", "--model", "llama-2-7b", "--gpus", "16", "--emit", "torchrun", "--force")
+    assert again.exit_code == 0, again.output
+    assert "--nnodes 2" in (tmp_path / DEFAULT_OUT / "torchrun_launch.sh").read_text()
