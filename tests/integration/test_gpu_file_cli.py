@@ -123,7 +123,7 @@ def test_gpu_and_gpu_file_together_and_a_missing_file(tmp_path):
     assert_exits_2(invoke("estimate", "--gpu", "h100", "--gpu-file", str(f), *EST), "--gpu-file",
                    "give the GPU once")
     assert_exits_2(invoke("estimate", "--gpu-file", str(tmp_path / "none.toml"), *EST), "--gpu-file",
-                   "existing GPU file")
+                   "an existing file")
 
 
 def test_gpus_lists_the_new_parts():
