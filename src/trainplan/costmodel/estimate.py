@@ -336,8 +336,14 @@ def assumptions(model: Model, job: Job, cluster: Cluster) -> list[str]:
         out.append(image_assumption(model, job))
     if job.frozen or job.trainable == "lora":
         from trainplan.costmodel.params import lora_params
-        lora = (f"LoRA rank {job.lora_rank} on q, k, v, o and the MLP matrices "
-                f"({lora_params(model.decoder, job.lora_rank):,} adapter parameters)")
+        from trainplan.conventions import LORA_TARGET_SETS
+        names = {v: k for k, v in LORA_TARGET_SETS.items()}
+        tg = job.lora_targets or LORA_TARGET_SETS["all-linear"]
+        where = (f"{names[tg]} ({', '.join(tg)})" if tg in names else ", ".join(tg))
+        lora = (f"LoRA rank {job.lora_rank} on {where}, base frozen in "
+                + ("the compute dtype" if job.base_weights is None else job.base_weights.upper())
+                + f" ({lora_params(model.decoder, job.lora_rank, job.lora_targets):,} adapter "
+                "parameters)")
         out.append("trainable: " + (lora if job.trainable == "lora"
                                     else "all but " + ", ".join(job.frozen)))
     if job.base_weights is not None:
@@ -356,13 +362,14 @@ def base_weights_assumption(model: Model, job: Job) -> str:
     sp = stack_params(dec)
     n = sp.dense_layers * quantized_linear_params(dec) \
         + sp.moe_layers * quantized_linear_params(dec, True)
-    b = job.base_weight_bytes
-    dq = "with" if job.double_quant else "without"
+    b = job.base_weight_bytes_at(dec.hidden)
+    dq = ("8-bit codes with an fp32 scale per row" if job.base_weights == "int8" else
+          ("with" if job.double_quant else "without") + " double quantization")
     from trainplan.costmodel.vision import vision_quantized_params
     nv = vision_quantized_params(model, job)
     towers = f", and {nv:,.0f} of the frozen vision towers" if nv else ""
     return (f"base: {dec.name} Linear weights in {job.base_weights.upper()} (bitsandbytes, "
-            f"{dq} double quantization: {b:.4f} B/param; {n:,} parameters{towers}), dequantized "
+            f"{dq}: {b:.4f} B/param; {n:,} parameters{towers}), dequantized "
             f"to the compute dtype per GEMM; embeddings, norms and LM head unquantized")
 
 

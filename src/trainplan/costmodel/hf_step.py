@@ -105,7 +105,7 @@ def hf_step_memory(prof, stack, s, b, precision: str, flash, rc,
                    weights, grads, optimizer, state_bytes, adamw: bool = True,
                    n_layers=None, head_bytes=None, extra_activations=0.0, dropout=False,
                    rc_layers=0, optimizer_temp_bytes=None, accumulating=False, moe_layers=None,
-                   dequant_bytes=0.0):
+                   dequant_bytes=0.0, layer_extra=0.0):
     """Peak bytes of one plain-PyTorch training step of a transformers model, by phase.
 
     ``prof`` is the framework profile (``activations.HFProfile``: ``param_bytes``,
@@ -151,7 +151,9 @@ def hf_step_memory(prof, stack, s, b, precision: str, flash, rc,
     (default :func:`moe_layers_of`); the others, dense, are the bottom ones (and the
     checkpointed ones are the bottom ``rc_layers``). ``dequant_bytes``: a 4-bit base's
     dequantized weight (``memory.dequantized_weight_bytes``), on top at each layer's backward;
-    its layers are then not cast by autocast (``prof.layer_cast_bytes`` 0).
+    its layers are then not cast by autocast (``prof.layer_cast_bytes`` 0). ``layer_extra``:
+    bytes each layer not checkpointed keeps beside its own (LoRA adapters' activations,
+    :func:`trainplan.costmodel.lora.adapter_kept_bytes_per_token`), counted with its MLP half.
     """
     L = stack.layers if n_layers is None else n_layers
     e, amp = _elem(precision)
@@ -199,7 +201,8 @@ def hf_step_memory(prof, stack, s, b, precision: str, flash, rc,
 
     a_attn = hf_layer_activation_parts(stack, s, b, precision, flash, dropout, False)[0]
     m_d, m_m, a_mlp_top, a_mlp_bot = _by_kind(
-        lambda m: hf_layer_activation_parts(stack, s, b, precision, flash, dropout, m)[1])
+        lambda m: hf_layer_activation_parts(stack, s, b, precision, flash, dropout, m)[1]
+        + layer_extra)
     a_ck = T * e * h
     # the layers under the top one: the bottom ck_below checkpointed, then the dense ones
     d_below = np.clip(n_dense - ck_below, 0, L - 1 - ck_below)
