@@ -255,6 +255,28 @@ def four_bit_split(bytes_per_param: float) -> tuple[float, float]:
     return packed, bytes_per_param - packed
 
 
+# The memory a plan keeps free beyond its predicted peak (``benchmarks/headroom.py`` derives
+# both from the real artifacts in ../shared/artifacts: 11 PyTorch out-of-memory messages, 4
+# runs that trained and 2 memory_summary tables, each with its public source):
+#: the CUDA caching allocator's reserve beyond what it has handed out, reserved / allocated - 1:
+#: median 6.9% over the 17 figures that state both (80th percentile 39%: the fragmented cases
+#: the issues were opened for), taken as a share of the GPU's memory
+HEADROOM_SHARE = 0.07
+#: memory outside PyTorch's allocator (CUDA context, NCCL's buffers, libraries): the OOM
+#: messages' in-use (or total - free) less what PyTorch reserved, median 1.03 GiB over 11
+HEADROOM_FIXED_GIB = 1.0
+
+
+def default_headroom_gib(capacity_gib, counted_fixed_gib=0.0):
+    """GiB per GPU a plan keeps free by default: :data:`HEADROOM_SHARE` of the GPU's memory
+    (allocator fragmentation) plus what of :data:`HEADROOM_FIXED_GIB` (CUDA context, NCCL)
+    the framework profile's own ``fixed_gib`` does not already count in the prediction.
+    Broadcasts over arrays of capacities."""
+    import numpy as np
+    return HEADROOM_SHARE * np.asarray(capacity_gib, dtype=float) \
+        + max(HEADROOM_FIXED_GIB - float(counted_fixed_gib), 0.0)
+
+
 # Bytes of one activation element by precision (what the forward keeps for backward).
 ACTIVATION_BYTES: dict[str, float] = {
     "fp32": 4.0, "bf16_mixed": 2.0, "fp16_mixed": 2.0, "bf16_pure": 2.0, "fp8_mixed": 2.0,

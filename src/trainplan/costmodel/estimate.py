@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from trainplan.conventions import GiB, capacity_text
@@ -52,6 +53,11 @@ class MemoryBreakdown(Out):
     capacity_gib: float = Field(description="the GPU's memory (catalog hbm_gib)")
     headroom_gib: float = Field(description="capacity_gib - total_gib (negative: does not fit)")
     fits: bool = Field(description="fits in GPU memory and, with offload, in host memory")
+    margin_gib: float = Field(0.0, description="GiB kept free beyond the prediction for allocator "
+                              "fragmentation and memory outside PyTorch (job.headroom_gib, or "
+                              "the default: conventions.default_headroom_gib)")
+    fits_margin: bool = Field(True, description="fits with margin_gib to spare (what plan asks "
+                              "of a layout)")
     host_gib_per_node: float = Field(0.0, description="offloaded states in one node's CPU "
                                      "memory (optimizer, gradients, parameters under offload)")
     host_capacity_gib: float = Field(0.0, description="the node's CPU memory for them "
@@ -204,6 +210,18 @@ def _f(x) -> float:
     return float(x)
 
 
+def margin_gib(job: Job, capacity_gib):
+    """GiB per GPU a layout must leave free: the job's ``headroom_gib``, else the default for
+    the GPU's memory and the framework's counted context (``conventions.default_headroom_gib``).
+    Broadcasts over arrays of capacities."""
+    if job.headroom_gib is not None:
+        return 0.0 * np.asarray(capacity_gib, dtype=float) + job.headroom_gib \
+            if not np.isscalar(capacity_gib) else float(job.headroom_gib)
+    from trainplan.conventions import default_headroom_gib
+    m = default_headroom_gib(capacity_gib, get_framework(job.framework).fixed_gib)
+    return float(m) if np.isscalar(capacity_gib) else m
+
+
 def build_estimate(model: Model, job: Job, cluster: Cluster, st: Strategy,
                    r: Evaluation | None = None) -> Estimate:
     """Turn evaluate()'s numbers into an Estimate (with totals and warnings)."""
@@ -221,6 +239,8 @@ def build_estimate(model: Model, job: Job, cluster: Cluster, st: Strategy,
         transient_gib=_f(r.mem_transient) / GiB, overhead_gib=_f(r.mem_overhead) / GiB,
         total_gib=_f(r.mem_total) / GiB, capacity_gib=acc.hbm_gib,
         headroom_gib=acc.hbm_gib - _f(r.mem_total) / GiB, fits=bool(r.fits),
+        margin_gib=margin_gib(job, acc.hbm_gib),
+        fits_margin=bool(r.fits) and _f(r.mem_total) / GiB <= acc.hbm_gib - margin_gib(job, acc.hbm_gib),
         host_gib_per_node=_f(r.mem_host_node) / GiB, host_capacity_gib=cluster.host_gib,
         first_stage_gib=_f(r.mem_first) / GiB, last_stage_gib=_f(r.mem_last) / GiB,
         logits_gib=_f(r.logits_bytes) / GiB)

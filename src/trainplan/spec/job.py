@@ -54,6 +54,12 @@ class Job(Spec):
     double_quant: bool = Field(
         default=True, description="with base_weights: quantize the quantization constants too "
         "(bnb_4bit_use_double_quant; 0.127 instead of 0.5 bit per parameter)")
+    headroom_gib: float | None = Field(
+        default=None, ge=0, le=1e5, description="GiB per GPU kept free beyond the predicted "
+        "peak, for allocator fragmentation and memory outside PyTorch (CUDA context, NCCL): "
+        "plan never picks a layout inside it, estimate says when one is; none: the default, "
+        "7% of the GPU's memory + 1 GiB less the framework's own fixed_gib "
+        "(conventions.default_headroom_gib, derived in benchmarks/headroom.py)")
     dropout: bool = Field(default=False, description="dropout in attention and MLP (GPT-style); masks are kept")
     framework: str = Field(
         default="megatron", description="training framework profile (`trainplan frameworks`): megatron, "
@@ -153,17 +159,23 @@ class Job(Spec):
                 raise ValueError(f"give framework ({data['framework']!r}) or implementation "
                                  f"({impl!r}), not both")
             data["framework"] = impl
-        if data.get("framework") is None:
-            # LoRA runs on a fine-tuning stack: Megatron-LM's pretrain_gpt.py has no adapters,
-            # PEFT with the Hugging Face Trainer is the common one
-            data["framework"] = "pytorch" if data.get("trainable") == "lora" else "megatron"
         if isinstance(data.get("framework"), str):
             from trainplan.spec.framework import get_framework
-            fw = get_framework(data["framework"])
-            data["framework"] = fw.id
-            if data.get("lora_targets") is None:
-                data["lora_targets"] = fw.lora_targets
+            data["framework"] = get_framework(data["framework"]).id
         return data
+
+    @model_validator(mode="after")
+    def _lora_defaults(self) -> "Job":
+        """Defaults that depend on other fields, left out of ``model_fields_set`` (a job that
+        names no framework still names none): a LoRA job runs on a fine-tuning stack, pytorch
+        (the Hugging Face Trainer with PEFT), since Megatron-LM's pretrain_gpt.py has no
+        adapters; its targets are the framework's ``lora_targets``."""
+        if "framework" not in self.model_fields_set and self.trainable == "lora":
+            object.__setattr__(self, "framework", "pytorch")
+        if self.lora_targets is None:
+            from trainplan.spec.framework import get_framework
+            object.__setattr__(self, "lora_targets", get_framework(self.framework).lora_targets)
+        return self
 
     @field_validator("lora_targets", mode="before")
     @classmethod
