@@ -133,6 +133,7 @@ class HFProfile:
     optimizer_temp_bytes: float
     layer_cast_bytes: float | None = None   # the layers' casts (None: weight_cast_bytes)
     hf_cast_adapter_bytes: float = 2.0      # autocast's copy of an fp32 adapter weight (bf16)
+    loss_chunks: int = 1                    # the loss runs over this many chunks of tokens
 
 
 def hf_profile(fw, precision: str, adamw_impl: str) -> HFProfile:
@@ -142,7 +143,8 @@ def hf_profile(fw, precision: str, adamw_impl: str) -> HFProfile:
     amp = precision in ("bf16_mixed", "fp16_mixed")
     return HFProfile(param_bytes=fw.hf_param_bytes_amp if amp else None,
                      weight_cast_bytes=fw.hf_weight_cast_bytes_amp if amp else 0.0,
-                     optimizer_temp_bytes=fw.optimizer_temp_bytes.get(adamw_impl, 0.0))
+                     optimizer_temp_bytes=fw.optimizer_temp_bytes.get(adamw_impl, 0.0),
+                     loss_chunks=getattr(fw, "loss_chunks", 1))
 
 
 def optimizer_temp_bytes(fw, job, sb, optimizer_bytes):
@@ -227,7 +229,8 @@ def hf_stage_memory(fw, dec, job, L, st, sb, layers, vis, overhead) -> StageMemo
         # masters nor autocast casts (its own dequantized copy is the working set); a frozen
         # base in the compute dtype has no cast either, nor has its LM head
         prof = HFProfile(prof.param_bytes, 0.0 if frozen_dec else prof.weight_cast_bytes,
-                         prof.optimizer_temp_bytes, layer_cast_bytes=0.0)
+                         prof.optimizer_temp_bytes, layer_cast_bytes=0.0,
+                         loss_chunks=prof.loss_chunks)
     if job.base_weights is not None:
         dequant = mem.dequantized_weight_bytes(dec, L.tp, ACTIVATION_BYTES[job.precision])
     m = L.micro_batches(job.batch_sequences)

@@ -234,7 +234,10 @@ def hf_step_memory(prof, stack, s, b, precision: str, flash, rc,
     states = w + o
     zero = 0.0 * T
     # (gradients, activations held, working set) at each candidate point
-    loss_pt = (zero, activations + zero, hf_loss_backward_bytes(stack, s, b))
+    # a loss over k chunks of tokens (torchtune's CEWithChunkedOutputLoss) holds one chunk's
+    # backward working set, and one chunk's fp32 upcast, at a time
+    chunks = float(getattr(prof, "loss_chunks", 1) or 1)
+    loss_pt = (zero, activations + zero, hf_loss_backward_bytes(stack, s, b) / chunks)
     # attention backward of the top layer: its MLP half is done and freed
     top = (g_per_param * (head_p + rest_top) + zero,
            a_below + a_top + a_attn_bwd + a_head - lsm
@@ -266,7 +269,7 @@ def hf_step_memory(prof, stack, s, b, precision: str, flash, rc,
     # layer (checkpointed ones too; ``torch.autocast`` clears the cache on exit), and the loss
     # holds the bf16 logits and their fp32 upcast beside the log-softmax (nll_loss_forward)
     fwd_end = (zero, activations - casts_kept + c_head + n_dense * c_d + n_moe * c_m + zero,
-               6.0 * V * T)
+               2.0 * V * T + 4.0 * V * T / chunks)
     k_temp = prof.optimizer_temp_bytes if optimizer_temp_bytes is None else optimizer_temp_bytes
     opt_temp = k_temp * o / 2.0 if adamw else 0.0 * o
     opt_pt = (g + zero, zero, opt_temp + zero)

@@ -184,6 +184,10 @@ class FrameworkProfile(Spec):
                                                    "step temporaries in moment-sized buffers, by "
                                                    "AdamW implementation (foreach, fused)")
     grads_persistent: bool = True
+    loss_chunks: int = Field(default=1, ge=1, le=4096, description="the cross-entropy runs over "
+                             "this many chunks of tokens, each upcast to fp32 and differentiated "
+                             "alone (torchtune's CEWithChunkedOutputLoss: 8); 1: the whole "
+                             "logits at once (activations = 'hf' profiles)")
     offload_grad_bytes: float | None = Field(
         default=None, gt=0, description="bytes per gradient element copied to the host under optimizer "
         "offload (DeepSpeed casts to the fp32 master dtype on the GPU before the copy); none: "
