@@ -110,3 +110,19 @@ def test_adapter_activations_by_hand():
     lo, hi = estimate("llama-3-8b", lora_rank=16, **kw), estimate("llama-3-8b", lora_rank=64, **kw)
     kept = (hi.memory.activations_gib - lo.memory.activations_gib) * GiB
     assert kept == pytest.approx(32 * 2048 * 7 * 48 * 2.0, rel=1e-9)
+
+
+def test_torchtune_chunked_loss():
+    """torchtune's CEWithChunkedOutputLoss (8 chunks): one chunk's fp32 upcast and one chunk's
+    backward working set at a time, where transformers' loss holds the whole logits' (8V per
+    token at the loss backward: hf_step.hf_loss_backward_bytes)."""
+    dec = get_model("llama-3-8b").decoder
+    kw = dict(gpu="h100", gpus=1, seq_len=2048, global_batch=1, trainable="lora",
+              precision="bf16_pure", strategy={"micro_batch": 1, "recompute": "full"})
+    T, V = 2048, dec.vocab
+    hf = estimate("llama-3-8b", framework="pytorch", **kw).memory
+    tt = estimate("llama-3-8b", framework="torchtune", **kw).memory
+    assert hf.peak_phase == "loss backward" and hf.transient_gib * GiB == 8.0 * V * T
+    assert tt.peak_phase == "end of forward"
+    assert tt.transient_gib * GiB == 2.0 * V * T + 4.0 * V * T / 8
+    assert tt.total_gib < hf.total_gib
