@@ -48,6 +48,8 @@ def plan_specs(model: Model, job: Job, template: Cluster, accelerators: Sequence
     asked = headroom_gib
     if headroom_gib is not None and (not _is_number(headroom_gib) or not headroom_gib >= 0):
         raise InputError("headroom_gib", headroom_gib, "a memory margin >= 0 GiB")
+    if headroom_gib is not None and job.headroom_gib != headroom_gib:
+        job = evolve(job, headroom_gib=float(headroom_gib))   # the layouts' estimates show it
     if isinstance(top, bool) or not isinstance(top, (int, np.integer)) or top < 1:
         raise InputError("top", top, "a whole number of layouts, at least 1")
     for name, v in (("deadline_days", deadline_days), ("budget_usd", budget_usd)):

@@ -70,3 +70,9 @@ def test_finetunes_fit_one_gpu_at_the_defaults(gpu, model, kw):
              **kw)
     w = r.top[0].memory
     assert w.fits_margin and w.total_gib <= w.capacity_gib - w.margin_gib
+
+
+def test_plan_margin_reaches_its_estimates():
+    r = plan("llama-3-8b", gpu="h100", gpus=1, seq_len=2048, global_batch=8, trainable="lora",
+             headroom_gib=10.0, top=2)
+    assert all(e.memory.margin_gib == 10.0 and e.memory.total_gib <= 79.65 - 10.0 for e in r.top)
