@@ -116,14 +116,10 @@ BASE_WEIGHTS_FLAG: Any = typer.Option(
     None, "--base-weights", callback=_choice(BASE_WEIGHTS), autocompletion=_completion(BASE_WEIGHTS),
     help="the frozen decoder's Linear weights quantized by bitsandbytes: nf4 with --lora is "
          "QLoRA, fp4, or int8 (LLM.int8(), 8 bits) (job.base_weights); default: the compute dtype")
-LORA_TARGETS: Any = typer.Option(
-    None, "--lora-targets", help="with --lora: the projections adapted: attention (q,k,v,o), "
-    "all-linear (q,k,v,o,gate,up,down) or a comma list (q,v or q_proj,v_proj or linear_qkv,...); "
-    "default: the framework's (job.lora_targets)")
-HEADROOM: Any = typer.Option(
-    None, "--headroom-gib", min=0.0, help="GiB per GPU kept free beyond the predicted peak "
-    "(allocator fragmentation, CUDA context, NCCL); default: 7%% of the GPU's memory + 1 GiB "
-    "less the framework's counted context (benchmarks/headroom.py)")
+LORA_TARGETS: Any = typer.Option(None, "--lora-targets", help="with --lora: attention (q,k,v,o), "
+                                 "all-linear or a comma list (q,v; q_proj,v_proj; linear_qkv); default: the framework's")
+HEADROOM: Any = typer.Option(None, "--headroom-gib", min=0.0, help="GiB per GPU kept free beyond the "
+                             "peak; default: 7%% of the GPU's memory + 1 GiB (benchmarks/headroom.py)")
 DOUBLE_QUANT: Any = typer.Option(
     None, "--double-quant/--no-double-quant",
     help="with --base-weights: quantize the quantization constants too (bitsandbytes "
@@ -198,7 +194,4 @@ def image_size(text: Optional[str]) -> dict[str, Any]:
 
 def lora_targets(value: Optional[str]) -> Any:
     """job.lora_targets from --lora-targets: a set's name or a comma list (None: not given)."""
-    if value is None:
-        return None
-    items = split_list([value])
-    return items[0] if len(items) == 1 else tuple(items)
+    return None if value is None else tuple(split_list([value]))

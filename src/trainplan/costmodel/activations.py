@@ -58,7 +58,7 @@ def layer_sets(dec, job, fw, L, dropout, act_b) -> LayerSets:
         # the adapters' A outputs (costmodel/lora.py), kept wherever the layer is not recomputed
         from trainplan.costmodel.lora import adapter_kept_bytes_per_token
         ad = np.asarray(s, dtype=float) / cp * L.mb / L.tp * adapter_kept_bytes_per_token(
-            dec, job.lora_rank, job.lora_targets, amp=False, elem=act_b)
+            dec, job.lora_rank, job.lora_projections, amp=False, elem=act_b)
         none = none + ad
         cur = cur + by_recompute(L.rc, ad, ad, 0.0, ad, ad)
     logits = mem.logits_bytes(dec, s, L.mb, L.tp, cp=cp, logits_fp32_copy=logits_fp32(fw, job),
@@ -244,8 +244,8 @@ def hf_stage_memory(fw, dec, job, L, st, sb, layers, vis, overhead) -> StageMemo
         from trainplan.costmodel.params import lora_params
         _, amp = _elem(job.precision)
         layer_extra = job.seq_len / L.cp * L.mb * adapter_kept_bytes_per_token(
-            dec, job.lora_rank, job.lora_targets, amp=amp, elem=2.0 if amp else _elem(job.precision)[0])
-        adapters = lora_params(dec, job.lora_rank, job.lora_targets) / dec.layers * layers
+            dec, job.lora_rank, job.lora_projections, amp=amp, elem=2.0 if amp else _elem(job.precision)[0])
+        adapters = lora_params(dec, job.lora_rank, job.lora_projections) / dec.layers * layers
         extra = extra + (prof.hf_cast_adapter_bytes if amp else 0.0) * adapters
     r = hf_step_memory(prof, dec, job.seq_len / L.cp, L.mb, job.precision, L.flash, L.rc,
                        st.weights - st.quantized - frozen, st.grads, st.optimizer, sb,

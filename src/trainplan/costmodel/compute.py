@@ -110,7 +110,7 @@ class KernelModel:
         # a 4-bit base (QLoRA): bytes per parameter of its weights, dequantized per GEMM pass
         self.base_bytes = job.base_weight_bytes
         self.lora_rank = job.lora_rank if job.trainable == "lora" else 0
-        self.lora_targets = job.lora_targets
+        self.lora_targets = job.lora_projections
 
     def gemm(self, total_flops, count=1.0, fp8=False):
         """``count`` equal GEMMs adding up to ``total_flops`` (FP8 ones at the FP8 ceiling)."""

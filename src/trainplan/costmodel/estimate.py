@@ -358,11 +358,11 @@ def assumptions(model: Model, job: Job, cluster: Cluster) -> list[str]:
         from trainplan.costmodel.params import lora_params
         from trainplan.conventions import LORA_TARGET_SETS
         names = {v: k for k, v in LORA_TARGET_SETS.items()}
-        tg = job.lora_targets or LORA_TARGET_SETS["all-linear"]
+        tg = job.lora_projections or LORA_TARGET_SETS["all-linear"]
         where = (f"{names[tg]} ({', '.join(tg)})" if tg in names else ", ".join(tg))
         lora = (f"LoRA rank {job.lora_rank} on {where}, base frozen in "
                 + ("the compute dtype" if job.base_weights is None else job.base_weights.upper())
-                + f" ({lora_params(model.decoder, job.lora_rank, job.lora_targets):,} adapter "
+                + f" ({lora_params(model.decoder, job.lora_rank, job.lora_projections):,} adapter "
                 "parameters)")
         out.append("trainable: " + (lora if job.trainable == "lora"
                                     else "all but " + ", ".join(job.frozen)))

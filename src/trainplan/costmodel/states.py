@@ -92,7 +92,7 @@ def stage_params(model, job, L, vis: dict, first: bool) -> StageParams:
     if job.trainable == "lora":
         # the adapters are added to the frozen base (Hu et al. 2021 sec. 4: W0 + BA), so they
         # count on top of it; the base stays frozen whatever the rank
-        adapters = lora_params(dec, job.lora_rank, job.lora_targets) / L.pp / L.tp + 0.0 * total
+        adapters = lora_params(dec, job.lora_rank, job.lora_projections) / L.pp / L.tp + 0.0 * total
         total = total + adapters
         # vision parts trained in full beside the adapters (job.trained_in_full)
         train = adapters + vis["trainable_params"] / L.tp * vis_on

@@ -159,23 +159,22 @@ class Job(Spec):
                 raise ValueError(f"give framework ({data['framework']!r}) or implementation "
                                  f"({impl!r}), not both")
             data["framework"] = impl
+        if data.get("framework") is None and data.get("trainable") == "lora":
+            # a LoRA job runs on a fine-tuning stack: Megatron-LM's pretrain_gpt.py has no
+            # adapters; the Hugging Face Trainer with PEFT is the common one
+            data["framework"] = "pytorch"
         if isinstance(data.get("framework"), str):
             from trainplan.spec.framework import get_framework
             data["framework"] = get_framework(data["framework"]).id
         return data
 
-    @model_validator(mode="after")
-    def _lora_defaults(self) -> "Job":
-        """Defaults that depend on other fields, left out of ``model_fields_set`` (a job that
-        names no framework still names none): a LoRA job runs on a fine-tuning stack, pytorch
-        (the Hugging Face Trainer with PEFT), since Megatron-LM's pretrain_gpt.py has no
-        adapters; its targets are the framework's ``lora_targets``."""
-        if "framework" not in self.model_fields_set and self.trainable == "lora":
-            object.__setattr__(self, "framework", "pytorch")
-        if self.lora_targets is None:
-            from trainplan.spec.framework import get_framework
-            object.__setattr__(self, "lora_targets", get_framework(self.framework).lora_targets)
-        return self
+    @property
+    def lora_projections(self) -> tuple[str, ...]:
+        """The projections LoRA adapts: ``lora_targets``, else the framework profile's."""
+        if self.lora_targets is not None:
+            return self.lora_targets
+        from trainplan.spec.framework import get_framework
+        return get_framework(self.framework).lora_targets
 
     @field_validator("lora_targets", mode="before")
     @classmethod

@@ -64,12 +64,15 @@ def test_bad_target_is_an_input_error_naming_the_field():
 def test_a_lora_job_plans_for_a_framework_with_lora():
     """Megatron-LM's pre-training script has no adapters: a LoRA job that names no framework
     runs on the pytorch profile (HF Trainer + PEFT); a full job keeps megatron; a named one is
-    kept, and not marked as given."""
+    kept; the targets are the framework's unless named."""
     assert Job(trainable="lora").framework == "pytorch"
     assert Job().framework == "megatron"
     assert Job(trainable="lora", framework="nemo").framework == "megatron"
-    assert "framework" not in Job(trainable="lora").model_fields_set
-    assert Job(trainable="lora").lora_targets == ("q", "k", "v", "o", "gate", "up", "down")
+    assert Job(trainable="lora").lora_targets is None
+    assert Job(trainable="lora").lora_projections == ("q", "k", "v", "o", "gate", "up", "down")
+    assert Job(trainable="lora", framework="torchtune").lora_projections == \
+        ("q", "v", "o", "gate", "up", "down")
+    assert Job(trainable="lora", lora_targets="attention").lora_projections == ("q", "k", "v", "o")
 
 
 def test_lora_base_in_the_compute_dtype_under_the_hf_trainer():
