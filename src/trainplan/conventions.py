@@ -38,8 +38,56 @@ KERNEL_EFFICIENCY_FIELD = {"fa1": "attn_max_fa1", "fa3": "attn_max_fa3", "cudnn"
 Fp8Recipe = Literal["delayed", "current", "mxfp8"]
 CpCollective = Literal["ring", "all_gather", "all_to_all"]
 # storage of a frozen base's Linear weights other than the compute dtype: bitsandbytes 4-bit
-# (QLoRA's NormalFloat, or its plain FP4), ``four_bit_weight_bytes``
-BaseWeights = Literal["nf4", "fp4"]
+# (QLoRA's NormalFloat, or its plain FP4), ``four_bit_weight_bytes``; bitsandbytes 8-bit
+# (LLM.int8(), ``Linear8bitLt``), ``int8_weight_bytes``
+BaseWeights = Literal["nf4", "fp4", "int8"]
+#: the projections of a decoder layer a LoRA adapter can target (Hu et al. 2021 sec. 4.2 adapt
+#: W_q, W_k, W_v, W_o; PEFT's ``target_modules="all-linear"`` adds the MLP's gate, up, down)
+LORA_PROJECTIONS: tuple[str, ...] = ("q", "k", "v", "o", "gate", "up", "down")
+#: the named target sets: attention (q, k, v, o; NeMo's ``['linear_qkv', 'linear_proj']``) and
+#: all-linear (PEFT ``target_modules="all-linear"``: every nn.Linear but the output layer,
+#: peft/tuners/tuners_utils.py ``_maybe_include_all_linear_layers``; NeMo's default
+#: ``['linear_qkv', 'linear_proj', 'linear_fc1', 'linear_fc2']``)
+LORA_TARGET_SETS: dict[str, tuple[str, ...]] = {
+    "attention": ("q", "k", "v", "o"),
+    "all-linear": LORA_PROJECTIONS,
+}
+#: other tools' module names for the projections: transformers Llama (q_proj, ...), torchtune
+#: (output_proj, w1 gate, w3 up, w2 down), Megatron-Core/NeMo (linear_qkv: q, k, v; linear_proj:
+#: o; linear_fc1: gate and up; linear_fc2: down)
+LORA_TARGET_ALIASES: dict[str, tuple[str, ...]] = {
+    "q_proj": ("q",), "k_proj": ("k",), "v_proj": ("v",), "o_proj": ("o",),
+    "output_proj": ("o",), "gate_proj": ("gate",), "up_proj": ("up",), "down_proj": ("down",),
+    "w1": ("gate",), "w3": ("up",), "w2": ("down",), "linear_qkv": ("q", "k", "v"),
+    "linear_proj": ("o",), "linear_fc1": ("gate", "up"), "linear_fc2": ("down",),
+    "all_linear": LORA_PROJECTIONS, "attn": ("q", "k", "v", "o"),
+}
+
+
+def lora_targets(value) -> tuple[str, ...]:
+    """The projections a ``lora_targets`` value names, in :data:`LORA_PROJECTIONS` order: a
+    set's name (:data:`LORA_TARGET_SETS`), or a list of projection or module names
+    (:data:`LORA_TARGET_ALIASES`). Raises ValueError naming what is valid."""
+    items = [value] if isinstance(value, str) else list(value)
+    out: set[str] = set()
+    for it in items:
+        if not isinstance(it, str):
+            raise ValueError(f"{it!r} is not a projection name")
+        k = it.strip().lower()
+        k = {"all-linear": "all-linear"}.get(k, k)
+        if k in LORA_TARGET_SETS:
+            out.update(LORA_TARGET_SETS[k])
+        elif k in LORA_PROJECTIONS:
+            out.add(k)
+        elif k in LORA_TARGET_ALIASES:
+            out.update(LORA_TARGET_ALIASES[k])
+        else:
+            raise ValueError(f"{it!r} is not a LoRA target: give 'attention', 'all-linear' or "
+                             f"projections among {list(LORA_PROJECTIONS)} (or their module names "
+                             f"q_proj, linear_qkv, linear_fc1, ...)")
+    if not out:
+        raise ValueError("name at least one projection")
+    return tuple(p for p in LORA_PROJECTIONS if p in out)
 
 PRECISIONS: tuple[str, ...] = get_args(Precision)
 OPTIMIZERS: tuple[str, ...] = get_args(Optimizer)
@@ -166,6 +214,27 @@ def four_bit_constant_bytes(double_quant: bool = True) -> float:
     return (8.0 / 64.0 + 32.0 / (64.0 * 256.0) if double_quant else 32.0 / 64.0) / 8.0
 
 
+def int8_weight_bytes(d_in: float) -> float:
+    """Bytes per parameter of a weight stored in 8 bits by bitsandbytes (LLM.int8(), Dettmers
+    et al. 2022, arXiv:2208.07339, sec. 3: vector-wise quantization): the int8 codes (1 byte,
+    ``Int8Params.CB``) plus one fp32 absmax per output row (``Int8Params.SCB``, bitsandbytes
+    ``nn/modules.py``), 4 bytes per ``d_in`` weights. 1.000977 B for d_in 4096."""
+    return INT8_PACKED_BYTES + 4.0 / float(d_in)
+
+
+#: one int8 code per byte (``Int8Params.CB``): what ZeRO-3/FSDP shard of an 8-bit weight
+INT8_PACKED_BYTES = 1.0
+
+
+def base_weight_bytes(kind: str | None, double_quant: bool = True, d_in: float = 4096.0) -> float:
+    """Bytes per parameter of a frozen base's quantized Linear weights: 4-bit
+    (:func:`four_bit_weight_bytes`) or 8-bit (:func:`int8_weight_bytes` at the layer's input
+    width ``d_in``, the hidden size: the rows of q, k, v, o, gate and up); 0 for none."""
+    if not kind:
+        return 0.0
+    return int8_weight_bytes(d_in) if kind == "int8" else four_bit_weight_bytes(double_quant)
+
+
 def four_bit_split(bytes_per_param: float) -> tuple[float, float]:
     """(packed codes, quantization constants) of a 4-bit weight's ``bytes_per_param``
     (:func:`four_bit_weight_bytes`); (0, 0) without a 4-bit base.
@@ -180,7 +249,32 @@ def four_bit_split(bytes_per_param: float) -> tuple[float, float]:
     "leaves the quant_state dictionary attached to all rank's Linear4bit layers")."""
     if not bytes_per_param:
         return 0.0, 0.0
-    return FOUR_BIT_PACKED_BYTES, bytes_per_param - FOUR_BIT_PACKED_BYTES
+    # an 8-bit weight (int8_weight_bytes, at least 1 byte): its codes are the parameter's
+    # storage (Int8Params), its SCB row scales a tensor beside it, kept whole the same way
+    packed = INT8_PACKED_BYTES if bytes_per_param >= INT8_PACKED_BYTES else FOUR_BIT_PACKED_BYTES
+    return packed, bytes_per_param - packed
+
+
+# The memory a plan keeps free beyond its predicted peak (``benchmarks/headroom.py`` derives
+# both from the real artifacts in ../shared/artifacts: 11 PyTorch out-of-memory messages, 4
+# runs that trained and 2 memory_summary tables, each with its public source):
+#: the CUDA caching allocator's reserve beyond what it has handed out, reserved / allocated - 1:
+#: median 6.9% over the 17 figures that state both (80th percentile 39%: the fragmented cases
+#: the issues were opened for), taken as a share of the GPU's memory
+HEADROOM_SHARE = 0.07
+#: memory outside PyTorch's allocator (CUDA context, NCCL's buffers, libraries): the OOM
+#: messages' in-use (or total - free) less what PyTorch reserved, median 1.03 GiB over 11
+HEADROOM_FIXED_GIB = 1.0
+
+
+def default_headroom_gib(capacity_gib, counted_fixed_gib=0.0):
+    """GiB per GPU a plan keeps free by default: :data:`HEADROOM_SHARE` of the GPU's memory
+    (allocator fragmentation) plus what of :data:`HEADROOM_FIXED_GIB` (CUDA context, NCCL)
+    the framework profile's own ``fixed_gib`` does not already count in the prediction.
+    Broadcasts over arrays of capacities."""
+    import numpy as np
+    return HEADROOM_SHARE * np.asarray(capacity_gib, dtype=float) \
+        + max(HEADROOM_FIXED_GIB - float(counted_fixed_gib), 0.0)
 
 
 # Bytes of one activation element by precision (what the forward keeps for backward).

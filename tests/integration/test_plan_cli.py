@@ -110,7 +110,8 @@ def test_out_without_emit_is_refused_and_limits_are_words(tmp_path):
                             "--objective", "fewest", "--deadline-days", "400"])
     assert r.exit_code == 0, r.output
     head = " ".join(r.output.split())
-    assert "(deadline 400 days)" in head and "{" not in head
+    # the default memory margin is always a limit of the plan (docs/costmodel.md, headroom)
+    assert "(deadline 400 days, headroom 5.58 GiB)" in head and "{" not in head
 
 
 def test_a_plan_over_gpu_types_shows_each_types_price_and_source():

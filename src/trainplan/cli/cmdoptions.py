@@ -117,8 +117,12 @@ LORA_RANK: Any = typer.Option(None, "--lora-rank", min=1, max=65536,
                               help="LoRA rank r (implies --lora unless --full is given; default 16)")
 BASE_WEIGHTS_FLAG: Any = typer.Option(
     None, "--base-weights", callback=_choice(BASE_WEIGHTS), autocompletion=_completion(BASE_WEIGHTS),
-    help="the frozen decoder's Linear weights in 4 bits (bitsandbytes): nf4 with --lora is "
-         "QLoRA (job.base_weights); default: the compute dtype")
+    help="the frozen decoder's Linear weights quantized by bitsandbytes: nf4 with --lora is "
+         "QLoRA, fp4, or int8 (LLM.int8(), 8 bits) (job.base_weights); default: the compute dtype")
+LORA_TARGETS: Any = typer.Option(None, "--lora-targets", help="with --lora: attention (q,k,v,o), "
+                                 "all-linear or a comma list (q,v; q_proj,v_proj; linear_qkv); default: the framework's")
+HEADROOM: Any = typer.Option(None, "--headroom-gib", min=0.0, help="GiB per GPU kept free beyond the "
+                             "peak; default: 7%% of the GPU's memory + 1 GiB (benchmarks/headroom.py)")
 DOUBLE_QUANT: Any = typer.Option(
     None, "--double-quant/--no-double-quant",
     help="with --base-weights: quantize the quantization constants too (bitsandbytes "
@@ -197,3 +201,8 @@ def image_size(text: Optional[str]) -> dict[str, Any]:
     if len(sides) == 1:
         return {"image_size": sides[0]}
     return {"image_resolutions": [[sides[0], sides[1], 1.0]]}
+
+
+def lora_targets(value: Optional[str]) -> Any:
+    """job.lora_targets from --lora-targets: a set's name or a comma list (None: not given)."""
+    return None if value is None else tuple(split_list([value]))

@@ -71,6 +71,8 @@ def estimate_command(
     lora: Optional[bool] = o.LORA,
     lora_rank: Optional[int] = o.LORA_RANK,
     base_weights: Optional[str] = o.BASE_WEIGHTS_FLAG,
+    lora_targets: Optional[str] = o.LORA_TARGETS,
+    headroom_gib: Optional[float] = o.HEADROOM,
     double_quant: Optional[bool] = o.DOUBLE_QUANT,
     frozen: Optional[list[str]] = o.FROZEN,
     train_in_full: Optional[list[str]] = o.TRAIN_IN_FULL,
@@ -113,6 +115,8 @@ def estimate_command(
           fused_ops=o.split_list(fused_ops) or None,
           trainable=o.trainable(lora, lora_rank), lora_rank=lora_rank,
           base_weights=base_weights, double_quant=double_quant,
+          lora_targets=o.lora_targets(lora_targets),
+          headroom_gib=headroom_gib,
           frozen=tuple(o.split_list(frozen)) or None,
           trained_in_full=tuple(o.split_list(train_in_full)) or None)
     run = estimate_job(data)

@@ -53,6 +53,7 @@ def plan_command(
     lora: Optional[bool] = o.LORA,
     lora_rank: Optional[int] = o.LORA_RANK,
     base_weights: Optional[str] = o.BASE_WEIGHTS_FLAG,
+    lora_targets: Optional[str] = o.LORA_TARGETS,
     double_quant: Optional[bool] = o.DOUBLE_QUANT,
     frozen: Optional[list[str]] = o.FROZEN,
     train_in_full: Optional[list[str]] = o.TRAIN_IN_FULL,
@@ -89,6 +90,7 @@ def plan_command(
           precision=precision, optimizer=optimizer, framework=framework, adamw_impl=adamw_impl,
           trainable=o.trainable(lora, lora_rank), lora_rank=lora_rank,
           base_weights=base_weights, double_quant=double_quant,
+          lora_targets=o.lora_targets(lora_targets),
           frozen=tuple(o.split_list(frozen)) or None,
           trained_in_full=tuple(o.split_list(train_in_full)) or None)
     drop_strategy(data)                    # the search chooses the strategy

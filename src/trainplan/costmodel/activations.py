@@ -54,6 +54,13 @@ def layer_sets(dec, job, fw, L, dropout, act_b) -> LayerSets:
     fp8 = job.precision == "fp8_mixed" and fw.fp8_linear
     none, full, cur = mem.layer_activation_policies(dec, s, L.mb, L.tp, sp, L.rc, L.flash, dropout,
                                                     act_b, moe_layer=moe, cp=cp, fp8=fp8)
+    if job.trainable == "lora":
+        # the adapters' A outputs (costmodel/lora.py), kept wherever the layer is not recomputed
+        from trainplan.costmodel.lora import adapter_kept_bytes_per_token
+        ad = np.asarray(s, dtype=float) / cp * L.mb / L.tp * adapter_kept_bytes_per_token(
+            dec, job.lora_rank, job.lora_projections, amp=False, elem=act_b)
+        none = none + ad
+        cur = cur + by_recompute(L.rc, ad, ad, 0.0, ad, ad)
     logits = mem.logits_bytes(dec, s, L.mb, L.tp, cp=cp, logits_fp32_copy=logits_fp32(fw, job),
                               linear_ce="linear_cross_entropy" in fused_groups(fw, job))
     scores = mem.attention_scores_bytes(dec, s, L.mb, L.tp, L.flash, dropout, act_b, cp=cp)
@@ -125,6 +132,8 @@ class HFProfile:
     weight_cast_bytes: float
     optimizer_temp_bytes: float
     layer_cast_bytes: float | None = None   # the layers' casts (None: weight_cast_bytes)
+    hf_cast_adapter_bytes: float = 2.0      # autocast's copy of an fp32 adapter weight (bf16)
+    loss_chunks: int = 1                    # the loss runs over this many chunks of tokens
 
 
 def hf_profile(fw, precision: str, adamw_impl: str) -> HFProfile:
@@ -134,7 +143,8 @@ def hf_profile(fw, precision: str, adamw_impl: str) -> HFProfile:
     amp = precision in ("bf16_mixed", "fp16_mixed")
     return HFProfile(param_bytes=fw.hf_param_bytes_amp if amp else None,
                      weight_cast_bytes=fw.hf_weight_cast_bytes_amp if amp else 0.0,
-                     optimizer_temp_bytes=fw.optimizer_temp_bytes.get(adamw_impl, 0.0))
+                     optimizer_temp_bytes=fw.optimizer_temp_bytes.get(adamw_impl, 0.0),
+                     loss_chunks=getattr(fw, "loss_chunks", 1))
 
 
 def optimizer_temp_bytes(fw, job, sb, optimizer_bytes):
@@ -201,27 +211,51 @@ def stage_memory(st, acts: StageActivations, temp, overhead, fw) -> StageMemory:
 def hf_stage_memory(fw, dec, job, L, st, sb, layers, vis, overhead) -> StageMemory:
     """Plain PyTorch + transformers: per-tensor activations and the step's peaks (start of
     backward without gradients, layer backwards, optimizer step without activations), measured
-    with ``trainplan measure memory`` (:func:`trainplan.costmodel.hf_step.hf_step_memory`)."""
+    with ``trainplan measure memory`` (:func:`trainplan.costmodel.hf_step.hf_step_memory`).
+
+    A frozen decoder (LoRA, or the decoder in ``job.frozen``) is held in the compute dtype, as
+    PEFT and TRL users load it (``torch_dtype=torch.bfloat16`` in TRL's ``sft.py`` and PEFT's
+    examples; torchtune's ``dtype: bf16``): its weights are neither fp32 masters nor cast by
+    autocast (autocast casts only fp32 tensors: a bf16 weight goes to the matmul as it is).
+    LoRA's adapters are fp32 under torch.amp (PEFT ``autocast_adapter_dtype=True``), so
+    autocast keeps a bf16 copy of each (2 B per adapter parameter) and their activations
+    (:func:`trainplan.costmodel.lora.adapter_kept_bytes_per_token`) join each layer's."""
     from trainplan.costmodel.hf_step import hf_step_memory
     prof = hf_profile(fw, job.precision, adamw_impl(fw, job))
     dequant = 0.0
+    frozen_dec = job.trainable == "lora" or dec.name in job.frozen
+    if job.base_weights is not None or frozen_dec:
+        # a quantized base: bitsandbytes' Linear4bit/Linear8bitLt weights are neither fp32
+        # masters nor autocast casts (its own dequantized copy is the working set); a frozen
+        # base in the compute dtype has no cast either, nor has its LM head
+        prof = HFProfile(prof.param_bytes, 0.0 if frozen_dec else prof.weight_cast_bytes,
+                         prof.optimizer_temp_bytes, layer_cast_bytes=0.0,
+                         loss_chunks=prof.loss_chunks)
     if job.base_weights is not None:
-        # a 4-bit base: bitsandbytes' Linear4bit weights are neither fp32 masters nor autocast
-        # casts (its own dequantized copy is the working set); the rest follows the profile
-        prof = HFProfile(prof.param_bytes, prof.weight_cast_bytes, prof.optimizer_temp_bytes,
-                         layer_cast_bytes=0.0)
         dequant = mem.dequantized_weight_bytes(dec, L.tp, ACTIVATION_BYTES[job.precision])
     m = L.micro_batches(job.batch_sequences)
     in_flight = mem.pipeline_in_flight(L.pp, L.vp, m)
+    frozen = st.frozen if frozen_dec else 0.0 * st.frozen   # held as they are, not rescaled
+    extra = vis["act_bytes_per_mb"] * in_flight
+    layer_extra = 0.0
+    if job.trainable == "lora":
+        from trainplan.costmodel.hf_memory import _elem
+        from trainplan.costmodel.lora import adapter_kept_bytes_per_token
+        from trainplan.costmodel.params import lora_params
+        _, amp = _elem(job.precision)
+        layer_extra = job.seq_len / L.cp * L.mb * adapter_kept_bytes_per_token(
+            dec, job.lora_rank, job.lora_projections, amp=amp, elem=2.0 if amp else _elem(job.precision)[0])
+        adapters = lora_params(dec, job.lora_rank, job.lora_projections) / dec.layers * layers
+        extra = extra + (prof.hf_cast_adapter_bytes if amp else 0.0) * adapters
     r = hf_step_memory(prof, dec, job.seq_len / L.cp, L.mb, job.precision, L.flash, L.rc,
-                       st.weights - st.quantized, st.grads, st.optimizer, sb,
+                       st.weights - st.quantized - frozen, st.grads, st.optimizer, sb,
                        adamw=job.optimizer == "adamw",
-                       n_layers=layers, extra_activations=vis["act_bytes_per_mb"] * in_flight,
+                       n_layers=layers, extra_activations=extra,
                        dropout=job.dropout, rc_layers=L.rc_layers, accumulating=m > 1,
-                       dequant_bytes=dequant)
-    total = r["total"] + st.quantized
+                       dequant_bytes=dequant, layer_extra=layer_extra)
+    total = r["total"] + st.quantized + frozen
     frag = total * fw.fragmentation
-    return StageMemory(weights=r["weights"] + st.quantized, grads=r["grads"],
+    return StageMemory(weights=r["weights"] + st.quantized + frozen, grads=r["grads"],
                        optimizer=r["optimizer"],
                        activations=r["activations"], transient=r["transient"],
                        overhead=overhead + frag, total=total + frag + overhead,

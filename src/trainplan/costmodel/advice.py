@@ -34,6 +34,11 @@ def estimate_warnings(model, job, cluster, st, r, mem, time, nb=None) -> tuple[l
         named += [("fits", f) for f in fixes]
         w.append(f"DOES NOT FIT: {mem.total_gib:.1f} GiB needed on the {mem.stage} stage, "
                  f"{capacity_text(mem.capacity_gib)} GiB available. Largest: {top}. " + hint)
+    elif not mem.fits_margin:
+        w.append(f"inside the memory margin: {mem.headroom_gib:.1f} GiB free, {mem.margin_gib:.1f} "
+                 "GiB asked (allocator fragmentation and memory outside PyTorch, "
+                 "benchmarks/headroom.py; job.headroom_gib / --headroom-gib): it may OOM, and "
+                 "plan would not pick it")
     elif mem.headroom_gib < TIGHT_HEADROOM * mem.capacity_gib:
         w.append(f"tight memory: {mem.headroom_gib:.1f} GiB headroom "
                  "(allocator fragmentation can still OOM)")

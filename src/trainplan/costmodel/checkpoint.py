@@ -43,7 +43,7 @@ def checkpoint_state_bytes(model, job) -> tuple[float, float]:
     vis_total, vis_trainable = vision_param_counts(model, job)
     decoder = float(mp.total) - vis_total
     if job.trainable == "lora":
-        adapters = float(lora_params(model.decoder, job.lora_rank))
+        adapters = float(lora_params(model.decoder, job.lora_rank, job.lora_projections))
         total, trainable = float(mp.total) + adapters, adapters + vis_trainable
     else:
         trainable = (0.0 if model.decoder.name in job.frozen else decoder) + vis_trainable

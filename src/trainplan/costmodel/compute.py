@@ -110,6 +110,7 @@ class KernelModel:
         # a 4-bit base (QLoRA): bytes per parameter of its weights, dequantized per GEMM pass
         self.base_bytes = job.base_weight_bytes
         self.lora_rank = job.lora_rank if job.trainable == "lora" else 0
+        self.lora_targets = job.lora_projections
 
     def gemm(self, total_flops, count=1.0, fp8=False):
         """``count`` equal GEMMs adding up to ``total_flops`` (FP8 ones at the FP8 ceiling)."""
@@ -188,7 +189,8 @@ class KernelModel:
             t_dq = memory_time(dq_bytes / tp, self.hbm, self.eff.hbm)
         lora_f = lora_b = klf = klb = 0.0
         if self.lora_rank:           # the adapters' own GEMMs and scale-and-add (lora.py)
-            lora_f, lora_b, klf, klb = adapter_time(self, stack, T, tp, self.lora_rank)
+            lora_f, lora_b, klf, klb = adapter_time(self, stack, T, tp, self.lora_rank,
+                                                   self.lora_targets)
         kernels = self.kernels + kf + kdq + klf
         kernels_bwd = self.kernels_bwd + kb + kdq + klb
         t_mem = memory_time(T * ew, self.hbm, self.eta_hbm)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from trainplan.conventions import GiB, capacity_text
@@ -52,6 +53,11 @@ class MemoryBreakdown(Out):
     capacity_gib: float = Field(description="the GPU's memory (catalog hbm_gib)")
     headroom_gib: float = Field(description="capacity_gib - total_gib (negative: does not fit)")
     fits: bool = Field(description="fits in GPU memory and, with offload, in host memory")
+    margin_gib: float = Field(0.0, description="GiB kept free beyond the prediction for allocator "
+                              "fragmentation and memory outside PyTorch (job.headroom_gib, or "
+                              "the default: conventions.default_headroom_gib)")
+    fits_margin: bool = Field(True, description="fits with margin_gib to spare (what plan asks "
+                              "of a layout)")
     host_gib_per_node: float = Field(0.0, description="offloaded states in one node's CPU "
                                      "memory (optimizer, gradients, parameters under offload)")
     host_capacity_gib: float = Field(0.0, description="the node's CPU memory for them "
@@ -204,6 +210,18 @@ def _f(x) -> float:
     return float(x)
 
 
+def margin_gib(job: Job, capacity_gib):
+    """GiB per GPU a layout must leave free: the job's ``headroom_gib``, else the default for
+    the GPU's memory and the framework's counted context (``conventions.default_headroom_gib``).
+    Broadcasts over arrays of capacities."""
+    if job.headroom_gib is not None:
+        return 0.0 * np.asarray(capacity_gib, dtype=float) + job.headroom_gib \
+            if not np.isscalar(capacity_gib) else float(job.headroom_gib)
+    from trainplan.conventions import default_headroom_gib
+    m = default_headroom_gib(capacity_gib, get_framework(job.framework).fixed_gib)
+    return float(m) if np.isscalar(capacity_gib) else m
+
+
 def build_estimate(model: Model, job: Job, cluster: Cluster, st: Strategy,
                    r: Evaluation | None = None) -> Estimate:
     """Turn evaluate()'s numbers into an Estimate (with totals and warnings)."""
@@ -221,6 +239,8 @@ def build_estimate(model: Model, job: Job, cluster: Cluster, st: Strategy,
         transient_gib=_f(r.mem_transient) / GiB, overhead_gib=_f(r.mem_overhead) / GiB,
         total_gib=_f(r.mem_total) / GiB, capacity_gib=acc.hbm_gib,
         headroom_gib=acc.hbm_gib - _f(r.mem_total) / GiB, fits=bool(r.fits),
+        margin_gib=margin_gib(job, acc.hbm_gib),
+        fits_margin=bool(r.fits) and _f(r.mem_total) / GiB <= acc.hbm_gib - margin_gib(job, acc.hbm_gib),
         host_gib_per_node=_f(r.mem_host_node) / GiB, host_capacity_gib=cluster.host_gib,
         first_stage_gib=_f(r.mem_first) / GiB, last_stage_gib=_f(r.mem_last) / GiB,
         logits_gib=_f(r.logits_bytes) / GiB)
@@ -336,8 +356,14 @@ def assumptions(model: Model, job: Job, cluster: Cluster) -> list[str]:
         out.append(image_assumption(model, job))
     if job.frozen or job.trainable == "lora":
         from trainplan.costmodel.params import lora_params
-        lora = (f"LoRA rank {job.lora_rank} on q, k, v, o and the MLP matrices "
-                f"({lora_params(model.decoder, job.lora_rank):,} adapter parameters)")
+        from trainplan.conventions import LORA_TARGET_SETS
+        names = {v: k for k, v in LORA_TARGET_SETS.items()}
+        tg = job.lora_projections or LORA_TARGET_SETS["all-linear"]
+        where = (f"{names[tg]} ({', '.join(tg)})" if tg in names else ", ".join(tg))
+        lora = (f"LoRA rank {job.lora_rank} on {where}, base frozen in "
+                + ("the compute dtype" if job.base_weights is None else job.base_weights.upper())
+                + f" ({lora_params(model.decoder, job.lora_rank, job.lora_projections):,} adapter "
+                "parameters)")
         out.append("trainable: " + (lora if job.trainable == "lora"
                                     else "all but " + ", ".join(job.frozen)))
     if job.base_weights is not None:
@@ -358,13 +384,14 @@ def base_weights_assumption(model: Model, job: Job) -> str:
     sp = stack_params(dec)
     n = sp.dense_layers * quantized_linear_params(dec) \
         + sp.moe_layers * quantized_linear_params(dec, True)
-    b = job.base_weight_bytes
-    dq = "with" if job.double_quant else "without"
+    b = job.base_weight_bytes_at(dec.hidden)
+    dq = ("8-bit codes with an fp32 scale per row" if job.base_weights == "int8" else
+          ("with" if job.double_quant else "without") + " double quantization")
     from trainplan.costmodel.vision import vision_quantized_params
     nv = vision_quantized_params(model, job)
     towers = f", and {nv:,.0f} of the frozen vision towers" if nv else ""
     return (f"base: {dec.name} Linear weights in {job.base_weights.upper()} (bitsandbytes, "
-            f"{dq} double quantization: {b:.4f} B/param; {n:,} parameters{towers}), dequantized "
+            f"{dq}: {b:.4f} B/param; {n:,} parameters{towers}), dequantized "
             f"to the compute dtype per GEMM; embeddings, norms and LM head unquantized")
 
 

@@ -42,7 +42,7 @@ def evaluate(model, job, cluster, L: Layout) -> Evaluation:
     model_f, hw_f, wgrad, rc_frac = fl.step_flops(model, job, L, vis["model_flops_step"])
     # ---- memory per GPU: the first and the last pipeline stage, the same functions twice
     p1, p2 = (stt.stage_params(model, job, L, vis, first) for first in (True, False))
-    q_b = job.base_weight_bytes                                 # a 4-bit base (QLoRA)
+    q_b = job.base_weight_bytes_at(dec.hidden)                  # a quantized base (QLoRA)
     s1, s2 = (stt.stage_state_bytes(p, sb, g_b, fw, L, act_b, q_b) for p in (p1, p2))
     sets = ac.layer_sets(dec, job, fw, L, dropout, act_b)     # one layer, shared by both stages
     a1, a2 = (ac.stage_activations(dec, job, fw, L, vis, sets, f) for f in (True, False))

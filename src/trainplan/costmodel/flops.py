@@ -198,7 +198,7 @@ def step_flops(model, job, L, vision_flops_step=0.0):
     model_f = tokens * (layers + head) * (2.0 + wgrad) + vision_flops_step
     if job.trainable == "lora":
         from trainplan.costmodel.params import lora_params
-        model_f = model_f + 6.0 * tokens * lora_params(dec, job.lora_rank)
+        model_f = model_f + 6.0 * tokens * lora_params(dec, job.lora_rank, job.lora_projections)
     attn_share = attention_core_flops_per_token(dec, s, True) / layer_forward_flops_per_token(
         dec, s, causal=True)
     frac = np.minimum(L.rc_layers * L.pp / dec.layers, 1.0)

@@ -105,7 +105,7 @@ def hf_step_memory(prof, stack, s, b, precision: str, flash, rc,
                    weights, grads, optimizer, state_bytes, adamw: bool = True,
                    n_layers=None, head_bytes=None, extra_activations=0.0, dropout=False,
                    rc_layers=0, optimizer_temp_bytes=None, accumulating=False, moe_layers=None,
-                   dequant_bytes=0.0):
+                   dequant_bytes=0.0, layer_extra=0.0):
     """Peak bytes of one plain-PyTorch training step of a transformers model, by phase.
 
     ``prof`` is the framework profile (``activations.HFProfile``: ``param_bytes``,
@@ -151,7 +151,9 @@ def hf_step_memory(prof, stack, s, b, precision: str, flash, rc,
     (default :func:`moe_layers_of`); the others, dense, are the bottom ones (and the
     checkpointed ones are the bottom ``rc_layers``). ``dequant_bytes``: a 4-bit base's
     dequantized weight (``memory.dequantized_weight_bytes``), on top at each layer's backward;
-    its layers are then not cast by autocast (``prof.layer_cast_bytes`` 0).
+    its layers are then not cast by autocast (``prof.layer_cast_bytes`` 0). ``layer_extra``:
+    bytes each layer not checkpointed keeps beside its own (LoRA adapters' activations,
+    :func:`trainplan.costmodel.lora.adapter_kept_bytes_per_token`), counted with its MLP half.
     """
     L = stack.layers if n_layers is None else n_layers
     e, amp = _elem(precision)
@@ -199,7 +201,8 @@ def hf_step_memory(prof, stack, s, b, precision: str, flash, rc,
 
     a_attn = hf_layer_activation_parts(stack, s, b, precision, flash, dropout, False)[0]
     m_d, m_m, a_mlp_top, a_mlp_bot = _by_kind(
-        lambda m: hf_layer_activation_parts(stack, s, b, precision, flash, dropout, m)[1])
+        lambda m: hf_layer_activation_parts(stack, s, b, precision, flash, dropout, m)[1]
+        + layer_extra)
     a_ck = T * e * h
     # the layers under the top one: the bottom ck_below checkpointed, then the dense ones
     d_below = np.clip(n_dense - ck_below, 0, L - 1 - ck_below)
@@ -231,7 +234,10 @@ def hf_step_memory(prof, stack, s, b, precision: str, flash, rc,
     states = w + o
     zero = 0.0 * T
     # (gradients, activations held, working set) at each candidate point
-    loss_pt = (zero, activations + zero, hf_loss_backward_bytes(stack, s, b))
+    # a loss over k chunks of tokens (torchtune's CEWithChunkedOutputLoss) holds one chunk's
+    # backward working set, and one chunk's fp32 upcast, at a time
+    chunks = float(getattr(prof, "loss_chunks", 1) or 1)
+    loss_pt = (zero, activations + zero, hf_loss_backward_bytes(stack, s, b) / chunks)
     # attention backward of the top layer: its MLP half is done and freed
     top = (g_per_param * (head_p + rest_top) + zero,
            a_below + a_top + a_attn_bwd + a_head - lsm
@@ -263,7 +269,7 @@ def hf_step_memory(prof, stack, s, b, precision: str, flash, rc,
     # layer (checkpointed ones too; ``torch.autocast`` clears the cache on exit), and the loss
     # holds the bf16 logits and their fp32 upcast beside the log-softmax (nll_loss_forward)
     fwd_end = (zero, activations - casts_kept + c_head + n_dense * c_d + n_moe * c_m + zero,
-               6.0 * V * T)
+               2.0 * V * T + 4.0 * V * T / chunks)
     k_temp = prof.optimizer_temp_bytes if optimizer_temp_bytes is None else optimizer_temp_bytes
     opt_temp = k_temp * o / 2.0 if adamw else 0.0 * o
     opt_pt = (g + zero, zero, opt_temp + zero)

@@ -12,16 +12,19 @@ and write d_out) and adds the adapter's input gradient to the base's (read two, 
 autograd's sum of the two paths into x). tests/unit/costmodel/test_lora.py checks these against
 the operations a real torch backward dispatches. The frozen base's weight gradients are not run
 (``flops.step_flops``). torchtune's ``LoRALinear.forward`` (torchtune/modules/peft/lora.py)
-runs the same two products, scale and sum; the same counts are used for every framework. Not
-counted: PEFT's cast of the input to an fp32 adapter's dtype (``_cast_input_dtype``), which
-depends on the adapter dtype and autocast, and the adapters' activations (r per token per
-matrix, a fraction of a percent of a layer's).
+runs the same two products, scale and sum, and so does NeMo's ``LoRALinear`` with its
+``ParallelLinearAdapter`` (nemo/collections/llm/peft/lora.py at NVIDIA/NeMo a9a2b2e: the base
+output plus ``linear_out(linear_in(x))`` scaled by alpha / dim). These counts are each
+framework profile's ``lora_kernels`` (catalog/data/frameworks.json), PEFT's where a profile
+names none. Which matrices are adapted is the job's ``lora_targets``
+(:func:`~trainplan.costmodel.params.lora_matrices`). The adapters' activations are counted in
+memory (:func:`adapter_kept_bytes_per_token`). Not counted in time: PEFT's cast of the input
+to an fp32 adapter's dtype (``_cast_input_dtype``).
 """
 
 from __future__ import annotations
 
-from trainplan.costmodel import ops as opinv
-from trainplan.costmodel.params import lora_params
+from trainplan.costmodel.params import lora_matrices, lora_params
 from trainplan.costmodel.timing import memory_time
 from trainplan.spec.model import Stack
 
@@ -34,25 +37,48 @@ SCALE_ADD_FORWARD_IO, SCALE_BACKWARD_IO, GRAD_SUM_IO = 5.0, 2.0, 3.0
 KERNELS_FORWARD, KERNELS_BACKWARD = 4.0, 6.0
 
 
-def adapted_matrices(stack: Stack) -> tuple[float, float, float]:
+def adapted_matrices(stack: Stack, targets=None) -> tuple[float, float, float]:
     """(adapted matrices, their summed input features, their summed output features) of one
-    layer: every linear layer of :func:`trainplan.costmodel.ops.gemms` but the router, as
-    :func:`~trainplan.costmodel.params.lora_params` adapts them (q, k, v, o and the MLP's; a
-    fused op such as qkv is its matrices, each reading the op's input)."""
-    mats = [op for op in opinv.gemms(stack) if op.name != "router"]
-    return (sum(op.gemms for op in mats), sum(op.d_in * op.gemms for op in mats),
-            sum(op.d_out for op in mats))
+    layer: the ``targets`` projections (:func:`~trainplan.costmodel.params.lora_matrices`; a
+    fused op such as Megatron's linear_qkv is its matrices, each reading the op's input)."""
+    mats = lora_matrices(stack, targets)
+    return (float(len(mats)), float(sum(i for i, _ in mats)), float(sum(o for _, o in mats)))
 
 
-def adapter_time(km, stack: Stack, T, tp, r: int):
+def lora_kernel_counts(fw) -> tuple[float, float, float, float, float]:
+    """(forward_io, backward_io, grad_sum_io, kernels_forward, kernels_backward) of the
+    framework's adapters (its profile's ``lora_kernels``; PEFT's eager op sequence, this
+    module's constants, for the keys it does not name)."""
+    k = getattr(fw, "lora_kernels", None) or {}
+    return (k.get("forward_io", SCALE_ADD_FORWARD_IO), k.get("backward_io", SCALE_BACKWARD_IO),
+            k.get("grad_sum_io", GRAD_SUM_IO), k.get("kernels_forward", KERNELS_FORWARD),
+            k.get("kernels_backward", KERNELS_BACKWARD))
+
+
+def adapter_time(km, stack: Stack, T, tp, r: int, targets=None):
     """(forward s, backward s, forward kernels, backward kernels) of one layer's adapters for T
     tokens, their GEMMs on the saturation curve (``km.gemm``, BF16) and their scale-and-add at
-    the HBM rate of eager kernels; TP splits them as it splits the matrices they adapt."""
-    n, d_in, d_out = adapted_matrices(stack)
-    flops = T * 2.0 * lora_params(stack, r) / stack.layers / tp
+    the HBM rate of eager kernels (the framework's :func:`lora_kernel_counts`); TP splits them
+    as it splits the matrices they adapt."""
+    n, d_in, d_out = adapted_matrices(stack, targets)
+    f_io, b_io, g_io, kf, kb = lora_kernel_counts(km.fw)
+    flops = T * 2.0 * lora_params(stack, r, targets) / stack.layers / tp
     gemm = km.gemm(flops, 2.0 * n)
     per = T / tp * km.act_b                       # bytes per feature
-    fwd = gemm + memory_time(SCALE_ADD_FORWARD_IO * d_out * per, km.hbm, km.eta_hbm)
-    bwd = 2.0 * gemm + memory_time((SCALE_BACKWARD_IO * d_out + GRAD_SUM_IO * d_in) * per,
-                                   km.hbm, km.eta_hbm)
-    return fwd, bwd, KERNELS_FORWARD * n, KERNELS_BACKWARD * n
+    fwd = gemm + memory_time(f_io * d_out * per, km.hbm, km.eta_hbm)
+    bwd = 2.0 * gemm + memory_time((b_io * d_out + g_io * d_in) * per, km.hbm, km.eta_hbm)
+    return fwd, bwd, kf * n, kb * n
+
+
+def adapter_kept_bytes_per_token(stack: Stack, r: int, targets=None, amp: bool = False,
+                                 elem: float = 2.0) -> float:
+    """Bytes one layer's adapters keep for the backward, per token: each adapted matrix's A
+    output (r elements, saved by ``lora_B`` for its weight gradient; Hu et al. 2021 sec. 4.1:
+    h = W0 x + B A x), in the compute dtype ``elem``. With fp32 adapters under torch.autocast
+    (PEFT casts its adapters to fp32, ``autocast_adapter_dtype=True`` in
+    ``get_peft_model``; ``amp``) ``lora_A`` also keeps its own bf16 copy of its input (d_in):
+    PEFT's ``_cast_input_dtype`` (peft/tuners/tuners_utils.py) turns x into the adapter's fp32,
+    which ``F.linear`` under autocast casts back to a new bf16 tensor, saved for A's weight
+    gradient; without that cast ``lora_A`` reads the tensor the base layer saves already."""
+    mats = lora_matrices(stack, targets)
+    return float(sum(elem * r + (2.0 * i if amp else 0.0) for i, _ in mats))

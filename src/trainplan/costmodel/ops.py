@@ -377,6 +377,12 @@ def dequant_bytes(stack: Stack, moe_layer: bool, weight_bytes: float, act_bytes:
     Dettmers et al. 2023 sec. 3: 'we dequantize the storage data type to the computation data
     type to perform the forward and backward pass'). The GEMM then reads that copy as it
     would an unquantized weight (in the GEMM's time). Parameters:
-    :func:`~trainplan.costmodel.params.quantized_linear_params`, one kernel per matrix."""
+    :func:`~trainplan.costmodel.params.quantized_linear_params`, one kernel per matrix.
+    An 8-bit base (``conventions.int8_weight_bytes``) is counted alike: bitsandbytes'
+    ``MatMul8bitLt`` backward dequantizes the int8 codes with their row scales to the input
+    gradient's dtype (``state.CB.to(ctx.dtype_A).mul_(state.SCB.unsqueeze(1) / 127)``,
+    ``bitsandbytes/autograd/_functions.py``); its forward runs an int8 GEMM on row-quantized
+    inputs with an fp16 outlier part instead, timed here as the same dequantize-and-GEMM (an
+    approximation, not measured)."""
     n = pm.quantized_linear_params(stack, moe_layer)
     return n * (weight_bytes + act_bytes), float(len(pm.quantized_matrices(stack, moe_layer)))

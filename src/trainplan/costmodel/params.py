@@ -203,13 +203,24 @@ def projector_params(p: Projector) -> int:
     return (p.queries * d + p.in_dim * d + 4 * d * d + b * 4 * d + 2 * 2 * d)
 
 
-def lora_params(stack: Stack, r: int) -> int:
-    """LoRA adapters (Hu et al. 2021, sec. 4) on q, k, v, o and the MLP matrices: r*(in + out)
-    for each adapted d_in x d_out matrix, in every layer."""
+def lora_matrices(stack: Stack, targets=None) -> list[tuple[int, int]]:
+    """(d_in, d_out) of each matrix of one layer that LoRA adapts: of q (h -> a*d), k and v
+    (h -> kv*d), o (a*d -> h), gate and up (h -> f; a GeLU MLP has no gate) and down (f -> h),
+    those among ``targets`` (``conventions.LORA_PROJECTIONS``; none: all seven, PEFT's
+    ``target_modules="all-linear"``)."""
+    from trainplan.conventions import LORA_PROJECTIONS
     h, d, a, kv, f = stack.hidden, stack.d_head, stack.heads, stack.n_kv, stack.ffn_hidden
-    per = r * ((h + a * d) + 2 * (h + kv * d) + (a * d + h))
-    per += r * mlp_matrices(stack) * (h + f)
-    return per * stack.layers
+    shapes = {"q": (h, a * d), "k": (h, kv * d), "v": (h, kv * d), "o": (a * d, h),
+              "gate": (h, f) if stack.mlp == "swiglu" else None, "up": (h, f), "down": (f, h)}
+    want = LORA_PROJECTIONS if targets is None else targets
+    return [shp for k, shp in shapes.items() if k in want and shp is not None]
+
+
+def lora_params(stack: Stack, r: int, targets=None) -> int:
+    """LoRA adapters (Hu et al. 2021, sec. 4): r*(in + out) for each adapted d_in x d_out
+    matrix (:func:`lora_matrices`: the ``targets`` projections, default q, k, v, o and the
+    MLP's), in every layer."""
+    return r * sum(i + o for i, o in lora_matrices(stack, targets)) * stack.layers
 
 
 def layer_walk_shares(stack: Stack) -> tuple[float, ...]:

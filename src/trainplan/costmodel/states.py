@@ -45,6 +45,7 @@ class States:
     optimizer: Any
     host: Any = 0.0       # offloaded states in host memory for this GPU's process
     quantized: Any = 0.0  # bytes of a 4-bit base among ``weights``
+    frozen: Any = 0.0     # bytes of frozen weights in the compute dtype among ``weights``
 
     @property
     def total(self):
@@ -91,7 +92,7 @@ def stage_params(model, job, L, vis: dict, first: bool) -> StageParams:
     if job.trainable == "lora":
         # the adapters are added to the frozen base (Hu et al. 2021 sec. 4: W0 + BA), so they
         # count on top of it; the base stays frozen whatever the rank
-        adapters = lora_params(dec, job.lora_rank) / L.pp / L.tp + 0.0 * total
+        adapters = lora_params(dec, job.lora_rank, job.lora_projections) / L.pp / L.tp + 0.0 * total
         total = total + adapters
         # vision parts trained in full beside the adapters (job.trained_in_full)
         train = adapters + vis["trainable_params"] / L.tp * vis_on
@@ -179,7 +180,7 @@ def stage_state_bytes(p: StageParams, sb, grad_bytes: float, fw, L, act_bytes: f
     z3 = np.asarray(L.zero) >= 3
     frozen_w = 2.0 if act_bytes == 2.0 else 4.0
     # dense parameters over the shard group, routed experts over their expert-data-parallel group
-    quant = 0.0
+    quant = plain = 0.0
     packed_b, const_b = four_bit_split(quant_bytes)
     for trainable, held, q, over in ((p.trainable - p.expert_trainable, p.total - p.expert,
                                       p.quantized, group),
@@ -192,8 +193,10 @@ def stage_state_bytes(p: StageParams, sb, grad_bytes: float, fw, L, act_bytes: f
         shard = np.where(z3, over, 1.0)
         q_on_gpu = q * (packed_b / shard + const_b)
         frozen = frozen + (held - trainable - q) * frozen_w / shard + q_on_gpu
+        plain = plain + (held - trainable - q) * frozen_w / shard
         quant = quant + q_on_gpu
     on_gpu = np.where(L.off_par, 0.0, 1.0)
     host = host + frozen * (1.0 - on_gpu)
     frozen = frozen * on_gpu
-    return States(weights=w + frozen, grads=g, optimizer=o, host=host, quantized=quant * on_gpu)
+    return States(weights=w + frozen, grads=g, optimizer=o, host=host, quantized=quant * on_gpu,
+                  frozen=plain * on_gpu)

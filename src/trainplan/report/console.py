@@ -15,7 +15,8 @@ def render_estimate(e: Estimate, console: Console | None = None) -> None:
 
     from trainplan.report.echo import console as _console
     c = console or _console()
-    fit = "[green]fits[/green]" if e.memory.fits else "[bold red]DOES NOT FIT[/bold red]"
+    fit = ("[green]fits[/green]" if e.memory.fits_margin else "[yellow]fits, inside the margin[/yellow]") \
+        if e.memory.fits else "[bold red]DOES NOT FIT[/bold red]"
     c.print(f"[bold]{escape(e.model)}[/bold] on {e.gpus} x {e.gpu}   layout [cyan]{e.layout}[/cyan]   {fit}")
     c.print(f"params {num(e.params_total)} (active {num(e.params_active)}), "
             f"global batch {e.global_batch} seq = {num(e.tokens_per_step)} tokens, "
@@ -33,6 +34,8 @@ def render_estimate(e: Estimate, console: Console | None = None) -> None:
     at = "" if m.peak_phase == "backward" else f" (peak at the {escape(m.peak_phase)})"
     mt.add_row(f"[bold]total[/bold]{at}", f"[bold]{m.total_gib:.2f}[/bold]")
     mt.add_row("capacity / headroom", f"{capacity_text(m.capacity_gib)} / {m.headroom_gib:+.2f}")
+    mt.add_row("margin kept free (fragmentation, context)", f"{m.margin_gib:.2f}"
+               + ("" if m.fits_margin or not m.fits else " [yellow](inside)[/yellow]"))
     if m.host_gib_per_node > 0:
         mt.add_row("offloaded, CPU memory per node", f"{m.host_gib_per_node:.0f} of "
                    f"{capacity_text(m.host_capacity_gib)}")

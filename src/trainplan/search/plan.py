@@ -32,7 +32,7 @@ def _is_number(v: Any) -> bool:
 def plan_specs(model: Model, job: Job, template: Cluster, accelerators: Sequence[Accelerator],
                counts: Sequence[int], *, objective: str = "fastest",
                deadline_days: float | None = None, budget_usd: float | None = None,
-               headroom_gib: float = 0.0, top: int = 5, space: SearchSpace | None = None,
+               headroom_gib: float | None = None, top: int = 5, space: SearchSpace | None = None,
                progress: Callable[[int, int], None] | None = None,
                refine: bool = True) -> tuple[PlanResult, Sweep]:
     """Search on validated specs; returns the PlanResult and the Sweep (all candidates).
@@ -43,8 +43,13 @@ def plan_specs(model: Model, job: Job, template: Cluster, accelerators: Sequence
     t0 = time.perf_counter()
     if objective not in OBJECTIVES:
         raise InputError("objective", objective, " | ".join(OBJECTIVES))
-    if not _is_number(headroom_gib) or not headroom_gib >= 0:
+    if headroom_gib is None:
+        headroom_gib = job.headroom_gib      # the job's margin, else the default (below)
+    asked = headroom_gib
+    if headroom_gib is not None and (not _is_number(headroom_gib) or not headroom_gib >= 0):
         raise InputError("headroom_gib", headroom_gib, "a memory margin >= 0 GiB")
+    if headroom_gib is not None and job.headroom_gib != headroom_gib:
+        job = evolve(job, headroom_gib=float(headroom_gib))   # the layouts' estimates show it
     if isinstance(top, bool) or not isinstance(top, (int, np.integer)) or top < 1:
         raise InputError("top", top, "a whole number of layouts, at least 1")
     for name, v in (("deadline_days", deadline_days), ("budget_usd", budget_usd)):
@@ -69,7 +74,13 @@ def plan_specs(model: Model, job: Job, template: Cluster, accelerators: Sequence
     sw = run_sweep(model, job, template, accelerators, counts, space, progress)
     col, cand = sw.cols, sw.cand
     fits = sw.fits()
-    feasible = sw.fits(headroom_gib * GiB)
+    if headroom_gib is None:     # the default margin for each candidate's GPU
+        from trainplan.costmodel.estimate import margin_gib
+        margin = np.asarray(margin_gib(job, col["capacity"] / GiB)) * GiB
+        headroom_gib = round(float(np.max(margin)) / GiB, 2) if margin.size else 0.0
+        feasible = sw.fits(margin)
+    else:
+        feasible = sw.fits(headroom_gib * GiB)
     meets = np.ones(sw.size, dtype=bool)
     if deadline_days is not None:
         meets &= col["wall_days"] <= deadline_days
@@ -85,7 +96,7 @@ def plan_specs(model: Model, job: Job, template: Cluster, accelerators: Sequence
         if extra:
             return plan_specs(model, job, template, accelerators, [*counts, *extra],
                               objective=objective, deadline_days=deadline_days,
-                              budget_usd=budget_usd, headroom_gib=headroom_gib, top=top,
+                              budget_usd=budget_usd, headroom_gib=asked, top=top,
                               space=space, progress=progress, refine=False)
     chosen = _distinct(sw, order, top)
     rs = sw.evaluate_rows(chosen)

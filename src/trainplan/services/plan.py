@@ -133,7 +133,7 @@ def plan_request(data: dict[str, Any], **flags: Any) -> PlanRequest:
     return validated(
         PlanRequest, "", specs=specs, accelerators=accs, gpu_counts=tuple(counts),
         objective=opts.get("objective", "fastest"), deadline_days=opts.get("deadline_days"),
-        budget_usd=opts.get("budget_usd"), headroom_gib=opts.get("headroom_gib", 0.0),
+        budget_usd=opts.get("budget_usd"), headroom_gib=opts.get("headroom_gib"),
         top=opts.get("top", 5), space=space, emit=tuple(_as_list(opts.get("emit"))),
         out=str(opts["out"]) if opts.get("out") is not None else None)
 
@@ -177,7 +177,7 @@ def plan(model: str | os.PathLike[str] | Model | Mapping[str, Any] = "llama-3-8b
          job: Any = None, *,
          gpu: Any = None, gpus: int | str | Sequence[int] | None = None,
          objective: str = "fastest", deadline_days: float | None = None,
-         budget_usd: float | None = None, headroom_gib: float = 0.0, top: int = 5,
+         budget_usd: float | None = None, headroom_gib: float | None = None, top: int = 5,
          space: Any = None, cluster: Any = None,
          progress: Callable[[int, int], None] | None = None, **job_kw: Any) -> PlanResult:
     """Search every layout of ``model`` on the GPU types and counts; rank by ``objective``.

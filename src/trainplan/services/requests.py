@@ -90,7 +90,7 @@ class PlanRequest(Spec):
     objective: Literal["fastest", "cheapest", "fewest"] = "fastest"
     deadline_days: Days = None
     budget_usd: Dollars = None
-    headroom_gib: float = Field(0.0, ge=0, le=1e5)
+    headroom_gib: Optional[float] = Field(None, ge=0, le=1e5)   # none: job's, else the default
     top: int = Field(5, ge=1, le=1000)
     space: Any = None                       # a trainplan.search.SearchSpace (validated there)
     emit: tuple[str, ...] = ()

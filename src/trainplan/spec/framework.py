@@ -184,6 +184,10 @@ class FrameworkProfile(Spec):
                                                    "step temporaries in moment-sized buffers, by "
                                                    "AdamW implementation (foreach, fused)")
     grads_persistent: bool = True
+    loss_chunks: int = Field(default=1, ge=1, le=4096, description="the cross-entropy runs over "
+                             "this many chunks of tokens, each upcast to fp32 and differentiated "
+                             "alone (torchtune's CEWithChunkedOutputLoss: 8); 1: the whole "
+                             "logits at once (activations = 'hf' profiles)")
     offload_grad_bytes: float | None = Field(
         default=None, gt=0, description="bytes per gradient element copied to the host under optimizer "
         "offload (DeepSpeed casts to the fp32 master dtype on the GPU before the copy); none: "
@@ -213,6 +217,17 @@ class FrameworkProfile(Spec):
                                                   "needs at least as many micro-batches as stages")
     adamw_impl: Literal["foreach", "fused"] = Field(default="fused", description="the framework's default "
                                                     "AdamW implementation")
+    # ---- LoRA
+    lora_targets: tuple[str, ...] = Field(
+        default=("q", "k", "v", "o", "gate", "up", "down"), description="the projections LoRA "
+        "adapts when the job names none (job.lora_targets)")
+    lora_kernels: dict[Literal["forward_io", "backward_io", "grad_sum_io", "kernels_forward",
+                               "kernels_backward"], float] = Field(
+        default_factory=dict, description="the adapters' elementwise work per adapted matrix "
+        "(costmodel/lora.py): activation elements per output feature moved by the forward's "
+        "scale-and-add (forward_io) and the backward's scaling (backward_io), per input feature "
+        "by the backward's sum of the two input-gradient paths (grad_sum_io), and the kernels "
+        "each pass launches; a missing key: PEFT's eager op sequence")
     # ---- what the framework can run
     zero_stages: tuple[int, ...] = Field(default=(0, 1, 2, 3), description="ZeRO/FSDP stages offered")
     max_zero_with_pp: int = Field(default=3, ge=0, le=3)

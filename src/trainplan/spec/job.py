@@ -7,8 +7,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BeforeValidator, Field, PositiveInt, field_validator, model_validator
 
 from trainplan.conventions import (AttentionKernel, BaseWeights, CpCollective, Fp8Recipe,
-                                  FusionGroup, Optimizer, Precision, canonical_precision,
-                                  four_bit_weight_bytes)
+                                  FusionGroup, Optimizer, Precision, base_weight_bytes,
+                                  canonical_precision, lora_targets)
 from trainplan.spec.base import Spec
 
 #: a precision field that reads other tools' names (conventions.PRECISION_ALIASES): Job's and
@@ -39,18 +39,33 @@ class Job(Spec):
         default=(), description="with trainable = lora: vision towers or projectors trained in full "
         "beside the adapters (LLaVA's LoRA recipe trains the projector: ['projector'])")
     lora_rank: int = Field(default=16, ge=1, le=65536, description="LoRA rank r (trainable = \"lora\")")
+    lora_targets: tuple[str, ...] | None = Field(
+        default=None, description="the projections LoRA adapts (trainable = \"lora\"): "
+        "\"attention\" (q, k, v, o), \"all-linear\" (q, k, v, o, gate, up, down: PEFT's "
+        "target_modules=\"all-linear\") or a list of projections (q, k, v, o, gate, up, down, "
+        "or module names such as q_proj, linear_qkv, linear_fc1); none: the framework's default "
+        "(`lora_targets` in its profile)")
     base_weights: BaseWeights | None = Field(
-        default=None, description="the frozen decoder's Linear weights stored in 4 bits by "
-        "bitsandbytes: nf4 (QLoRA, Dettmers et al. 2023: with trainable = lora) or fp4; "
-        "embeddings, norms and the LM head stay in the compute dtype, and each weight is "
-        "dequantized to it for its GEMM; none: the compute dtype")
+        default=None, description="the frozen decoder's Linear weights stored by bitsandbytes: "
+        "nf4 (QLoRA, Dettmers et al. 2023: with trainable = lora) or fp4 in 4 bits, int8 "
+        "(LLM.int8(), Linear8bitLt) in 8 bits; embeddings, norms and the LM head stay in the "
+        "compute dtype, and each weight is dequantized to it for its GEMM; none: the compute "
+        "dtype (a LoRA base is held in it, as PEFT and torchtune load it)")
     double_quant: bool = Field(
         default=True, description="with base_weights: quantize the quantization constants too "
         "(bnb_4bit_use_double_quant; 0.127 instead of 0.5 bit per parameter)")
+    headroom_gib: float | None = Field(
+        default=None, ge=0, le=1e5, description="GiB per GPU kept free beyond the predicted "
+        "peak, for allocator fragmentation and memory outside PyTorch (CUDA context, NCCL): "
+        "plan never picks a layout inside it, estimate says when one is; none: the default, "
+        "7% of the GPU's memory + 1 GiB less the framework's own fixed_gib "
+        "(conventions.default_headroom_gib, derived in benchmarks/headroom.py)")
     dropout: bool = Field(default=False, description="dropout in attention and MLP (GPT-style); masks are kept")
     framework: str = Field(
         default="megatron", description="training framework profile (`trainplan frameworks`): megatron, "
-        "torchtitan, fsdp, deepspeed, pytorch (DDP / HF Trainer), analytic; aliases accepted")
+        "torchtitan, fsdp, deepspeed, pytorch (DDP / HF Trainer), analytic; aliases accepted; "
+        "none: megatron, or pytorch (Hugging Face Trainer with PEFT) for trainable = lora, "
+        "since Megatron-LM's pre-training script has no LoRA")
     fused_ops: tuple[FusionGroup, ...] | None = Field(
         default=None, description="elementwise op groups your model code runs as fused kernels (e.g. "
         "flash-attn's fused RMSNorm, rotary, SwiGLU and cross-entropy; softmax: eager attention's "
@@ -144,10 +159,28 @@ class Job(Spec):
                 raise ValueError(f"give framework ({data['framework']!r}) or implementation "
                                  f"({impl!r}), not both")
             data["framework"] = impl
+        if data.get("framework") is None and data.get("trainable") == "lora":
+            # a LoRA job runs on a fine-tuning stack: Megatron-LM's pretrain_gpt.py has no
+            # adapters; the Hugging Face Trainer with PEFT is the common one
+            data["framework"] = "pytorch"
         if isinstance(data.get("framework"), str):
             from trainplan.spec.framework import get_framework
             data["framework"] = get_framework(data["framework"]).id
         return data
+
+    @property
+    def lora_projections(self) -> tuple[str, ...]:
+        """The projections LoRA adapts: ``lora_targets``, else the framework profile's."""
+        if self.lora_targets is not None:
+            return self.lora_targets
+        from trainplan.spec.framework import get_framework
+        return get_framework(self.framework).lora_targets
+
+    @field_validator("lora_targets", mode="before")
+    @classmethod
+    def _targets(cls, v: Any) -> Any:
+        """A set's name or projection/module names -> the projections (conventions.lora_targets)."""
+        return None if v is None else lora_targets(v)
 
     @field_validator("image_resolutions", mode="before")
     @classmethod
@@ -228,9 +261,15 @@ class Job(Spec):
 
     @property
     def base_weight_bytes(self) -> float:
-        """Bytes per parameter of a 4-bit base's quantized weights with their constants
-        (``conventions.four_bit_weight_bytes``); 0 without a 4-bit base."""
-        return four_bit_weight_bytes(self.double_quant) if self.base_weights else 0.0
+        """Bytes per parameter of a quantized base's weights with their constants
+        (``conventions.base_weight_bytes``; an 8-bit base's row scales at rows of 4096: the
+        time model's figure); 0 without one. Memory uses :meth:`base_weight_bytes_at`."""
+        return base_weight_bytes(self.base_weights, self.double_quant)
+
+    def base_weight_bytes_at(self, hidden: int) -> float:
+        """:attr:`base_weight_bytes` for a decoder of width ``hidden`` (an 8-bit base's fp32
+        row scale per ``hidden`` weights)."""
+        return base_weight_bytes(self.base_weights, self.double_quant, hidden)
 
     @property
     def batch_sequences(self) -> int:

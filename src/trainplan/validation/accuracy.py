@@ -43,6 +43,7 @@ def paper_rows() -> list[dict[str, Any]]:
                         gpu=p["gpu"], precision="bf16", layout=p["layout"], role=role,
                         reported=p["reported_tflops"], predicted=p["predicted_tflops"],
                         unit="TFLOP/s", error=p["error"], fits=p["fits"], mem_gib=p["mem_gib"],
+                        fits_margin=p["fits_margin"], margin_gib=p["margin_gib"],
                         trained=True, unmodelled=None))
     return out
 

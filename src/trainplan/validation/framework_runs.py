@@ -159,6 +159,7 @@ def predict(rec: dict[str, Any]) -> dict[str, Any]:
     out = dict(id=rec["id"], set=rec.get("set", ""), framework=job.framework, gpu=rec["gpu"],
                gpus=rec["gpus"], precision=rec["precision"], layout=st.layout(), role=role(rec),
                fits=est.memory.fits, mem_gib=est.memory.total_gib, trained=rec.get("trained"),
+               fits_margin=est.memory.fits_margin, margin_gib=est.memory.margin_gib,
                unmodelled=unmodelled(rec),
                reported=None, predicted=None, unit="", error=None, estimate=est)
     if rep is not None:

@@ -61,4 +61,5 @@ def predict_run(run: dict[str, Any], efficiency: dict[str, Any] | None = None) -
                 convention=t["convention"], reported_tflops=rep, predicted_tflops=pred,
                 error=pred / rep - 1.0, mfu=est.mfu, hfu=est.hfu, step_s=est.time.step_s,
                 fits=est.memory.fits, mem_gib=est.memory.total_gib, estimate=est,
+                fits_margin=est.memory.fits_margin, margin_gib=est.memory.margin_gib,
                 assumptions=t["assumptions"], source=run["source"])

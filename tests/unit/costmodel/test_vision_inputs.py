@@ -91,8 +91,11 @@ def test_lora_with_a_projector_trained_in_full():
     from trainplan.costmodel.params import model_params
     m = trainplan.get_model("llava-1.5-7b")
     kw = dict(gpu="h100", gpus=8, strategy={"zero": 0})
-    lora = trainplan.estimate(m, job=_job(trainable="lora"), **kw)
-    proj = trainplan.estimate(m, job=_job(trainable="lora", trained_in_full=["projector"]), **kw)
+    # Megatron's accounting (fp32 master among the optimizer states): a LoRA job that names no
+    # framework plans for pytorch, whose torch.amp master is the parameter itself
+    lora = trainplan.estimate(m, job=_job(trainable="lora", framework="megatron"), **kw)
+    proj = trainplan.estimate(m, job=_job(trainable="lora", trained_in_full=["projector"],
+                                          framework="megatron"), **kw)
     n_proj = model_params(m).projectors
     # fp32 master + two moments of the projector, replicated on every GPU (ZeRO-0)
     extra = (proj.memory.optimizer_gib - lora.memory.optimizer_gib) * 2**30
