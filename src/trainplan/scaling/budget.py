@@ -167,6 +167,8 @@ def _check_floor(flops: float, what: str) -> None:
 def default_gpus(gpu_hours: float) -> int:
     """GPU count assumed for the MFU estimate when none is given: the power of two that spends
     ``gpu_hours`` in about :data:`REFERENCE_RUN_DAYS` days, between 8 and 16,384."""
+    from trainplan.io.limits import check_range
+    gpu_hours = check_range("gpu_hours", gpu_hours, 0, 1e30, lo_open=True)
     want = gpu_hours / (REFERENCE_RUN_DAYS * HOURS_PER_DAY)
     return int(min(16384, max(8, 2 ** round(math.log2(max(want, 1.0))))))
 

@@ -164,6 +164,8 @@ def _uneven_hint(model: Model, job: Job, template: Cluster, sw: Sweep, i0: int, 
 
 def _whole(x: object) -> bool:
     """A whole number (an int, numpy's integers, 8.0), not a bool."""
+    if isinstance(x, numbers.Integral):            # 10**40 is whole, though no float holds it
+        return not isinstance(x, bool)
     return isinstance(x, numbers.Real) and not isinstance(x, bool) and math.isfinite(x) \
         and float(x).is_integer()
 
