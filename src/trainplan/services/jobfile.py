@@ -39,6 +39,22 @@ class Inputs(Specs):
     search: dict[str, Any] = {}
 
 
+def _string_keys(data: dict[str, Any], path: str | Path) -> None:
+    """Every key of every table a string: YAML reads ``1: 2`` as an integer key, which no spec
+    field has (walked without recursion: the nesting is the file's)."""
+    stack: list[tuple[str, Any]] = [("", data)]
+    while stack:
+        where, v = stack.pop()
+        if isinstance(v, dict):
+            for k, x in v.items():
+                if not isinstance(k, str):
+                    raise InputError(f"{where}{k!r}", k, "a key that is a name (a string): no "
+                                     "field of a job or claims file is a number", hint=f"in {path}")
+                stack.append((f"{where}{k}.", x))
+        elif isinstance(v, list):
+            stack.extend((where, x) for x in v)
+
+
 def read_file(path: str | Path) -> dict[str, Any]:
     """Parse a TOML, YAML or JSON job file into a dict of sections."""
     from trainplan.io.files import path_kind
@@ -67,6 +83,7 @@ def read_file(path: str | Path) -> dict[str, Any]:
         raise InputError("job file", str(path), f"valid {p.suffix.lstrip('.') or 'TOML'} ({e})") from None
     if not isinstance(data, dict):
         raise InputError("job file", str(path), "a mapping of sections " + ", ".join(SECTIONS))
+    _string_keys(data, path)
     unknown = sorted(set(map(str, data)) - set(SECTIONS))
     if unknown:
         k = unknown[0]
