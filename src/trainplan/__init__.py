@@ -57,8 +57,8 @@ def __getattr__(name: str) -> Any:
         mod, attr = _LAZY[name]
         if name == "Cluster":             # Cluster(gpu="h100") looks the id up in the catalog
             importlib.import_module("trainplan.catalog.accelerators")
-        from trainplan.contract import checked_export    # bad arguments: InputError
-        value = checked_export(getattr(importlib.import_module(mod), attr))
+        contract = importlib.import_module("trainplan.contract")    # bad arguments: InputError
+        value = contract.checked_export(getattr(importlib.import_module(mod), attr))
         globals()[name] = value           # no submodule has a public function's name
         return value
     raise AttributeError(f"module 'trainplan' has no attribute {name!r}")

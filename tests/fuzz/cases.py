@@ -25,7 +25,7 @@ PRESETS = ["llama-3-8b", "llama-2-7b", "mixtral-8x7b", "qwen2-vl-7b", "llava-1.5
 GPUS = ["h100_sxm", "h100", "a100_sxm_80gb", "mi300x", "v100_sxm2_32gb", "gb200_per_gpu", "l40s"]
 
 #: Result fields that are signed by definition (margins, savings, differences, log values).
-SIGNED = ("headroom", "saved", "delta", "diff", "residual", "slack", "change", "error", "margin",
+SIGNED = ("headroom", "saved", "savings", "delta", "diff", "residual", "slack", "change", "error", "margin",
           "log", "gain", "vs_", "offset", "exponent", "improvement", "skew", "bias", "seed",
           "objective", "relative", "ratio_minus", "shortfall", "deficit", "excess", "spare",
           "lr_", "learning_rate", "min_", "ci", "alpha", "beta")    # alpha, beta: fitted exponents

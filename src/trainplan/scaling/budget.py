@@ -242,14 +242,14 @@ def _hour_caps(gpu_hours, dollars, deadline_days, gpus, price) -> dict[str, floa
 
 def flops_from_budget(
     *,
-    flops: float | None = None,
-    gpu_hours: float | None = None,
-    dollars: float | None = None,
-    deadline_days: float | None = None,
+    flops: float | str | None = None,           # a numeric string ("1e22") is read as the number
+    gpu_hours: float | str | None = None,
+    dollars: float | str | None = None,
+    deadline_days: float | str | None = None,
     gpu: str | None = None,
     gpus: int | None = None,
     usd_per_gpu_hour: float | None = None,
-    mfu: float | None = None,
+    mfu: float | str | None = None,
 ) -> BudgetResult:
     """Training FLOPs for any combination of ``flops``, ``gpu_hours``, ``dollars`` and
     ``deadline_days``: each becomes GPU-hours (then FLOPs) and the tightest one binds
