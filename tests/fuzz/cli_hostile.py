@@ -222,6 +222,15 @@ class Ran:
     timed_out: bool
 
 
+def src_path() -> str:
+    """PYTHONPATH for a child that must import the trainplan under test (this process's), not
+    an installed one: an absolute path, since the child runs in another folder."""
+    import trainplan
+    here = str(Path(trainplan.__file__).resolve().parents[1])
+    rest = os.environ.get("PYTHONPATH", "")
+    return os.pathsep.join([here] + [os.path.abspath(p) for p in rest.split(os.pathsep) if p])
+
+
 def run_limited(argv: list[str], cwd: Path, timeout: float, as_limit: int = AS_LIMIT) -> Ran:
     """``python -m trainplan *argv`` in ``cwd``: killed (with its process group) after
     ``timeout`` s, its address space limited to ``as_limit`` bytes; its peak RSS from wait4."""
@@ -230,7 +239,7 @@ def run_limited(argv: list[str], cwd: Path, timeout: float, as_limit: int = AS_L
     def limit() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (as_limit, as_limit))
 
-    env = dict(os.environ, TRAINPLAN_NO_PROGRESS="1", OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1",
+    env = dict(os.environ, PYTHONPATH=src_path(), TRAINPLAN_NO_PROGRESS="1", OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1",
                MKL_NUM_THREADS="1", COLUMNS="120")
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         t0 = time.perf_counter()
