@@ -174,7 +174,7 @@ def _whole(x: object) -> bool:
 MAX_GPUS = 2**20
 
 
-def gpu_counts(spec: int | str | Sequence[int], node_size: int = 8) -> list[int]:
+def gpu_counts(spec: int | str | Sequence[Any], node_size: int = 8) -> list[int]:  # items: its own check
     """GPU counts from 64, "64", "8..4096" or a list.
 
     A range gives the powers of two in it and the multiples of the node size that are a power
