@@ -57,7 +57,8 @@ def __getattr__(name: str) -> Any:
         mod, attr = _LAZY[name]
         if name == "Cluster":             # Cluster(gpu="h100") looks the id up in the catalog
             importlib.import_module("trainplan.catalog.accelerators")
-        value = getattr(importlib.import_module(mod), attr)
+        contract = importlib.import_module("trainplan.contract")    # bad arguments: InputError
+        value = contract.checked_export(getattr(importlib.import_module(mod), attr))
         globals()[name] = value           # no submodule has a public function's name
         return value
     raise AttributeError(f"module 'trainplan' has no attribute {name!r}")

@@ -25,7 +25,7 @@ PRESETS = ["llama-3-8b", "llama-2-7b", "mixtral-8x7b", "qwen2-vl-7b", "llava-1.5
 GPUS = ["h100_sxm", "h100", "a100_sxm_80gb", "mi300x", "v100_sxm2_32gb", "gb200_per_gpu", "l40s"]
 
 #: Result fields that are signed by definition (margins, savings, differences, log values).
-SIGNED = ("headroom", "saved", "delta", "diff", "residual", "slack", "change", "error", "margin",
+SIGNED = ("headroom", "saved", "savings", "delta", "diff", "residual", "slack", "change", "error", "margin",
           "log", "gain", "vs_", "offset", "exponent", "improvement", "skew", "bias", "seed",
           "objective", "relative", "ratio_minus", "shortfall", "deficit", "excess", "spare",
           "lr_", "learning_rate", "min_", "ci", "alpha", "beta")    # alpha, beta: fitted exponents
@@ -247,9 +247,14 @@ def jobfile_case(draw) -> tuple:
 
 
 def api_cases() -> st.SearchStrategy:
-    """Every API case kind, weighted towards the cheap ones (plan searches are slower)."""
+    """Every API case kind, weighted towards the cheap ones (plan searches are slower), and as
+    many calls of every public function with hostile arguments (:mod:`api_cases`)."""
+    import api_cases as calls
+    fns = calls.public_functions()
+    call = calls.call_case(fns)
     return st.one_of(estimate_case(), estimate_case(), scaling_case(), scaling_case(), data_case(),
-                     audit_case(), jobfile_case(), jobfile_case(), plan_case())
+                     audit_case(), jobfile_case(), jobfile_case(), plan_case(),
+                     *[call] * 9)
 
 
 # --------------------------------------------------------------------------- running
@@ -284,6 +289,9 @@ def _toml_safe(v: Any) -> Any:
 def run_api(case: tuple, folder: Path) -> Any:
     """Run one API case; returns what the call returned (raises what it raises)."""
     kind, kw = case
+    if kind == "call":                        # any public function (api_cases.py)
+        import api_cases as calls
+        return calls.run_call(case, folder)
     if kind == "estimate":
         from trainplan.services.estimate import estimate
         return estimate(kw["model"], gpu=kw["gpu"], gpus=kw["gpus"], job=kw["job"],
@@ -396,7 +404,12 @@ def outcome(case: tuple, folder: Path | None = None) -> tuple[str, str]:
         except TrainplanError as e:
             return "own", type(e).__name__
         except Exception as e:  # noqa: BLE001 - what the fuzzer counts
-            return "foreign", f"{case[0]}: {type(e).__name__}: {str(e)[:120]} at {where(e)}"
+            what = case[0]
+            if case[0] == "call":
+                what = case[1]["fn"] + "(" + ", ".join(f"{k}={repr(v)[:40]}" for k, v in case[1]["args"].items()) + ")"
+            return "foreign", f"{what}: {type(e).__name__}: {str(e)[:120]} at {where(e)}"
+    if case[0] == "call":                     # hostile arguments: only errors are judged
+        return "ok", ""
     bad = bad_numbers(result)
     if bad:
         return "numbers", f"{case[0]}: {', '.join(bad[:4])}"

@@ -171,7 +171,8 @@ def run_cli_subprocess(case: tuple, folder: Path,
     import sys
     argv, files = case[1]["argv"], case[1]["files"]
     write_cli_files(folder, files)
-    env = dict(os.environ, TRAINPLAN_NO_PROGRESS="1")
+    from cli_hostile import src_path
+    env = dict(os.environ, PYTHONPATH=src_path(), TRAINPLAN_NO_PROGRESS="1")
     try:
         p = subprocess.run([sys.executable, "-m", "trainplan", *argv], cwd=folder, env=env,
                            capture_output=True, text=True, timeout=timeout, errors="replace")

@@ -206,8 +206,8 @@ def test_a_snapshot_pickle_sharing_one_list_many_times(tmp_path):
 
 
 @pytest.mark.parametrize("text,words", [
-    ("1: 2\n", ["job file key = 1"]),
-    ("job:\n  1: 2\n", ["key job.1 = 1"]),
+    ("1: 2\n", ["1 = 1", "a key that is a name"]),
+    ("job:\n  1: 2\n", ["job.1 = 1"]),
 ])
 def test_a_yaml_job_file_with_an_integer_key(tmp_path, text, words):
     p = tmp_path / "job.yaml"

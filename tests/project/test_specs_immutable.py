@@ -9,6 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from trainplan.catalog import get_model
+from trainplan.errors import InputError
 from trainplan.spec.base import evolve
 from trainplan.spec.job import Job
 from trainplan.spec.strategy import Strategy
@@ -40,10 +41,10 @@ def test_job_derives_the_batch_without_mutation():
 def test_evolve_validates_again():
     st = Strategy(tp=2)
     assert evolve(st, zero=3).zero == 3 and st.zero == 1
-    with pytest.raises(ValidationError):
+    with pytest.raises(InputError, match="Strategy.tp"):     # never pydantic's ValidationError
         evolve(st, tp=0)
     dec = get_model("llama-2-7b").decoder
-    with pytest.raises(ValidationError, match="vocab"):
+    with pytest.raises(InputError, match="vocab"):
         evolve(dec, vocab=0)               # a decoder needs a vocabulary: model_copy let it pass
 
 

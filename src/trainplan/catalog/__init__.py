@@ -18,3 +18,8 @@ __all__ = [
     "load_accelerators", "get_accelerator", "list_accelerators", "prices_for", "default_price",
     "aliases_of", "resolve_id", "clear_cache",
 ]
+
+# the public API answers bad arguments with InputError (trainplan.contract)
+from trainplan.contract import wrap_exports  # noqa: E402
+
+wrap_exports(globals())

@@ -120,6 +120,11 @@ def bench(
     from trainplan.export.write import atomic_write, check_target
     from trainplan.io.jsonout import dumps
     check_target(out, force=force, what="--out")          # before the benchmarks run
+    import re
+    if not re.fullmatch(r"auto|cpu|cuda(:\d{1,4})?", device):
+        raise InputError("--device", device, "cpu, cuda, cuda:<index> or auto")
+    if not 1 <= ranks <= 1024:                  # one process per rank on this machine
+        raise InputError("--ranks", ranks, "1 to 1024 processes (1: no collective benchmark)")
     from trainplan.measure.build import require_torch
     require_torch()
     host = _offload_options(offload, offload_procs, offload_impl, device, ranks)
@@ -145,8 +150,8 @@ def _offload_options(offload, procs, impl, device, ranks):
         return None
     if impl not in IMPLS:
         raise InputError("--offload-impl", impl, " or ".join(IMPLS))
-    if procs is not None and procs < 1:
-        raise InputError("--offload-procs", procs, "a positive number of processes")
+    if procs is not None and not 1 <= procs <= 1024:
+        raise InputError("--offload-procs", procs, "1 to 1024 processes")
     if impl == "deepspeed":
         import importlib.util
         if importlib.util.find_spec("deepspeed") is None:

@@ -20,9 +20,9 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-from pydantic import ValidationError
 
 from trainplan.conventions import GiB
+from trainplan.errors import InputError
 from trainplan.costmodel.evaluate import evaluate
 from trainplan.costmodel.layout import Layout, context, rules_mask
 from trainplan.costmodel.offload import OFFLOAD_CHOICES, offload_layer_choice
@@ -170,7 +170,7 @@ class Neighbourhood(NamedTuple):
                 continue
             try:
                 evolve(st, **self.changes[i][1])
-            except ValidationError:       # a change the Strategy spec itself refuses
+            except InputError:            # a change the Strategy spec itself refuses (evolve)
                 continue
             seen.add(shown)
             out.append(Fix(self.changes[i][0], self.changes[i][1], float(mem[i]) / GiB,

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from trainplan.errors import InputError, MissingExtraError
+from trainplan.contract import Numbers
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".npy")
 
@@ -37,9 +38,22 @@ def make_test_images(folder: str | Path, n: int = 16, width: int = 640, height: 
                      formats: tuple[str, ...] = ("jpeg", "png"), seed: int = 0) -> list[Path]:
     """Write ``n`` synthetic photos per format (smooth gradients plus noise, so JPEG and PNG
     compress like natural images rather than like flat colour) and their decoded ``.npy``."""
+    from trainplan.io.limits import check_int
+    n = check_int("n", n, 1, 10_000)                 # test images: a benchmark's worth
+    width = check_int("width", width, 1, 8192)
+    height = check_int("height", height, 1, 8192)
+    seed = check_int("seed", seed, 0, 2**63 - 1)
+    bad = [f for f in formats if f not in ("jpeg", "png")]
+    if bad or not formats:
+        raise InputError("formats", bad[0] if bad else formats, "one or more of 'jpeg', 'png'")
     Image = _pil()
     folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
+    if folder.exists() and not folder.is_dir():
+        raise InputError("folder", str(folder), "a folder (or a path to create one at)")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise InputError("folder", str(folder), f"a folder that can be created ({e.strerror or e})") from None
     rng = np.random.default_rng(seed)
     yy, xx = np.mgrid[0:height, 0:width].astype(np.float32)
     out = []
@@ -134,18 +148,28 @@ def bench_images(paths, size: int = 336, repeat: int = 1, on_progress=None) -> L
 def workers_needed(samples_per_s_per_gpu: float, images_per_sample: float,
                    images_per_s_per_worker: float) -> int:
     """Loader workers one GPU needs: ceil(samples/s x images per sample / rate per worker)."""
-    if images_per_s_per_worker <= 0:
+    from trainplan.io.limits import check_range
+    sps = check_range("samples_per_s_per_gpu", samples_per_s_per_gpu, 0, 1e12)
+    ips = check_range("images_per_sample", images_per_sample, 0, 1e6)
+    rate = check_range("images_per_s_per_worker", images_per_s_per_worker, 0, 1e12)
+    if rate <= 0:
         return 0
-    return max(1, math.ceil(samples_per_s_per_gpu * images_per_sample / images_per_s_per_worker))
+    return max(1, math.ceil(sps * ips / rate))
 
 
-def stall_share(workers, samples_per_s_per_gpu: float, images_per_sample: float,
+def stall_share(workers: Numbers, samples_per_s_per_gpu: float, images_per_sample: float,
                 images_per_s_per_worker: float):
     """Share of each step spent waiting for data with ``workers`` workers (prefetching, so the
     loader overlaps compute): per sample the GPU needs 1/sps s, the loader ips/(w x rate) s;
     the stall is the excess, as a share of the resulting step: max(0, load - gpu) / max(load, gpu).
     """
+    from trainplan.io.limits import check_range
     w = np.asarray(workers, dtype=float)
-    gpu = 1.0 / samples_per_s_per_gpu
-    load = images_per_sample / (w * images_per_s_per_worker)
+    if not np.all(np.isfinite(w) & (w > 0)):
+        raise InputError("workers", workers, "finite numbers of workers > 0")
+    sps = check_range("samples_per_s_per_gpu", samples_per_s_per_gpu, 0, 1e12, lo_open=True)
+    ips = check_range("images_per_sample", images_per_sample, 0, 1e6)
+    rate = check_range("images_per_s_per_worker", images_per_s_per_worker, 0, 1e12, lo_open=True)
+    gpu = 1.0 / sps
+    load = ips / (w * rate)
     return np.maximum(load - gpu, 0.0) / np.maximum(load, gpu)

@@ -12,11 +12,32 @@ from __future__ import annotations
 
 import numpy as np
 
+from trainplan.contract import Numbers
+from trainplan.errors import InputError
+
 #: Longest sequence analysed: the packer keeps two count tables of capacity + 1 entries (int64).
 MAX_CAPACITY = 1 << 24
+#: Items :func:`pack_optimal`'s exhaustive search takes (its time grows exponentially).
+MAX_OPTIMAL_ITEMS = 24
 
 
-def pack_bfd_counts(lengths, capacity: int) -> int:
+def checked_lengths(lengths: Numbers, capacity: int) -> tuple[np.ndarray, int]:
+    """(lengths as a 1-d int64 array, capacity) with both checked: token counts >= 0, at least
+    one, and a capacity from 1 to :data:`MAX_CAPACITY` (the packers' and the padding policies'
+    input check; :func:`trainplan.data.padding.analyze` applies the same to a file's lengths)."""
+    from trainplan.io.limits import check_int
+    try:
+        l = np.asarray(lengths, dtype=np.int64).ravel()
+    except (TypeError, ValueError, OverflowError):
+        raise InputError("lengths", lengths, "integer token counts (a list or an array)") from None
+    if l.size == 0:
+        raise InputError("lengths", "[]", "at least one sample")
+    if (l < 0).any():
+        raise InputError("lengths", int(l.min()), "token counts >= 0")
+    return l, check_int("capacity", capacity, 1, MAX_CAPACITY)
+
+
+def pack_bfd_counts(lengths: Numbers, capacity: int) -> int:
     """Bins used by best-fit decreasing packing, computed on a count table of lengths.
 
     Items of equal length are placed together: for length l with k items, the open bins with
@@ -25,7 +46,8 @@ def pack_bfd_counts(lengths, capacity: int) -> int:
     floor(C/l) items each. Cost O(distinct lengths x C) numpy work instead of O(n log n) Python
     steps; the result is exactly the item-by-item best-fit decreasing packing's bin count.
     """
-    l = np.minimum(np.asarray(lengths, dtype=np.int64), capacity)
+    l, capacity = checked_lengths(lengths, capacity)
+    l = np.minimum(l, capacity)
     counts = np.bincount(l, minlength=capacity + 1)
     rem = np.zeros(capacity + 1, dtype=np.int64)      # open bins by remaining room
     bins = 0
@@ -67,10 +89,11 @@ def pack_bfd_counts(lengths, capacity: int) -> int:
 
 def _decreasing(lengths, capacity: int) -> list[int]:
     """The lengths, truncated to ``capacity``, longest first."""
-    return sorted((min(int(v), capacity) for v in lengths), reverse=True)
+    l, capacity = checked_lengths(lengths, capacity)
+    return sorted((min(int(v), capacity) for v in l), reverse=True)
 
 
-def pack_ffd(lengths, capacity: int) -> int:
+def pack_ffd(lengths: Numbers, capacity: int) -> int:
     """Bins used by exact first-fit decreasing (item by item; for small inputs and checks)."""
     rooms: list[int] = []
     for x in _decreasing(lengths, capacity):
@@ -83,9 +106,14 @@ def pack_ffd(lengths, capacity: int) -> int:
     return len(rooms)
 
 
-def pack_optimal(lengths, capacity: int) -> int:
-    """The fewest bins, by exhaustive branch and bound (exponential: small inputs only)."""
+def pack_optimal(lengths: Numbers, capacity: int) -> int:
+    """The fewest bins, by exhaustive branch and bound (exponential: at most
+    :data:`MAX_OPTIMAL_ITEMS` items)."""
     items = _decreasing(lengths, capacity)
+    if len(items) > MAX_OPTIMAL_ITEMS:
+        raise InputError("lengths", f"{len(items)} items", f"at most {MAX_OPTIMAL_ITEMS} items for "
+                         "the exhaustive search (pack_bfd_counts for more)")
+    capacity = int(capacity)
     best = [pack_ffd(items, capacity)]
     lower = -(-sum(items) // capacity)
 
@@ -110,16 +138,23 @@ def pack_optimal(lengths, capacity: int) -> int:
     return best[0]
 
 
-def packing_efficiency(lengths, capacity: int, bins: int) -> float:
+def packing_efficiency(lengths: Numbers, capacity: int, bins: int) -> float:
     """Useful share of packed sequences: sum(min(l, C)) / (bins x C)."""
-    return float(np.minimum(lengths, capacity).sum() / (bins * capacity))
+    from trainplan.io.limits import check_int
+    l, capacity = checked_lengths(lengths, capacity)
+    bins = check_int("bins", bins, 1, 2**62)
+    return float(np.minimum(l, capacity).sum() / (bins * capacity))
 
 
-def document_span(lengths, capacity: int) -> float:
+def document_span(lengths: Numbers, capacity: int) -> float:
     """E[d^2]/E[d] of the documents packed into sequences of ``capacity`` tokens, each cut at
     ``capacity``: the ``Job.document_tokens`` of a document-masked run. Under a causal mask each
     document of d tokens holds d (d + 1) / 2 query-key pairs, so its sum over the documents,
     divided by the tokens, is (E[d^2]/E[d] + 1) / 2 keys per query; one sequence of s tokens
     would give (s + 1) / 2."""
-    d = np.minimum(np.asarray(lengths, dtype=float), float(capacity))
-    return float((d * d).sum() / d.sum())
+    l, capacity = checked_lengths(lengths, capacity)
+    d = np.minimum(l.astype(float), float(capacity))
+    total = d.sum()
+    if total <= 0:
+        raise InputError("lengths", "all 0", "at least one sample of 1 token or more")
+    return float((d * d).sum() / total)

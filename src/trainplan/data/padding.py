@@ -21,13 +21,16 @@ from typing import Any
 
 import numpy as np
 
-from trainplan.data.packing import MAX_CAPACITY, document_span, pack_bfd_counts, packing_efficiency
+from trainplan.contract import Numbers
+from trainplan.data.packing import (MAX_CAPACITY, checked_lengths, document_span, pack_bfd_counts,
+                                    packing_efficiency)
 from trainplan.errors import InputError
 
 
-def pad_to_max_efficiency(lengths, capacity: int) -> float:
+def pad_to_max_efficiency(lengths: Numbers, capacity: int) -> float:
     """Every sample padded (and truncated) to ``capacity``: sum(min(l, C)) / (n x C)."""
-    l = np.minimum(lengths, capacity)
+    l, capacity = checked_lengths(lengths, capacity)
+    l = np.minimum(l, capacity)
     return float(l.sum() / (l.size * capacity))
 
 
@@ -69,16 +72,34 @@ def _truncated_in_order(lengths, capacity: int, seed: int, order: np.ndarray | N
     return l
 
 
-def pad_to_longest_efficiency(lengths, capacity: int, batch: int, seed: int = 0,
+def _policy_inputs(lengths: Numbers, capacity: int, batch: int, seed: int,
+                   order: np.ndarray | None) -> tuple[np.ndarray, int, int, int]:
+    """The batched policies' inputs checked: lengths and capacity (:func:`checked_lengths`), a
+    batch >= 1, a seed >= 0 and ``order`` a permutation of the samples' indices."""
+    from trainplan.io.limits import check_int
+    l, capacity = checked_lengths(lengths, capacity)
+    batch = check_int("batch", batch, 1, 2**31)
+    seed = check_int("seed", seed, 0, 2**63 - 1)
+    if order is not None and not (order.dtype.kind in "iu" and order.shape == l.shape
+                                  and np.array_equal(np.sort(order), np.arange(l.size))):
+        raise InputError("order", order, f"a permutation of 0..{l.size - 1} (integers)")
+    return l, capacity, batch, seed
+
+
+def pad_to_longest_efficiency(lengths: Numbers, capacity: int, batch: int, seed: int = 0,
                               order: np.ndarray | None = None) -> float:
     """Random batches, each padded to its longest sample: sum(l) / sum_b(B x max_b)."""
+    lengths, capacity, batch, seed = _policy_inputs(lengths, capacity, batch, seed, order)
     return _pad_to_longest(_truncated_in_order(lengths, capacity, seed, order), batch)
 
 
-def bucketed_efficiency(lengths, capacity: int, batch: int, buckets: int = 8, seed: int = 0,
+def bucketed_efficiency(lengths: Numbers, capacity: int, batch: int, buckets: int = 8, seed: int = 0,
                         order: np.ndarray | None = None) -> float:
     """Length bucketing: samples grouped into ``buckets`` quantile buckets, random batches
     within each bucket, each batch padded to its longest (e.g. HF ``group_by_length``-style)."""
+    from trainplan.io.limits import check_int
+    lengths, capacity, batch, seed = _policy_inputs(lengths, capacity, batch, seed, order)
+    buckets = check_int("buckets", buckets, 1, 2**15)
     return _bucketed(_truncated_in_order(lengths, capacity, seed, order), batch, buckets)
 
 
@@ -131,7 +152,7 @@ class PaddingReport:
         return asdict(self)
 
 
-def analyze(lengths, capacity: int | None = None, batch_size: int = 16, buckets: int = 8,
+def analyze(lengths: Numbers, capacity: int | None = None, batch_size: int = 16, buckets: int = 8,
             seed: int = 0, skipped: dict[str, int] | None = None) -> PaddingReport:
     """Efficiency (useful / processed tokens) of each policy; 1 - efficiency is lost to padding."""
     from trainplan.io.limits import check_int

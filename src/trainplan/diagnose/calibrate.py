@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from trainplan.contract import public
 from trainplan.costmodel.calibration import FACTOR_BOUNDS, check_factors
 from trainplan.errors import InputError
 from trainplan.spec.base import evolve
@@ -145,6 +146,7 @@ def bootstrap(runs: list[Run], n: int = 200, seed: int = 0,
     return np.percentile(np.stack(thetas), [5, 95], axis=0)
 
 
+@public
 def calibrate(runs: list[Run], framework: str, boot: int = 200,
               base_framework: str | None = None, gpu_id: str | None = None) -> dict[str, Any]:
     """The calibration record: factors, intervals, in-sample and leave-one-out errors."""

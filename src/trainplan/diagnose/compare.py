@@ -15,6 +15,7 @@ The largest absolute deviation is named with what usually moves it (labelled adv
 from __future__ import annotations
 
 from typing import Any
+from trainplan.costmodel.estimate import Estimate
 
 ADVICE = {
     "compute": "kernels run slower than the plan's efficiency: check fused/flash attention, "
@@ -28,7 +29,7 @@ ADVICE = {
 }
 
 
-def planned_parts(est: Any) -> dict[str, float]:
+def planned_parts(est: Estimate) -> dict[str, float]:
     """The planner's step split into the four matched parts (seconds)."""
     t = est.time
     return {"compute": float(t.compute_s), "optimizer": float(t.optimizer_s),
@@ -45,7 +46,7 @@ def measured_parts(mean_us: dict[str, float]) -> dict[str, float]:
             "idle/other": g("idle") + g("memcpy") + g("memset") + g("other_noncompute")}
 
 
-def trace_vs_plan(mean_us: dict[str, float], est: Any) -> dict[str, Any]:
+def trace_vs_plan(mean_us: dict[str, float], est: Estimate) -> dict[str, Any]:
     meas, plan = measured_parts(mean_us), planned_parts(est)
     dev = {k: meas[k] - plan[k] for k in plan}
     worst = max(dev, key=lambda k: abs(dev[k]))
@@ -55,7 +56,7 @@ def trace_vs_plan(mean_us: dict[str, float], est: Any) -> dict[str, Any]:
             f"{worst} is faster than planned: the plan is conservative here"}
 
 
-def log_vs_plan(summary: dict[str, Any], est: Any) -> dict[str, Any]:
+def log_vs_plan(summary: dict[str, Any], est: Estimate) -> dict[str, Any]:
     """Measured median step (or tokens/s) against the planned step, tokens/s and MFU. The
     tokens/s and MFU of the measured step are *implied*: the job's tokens per step (its
     sequence length and global batch, as given or defaulted) over the measured time."""

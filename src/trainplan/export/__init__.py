@@ -101,3 +101,8 @@ def emit_files(formats: list[str], out_dir: Path, spec: LaunchSpec, *, force: bo
         files[name] = text
     return write_files(files, out_dir, force=force,
                        executable=tuple(n for n in files if n.endswith(".sh") or n.endswith(".sbatch")))
+
+# the public API answers bad arguments with InputError (trainplan.contract)
+from trainplan.contract import wrap_exports  # noqa: E402
+
+wrap_exports(globals())

@@ -38,6 +38,9 @@ def render_options(out: dict) -> None:
             ts.add_column(col)
         for r in out["options"]:
             d = r["sim_days"]
+            if d is None:               # the simulation gave up (the warning below says why)
+                ts.add_row(r["option"], "gave up", "-", "-", "-")
+                continue
             ts.add_row(r["option"], f"{d['p10']:.3f}", f"{d['p50']:.3f}", f"{d['p90']:.3f}",
                        f"{r['sim_mean_goodput']:.4f}")
         con.print(ts)

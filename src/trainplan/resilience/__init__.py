@@ -2,3 +2,41 @@
 Carlo check of the formulas (``simulate``), elastic schedules (``schedule``) and their CLI
 commands. The physics is ``trainplan.costmodel.reliability``; the runtime side is
 ``trainplan.guard`` and the launch files ``trainplan.export.elastic``."""
+
+import importlib
+from typing import Any
+
+# The helpers a program may call, loaded on first use (PEP 562) so that importing the package
+# stays light; each is checked at the call (trainplan.contract: bad arguments are InputError).
+_EXPORTS: dict[str, str] = {
+    "provider": "economics",
+    "failure_rate": "economics",
+    "preempt_rate_per_hour": "economics",
+    "Checkpoint": "economics",
+    "checkpoint_of": "economics",
+    "Option": "economics",
+    "OptionResult": "economics",
+    "evaluate_option": "economics",
+    "billed_gpu_hours": "economics",
+    "break_even_discount": "economics",
+    "catalog_options": "economics",
+    "SimResult": "simulate",
+    "read_schedule": "schedule",
+    "run_schedule": "schedule",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from trainplan.contract import checked_export
+    value = checked_export(getattr(importlib.import_module(f"{__name__}.{module}"), name))
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

@@ -20,6 +20,8 @@ import numpy as np
 from trainplan.conventions import GiB
 from trainplan.costmodel import reliability as rel
 from trainplan.errors import InputError
+from trainplan.contract import Numbers
+from trainplan.costmodel.estimate import Estimate
 
 HOURS_PER_MONTH = 730.0   # 8760 / 12
 
@@ -46,7 +48,7 @@ def failure_rate(name: str) -> float:
     return float(rates[name]["per_gpu_hour"])
 
 
-def preempt_rate_per_hour(fraction_per_month, instances):
+def preempt_rate_per_hour(fraction_per_month: Numbers, instances: Numbers):
     """Job pre-emption rate from a monthly interruption fraction (AWS Spot Advisor style).
 
     A fraction f of instances interrupted within a month gives, for exponential lifetimes, a
@@ -74,7 +76,7 @@ class Checkpoint:
         return self.bytes_total / GiB
 
 
-def checkpoint_of(est) -> Checkpoint:
+def checkpoint_of(est: Estimate) -> Checkpoint:
     """The Estimate's checkpoint (``Estimate.checkpoint``, from ``costmodel/checkpoint.py``: the
     one formula ``estimate`` and ``plan`` totals use too): unique size, what a restart reads,
     the writing nodes and the write and load times at the cluster's storage bandwidth."""
@@ -148,7 +150,8 @@ def evaluate_option(opt: Option, work_h: float, gpus: int, failure_per_gpu_hour:
     return OptionResult(opt, tau, daly, g, float(g1), wall, cost, saves, lead, billed)
 
 
-def billed_gpu_hours(wall_h, gpus, preempt_per_hour, wait_h, instance_gpus):
+def billed_gpu_hours(wall_h: Numbers, gpus: Numbers, preempt_per_hour: Numbers, wait_h: Numbers,
+                     instance_gpus: Numbers):
     """GPU-hours paid for a fixed-size job of ``gpus`` GPUs that takes ``wall_h`` hours.
 
     The job holds every GPU all along and pays for it, busy or idle (restarting, loading, and

@@ -74,6 +74,7 @@ def purchase_options(job_file, gpu, gpus, provider, interruptions, od, rs, sp, f
     res = [ec.evaluate_option(o, work_h, c.gpus, rate, ck, restart_h, est.time.step_s)
            for o in opts]
     rows = []
+    sim_gave_up: list[str] = []
     for r in res:
         row: dict[str, Any] = dict(option=r.option.name, usd_per_gpu_hour=r.option.usd_per_gpu_hour,
                    price_source=r.option.price_source,
@@ -92,8 +93,12 @@ def purchase_options(job_file, gpu, gpus, provider, interruptions, od, rs, sp, f
                          lead_h=r.lead_s / 3600,
                          released_usd=r.option.extra_restart_h * r.option.instance_gpus
                          * (r.option.usd_per_gpu_hour or 0.0))
-            row["sim_days"] = {f"p{q}": v / 24 for q, v in s.percentiles().items()}
-            row["sim_mean_goodput"] = s.goodput
+            if s.gave_up is None:
+                row["sim_days"] = {f"p{q}": v / 24 for q, v in s.percentiles().items()}
+                row["sim_mean_goodput"] = s.goodput
+            else:                       # bounded: no percentiles of runs that did not finish
+                row["sim_days"], row["sim_mean_goodput"] = None, None
+                sim_gave_up.append(f"--simulate, {r.option.name}: {s.gave_up}")
         rows.append(row)
     out_dir, min_nodes, max_restarts, force = emit
     written = emit_elastic(inp, st, ck, work_h, out_dir, min_nodes, max_restarts, force,
@@ -101,7 +106,7 @@ def purchase_options(job_file, gpu, gpus, provider, interruptions, od, rs, sp, f
     by = {r.option.name: r for r in res}
     lead = by["on-demand"].lead_s           # the same for every option: one plan, one save
     warnings = [notice_warning(r, provider, ck.write_s, est.time.step_s)
-                for r in res if r.option.notice_s and not r.saves_on_notice]
+                for r in res if r.option.notice_s and not r.saves_on_notice] + sim_gave_up
     if by["spot"].option.preempt_per_hour == 0 and interruptions is None:
         warnings.append(f"{provider} publishes no spot interruption rate and --interruptions was "
                         "not given: spot is assumed never pre-empted, so its goodput, the "

@@ -131,8 +131,28 @@ class _Planner:
         return checkpoint_of(self.estimate(job, nodes))
 
 
+def _check_schedule(sched: Any) -> None:
+    """The shape :func:`read_schedule` gives: cluster, jobs by name, periods naming those jobs
+    (each job run by one), max_days in (0, 3650]."""
+    ok = isinstance(sched, dict)
+    if ok:
+        cluster, jobs, periods, days = (sched.get(k) for k in ("cluster", "jobs", "periods", "max_days"))
+        ok = (isinstance(cluster, dict) and isinstance(jobs, dict) and bool(jobs)
+              and all(isinstance(j, dict) for j in jobs.values())
+              and isinstance(periods, list) and bool(periods)
+              and all(isinstance(p, Period) and p.job in jobs for p in periods)
+              and all(any(p.job == n for p in periods) for n in jobs)
+              and isinstance(days, (int, float)) and not isinstance(days, bool) and 0 < days <= 3650)
+    if not ok:
+        raise InputError("sched", sched, "a schedule as read_schedule(path) returns it: cluster, "
+                         "jobs by name, periods (each naming a job, every job run by one), "
+                         "max_days in (0, 3650]")
+
+
 def run_schedule(sched: dict[str, Any]) -> dict[str, Any]:
-    """Walk the periods (cycled) until every job is done or ``max_days`` pass."""
+    """Walk the periods (cycled) until every job is done or ``max_days`` pass. ``sched`` is
+    what :func:`read_schedule` returns (anything else is an InputError)."""
+    _check_schedule(sched)
     pl = _Planner(sched["cluster"], sched["jobs"])
     restart_h = float(sched["cluster"].get("restart_minutes", 10.0)) / 60.0
     first = {n: pl.estimate(n, _first_nodes(sched, n)) for n in sched["jobs"]}

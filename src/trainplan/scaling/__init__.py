@@ -96,7 +96,8 @@ def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'trainplan.scaling' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"trainplan.scaling.{module}"), name)
+    from trainplan.contract import checked_export    # bad arguments: InputError
+    value = checked_export(getattr(importlib.import_module(f"trainplan.scaling.{module}"), name))
     globals()[name] = value
     return value
 

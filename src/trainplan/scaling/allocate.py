@@ -17,6 +17,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
+from trainplan.errors import InputError
 from trainplan.io.limits import MAX_COUNT, check_flops, check_range
 from trainplan.scaling.laws import DEFAULT_LAW, NAMED_LAWS, as_law, tokens_for_compute
 
@@ -91,6 +92,8 @@ def isoflop_curve(
         n = np.geomspace(float(n_opt) / span, float(n_opt) * span, n_points)
     else:
         n = np.array([check_range("n_params", x, 1.0, MAX_COUNT) for x in n_params])
+        if n.size == 0:
+            raise InputError("n_params", "[]", "one or more model sizes (or None for a grid)")
     d = tokens_for_compute(c, n)
     loss = lw.loss(n, d)
     if loss is None:

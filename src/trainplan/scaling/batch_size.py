@@ -11,6 +11,7 @@ from typing import Any
 from trainplan.errors import require_positive
 from trainplan.io.limits import check_flops, check_int, check_range
 from trainplan.scaling.laws import KAPLAN_2020, positive
+from trainplan.contract import Numbers
 
 #: DeepSeek LLM 2024 (arXiv:2401.02954) fits, C in FLOPs: B_opt = 0.2920 C^0.3271 tokens and
 #: eta_opt = 0.3118 C^-0.1250, each as (coefficient, exponent).
@@ -18,7 +19,7 @@ DEEPSEEK_BATCH = (0.2920, 0.3271)
 DEEPSEEK_LR = (0.3118, -0.1250)
 
 
-def deepseek_batch_size(flops: Any) -> Any:
+def deepseek_batch_size(flops: Numbers) -> Any:
     """Optimal batch in tokens B_opt = 0.2920 C^0.3271 (:data:`DEEPSEEK_BATCH`).
 
     C = M D with M the non-embedding FLOPs per token (DeepSeek's convention).
@@ -27,7 +28,7 @@ def deepseek_batch_size(flops: Any) -> Any:
     return coef * positive("flops", flops) ** exp
 
 
-def deepseek_learning_rate(flops: Any) -> Any:
+def deepseek_learning_rate(flops: Numbers) -> Any:
     """Optimal peak learning rate eta_opt = 0.3118 C^-0.1250 (:data:`DEEPSEEK_LR`)."""
     coef, exp = DEEPSEEK_LR
     return coef * positive("flops", flops) ** exp
@@ -38,7 +39,7 @@ KAPLAN_B_STAR = 2e8
 KAPLAN_ALPHA_B = 0.21
 
 
-def kaplan_critical_batch(loss: Any) -> Any:
+def kaplan_critical_batch(loss: Numbers) -> Any:
     """Critical batch in tokens B_crit(L) = B* / L^(1/alpha_B) (Kaplan et al. 2020 eq. 1.4; L in nats, WebText2)."""
     return KAPLAN_B_STAR / positive("loss", loss) ** (1.0 / KAPLAN_ALPHA_B)
 

@@ -167,6 +167,8 @@ def _check_floor(flops: float, what: str) -> None:
 def default_gpus(gpu_hours: float) -> int:
     """GPU count assumed for the MFU estimate when none is given: the power of two that spends
     ``gpu_hours`` in about :data:`REFERENCE_RUN_DAYS` days, between 8 and 16,384."""
+    from trainplan.io.limits import check_range
+    gpu_hours = check_range("gpu_hours", gpu_hours, 0, 1e30, lo_open=True)
     want = gpu_hours / (REFERENCE_RUN_DAYS * HOURS_PER_DAY)
     return int(min(16384, max(8, 2 ** round(math.log2(max(want, 1.0))))))
 
@@ -240,14 +242,14 @@ def _hour_caps(gpu_hours, dollars, deadline_days, gpus, price) -> dict[str, floa
 
 def flops_from_budget(
     *,
-    flops: float | None = None,
-    gpu_hours: float | None = None,
-    dollars: float | None = None,
-    deadline_days: float | None = None,
+    flops: float | str | None = None,           # a numeric string ("1e22") is read as the number
+    gpu_hours: float | str | None = None,
+    dollars: float | str | None = None,
+    deadline_days: float | str | None = None,
     gpu: str | None = None,
     gpus: int | None = None,
     usd_per_gpu_hour: float | None = None,
-    mfu: float | None = None,
+    mfu: float | str | None = None,
 ) -> BudgetResult:
     """Training FLOPs for any combination of ``flops``, ``gpu_hours``, ``dollars`` and
     ``deadline_days``: each becomes GPU-hours (then FLOPs) and the tightest one binds

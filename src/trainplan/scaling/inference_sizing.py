@@ -12,6 +12,7 @@ import numpy as np
 from trainplan.errors import InputError, require_positive
 from trainplan.scaling.allocate import minimise_over_log_n
 from trainplan.scaling.laws import DEFAULT_LAW, ParametricLaw, as_law, training_flops
+from trainplan.contract import Numbers
 
 #: Inference FLOPs per parameter per served token: a forward pass, 2N per token (Kaplan et al. 2020
 #: Table 1; the 2N D_inf term of Sardana and Frankle 2023).
@@ -28,7 +29,7 @@ def inference_flops(n_params: Any, inference_tokens: Any) -> Any:
     return INFERENCE_FLOPS_PER_PARAM_TOKEN * np.asarray(n_params, dtype=float) * np.asarray(inference_tokens, dtype=float)
 
 
-def lifetime_flops(n_params: Any, train_tokens: Any, inference_tokens: Any) -> Any:
+def lifetime_flops(n_params: Numbers, train_tokens: Numbers, inference_tokens: Numbers) -> Any:
     """Training plus inference FLOPs 6 N D_train + 2 N D_inf (Sardana and Frankle 2023, arXiv:2401.00448)."""
     return training_flops(n_params, train_tokens) + inference_flops(n_params, inference_tokens)
 

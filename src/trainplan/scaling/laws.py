@@ -30,6 +30,7 @@ import numpy as np
 
 from trainplan.costmodel.flops import six_nd
 from trainplan.errors import InputError
+from trainplan.contract import Numbers
 
 #: FLOPs in one petaflop/s-day, Kaplan et al. 2020's unit of compute: 1e15 FLOP/s x 86,400 s.
 PF_DAY_FLOPS = 1e15 * 86_400.0
@@ -55,7 +56,7 @@ def positive(name: str, value: Any, zero: bool = False) -> np.ndarray:
     return a
 
 
-def training_flops(n_params: Any, tokens: Any) -> Any:
+def training_flops(n_params: Numbers, tokens: Numbers) -> Any:
     """Training compute C = 6 N D in FLOPs (:func:`trainplan.costmodel.flops.six_nd`), broadcasting."""
     return six_nd(positive("n_params", n_params, zero=True), positive("tokens", tokens, zero=True))
 
@@ -339,5 +340,13 @@ def counts_non_embedding(name: str) -> bool:
 
 
 def as_law(law: str | Law) -> Law:
-    """``law`` itself, or the law registered under that name (:func:`get_law`)."""
-    return get_law(law) if isinstance(law, str) else law
+    """``law`` itself, or the law registered under that name (:func:`get_law`); anything that is
+    neither a name nor a law (an object with ``name``, ``optimal`` and ``loss``: :class:`Law`)
+    is an InputError."""
+    if isinstance(law, str):
+        return get_law(law)
+    if not (isinstance(getattr(law, "name", None), str) and callable(getattr(law, "optimal", None))
+            and callable(getattr(law, "loss", None))):
+        raise InputError("law", law, "a law name (" + ", ".join(NAMED_LAWS) + ") or a law "
+                         "object (ParametricLaw, KaplanLaw: name, optimal() and loss())")
+    return law

@@ -13,6 +13,7 @@ from trainplan.errors import InputError, require_positive
 from trainplan.io.limits import check_flops
 from trainplan.scaling.laws import (DEFAULT_LAW, SIX_ND_TOLERANCE, agrees_with_six_nd, as_law,
                                     training_flops)
+from trainplan.contract import Numbers
 
 #: Shukor et al. 2025 (arXiv:2504.07951) compute-optimal exponents: N_opt ~ C^a, D_opt ~ C^b.
 SHUKOR_2025_EXPONENTS: dict[str, tuple[float, float]] = {"early": (0.526, 0.468), "late": (0.636, 0.462)}
@@ -35,7 +36,7 @@ def _check_padding(fraction: float) -> None:
         raise InputError("padding", fraction, "a fraction in [0, 1)")
 
 
-def shukor_scale(flops: Any, ref_flops: float, ref_n_params: float, ref_tokens: float, fusion: str = "early") -> tuple[Any, Any]:
+def shukor_scale(flops: Numbers, ref_flops: float, ref_n_params: float, ref_tokens: float, fusion: str = "early") -> tuple[Any, Any]:
     """Scale a reference optimum with Shukor et al. 2025's exponents (arXiv:2504.07951, Table 2).
 
     Early fusion: N ~ C^0.526, D ~ C^0.468; late fusion: N ~ C^0.636, D ~ C^0.462.
@@ -45,7 +46,7 @@ def shukor_scale(flops: Any, ref_flops: float, ref_n_params: float, ref_tokens: 
     return ref_n_params * ratio**a, ref_tokens * ratio**b
 
 
-def multimodal_heuristic_params(n_params: Any, gamma: float, padding_loss: float) -> Any:
+def multimodal_heuristic_params(n_params: Numbers, gamma: float, padding_loss: float) -> Any:
     """The source document's N' = N(1+gamma)/(1-padding_loss). A LABELLED HEURISTIC with no published basis."""
     _check_padding(padding_loss)
     if not (gamma >= 0 and math.isfinite(gamma)):
@@ -53,7 +54,7 @@ def multimodal_heuristic_params(n_params: Any, gamma: float, padding_loss: float
     return np.asarray(n_params, dtype=float) * (1.0 + gamma) / (1.0 - padding_loss)
 
 
-def tokens_with_padding(effective_tokens_needed: Any, padding_fraction: float) -> Any:
+def tokens_with_padding(effective_tokens_needed: Numbers, padding_fraction: float) -> Any:
     """Tokens to process so that ``effective_tokens_needed`` are real: D / (1 - padding).
 
     Padding tokens cost compute but teach nothing, so they are lost effective tokens.

@@ -79,6 +79,9 @@ def recommend(rows: Sequence[Allocation], fitted: str | None = None) -> Recommen
     ``fitted`` when given, else the default law (Epoch 2024), else the first row; the others
     become a min-max range (Kaplan 2020 shown but excluded, see :data:`EXCLUDED_FROM_RANGE`)."""
     rows = list(rows)
+    if not rows:
+        from trainplan.errors import InputError
+        raise InputError("rows", rows, "one or more allocations (compute_optimal's rows)")
     by = {a.law: a for a in rows}
     if fitted and fitted in by:
         rec, why = by[fitted], WHY_FITTED

@@ -14,13 +14,14 @@ from trainplan.errors import InputError
 from trainplan.io.limits import MAX_COUNT, PARAMS_RANGE, check_flops, check_range
 from trainplan.scaling.allocate import minimise_over_log_n
 from trainplan.scaling.laws import MUENNIGHOFF_2023, ParametricLaw, positive, tokens_for_compute
+from trainplan.contract import Numbers
 
 #: Repetition half-life constants of Muennighoff et al. 2023 (datablations README "Parametric Fit").
 R_D_STAR = 15.387756
 R_N_STAR = 5.309743
 
 
-def effective_tokens(total_tokens: Any, unique_tokens: Any, r_star: float = R_D_STAR) -> Any:
+def effective_tokens(total_tokens: Numbers, unique_tokens: Numbers, r_star: float = R_D_STAR) -> Any:
     """Effective data D' = U + U R*(1 - exp(-R/R*)), R = D/U - 1 repetitions (Muennighoff et al. 2023, arXiv:2305.16264).
 
     With D <= U (no repetition) D' = D.
@@ -31,13 +32,13 @@ def effective_tokens(total_tokens: Any, unique_tokens: Any, r_star: float = R_D_
     return np.where(d <= u, d, u + u * r_star * (1.0 - np.exp(-reps / r_star)))
 
 
-def effective_data(unique_tokens: Any, epochs: Any) -> Any:
+def effective_data(unique_tokens: Numbers, epochs: Numbers) -> Any:
     """Effective data of ``epochs`` passes over ``unique_tokens`` (Muennighoff et al. 2023, arXiv:2305.16264)."""
     u = positive("unique_tokens", unique_tokens)
     return effective_tokens(u * positive("epochs", epochs), u)
 
 
-def effective_params(n_params: Any, unique_params: Any, r_star: float = R_N_STAR) -> Any:
+def effective_params(n_params: Numbers, unique_params: Numbers, r_star: float = R_N_STAR) -> Any:
     """Effective parameters N' = U_N + U_N R_N*(1 - exp(-R_N/R_N*)), R_N = N/U_N - 1 (Muennighoff et al. 2023)."""
     return effective_tokens(n_params, unique_params, r_star)
 
@@ -49,7 +50,7 @@ def optimal_params_for_tokens(tokens: Any, law: ParametricLaw = MUENNIGHOFF_2023
     return law.G * c6**law.a
 
 
-def data_constrained_loss(n_params: Any, tokens: Any, unique_tokens: Any, law: ParametricLaw = MUENNIGHOFF_2023) -> Any:
+def data_constrained_loss(n_params: Numbers, tokens: Numbers, unique_tokens: Numbers, law: ParametricLaw = MUENNIGHOFF_2023) -> Any:
     """L(N', D') with repeated data and excess parameters (Muennighoff et al. 2023).
 
     U_N = min(N, N_opt(U_D)) is the compute-optimal size for one epoch of the unique data.

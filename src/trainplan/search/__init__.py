@@ -44,3 +44,8 @@ __all__ = ["OBJECTIVES", "RECOMPUTE_NAMES", "Objective", "ParetoPoint", "PlanRes
            "SearchSpace", "Sweep", "best_mfu", "divisors", "enumerate_candidates", "gpu_counts",
            "knob_values", "layout_of", "plan_specs",
            "run_sweep", "strategy_of"]
+
+# the public API answers bad arguments with InputError (trainplan.contract)
+from trainplan.contract import wrap_exports  # noqa: E402
+
+wrap_exports(globals())

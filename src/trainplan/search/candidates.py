@@ -90,8 +90,30 @@ def enumerate_candidates(model: Model, job: Job, node_size: int, counts: Sequenc
     return _select(c, _rules(c, ctx))
 
 
+#: The candidate columns :func:`layout_of` and :func:`strategy_of` read.
+LAYOUT_COLUMNS = ("tp", "pp", "vp", "dp", "cp", "ep", "sp", "zero", "mb", "rc", "rc_layers", "off_opt",
+                  "off_par", "off_act", "flash")
+
+
+def _rows(c: dict[str, np.ndarray], idx: Any) -> dict[str, np.ndarray]:
+    """The layout columns of ``c`` at rows ``idx``; a table without them, or rows it does not
+    have, is an InputError (the candidates :func:`enumerate_candidates` returns have both)."""
+    from trainplan.errors import InputError
+    missing = [k for k in LAYOUT_COLUMNS if k not in c]
+    if missing:
+        raise InputError("c", f"columns {sorted(c)[:8]}", "the candidate columns of "
+                         f"enumerate_candidates ({', '.join(LAYOUT_COLUMNS)}; missing "
+                         f"{', '.join(missing)})")
+    try:
+        return {k: np.asarray(c[k])[idx] for k in LAYOUT_COLUMNS}
+    except (IndexError, TypeError, ValueError) as e:
+        raise InputError("idx", idx, f"rows of the candidate table ({e})") from None
+
+
 def layout_of(c: dict[str, np.ndarray], idx: Any = slice(None)) -> Layout:
     """The evaluate() layout for rows ``idx`` of the candidate columns."""
+    c = _rows(c, idx)
+    idx = slice(None)
     tp = c["tp"][idx]
     return Layout(tp=tp, pp=c["pp"][idx], vp=c["vp"][idx], dp=c["dp"][idx], cp=c["cp"][idx],
                   ep=c["ep"][idx], sp=c["sp"][idx] & (tp > 1), zero=c["zero"][idx],
@@ -102,6 +124,8 @@ def layout_of(c: dict[str, np.ndarray], idx: Any = slice(None)) -> Layout:
 
 def strategy_of(c: dict[str, np.ndarray], i: int, layers: int) -> Strategy:
     """The Strategy spec of candidate row ``i`` (what ``estimate()`` and the exports take)."""
+    c = _rows(c, [i])
+    i = 0
     pp, vp = int(c["pp"][i]), int(c["vp"][i])
     return Strategy(tp=int(c["tp"][i]), pp=pp, vp=vp, dp=int(c["dp"][i]), cp=int(c["cp"][i]),
                     ep=int(c["ep"][i]), sequence_parallel=bool(c["sp"][i]), zero=int(c["zero"][i]),

@@ -178,6 +178,8 @@ def _uneven_hint(model: Model, job: Job, template: Cluster, sw: Sweep, i0: int, 
 
 def _whole(x: object) -> bool:
     """A whole number (an int, numpy's integers, 8.0), not a bool."""
+    if isinstance(x, numbers.Integral):            # 10**40 is whole, though no float holds it
+        return not isinstance(x, bool)
     return isinstance(x, numbers.Real) and not isinstance(x, bool) and math.isfinite(x) \
         and float(x).is_integer()
 
@@ -186,8 +188,8 @@ def _whole(x: object) -> bool:
 MAX_GPUS = 2**20
 
 
-def gpu_counts(spec: int | str | Sequence[int], node_size: int = 8,
-               host_size: int | None = None) -> list[int]:
+def gpu_counts(spec: int | str | Sequence[Any], node_size: int = 8,
+               host_size: int | None = None) -> list[int]:  # items: its own check
     """GPU counts from 64, "64", "8..4096" or a list.
 
     A range gives the powers of two in it and the multiples of the node size that are a power

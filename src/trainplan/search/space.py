@@ -80,7 +80,12 @@ class SearchSpace(_Out):
 
 
 def divisors(n: int) -> list[int]:
-    """Positive divisors of ``n`` in increasing order."""
+    """Positive divisors of ``n`` (an integer from 1 to 2**31, the largest count a spec takes)
+    in increasing order."""
+    import numbers
+    from trainplan.errors import InputError
+    if isinstance(n, bool) or not isinstance(n, numbers.Integral) or not 1 <= n <= 2**31:
+        raise InputError("n", n, "an integer from 1 to 2**31")
     small = [d for d in range(1, int(math.isqrt(n)) + 1) if n % d == 0]
     return sorted(set(small + [n // d for d in small]))
 

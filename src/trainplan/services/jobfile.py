@@ -37,6 +37,22 @@ class Inputs(Specs):
     search: dict[str, Any] = {}
 
 
+def _string_keys(data: dict[str, Any], path: str | Path) -> None:
+    """Every key of every table a string: YAML reads ``1: 2`` as an integer key, which no spec
+    field has (walked without recursion: the nesting is the file's)."""
+    stack: list[tuple[str, Any]] = [("", data)]
+    while stack:
+        where, v = stack.pop()
+        if isinstance(v, dict):
+            for k, x in v.items():
+                if not isinstance(k, str):
+                    raise InputError(f"{where}{k!r}", k, "a key that is a name (a string): no "
+                                     "field of a job or claims file is a number", hint=f"in {path}")
+                stack.append((f"{where}{k}.", x))
+        elif isinstance(v, list):
+            stack.extend((where, x) for x in v)
+
+
 def read_file(path: str | Path) -> dict[str, Any]:
     """Parse a TOML, YAML or JSON job file into a dict of sections."""
     from trainplan.io.files import path_kind
@@ -77,22 +93,6 @@ def read_file(path: str | Path) -> dict[str, Any]:
             and not Path(mdl["hf_config"]).is_absolute():
         mdl["hf_config"] = str(base / mdl["hf_config"])
     return data
-
-
-def _string_keys(data: Any, path: str, where: str = "") -> None:
-    """Every key of every table is a string (YAML reads ``1: 2`` as an integer key, which no
-    section or field is named), else an InputError naming the key and where it is."""
-    if isinstance(data, dict):
-        for k, v in data.items():
-            name = f"{where}.{k}" if where else str(k)
-            if not isinstance(k, str):
-                raise InputError(f"key {name}" if where else "job file key", k,
-                                 "a name (a string): no section or key is a number or a list",
-                                 hint=f"in {path}")
-            _string_keys(v, path, name)
-    elif isinstance(data, list):
-        for i, v in enumerate(data):
-            _string_keys(v, path, f"{where}[{i}]")
 
 
 def _did_you_mean(key: str, keys: Any) -> str:

@@ -132,11 +132,23 @@ class Spec(BaseModel):
 
 def evolve(spec: S, **changes: Any) -> S:
     """A new ``spec`` of the same type with ``changes``, validated again like any other
-    (``model_copy(update=...)`` would skip validation). The spec itself never changes."""
-    fields = {k: getattr(spec, k) for k in type(spec).model_fields if k in spec.model_fields_set
+    (``model_copy(update=...)`` would skip validation). The spec itself never changes.
+
+    Bad input is an :class:`~trainplan.errors.InputError` (never pydantic's ValidationError):
+    ``spec`` must be a trainplan spec or catalog record; a change's field is named as
+    ``<Class>.<field>`` (``Job.seq_len``), with the value and what is valid."""
+    from trainplan.errors import InputError, from_validation_error
+    if not isinstance(spec, BaseModel):
+        raise InputError("evolve(spec)", spec, "a trainplan spec or record to change (Model, "
+                         "Stack, Job, Cluster, Strategy, an Accelerator...)")
+    cls = type(spec)
+    fields = {k: getattr(spec, k) for k in cls.model_fields if k in spec.model_fields_set
               or k in changes}
     fields.update(changes)
-    return type(spec)(**fields)
+    try:
+        return cls(**fields)
+    except ValidationError as e:
+        raise from_validation_error(e, prefix=f"{cls.__name__}.", model=cls) from None
 
 
 class FrozenDict(dict):

@@ -47,3 +47,19 @@ def test_an_unknown_model_key_and_an_unknown_section(tmp_path):
     assert e.value.field == "strategi" and "did you mean strategy?" in str(e.value)
     assert_exits_2(invoke("plan", p), "strategi = {'tp': 2} is not valid: not a section of a job "
                    "file; did you mean strategy?", "sections: model, job, cluster, strategy")
+
+
+def test_integer_keys_in_a_yaml_job_file_are_named(tmp_path):
+    """YAML reads ``7: 8`` as an integer key: named as the bad key (issue 45 found a KeyError
+    traceback in every command that reads a job file)."""
+    import pytest
+
+    from trainplan.errors import InputError
+    from trainplan.services.jobfile import read_file
+    for text, field in (("1: 2\nmodel: {preset: llama-3-8b}\n", "1"),
+                        ("model: {preset: llama-3-8b}\njob: {seq_len: 2048, 7: 8}\n", "job.7")):
+        p = tmp_path / "job.yaml"
+        p.write_text(text)
+        with pytest.raises(InputError) as e:
+            read_file(p)
+        assert e.value.field == field and "a key that is a name" in str(e.value)

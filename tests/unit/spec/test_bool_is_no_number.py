@@ -29,7 +29,7 @@ def test_bool_fields_still_take_bools():
 
 
 @pytest.mark.parametrize("kw,field", [
-    (dict(gpus=np.bool_(True)), "cluster.gpus"),
+    (dict(gpus=np.bool_(True)), "gpus"),                 # the argument, refused at the call
     (dict(gpus=8, global_batch=True), "job.global_batch"),
     (dict(gpus=8, strategy={"micro_batch": True}), "strategy.micro_batch"),
     (dict(cluster={"gpu": "h100", "gpus": True}), "cluster.gpus"),
