@@ -276,8 +276,9 @@ def _container(value: Any, origin: Any, args: tuple) -> bool:
             np = _np()      # a numpy array of numbers where a sequence of numbers is expected
             return (np is not None and isinstance(value, np.ndarray) and value.ndim == 1
                     and origin in (cabc.Sequence, cabc.Iterable, cabc.Collection)
-                    and (not args or (args[0] in (int, float) and value.dtype.kind in
-                                      ("iu" if args[0] is int else "iuf"))))
+                    and (not args or args[0] is Any
+                         or (args[0] in (int, float) and value.dtype.kind in
+                             ("iu" if args[0] is int else "iuf"))))
     except TypeError:
         return True
     if origin in (cabc.Iterable, cabc.Iterator, cabc.Generator):
