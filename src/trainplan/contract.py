@@ -103,6 +103,27 @@ def wrap_exports(namespace: dict[str, Any]) -> None:
             namespace[name] = checked_export(value)
 
 
+def lazy_exports(package: str, exports: dict[str, str], namespace: dict[str, Any]
+                 ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+    """A package's ``__getattr__`` and ``__dir__`` (PEP 562) for ``exports`` ({name: submodule}):
+    each name is imported from its submodule on first use, wrapped by :func:`checked_export`
+    and kept in ``namespace`` (the package's globals), so the package imports light."""
+    import importlib
+
+    def __getattr__(name: str) -> Any:
+        module = exports.get(name)
+        if module is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = checked_export(getattr(importlib.import_module(f"{package}.{module}"), name))
+        namespace[name] = value
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted(set(namespace) | set(exports))
+
+    return __getattr__, __dir__
+
+
 def checked_export(value: Any) -> Any:
     """``value`` wrapped with :func:`public` if it is a plain function (classes, constants and
     functions already wrapped are returned as they are): for packages that export lazily."""

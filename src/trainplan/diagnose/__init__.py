@@ -12,8 +12,7 @@ Pure parsing and comparison (no torch at import):
   and HF Trainer logs.
 """
 
-import importlib
-from typing import Any
+from trainplan.contract import lazy_exports
 
 # The helpers a program may call, loaded on first use (PEP 562) so that importing the package
 # stays light; each is checked at the call (trainplan.contract: bad arguments are InputError).
@@ -61,15 +60,4 @@ _EXPORTS: dict[str, str] = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from trainplan.contract import checked_export
-    value = checked_export(getattr(importlib.import_module(f"{__name__}.{module}"), name))
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

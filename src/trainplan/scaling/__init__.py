@@ -12,8 +12,7 @@ See docs/scaling.md for each law's source and conventions.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from trainplan.contract import lazy_exports
 
 # Names are imported on first use (PEP 562) so that mounting the CLI stays light.
 _EXPORTS: dict[str, str] = {
@@ -92,15 +91,4 @@ _EXPORTS: dict[str, str] = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'trainplan.scaling' has no attribute {name!r}")
-    from trainplan.contract import checked_export    # bad arguments: InputError
-    value = checked_export(getattr(importlib.import_module(f"trainplan.scaling.{module}"), name))
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
