@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from trainplan.errors import InputError
-from trainplan.io.limits import MAX_COUNT, check_flops, check_range
+from trainplan.io.limits import MAX_COUNT, PARAMS_RANGE, check_flops, check_range
 from trainplan.scaling.laws import DEFAULT_LAW, NAMED_LAWS, as_law, tokens_for_compute
 
 
@@ -89,6 +89,9 @@ def isoflop_curve(
     lw = as_law(law)
     n_opt, _ = lw.optimal(c)
     if n_params is None:
+        # the grid's ends within the law's sizes: a span of inf (or one that overflows) would
+        # put 0 or inf in the geometric grid
+        span = check_range("span", span, 1.0, PARAMS_RANGE[1] / PARAMS_RANGE[0], lo_open=True)
         n = np.geomspace(float(n_opt) / span, float(n_opt) * span, n_points)
     else:
         n = np.array([check_range("n_params", x, 1.0, MAX_COUNT) for x in n_params])
