@@ -4,7 +4,6 @@ interruptions (no progress possible) give up at once and say why, never loop."""
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 from typer.testing import CliRunner
@@ -14,10 +13,11 @@ from trainplan.errors import InputError
 from trainplan.resilience.simulate import expected_events, simulate
 
 
+# a hang guard, not a timing: before the bound these cases never ended (no assertion reads the
+# clock; the simulator's speed is benchmarks/resilience_sim.py's)
+@pytest.mark.timeout(600)
 def test_no_progress_gives_up_at_once_and_says_why():
-    t0 = time.perf_counter()
     r = simulate(work_h=1000, interval_h=1, write_h=0.05, restart_h=200, failure_rate=0.5, runs=100)
-    assert time.perf_counter() - t0 < 5
     assert r.gave_up is not None and "not run" in r.gave_up
     assert "restarts of 200 h are longer than the 2 h between interruptions" in r.gave_up
 
@@ -49,14 +49,13 @@ def test_non_finite_inputs_are_refused(kw):
         simulate(**{**base, **kw})
 
 
+@pytest.mark.timeout(600)
 def test_the_command_reports_what_gave_up(tmp_path):
     """The case of issue 45: ``resilience --simulate`` with restarts longer than the time between
     failures never ended; it now ends at once with a warning per option."""
-    t0 = time.perf_counter()
     res = CliRunner().invoke(app, ["resilience", "--gpus", "64", "--restart-minutes", "100000",
                                    "--failures", "1e-3", "--simulate", "200", "--json"])
     assert res.exit_code == 0, res.output
-    assert time.perf_counter() - t0 < 60
     out = json.loads(res.output)
     assert all(r["sim_days"] is None for r in out["options"])
     assert any("--simulate, on-demand: the simulation was not run" in w for w in out["warnings"])
