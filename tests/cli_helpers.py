@@ -3,6 +3,9 @@ naming the field, never a traceback)."""
 
 from __future__ import annotations
 
+import contextlib
+import signal
+
 from typing import Any
 
 from typer.testing import CliRunner
@@ -25,3 +28,23 @@ def assert_exits_2(result: Any, *needles: str) -> None:
     flat = " ".join(out.split())
     for n in needles:
         assert n in flat, (n, out)
+
+
+class Blocked(BaseException):
+    """Raised by :func:`deadline`'s alarm: no OSError (TimeoutError is one, which a reader's
+    ``except OSError`` would turn into a message) and no Exception (which a boundary catches)."""
+
+
+@contextlib.contextmanager
+def deadline(seconds: int = 30):
+    """A hang guard (no timing): fail instead of hanging the suite when the block blocks, e.g.
+    on opening a FIFO."""
+    def boom(*_):
+        raise Blocked(f"blocked for {seconds} s")
+    old = signal.signal(signal.SIGALRM, boom)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)

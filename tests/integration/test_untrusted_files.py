@@ -4,37 +4,17 @@ a message naming the field, never blocks and never reads past the stated limits.
 
 from __future__ import annotations
 
-import contextlib
 import gzip
 import json
 import os
 import pickle
-import signal
 import zlib
 
 import pytest
 
-from cli_helpers import assert_exits_2, invoke
+from cli_helpers import assert_exits_2, deadline, invoke
 
 LONG = "x" * 300                       # one path name over NAME_MAX (255 bytes)
-
-
-class Blocked(BaseException):
-    """Raised by the alarm: no OSError (TimeoutError is one, which a reader's ``except
-    OSError`` would turn into a message) and no Exception (which a boundary would catch)."""
-
-
-@contextlib.contextmanager
-def deadline(seconds: int = 30):
-    def boom(*_):
-        raise Blocked(f"the command blocked for {seconds} s")
-    old = signal.signal(signal.SIGALRM, boom)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
 
 
 @pytest.fixture

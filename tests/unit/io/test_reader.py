@@ -3,36 +3,16 @@ link to it, folders, gzip bombs, files that grow, over-long names; and its limit
 
 from __future__ import annotations
 
-import contextlib
 import gzip
 import os
-import signal
 import zlib
 
 import pytest
+from cli_helpers import deadline
 
 from trainplan.errors import InputError
 from trainplan.io import reader
 from trainplan.io.reader import ENV_VAR, check_regular, open_stream, read_bytes, read_text
-
-
-class Blocked(BaseException):
-    """Raised by the alarm: no OSError (TimeoutError is one, which a reader's ``except
-    OSError`` would turn into a message) and no Exception (which a boundary would catch)."""
-
-
-@contextlib.contextmanager
-def deadline(seconds: int = 10):
-    """Fail (instead of hanging the suite) when the block blocks, e.g. on opening a FIFO."""
-    def boom(*_):
-        raise Blocked(f"blocked for {seconds} s")
-    old = signal.signal(signal.SIGALRM, boom)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
 
 
 @pytest.fixture
