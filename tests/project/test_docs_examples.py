@@ -14,7 +14,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 #: (file, the heading the example sits under)
-RUNNABLE = [("README.md", "### Python API"), ("docs/catalog.md", "## Using it")]
+RUNNABLE = [("docs/usage.md", "### Python API"), ("docs/catalog.md", "## Using it")]
 
 
 def _block(path: str, heading: str) -> str:
