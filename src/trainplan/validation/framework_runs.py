@@ -11,11 +11,10 @@ convention is not stated are listed as not comparable, never guessed.
 
 from __future__ import annotations
 
-import json
-from importlib import resources
 from typing import Any
 
 from trainplan.costmodel import flops as fl
+from trainplan.validation import records
 
 FILES = ("runs_megatron.json", "runs_fsdp.json", "runs_deepspeed.json")
 
@@ -55,8 +54,7 @@ def load(kind: str = "runs") -> list[dict[str, Any]]:
     """All records of the three files (``kind`` = "runs" or "memory_runs")."""
     out = []
     for f in FILES:
-        d = json.loads(resources.files("trainplan.validation").joinpath(f).read_text())
-        out += d.get(kind, [])
+        out += records(f).get(kind, [])
     return out
 
 

@@ -7,17 +7,15 @@ not tuned per run; nothing measured in a run is fed back into its own prediction
 
 from __future__ import annotations
 
-import json
-from importlib import resources
 from typing import Any
 
 from trainplan.costmodel import flops as fl
 from trainplan.spec.base import evolve
+from trainplan.validation import records
 
 
 def load_runs() -> list[dict[str, Any]]:
-    text = resources.files("trainplan.validation").joinpath("published_runs.json").read_text()
-    return json.loads(text)["runs"]
+    return records("published_runs.json")["runs"]
 
 
 def convention_flops(convention: str, model, job) -> float:
