@@ -220,8 +220,8 @@ class _Timer:
         for i, (ti, ni, pi) in enumerate(zip(np.atleast_1d(tok), np.atleast_1d(n), p)):
             T = imgs_mb * ti                                    # tokens per micro-batch per GPU
 
-            def lt(ks, w, g):
-                return self.km.layer(v, T, imgs_mb, ti, ks[i], tp, 1.0, flash, rc, 1.0, w, g,
+            def lt(ks, w, g):    # called within this iteration only (B023 below)
+                return self.km.layer(v, T, imgs_mb, ti, ks[i], tp, 1.0, flash, rc, 1.0, w, g,  # noqa: B023
                                      False, causal=False, host=host).total
             layers = sum(nl * lt(ks, wg, ig) for nl, ks in kinds)
             if v.forward_only_layers:       # the last layers: forward only (full-attention kind)

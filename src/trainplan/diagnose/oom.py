@@ -290,7 +290,7 @@ def parse_timeline(events: Any, name: str = "timeline") -> Measured:
         if not isinstance(e[3], int) or not 0 <= e[3] < len(live):
             raise InputError("memory timeline", e[3], f"a category index 0-{len(live) - 1}")
     peak, at_peak, total = -1.0, list(live), 0.0
-    for t, _action, nbytes, cat in sorted(events, key=lambda e: e[0]):
+    for _t, _action, nbytes, cat in sorted(events, key=lambda e: e[0]):
         live[cat] += float(nbytes)
         total += float(nbytes)
         if total > peak:

@@ -103,7 +103,7 @@ class MemTrace:
         n = int(st.nbytes())
         self.live[key] = (n, category)
 
-        def _gone(_ref, key=key, self_ref=weakref.ref(self)):
+        def _gone(_ref, key=key, self_ref=weakref.ref(self)):  # noqa: B008 - bound per tensor, on purpose
             me = self_ref()
             if me is not None:
                 me._remove(key)

@@ -111,7 +111,7 @@ def run_sweep(model: Model, job: Job, template: Cluster, accelerators: Sequence[
     space = space or SearchSpace()
     t0 = time.perf_counter()
     per_acc = []
-    for a, acc in enumerate(accelerators):
+    for acc in accelerators:
         node = template.gpus_per_node or acc.gpus_per_node
         per_acc.append(enumerate_candidates(model, job, node, counts, space))
     total = sum(len(c["tp"]) for c in per_acc)

@@ -142,7 +142,7 @@ def test_policies_are_the_three_answers_of_one_pass():
     rc, t = np.array([0, 1, 2, 3, 4]), np.array([1, 2, 4, 8, 2])
     none, full, cur = mem.layer_activation_policies(GPT, s, b, t, True, rc, False, True)
     for i in range(5):
-        one = lambda code: float(mem.layer_activation_bytes(GPT, s, b, int(t[i]), True,  # noqa: E731
+        one = lambda code: float(mem.layer_activation_bytes(GPT, s, b, int(t[i]), True,  # noqa: E731, B023
                                                             code, False, True))
         assert none[i] == pytest.approx(one(0), rel=1e-12)
         assert full[i] == pytest.approx(one(2), rel=1e-12)

@@ -124,7 +124,7 @@ def kill_group(p: subprocess.Popen, out: Path | None = None) -> None:
         pass
     p.wait()
     for pid in pids:          # wait until the workers are gone (they are not our children)
-        wait_for(lambda: not _alive(pid), 0.01)
+        wait_for(lambda: not _alive(pid), 0.01)  # noqa: B023 - waited on within the iteration
 
 
 def _alive(pid: int) -> bool:

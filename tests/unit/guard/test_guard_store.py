@@ -33,7 +33,7 @@ def test_concurrent_writers_into_one_step_folder_all_land(tmp_path):
 
     def write(r):
         try:
-            for i in range(20):
+            for _ in range(20):
                 stores[r].write(f"step_000000001/extra_rank{r:05d}.pt", os.urandom(1 << 16))
         except Exception as e:      # noqa: BLE001 - collected and asserted below
             errors.append(e)

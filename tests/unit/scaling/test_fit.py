@@ -82,7 +82,7 @@ def test_bootstrap_interval_covers_truth_and_gives_allocation_band():
     runs = synthetic_runs(EPOCH_2024, 50, noise=0.01, seed=7)
     fit = fit_law(runs, n_bootstrap=100, seed=0)
     ci = fit.intervals()
-    for k, v in EPOCH_2024.params().items():
+    for k in EPOCH_2024.params():
         lo, hi = ci[k]
         assert lo < hi
     assert ci["alpha"][0] <= EPOCH_2024.alpha <= ci["alpha"][1]
