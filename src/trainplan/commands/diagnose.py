@@ -24,8 +24,22 @@ def oom(
     gpu: Optional[str] = o.GPU, gpu_file: Optional[Path] = o.GPU_FILE, gpus: Optional[int] = o.GPUS,
     seq_len: Optional[int] = o.SEQ_LEN, global_batch: Optional[int] = o.GLOBAL_BATCH,
     sets: Optional[list[str]] = o.SET, as_json: bool = o.JSON,
+    run_files: Optional[list[Path]] = o.path_option(None, "--config", help="a run's own file "
+        "(config.json, training args JSON, DeepSpeed JSON, Accelerate/NeMo/LLaMA-Factory YAML, "
+        "torchtitan TOML, launch script, Megatron log); repeatable. ARTIFACT may be the run's folder"),
 ) -> None:
-    """Measured memory vs the plan by component; the cause, the phase, the changes that fit."""
+    """Measured memory vs the plan by component; the cause, the phase, the changes that fit.
+    ARTIFACT may be a run folder: its OOM paste and files give the job (flags fill the rest)."""
+    if artifact.is_dir() or run_files:
+        from trainplan.diagnose.runjob import diagnose_run
+        r = diagnose_run([artifact, *(run_files or [])], model, o.gpu_of(gpu, gpu_file), gpus,
+                         seq_len, sets or [])
+        if as_json:
+            print_json(r, indent=1)
+            return
+        from trainplan.report.diagnose import render_oom
+        render_oom(r)
+        return
     from trainplan.diagnose.oom import read_artifact
     from trainplan.diagnose.oomplan import diagnose, measured_only
     from trainplan.diagnose.jobs import job_config

@@ -268,11 +268,21 @@ def _evaluate(cfg: Config, tries, excess: float, base_step: float) -> list[dict[
 
 def measured_only(meas: Measured) -> dict[str, Any]:
     """What the artifact alone says (no job given): totals, fragmentation, phase."""
+    from trainplan.diagnose.oomcheck import held_elsewhere
     cause, helps = fragmentation_cause(meas)
-    return {"measured": {k: v for k, v in vars(meas).items() if v not in (None, [], {})},
-            "measured_need_gib": _need(meas), "fragmentation_gib": meas.fragmentation_gib,
-            "component": "fragmentation" if cause else None, "phase": meas.phase,
-            "advice": [_frag_advice(meas, False)] if helps else []}
+    out = {"measured": {k: v for k, v in vars(meas).items() if v not in (None, [], {})},
+           "measured_need_gib": _need(meas), "fragmentation_gib": meas.fragmentation_gib,
+           "component": "fragmentation" if cause else None, "phase": meas.phase,
+           "advice": [_frag_advice(meas, False)] if helps else [], "changes": []}
+    listed = any("other processes" in n for n in meas.notes)
+    if held_elsewhere(meas.other_processes_gib, meas.capacity_gib, listed):
+        out["component"] = "other processes"
+        out["reason"] = (f"{meas.other_processes_gib:.2f} GiB of {meas.capacity_gib:.2f} GiB is "
+                         "neither free nor reserved by this process")
+        out["changes"] = [{"change": "stop the other processes on this GPU (nvidia-smi lists "
+                           "them)", "kind": "kill_processes", "fits": True,
+                           "freed_gib": meas.other_processes_gib}]
+    return out
 
 
 FRAG_ADVICE = ("set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: {:.2f} GiB is reserved but "
