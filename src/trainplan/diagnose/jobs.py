@@ -41,8 +41,7 @@ def job_config(job_file: Optional[Path], model: Optional[str], gpu: Optional[str
     st = {k: v for k, v in inp.strategy.model_dump().items() if v is not None}
     return Config(inp.model, gpu_ref, inp.cluster.gpus, seq,
                   gb or inp.job.batch_sequences, st, impl,
-                  {k: v for k, v in job.items() if k in ("precision", "optimizer", "trainable",
-                                                         "lora_rank", "frozen", "dropout")})
+                  {k: v for k, v in job.items() if k not in ("tokens", "samples", "epochs")})
 
 
 def set_value(text: str):

@@ -181,7 +181,7 @@ def settings(pairs: dict[str, Any], source: str, out: dict[str, Any], seen: dict
     """Map raw key/values onto trainplan settings (first file to give a setting wins)."""
     for raw, v in pairs.items():
         key = str(raw).lower().replace("-", "_")
-        row = KEYS.get(key) or KEYS.get(key.rsplit(".", 1)[-1])
+        row = KEYS.get(key) or KEYS.get(".".join(key.split(".")[-2:])) or KEYS.get(key.rsplit(".", 1)[-1])
         if row is None or v is None or isinstance(v, (list, dict)):
             continue
         name, parse = row
