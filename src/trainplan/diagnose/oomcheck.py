@@ -129,3 +129,20 @@ def logits_shape(requested_gib: float | None, micro_batch: int, seq_len: int,
                 return (f"{kind} logits: micro-batch {micro_batch} x sequence {s} x vocabulary "
                         f"{vocab} x {width} bytes = {size:.2f} GiB, the failed request")
     return None
+
+
+def weights_copy(requested_gib: float | None, params: int, shards: int) -> str | None:
+    """The failed request is one copy of all the weights: parameters x 4 bytes (an fp32 master
+    copy or an Adam moment, created at the first optimizer step or when the optimizer is set
+    up) or x 2 bytes, whole or split over ``shards`` data-parallel ranks (ZeRO), within 3%."""
+    if not requested_gib or params < 1:
+        return None
+    for width, kind in ((4, "fp32"), (2, "16-bit")):
+        for n in sorted({1, max(1, shards)}):
+            size = params * width / n / GiB
+            if abs(requested_gib - size) <= 0.03 * size:
+                part = "" if n == 1 else f" / {n} ranks"
+                return (f"{kind} copy of the weights: {params / 1e9:.2f}B parameters x {width} "
+                        f"bytes{part} = {size:.2f} GiB, the failed request (master weights or an "
+                        "optimizer state)")
+    return None

@@ -6,13 +6,16 @@ plan stays under 95% of the capacity (``oomplan.FIT_SHARE``). Fitting changes ar
 (tier, predicted GPU-time per token relative to the failing job):
 
 0. free: stop the other processes holding the GPU (their memory from the message);
-1. same training, other execution: micro-batch down with more accumulation, recompute, a higher
-   ZeRO/FSDP stage, CPU offload, activation offload, FlashAttention, a fused/chunked
-   cross-entropy, an 8-bit optimizer, bf16 instead of fp32, TP/PP where the framework runs them;
-2. a different training: a shorter sequence, LoRA instead of a full fine-tune, a 4-bit base (QLoRA);
-3. more GPUs.
+1. the same arithmetic, another execution: micro-batch down with more accumulation, recompute,
+   a higher ZeRO/FSDP stage, CPU offload, activation offload, FlashAttention, a fused/chunked
+   cross-entropy, TP/PP where the framework runs them;
+2. other numerics: an 8-bit optimizer, bf16 instead of fp32;
+3. a different training: a shorter sequence, LoRA instead of a full fine-tune, a 4-bit base
+   (QLoRA), the largest smaller preset of the model's family;
+4. more GPUs.
 
-Which changes exist comes from the framework profile (``catalog/data/frameworks.json``: its ZeRO
+When no change of tiers 1-2 fits alone, pairs of them (and with more GPUs) are tried too, so
+that two exact changes rank before a different training. Which changes exist comes from the framework profile (``catalog/data/frameworks.json``: its ZeRO
 stages, offload and activation-offload fields; TP/PP only where ``oomplan.candidates`` allows),
 never from a name test here.
 """
@@ -20,6 +23,7 @@ never from a name test here.
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import lru_cache
 from typing import Any
 
 KIND_OF = (("activation offload", "activation_offload"), ("offload", "offload"),
@@ -43,21 +47,44 @@ def job_changes(cfg: Any, fw: Any) -> list[tuple[str, str, int, Any]]:
         out.append(("fused/chunked cross-entropy (no full fp32 logits: Liger, chunked loss)",
                     "fused_ce", 1, replace(cfg, job={**job, "fused_ops": fused})))
     if job.get("optimizer", "adamw") == "adamw" and job.get("trainable", "full") == "full":
-        out.append(("8-bit AdamW (bitsandbytes adamw_8bit)", "optimizer_8bit", 1,
+        out.append(("8-bit AdamW (bitsandbytes adamw_8bit)", "optimizer_8bit", 2,
                     replace(cfg, job={**job, "optimizer": "adamw_8bit"})))
     if job.get("precision") == "fp32":
-        out.append(("bf16 mixed precision instead of fp32", "precision", 1,
+        out.append(("bf16 mixed precision instead of fp32", "precision", 2,
                     replace(cfg, job={**job, "precision": "bf16_mixed"})))
     if cfg.seq_len >= 256:
-        out.append((f"sequence {cfg.seq_len} -> {cfg.seq_len // 2}", "seq_len", 2,
+        out.append((f"sequence {cfg.seq_len} -> {cfg.seq_len // 2}", "seq_len", 3,
                     replace(cfg, seq_len=cfg.seq_len // 2)))
     if job.get("trainable", "full") == "full":
-        out.append(("LoRA instead of a full fine-tune", "lora", 2,
+        out.append(("LoRA instead of a full fine-tune", "lora", 3,
                     replace(cfg, job={**job, "trainable": "lora"})))
     elif not job.get("base_weights"):
-        out.append(("QLoRA: 4-bit (nf4) frozen base", "qlora", 2,
+        out.append(("QLoRA: 4-bit (nf4) frozen base", "qlora", 3,
                     replace(cfg, job={**job, "base_weights": "nf4"})))
+    small = smaller_model(cfg.model)
+    if small:
+        out.append((f"a smaller model of the family: {small}", "smaller_model", 3,
+                    replace(cfg, model=small)))
     return out
+
+
+@lru_cache(maxsize=1)
+def _preset_rows() -> tuple[tuple[str, str, str, int, bool], ...]:
+    from trainplan.services.models import model_rows
+    return tuple((r["id"], str(r["name"]), r["family"], int(r["params"]), bool(r["vision"]))
+                 for r in model_rows())
+
+
+def smaller_model(model: Any) -> str | None:
+    """The largest preset of the same family (config.json ``model_type``) with at most 3/4 of
+    the parameters, for a model that is a preset; None otherwise."""
+    name = model if isinstance(model, str) else getattr(model, "name", "")
+    rows = _preset_rows()
+    me = next((r for r in rows if name in (r[0], r[1])), None)
+    if me is None:
+        return None
+    smaller = [r for r in rows if r[2] == me[2] and r[4] == me[4] and r[3] <= 0.75 * me[3]]
+    return max(smaller, key=lambda r: r[3])[0] if smaller else None
 
 
 def rank(cfg: Any, base_est: Any, excess: float, meas: Any, limit: int = 6) -> list[dict[str, Any]]:
@@ -71,20 +98,25 @@ def rank(cfg: Any, base_est: Any, excess: float, meas: Any, limit: int = 6) -> l
     fw = get_framework(cfg.implementation)
     model = get_model(cfg.model) if isinstance(cfg.model, str) else cfg.model
     base = replace(cfg, strategy={**base_est.strategy, "dp": None})
-    tries = [(lab, _kind(lab), 3 if _kind(lab) == "more_gpus" else 1, replace(base, strategy=st), n)
+    tries = [(lab, _kind(lab), 4 if _kind(lab) == "more_gpus" else 1, replace(base, strategy=st), n)
              for lab, st, n in candidates(base.strategy, cfg.gpus, cfg.implementation == "megatron",
                                           fw.offload_together, fw, model.decoder.layers,
                                           resolve_gpu(cfg.gpu).gpus_per_node)]
     tries += [(lab, kind, tier, c, cfg.gpus) for lab, kind, tier, c in job_changes(base, fw)]
     cap = float(base_est.memory.capacity_gib)
     per_tok = float(base_est.time.step_s) * cfg.gpus / (cfg.global_batch * cfg.seq_len)
-    rows = [r for r in (_row(t, excess, cap, per_tok) for t in tries) if r is not None]
-    if not any(r["fits"] for r in rows):
-        rows += [r for r in (_row(t, excess, cap, per_tok) for t in pairs(tries)) if r is not None]
+    base_step = float(base_est.time.step_s)
+    rows = [r for r in (_row(t, excess, cap, per_tok, base_step) for t in tries) if r is not None]
+    if not any(r["fits"] and r["tier"] <= 2 for r in rows):     # an exact pair before a new job
+        exact = [t for t in tries if t[2] <= 2 or t[1] == "more_gpus"]
+        rows += [r for r in (_row(t, excess, cap, per_tok, base_step) for t in pairs(exact)) if r is not None]
+    if not any(r["fits"] for r in rows):                        # then any two changes
+        done = {t[0] for t in pairs([t for t in tries if t[2] <= 2 or t[1] == "more_gpus"])}
+        rest = [t for t in pairs(tries) if t[0] not in done]
+        rows += [r for r in (_row(t, excess, cap, per_tok, base_step) for t in rest) if r is not None]
     rows = sorted((r for r in rows if r["fits"]), key=lambda r: (r["tier"], r["gpu_time_factor"]))
-    other = meas.other_processes_gib if meas is not None else None
-    if held_elsewhere(other, meas.capacity_gib if meas else None, "Process" in meas.source or bool(
-            [n for n in meas.notes if "other processes" in n])):
+    other = meas.other_processes_gib
+    if held_elsewhere(other, meas.capacity_gib, bool(meas.source and ">= 2.1" in meas.source)):
         rows.insert(0, {"change": f"stop the other processes on this GPU ({other:.2f} GiB; "
                                   "nvidia-smi lists them)", "kind": "kill_processes", "tier": 0,
                         "fits": True, "memory_gib": float(base_est.memory.total_gib),
@@ -107,9 +139,9 @@ def pairs(tries: list[tuple[str, str, int, Any, int]]) -> list[tuple[str, str, i
     return out
 
 
-def _row(t: tuple[str, str, int, Any, int], excess: float, cap: float,
-         per_tok: float) -> dict[str, Any] | None:
-    from trainplan.diagnose.oomplan import _clean, predict
+def _row(t: tuple[str, str, int, Any, int], excess: float, cap: float, per_tok: float,
+         base_step: float) -> dict[str, Any] | None:
+    from trainplan.diagnose.oomplan import FIT_SHARE, _clean, predict
     from trainplan.errors import TrainplanError
     label, kind, tier, c, n = t
     try:
@@ -120,5 +152,29 @@ def _row(t: tuple[str, str, int, Any, int], excess: float, cap: float,
     tok = float(est.time.step_s) * n / (c.global_batch * c.seq_len)
     return {"change": label, "kind": kind, "tier": tier, "layout": est.layout,
             "memory_gib": total, "with_excess_gib": total + excess, "capacity_gib": cap,
-            "fits": total + excess <= 0.95 * cap, "step_s": float(est.time.step_s), "gpus": n,
+            "fits": total + excess <= FIT_SHARE * cap, "step_s": float(est.time.step_s), "gpus": n,
+            "slowdown": float(est.time.step_s) / base_step if base_step else float("nan"),
             "gpu_time_factor": tok / per_tok if per_tok else float("nan")}
+
+
+def explain(meas: Any, cfg: Any, est: Any, comp: str, why: str) -> tuple[str, str]:
+    """The component named from the plan, overruled by what the message itself shows: memory
+    held by other processes, a failed request that is the logits or a copy of the weights
+    (module ``oomcheck``)."""
+    from trainplan.diagnose.oomcheck import held_elsewhere, logits_shape, weights_copy
+    from trainplan.catalog import get_model
+    model = get_model(cfg.model) if isinstance(cfg.model, str) else cfg.model
+    lg = logits_shape(meas.requested_gib, int(est.strategy.get("micro_batch") or 1), cfg.seq_len,
+                      int(model.decoder.vocab or 0))
+    wc = weights_copy(meas.requested_gib, int(est.params_total), int(est.strategy.get("dp") or 1))
+    if lg:
+        comp, why = "activations", f"the failed request is the {lg}"
+    elif wc:
+        comp, why = "optimizer", f"the failed request is an {wc}"
+    listed = bool(meas.source and ">= 2.1" in meas.source)
+    if held_elsewhere(meas.other_processes_gib, meas.capacity_gib, listed):
+        comp = "other processes"
+        why = (f"{meas.other_processes_gib:.2f} GiB of the GPU is held outside this process's "
+               "allocator (" + ("other processes)" if listed else
+                                "other processes or a very large CUDA context)"))
+    return comp, why

@@ -177,8 +177,27 @@ def megatron_args(text: str) -> dict[str, Any]:
     return dict(_ARG_LINE.findall(m.group(1))) if m else {}
 
 
+#: defaults of the training tools whose files say less than they run: (keys that identify the
+#: tool, setting, value, the key that turns it off, source)
+TOOL_DEFAULTS = (
+    ({"finetuning_type", "template"}, "recompute", "full", "disable_gradient_checkpointing",
+     "LLaMA-Factory: hparams/model_args.py disable_gradient_checkpointing=False; "
+     "model/model_utils/checkpointing.py enables gradient checkpointing unless disabled"),
+)
+
+
+def tool_defaults(pairs: dict[str, Any], source: str, out: dict[str, Any], seen: dict[str, str]) -> None:
+    """The settings a tool applies without a key (:data:`TOOL_DEFAULTS`)."""
+    keys = {str(k).lower().replace("-", "_") for k in pairs}
+    for ident, name, value, off, why in TOOL_DEFAULTS:
+        if ident <= keys and name not in out and not _b(pairs.get(off, False)):
+            out[name] = value
+            seen[name] = f"{source}: default of the tool ({why})"
+
+
 def settings(pairs: dict[str, Any], source: str, out: dict[str, Any], seen: dict[str, str]) -> None:
-    """Map raw key/values onto trainplan settings (first file to give a setting wins)."""
+    """Map raw key/values onto trainplan settings (first file to give a setting wins), then the
+    tool's own defaults (:func:`tool_defaults`)."""
     for raw, v in pairs.items():
         key = str(raw).lower().replace("-", "_")
         row = KEYS.get(key) or KEYS.get(".".join(key.split(".")[-2:])) or KEYS.get(key.rsplit(".", 1)[-1])
@@ -193,6 +212,7 @@ def settings(pairs: dict[str, Any], source: str, out: dict[str, Any], seen: dict
             continue
         out[name] = val
         seen[name] = f"{source}: {raw}"
+    tool_defaults(pairs, source, out, seen)
 
 
 def kind_of(path: Path, text: str, data: Any) -> str:

@@ -63,13 +63,33 @@ def model_of(run: dict[str, Any], given: Any) -> Any:
         return run["model"]
     name = run["settings"].get("model_name")
     if name:
-        for cand in (name, Path(name).name):
+        for cand in (name, Path(name).name, checkpoint_family(name)):
             try:
                 return get_model(cand)
             except InputError:
                 continue
     raise InputError("model", name, "a config.json in the run's files, a model named by the run "
                      "that trainplan's presets hold, or --model")
+
+
+_SUFFIXES = ("-instruct", "-chat", "-hf", "-base", "-it", "-bnb-4bit", "-4bit", "-gptq", "-awq",
+             "-bf16", "-fp16")
+
+
+def checkpoint_family(name: str) -> str:
+    """A checkpoint's directory or hub name as the architecture it fine-tunes: the last path part,
+    lower case, without the "Meta-" prefix and the suffixes of instruction-tuned, converted or
+    quantized releases (``Meta-Llama-3.1-8B-Instruct-bnb-4bit`` -> ``llama-3.1-8b``): those share
+    the base model's shapes (their config.json differs only in tokens and dtype)."""
+    key = Path(str(name).rstrip("/")).name.lower()
+    key = key[len("meta-"):] if key.startswith("meta-") else key
+    changed = True
+    while changed:
+        changed = False
+        for suf in _SUFFIXES:
+            if key.endswith(suf):
+                key, changed = key[: -len(suf)], True
+    return key
 
 
 def nearest_gpu(capacity: float | None, gpu: str | None) -> str:
@@ -115,6 +135,10 @@ def build_config(run: dict[str, Any], model: Any = None, gpu: str | None = None,
         st.setdefault("zero", 0)
     job = {k: s[k] for k in ("precision", "optimizer", "trainable", "lora_rank", "base_weights",
                              "compile") if s.get(k) is not None}
+    name = str(s.get("model_name") or "").lower()
+    if "base_weights" not in job and any(q in name for q in ("bnb-4bit", "gptq", "awq", "-4bit")):
+        job["base_weights"] = "nf4"        # a 4-bit checkpoint: 4-bit frozen weights (QLoRA)
+        assumed.append("4-bit base weights (the checkpoint's name says 4-bit)")
     for kv in sets or []:
         k, sep, v = kv.partition("=")
         k = "framework" if k in ("implementation", "framework") else k
@@ -149,9 +173,7 @@ def diagnose_run(paths: list[Path], model: Any = None, gpu: str | None = None,
                  sets: list[str] | None = None) -> dict[str, Any]:
     """The diagnosis of a run from its files (and the flags that fill what they lack)."""
     from trainplan.diagnose.oom import Measured, read_artifact
-    from trainplan.diagnose.oomcheck import held_elsewhere, logits_shape
-    from trainplan.diagnose.oomfixes import rank
-    from trainplan.diagnose.oomplan import diagnose, predict
+    from trainplan.diagnose.oomplan import diagnose
     run = collect(paths)
     meas = read_artifact(run["oom"]) if run["oom"] else Measured(source="no OOM paste", oom=False)
     if not (run["settings"] or run["model"] or model or seq_len or sets) and run["oom"]:
@@ -159,29 +181,6 @@ def diagnose_run(paths: list[Path], model: Any = None, gpu: str | None = None,
         return measured_only(meas)          # the paste alone: what it says, no plan
     cfg, assumed = build_config(run, model, gpu, gpus, seq_len, sets, meas.capacity_gib)
     r = diagnose(meas, cfg)
-    est = predict(cfg if meas.capacity_gib is None else _with_capacity(cfg, meas.capacity_gib))
-    r["changes"] = rank(_with_capacity(cfg, meas.capacity_gib), est, r["excess_over_plan_gib"], meas)
-    lg = logits_shape(meas.requested_gib, int(cfg.strategy.get("micro_batch", 1)), cfg.seq_len,
-                      _vocab(cfg.model))
-    if lg:
-        r["component"], r["reason"] = "activations", f"the failed request is the {lg}"
-    listed = bool(meas.source and ">= 2.1" in meas.source)
-    if held_elsewhere(meas.other_processes_gib, meas.capacity_gib, listed):
-        r["component"] = "other processes"
-        r["reason"] = (f"{meas.other_processes_gib:.2f} GiB of the GPU is held outside this "
-                       "process's allocator (other processes" + (")" if listed else
-                       " or a very large CUDA context)"))
     r["run"] = {"settings": run["settings"], "from": run["seen"], "assumed": assumed,
                 "notes": run["notes"], "files": run["kinds"]}
     return r
-
-
-def _with_capacity(cfg: Any, cap: float | None) -> Any:
-    from dataclasses import replace
-    return cfg if cap is None or cfg.capacity_gib else replace(cfg, capacity_gib=cap)
-
-
-def _vocab(model: Any) -> int:
-    from trainplan.catalog import get_model
-    m = get_model(model) if isinstance(model, str) else model
-    return int(getattr(m.decoder, "vocab", 0) or 0)
