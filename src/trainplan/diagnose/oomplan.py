@@ -221,7 +221,8 @@ def measured_only(meas: Measured) -> dict[str, Any]:
     """What the artifact alone says (no job given): totals, fragmentation, phase."""
     from trainplan.diagnose.oomcheck import held_elsewhere
     cause, helps = fragmentation_cause(meas)
-    out = {"measured": {k: v for k, v in vars(meas).items() if v not in (None, [], {})},
+    out: dict[str, Any] = {
+           "measured": {k: v for k, v in vars(meas).items() if v not in (None, [], {})},
            "measured_need_gib": _need(meas), "fragmentation_gib": meas.fragmentation_gib,
            "component": "fragmentation" if cause else None, "phase": meas.phase,
            "advice": [_frag_advice(meas, False)] if helps else [], "changes": []}

@@ -92,11 +92,11 @@ def checkpoint_family(name: str) -> str:
     return key
 
 
-def nearest_gpu(capacity: float | None, gpu: str | None) -> str:
+def nearest_gpu(capacity: float | None, gpu: str | Path | None) -> str:
     """The catalog part for a GPU the message gives only by capacity: the one with the closest
     memory (its rates set only the step time, which ranks changes relative to each other)."""
     if gpu:
-        return gpu
+        return str(gpu)                 # a catalog id, or a GPU file's path (resolve_gpu reads it)
     from trainplan.catalog.accelerators import load_accelerators
     if capacity is None:
         raise InputError("gpu", None, "a GPU (--gpu) or an OOM message giving its capacity")
@@ -104,7 +104,7 @@ def nearest_gpu(capacity: float | None, gpu: str | None) -> str:
     return min(accs, key=lambda k: abs(float(accs[k].hbm_gib) - capacity))
 
 
-def build_config(run: dict[str, Any], model: Any = None, gpu: str | None = None,
+def build_config(run: dict[str, Any], model: Any = None, gpu: str | Path | None = None,
                  gpus: int | None = None, seq_len: int | None = None,
                  sets: list[str] | None = None, capacity: float | None = None) -> tuple[Any, list[str]]:
     """(Config, assumptions) from the run's settings; flags override the files."""
@@ -168,7 +168,7 @@ def build_config(run: dict[str, Any], model: Any = None, gpu: str | None = None,
     return cfg, assumed
 
 
-def diagnose_run(paths: list[Path], model: Any = None, gpu: str | None = None,
+def diagnose_run(paths: list[Path], model: Any = None, gpu: str | Path | None = None,
                  gpus: int | None = None, seq_len: int | None = None,
                  sets: list[str] | None = None) -> dict[str, Any]:
     """The diagnosis of a run from its files (and the flags that fill what they lack)."""
