@@ -30,7 +30,8 @@ def oom(
 ) -> None:
     """Measured memory vs the plan by component; the cause, the phase, the changes that fit.
     ARTIFACT may be a run folder: its OOM paste and files give the job (flags fill the rest)."""
-    if artifact.is_dir() or run_files:
+    from trainplan.io.files import path_kind
+    if path_kind(artifact) == "dir" or run_files:
         from trainplan.diagnose.runjob import diagnose_run
         r = diagnose_run([artifact, *(run_files or [])], model, o.gpu_of(gpu, gpu_file), gpus,
                          seq_len, sets or [])

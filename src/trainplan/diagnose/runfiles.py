@@ -245,8 +245,10 @@ def parse_file(path: Path) -> tuple[str, str, Any]:
     """(kind, text, parsed data or None) of one file, read through the bounded reader."""
     from trainplan.io.reader import read_bytes
     from trainplan.io.structured import parse_json, parse_toml, parse_yaml
+    if path.suffix.lower() in (".bin", ".pkl", ".pt"):     # never read, never unpickled
+        return "pickle", "", None
     raw = read_bytes("run file", path, "oom")
-    if raw[:1] == b"\x80" or path.suffix in (".bin", ".pkl", ".pt"):
+    if raw[:1] == b"\x80":                                  # a pickle under another name
         return "pickle", "", None
     text = raw.decode("utf-8", errors="replace")
     data: Any = None

@@ -13,6 +13,10 @@ from typing import Any
 
 from trainplan.errors import InputError
 
+#: weights, optimizer states and data a run folder holds beside its configs: never read
+SKIP_SUFFIXES = frozenset((".safetensors", ".pth", ".ckpt", ".arrow",
+                           ".parquet", ".npy", ".npz", ".gguf", ".h5", ".msgpack"))
+
 #: trainplan's framework profile for each run kind (a framework is data; this only names it)
 FRAMEWORK_OF = {"megatron_log": "megatron", "nemo": "megatron", "torchtitan": "torchtitan"}
 
@@ -20,18 +24,29 @@ FRAMEWORK_OF = {"megatron_log": "megatron", "nemo": "megatron", "torchtitan": "t
 def collect(paths: list[Path]) -> dict[str, Any]:
     """Settings, their sources, the model and the OOM file from a run's files or folder."""
     from trainplan.diagnose.runfiles import argv_pairs, flatten, megatron_args, parse_file, settings
-    files: list[Path] = []
+    from trainplan.io.files import path_kind
+    files: list[tuple[Path, bool]] = []         # (file, found in a folder)
     for p in paths:
         p = Path(p)
-        files += sorted(q for q in p.iterdir() if q.is_file()) if p.is_dir() else [p]
+        if path_kind(p) == "dir":       # the folder's regular files, weights and data left out
+            files += [(q, True) for q in sorted(p.iterdir())
+                      if path_kind(q) == "file" and q.suffix.lower() not in SKIP_SUFFIXES]
+        else:
+            files.append((p, False))    # the bounded reader names what is wrong with it
     out: dict[str, Any] = {"settings": {}, "seen": {}, "notes": [], "model": None, "oom": None,
                            "kinds": []}
-    for f in files:
-        kind, text, data = parse_file(f)
+    for f, in_folder in files:
+        try:
+            kind, text, data = parse_file(f)
+        except InputError as e:
+            if not in_folder:
+                raise
+            out["notes"].append(f"{f.name}: not read ({e.valid})")
+            continue
         out["kinds"].append(kind)
         if kind == "pickle":
-            out["notes"].append(f"{f.name}: a pickle (training_args.bin holds a class): not "
-                                "unpickled; its JSON form (TrainingArguments.to_json_string) is read")
+            out["notes"].append(f"{f.name}: a pickle, never unpickled (training_args.bin holds "
+                                "a class: save TrainingArguments.to_json_string() beside it)")
         elif kind == "oom":
             out["oom"] = out["oom"] or f
             settings(argv_pairs(text), f.name, out["settings"], out["seen"])

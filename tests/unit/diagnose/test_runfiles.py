@@ -107,3 +107,14 @@ def test_run_folder_diagnosis_two_flags(tmp_path):
     assert r["layout"].startswith("TP1 PP1 DP8 Z3")
     assert r["run"]["settings"]["recompute"] == "full"          # LLaMA-Factory's default
     assert r["changes"] and r["changes"][0]["fits"]
+
+
+def test_folder_skips_weights_and_unreadable_files(tmp_path):
+    (tmp_path / "model.safetensors").write_bytes(b"\x00" * 64)
+    (tmp_path / "training_args.bin").write_bytes(b"\x80\x04not read")   # named, never read
+    (tmp_path / "link.json").symlink_to(tmp_path / "model.safetensors")
+    (tmp_path / "cmd.sh").write_text("python train.py --max_seq_length 512\n")
+    run = collect([tmp_path])
+    assert run["settings"] == {"seq_len": 512}
+    notes = " ".join(run["notes"])
+    assert "model.safetensors" not in notes and "training_args.bin: a pickle" in notes
