@@ -1,4 +1,4 @@
-"""Real OOM threads through `trainplan diagnose oom RUN_DIR [flags]`, scored against the fix that
+"""Real OOM threads through `trainplan diagnose RUN_DIR [flags]`, scored against the fix that
 worked (benchmarks/data/oom_cases/*.json): the OOM reports of ../shared/artifacts/oom_cases.json
 that have a resolution (artifact_*.json: their message is read from that file) and the threads
 collected for issue 42 (the others).
@@ -44,7 +44,7 @@ def run_case(case: dict) -> tuple[dict | None, str]:
             (run / "oom.txt").write_text(msg)
         for name, text in case["files"].items():
             (run / name).write_text(text)
-        res = CliRunner().invoke(app, ["diagnose", "oom", str(run), *case["flags"], "--json"])
+        res = CliRunner().invoke(app, ["diagnose", str(run), *case["flags"], "--json"])
     if res.exit_code != 0:
         return None, (res.output or repr(res.exception))[-300:]
     return json.loads(res.output), ""

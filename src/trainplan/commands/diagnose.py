@@ -6,12 +6,28 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from typer.core import TyperGroup
 
 from trainplan.cli import cmdoptions as o
 from trainplan.report.echo import print_json
 
-diagnose_app = typer.Typer(name="diagnose", no_args_is_help=True, help="Read a run's own artifacts (OOM message, memory summary or "
-                                "snapshot, profiler trace, training log) against the plan.")
+
+class _RunFolderGroup(TyperGroup):
+    """``trainplan diagnose RUN_DIR`` (or an OOM file) means ``trainplan diagnose oom RUN_DIR``:
+    a first argument that is no subcommand but an existing path goes to ``oom``."""
+
+    def resolve_command(self, ctx, args):  # type: ignore[no-untyped-def]
+        from trainplan.io.files import path_kind
+        if args and args[0] not in self.commands and not args[0].startswith("-") \
+                and path_kind(args[0]) is not None:
+            args = ["oom", *args]
+        return super().resolve_command(ctx, args)
+
+
+diagnose_app = typer.Typer(name="diagnose", cls=_RunFolderGroup, no_args_is_help=True,
+                           help="Read a run's own artifacts (OOM message, memory summary or "
+                                "snapshot, profiler trace, training log; or a run folder: "
+                                "`trainplan diagnose RUN_DIR`) against the plan.")
 
 
 

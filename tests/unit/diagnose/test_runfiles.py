@@ -118,3 +118,14 @@ def test_folder_skips_weights_and_unreadable_files(tmp_path):
     assert run["settings"] == {"seq_len": 512}
     notes = " ".join(run["notes"])
     assert "model.safetensors" not in notes and "training_args.bin: a pickle" in notes
+
+
+def test_diagnose_run_dir_without_the_subcommand(tmp_path):
+    (tmp_path / "oom.txt").write_text("RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB "
+                                      "(GPU 0; 10.76 GiB total capacity; 2.42 GiB already allocated;"
+                                      " 26.12 MiB free; 2.75 GiB reserved in total by PyTorch)")
+    res = CliRunner().invoke(app, ["diagnose", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    assert "cause: other processes" in res.output
+    res = CliRunner().invoke(app, ["diagnose", "no-such-subcommand"])
+    assert res.exit_code == 2
