@@ -123,10 +123,7 @@ def build_config(run: dict[str, Any], model: Any = None, gpu: str | Path | None 
                  gpus: int | None = None, seq_len: int | None = None,
                  sets: list[str] | None = None, capacity: float | None = None) -> tuple[Any, list[str]]:
     """(Config, assumptions) from the run's settings; flags override the files."""
-    from trainplan.diagnose.jobs import set_value
     from trainplan.diagnose.oomplan import Config
-    from trainplan.spec.job import Job
-    from trainplan.spec.strategy import Strategy
     s, assumed = dict(run["settings"]), []
     fw = s.get("framework", "pytorch")
     n = gpus or s.get("gpus") or 1
@@ -154,17 +151,7 @@ def build_config(run: dict[str, Any], model: Any = None, gpu: str | Path | None 
     if "base_weights" not in job and any(q in name for q in ("bnb-4bit", "gptq", "awq", "-4bit")):
         job["base_weights"] = "nf4"        # a 4-bit checkpoint: 4-bit frozen weights (QLoRA)
         assumed.append("4-bit base weights (the checkpoint's name says 4-bit)")
-    for kv in sets or []:
-        k, sep, v = kv.partition("=")
-        k = "framework" if k in ("implementation", "framework") else k
-        if not sep or (k not in Strategy.model_fields and k not in Job.model_fields):
-            raise InputError("--set", kv, "key=value with a strategy or job field as key")
-        if k == "framework":
-            fw = str(set_value(v))
-        elif k in Strategy.model_fields:
-            st[k] = set_value(v)
-        else:
-            job[k] = set_value(v)
+    fw = apply_sets(sets or [], st, job, fw)
     if job.get("base_weights") and job.get("trainable") != "lora":
         job["trainable"] = "lora"
         assumed.append("LoRA on the quantized base (a 4/8-bit base is frozen)")
@@ -181,6 +168,26 @@ def build_config(run: dict[str, Any], model: Any = None, gpu: str | Path | None 
             assumed.append("fp16 mixed precision (the GPU has no bf16)")
     cfg = Config(model_of(run, model), gpu_id, n, int(seq), int(gb), st, fw, job)
     return cfg, assumed
+
+
+def apply_sets(sets: list[str], st: dict[str, Any], job: dict[str, Any], fw: str) -> str:
+    """``--set key=value`` onto the strategy or the job (as ``estimate`` takes them); returns the
+    framework (``implementation=`` or ``framework=``)."""
+    from trainplan.diagnose.jobs import set_value
+    from trainplan.spec.job import Job
+    from trainplan.spec.strategy import Strategy
+    for kv in sets:
+        k, sep, v = kv.partition("=")
+        k = "framework" if k in ("implementation", "framework") else k
+        if not sep or (k not in Strategy.model_fields and k not in Job.model_fields):
+            raise InputError("--set", kv, "key=value with a strategy or job field as key")
+        if k == "framework":
+            fw = str(set_value(v))
+        elif k in Strategy.model_fields:
+            st[k] = set_value(v)
+        else:
+            job[k] = set_value(v)
+    return fw
 
 
 def diagnose_run(paths: list[Path], model: Any = None, gpu: str | Path | None = None,
