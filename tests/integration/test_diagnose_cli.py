@@ -34,7 +34,7 @@ def test_oom_cli_on_a_real_error_line(shared, tmp_path):
             "--set", "precision=fp16_mixed", "--set", "implementation=fsdp"]
     res = CliRunner().invoke(app, args)
     assert res.exit_code == 0, res.output
-    assert "component: optimizer" in res.output and "smallest changes that fit" in res.output
+    assert "component: optimizer" in res.output and "changes that fit" in res.output
     bad = CliRunner().invoke(app, args[:5] + ["--set", "nonsense=1"])
     assert bad.exit_code == 2 and "--set" in bad.output
 

@@ -38,11 +38,11 @@ def job_config(job_file: Optional[Path], model: Optional[str], gpu: Optional[str
     gpu_ref = str(given) if is_gpu_file(given) else inp.cluster.accelerator.id   # a GPU file: its path
     job = inp.job.model_dump(exclude_none=True)
     seq, gb, impl = job.pop("seq_len"), job.pop("global_batch", None), job.pop("framework")
-    st = {k: v for k, v in inp.strategy.model_dump().items() if v is not None}
+    # only the keys given: the framework completes the rest as estimate does (fsdp: ZeRO-3)
+    st = {k: v for k, v in inp.strategy.model_dump(exclude_unset=True).items() if v is not None}
     return Config(inp.model, gpu_ref, inp.cluster.gpus, seq,
                   gb or inp.job.batch_sequences, st, impl,
-                  {k: v for k, v in job.items() if k in ("precision", "optimizer", "trainable",
-                                                         "lora_rank", "frozen", "dropout")})
+                  {k: v for k, v in job.items() if k not in ("tokens", "samples", "epochs")})
 
 
 def set_value(text: str):

@@ -26,6 +26,7 @@ from typing import Any
 
 from trainplan.diagnose.snapshot import (SafeUnpickler, _block_frames, _bytes, _list,  # noqa: F401
                                          _oom_entry, safe_load)
+from trainplan.diagnose.oomcheck import CACHED, CUDA_ERROR, others_from_totals, processes, split_own
 from trainplan.diagnose.text import plain
 from trainplan.errors import InputError
 
@@ -65,6 +66,7 @@ class Measured:
     reserved_gib: float | None = None
     free_gib: float | None = None
     process_gib: float | None = None
+    other_processes_gib: float | None = None  # other processes on the GPU (oomcheck)
     peak_allocated_gib: float | None = None
     device: str | None = None
     phase: str | None = None
@@ -85,7 +87,6 @@ _OLD = re.compile(
     rf"allocated;\s*{_SIZE} free;\s*(?:{_SIZE} allowed;\s*)?{_SIZE} reserved in total", re.S)
 _NEW_HEAD = re.compile(rf"Tried to allocate {_SIZE}\.?\s*GPU\s*(\d+) has a total capac\w* of "
                        rf"{_SIZE}(?: of which {_SIZE} is free)?", re.S)
-_NEW_PROC = re.compile(rf"(?:this process|Process \d+) has {_SIZE} memory in use", re.S)
 _NEW_ALLOC = re.compile(rf"{_SIZE} is allocated by PyTorch", re.S)
 _NEW_UNALLOC = re.compile(rf"{_SIZE} is reserved by PyTorch but unallocated", re.S)
 _ALLOC_ONLY = re.compile(rf"Tried to allocate {_SIZE}", re.S)
@@ -94,9 +95,11 @@ _ALLOC_ONLY = re.compile(rf"Tried to allocate {_SIZE}", re.S)
 def parse_message(text: str) -> Measured:
     """Either form of the CUDA out-of-memory message; a pasted traceback around it gives the phase.
     Colour codes, CRLF line ends and a launcher's per-line rank prefix are removed first."""
-    text = plain(_around_message(text))
+    from trainplan.diagnose.oomcheck import impossible, unbox
+    text = unbox(plain(_around_message(text)))
     out = _parse_message(text)
     out.phase = traceback_phase(text)
+    out.notes += [f"flagged: {w}" for w in impossible(out)]
     return out
 
 
@@ -135,27 +138,58 @@ def _parse_message(text: str) -> Measured:
         return Measured(source="oom message (PyTorch < 2.1 form)", requested_gib=_gib(g[0], g[1]),
                         device=f"GPU {g[2]}", capacity_gib=_gib(g[3], g[4]),
                         allocated_gib=_gib(g[5], g[6]), free_gib=_gib(g[7], g[8]),
-                        reserved_gib=_gib(g[-2], g[-1]))
+                        reserved_gib=_gib(g[-2], g[-1]),
+                        other_processes_gib=others_from_totals(_gib(g[3], g[4]), _gib(g[7], g[8]),
+                                                               _gib(g[-2], g[-1])))
     m = _NEW_HEAD.search(t)
     if m:
         g = m.groups()
         out = Measured(source="oom message (PyTorch >= 2.1 form)", requested_gib=_gib(g[0], g[1]),
                        device=f"GPU {g[2]}", capacity_gib=_gib(g[3], g[4]),
                        free_gib=_gib(g[5], g[6]) if g[5] else None)
-        if (p := _NEW_PROC.search(t)):
-            out.process_gib = _gib(*p.groups())
         a, u = _NEW_ALLOC.search(t), _NEW_UNALLOC.search(t)
         if a:
             out.allocated_gib = _gib(*a.groups())
         if a and u:
             out.reserved_gib = out.allocated_gib + _gib(*u.groups())
+        _processes(out, t)
+        return out
+    m = CACHED.search(t)
+    if m:
+        g = m.groups()
+        out = Measured(source="oom message (PyTorch <= 1.4 'cached' form)",
+                       requested_gib=_gib(g[0], g[1]), device=f"GPU {g[2]}",
+                       capacity_gib=_gib(g[3], g[4]), allocated_gib=_gib(g[5], g[6]),
+                       free_gib=_gib(g[7], g[8]))
+        out.reserved_gib = out.allocated_gib + _gib(g[9], g[10])
+        out.other_processes_gib = others_from_totals(out.capacity_gib, out.free_gib, out.reserved_gib)
         return out
     m = _ALLOC_ONLY.search(t)
     if m:
         return Measured(source="oom message (request size only)", requested_gib=_gib(*m.groups()),
                         notes=["the message gives no capacity or totals"])
+    if CUDA_ERROR.search(t):
+        return Measured(source="CUDA runtime error (no sizes)", notes=[
+            "'CUDA error: out of memory' comes from the CUDA runtime, not PyTorch's allocator: an "
+            "allocation outside it (context, cuBLAS workspace, NCCL buffers) or a GPU another "
+            "process already fills; the message has no sizes (check nvidia-smi)"])
     raise InputError("oom message", text[:120], "a CUDA out-of-memory message containing "
-                     "'Tried to allocate ...'")
+                     "'Tried to allocate ...' (or 'CUDA error: out of memory')")
+
+
+def _processes(out: Measured, t: str) -> None:
+    """This process and the other processes of the >= 2.1 form (module oomcheck)."""
+    own, listed = processes(t, _gib)
+    mine, others, pids = split_own(own, listed, out.reserved_gib)
+    out.process_gib = mine
+    if listed:
+        out.other_processes_gib = others
+        if others:
+            out.notes.append(f"other processes on this GPU ({', '.join(map(str, pids))}) hold "
+                             f"{others:.2f} GiB")
+    elif out.free_gib is not None and out.reserved_gib is not None:
+        out.other_processes_gib = others_from_totals(out.capacity_gib, out.free_gib,
+                                                     out.reserved_gib)
 
 
 _ROW = re.compile(r"^\|\s*(Allocated memory|Active memory|GPU reserved memory|Non-releasable "

@@ -15,12 +15,13 @@ Uses only the public ``trainplan.estimate`` and the fields of its ``Estimate`` (
   the sharding, so the unexplained excess is added to the batch-dependent part (activations +
   transients) and the largest component is named. The run went out of memory, so its real need
   is at least max(measured need, capacity): excess = that minus the planned total, when positive.
-* candidate changes (ZeRO stage up, micro-batch down, recompute, optimizer offload, twice the
-  GPUs in whole nodes; TP and PP only with Megatron, which the other stacks cannot switch on by
-  a flag) are estimated one at a time, then in pairs when none fits alone; a change fits when
-  its predicted total plus the excess stays under 95% of the capacity (the planner's own
-  "tight" line). They are ranked by GPU-time per step (step time x GPUs) relative to the
-  failing configuration, so adding GPUs is charged for the GPUs it adds.
+* candidate changes of the execution (:func:`candidates`: ZeRO stage up, micro-batch down,
+  recompute, optimizer offload, activation offload, twice the GPUs in whole nodes; TP and PP
+  only with Megatron, which the other stacks cannot switch on by a flag) and of the job
+  (``oomfixes``: FlashAttention, fused cross-entropy, 8-bit optimizer, bf16, shorter sequence,
+  LoRA/QLoRA, a smaller model) are estimated; a change fits when its predicted total plus the
+  excess stays under 95% of the capacity (the planner's own "tight" line). ``oomfixes.rank``
+  orders the fitting ones (its tiers, then GPU-time per token relative to the failing job).
 """
 
 from __future__ import annotations
@@ -216,63 +217,24 @@ def _clean(st: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in st.items() if v is not None}
 
 
-def suggest(cfg: Config, excess: float, base_step: float, base_mem: dict[str, float],
-            limit: int = 5) -> list[dict[str, Any]]:
-    """Changes that fit (predicted total + measured excess <= capacity), ranked by slowdown."""
-    from trainplan.catalog import get_model
-    from trainplan.catalog.accelerators import resolve_gpu
-    from trainplan.spec.framework import get_framework
-    fw = get_framework(cfg.implementation)
-    model = get_model(cfg.model) if isinstance(cfg.model, str) else cfg.model
-    singles = candidates(cfg.strategy, cfg.gpus, cfg.implementation == "megatron",
-                         fw.offload_together, fw, model.decoder.layers,
-                         resolve_gpu(cfg.gpu).gpus_per_node)
-    rows = _evaluate(cfg, singles, excess, base_step)
-    if not any(r["fits"] for r in rows):
-        pairs = []
-        for i, (l1, s1, n1) in enumerate(singles):
-            for l2, s2, n2 in singles[i + 1:]:
-                if l1.split()[0] == l2.split()[0]:
-                    continue
-                merged = {**s1, **{k: v for k, v in s2.items() if s2[k] != cfg.strategy.get(k)}}
-                pairs.append((f"{l1} + {l2}", merged, max(n1, n2)))
-        rows += _evaluate(cfg, pairs, excess, base_step)
-    fit = []
-    for r in rows:
-        if r["fits"]:
-            mem = r.pop("mem")
-            r["gpu_time_factor"] = r["slowdown"] * r["gpus"] / cfg.gpus
-            r["saved_gib"] = {c: base_mem[c] - mem[c] for c in COMPONENTS if c != "overhead"}
-            fit.append(r)
-    fit.sort(key=lambda r: (r["gpu_time_factor"], r["memory_gib"]))
-    return fit[:limit]
-
-
-def _evaluate(cfg: Config, tries, excess: float, base_step: float) -> list[dict[str, Any]]:
-    from trainplan.errors import TrainplanError
-    rows = []
-    for label, st, n in tries:
-        try:
-            est = predict(cfg, _clean(st), n)
-        except (TrainplanError, ValueError):
-            continue
-        total = float(est.memory.total_gib)
-        cap = float(est.memory.capacity_gib)
-        rows.append({"change": label, "layout": est.layout, "memory_gib": total,
-                     "with_excess_gib": total + excess, "capacity_gib": cap,
-                     "fits": total + excess <= FIT_SHARE * cap, "step_s": float(est.time.step_s),
-                     "slowdown": float(est.time.step_s) / base_step if base_step else float("nan"),
-                     "gpus": n, "mem": _mem(est)})
-    return rows
-
-
 def measured_only(meas: Measured) -> dict[str, Any]:
     """What the artifact alone says (no job given): totals, fragmentation, phase."""
+    from trainplan.diagnose.oomcheck import held_elsewhere
     cause, helps = fragmentation_cause(meas)
-    return {"measured": {k: v for k, v in vars(meas).items() if v not in (None, [], {})},
-            "measured_need_gib": _need(meas), "fragmentation_gib": meas.fragmentation_gib,
-            "component": "fragmentation" if cause else None, "phase": meas.phase,
-            "advice": [_frag_advice(meas, False)] if helps else []}
+    out: dict[str, Any] = {
+           "measured": {k: v for k, v in vars(meas).items() if v not in (None, [], {})},
+           "measured_need_gib": _need(meas), "fragmentation_gib": meas.fragmentation_gib,
+           "component": "fragmentation" if cause else None, "phase": meas.phase,
+           "advice": [_frag_advice(meas, False)] if helps else [], "changes": []}
+    listed = any("other processes" in n for n in meas.notes)
+    if held_elsewhere(meas.other_processes_gib, meas.capacity_gib, listed):
+        out["component"] = "other processes"
+        out["reason"] = (f"{meas.other_processes_gib:.2f} GiB of {meas.capacity_gib:.2f} GiB is "
+                         "neither free nor reserved by this process")
+        out["changes"] = [{"change": "stop the other processes on this GPU (nvidia-smi lists "
+                           "them)", "kind": "kill_processes", "fits": True,
+                           "freed_gib": meas.other_processes_gib}]
+    return out
 
 
 FRAG_ADVICE = ("set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: {:.2f} GiB is reserved but "
@@ -303,9 +265,9 @@ def diagnose(meas: Measured, cfg: Config) -> dict[str, Any]:
     cap = float(est.memory.capacity_gib)
     need = _need(meas)
     excess = excess_over_plan(meas, float(est.memory.total_gib), cap)
-    base = Config(**{**vars(cfg), "strategy": {**est.strategy, "dp": None}})
-    changes = suggest(base, excess, float(est.time.step_s), pred)
-    comp, why = name_component(meas, pred, cap)
+    from trainplan.diagnose.oomfixes import explain, rank
+    changes = rank(cfg, est, excess, meas)
+    comp, why = explain(meas, cfg, est, *name_component(meas, pred, cap))
     warnings += plan_warnings(meas, float(est.memory.total_gib), cap)
     cause, helps = fragmentation_cause(meas)
     advice = [_frag_advice(meas, not cause)] if helps else []

@@ -27,11 +27,16 @@ def render_oom(r: dict[str, Any]) -> None:
         typer.echo(f"  note: {n}")
     if "predicted" not in r:
         typer.echo(f"phase: {r['phase'] or 'not recorded in this artifact'}")
-        typer.echo(f"cause: {r['component'] or 'not decidable without the job'}; give the job "
-                   "(--model/--job, --gpu, --gpus, --set ...) to compare with the plan")
+        typer.echo(f"cause: {r['component'] or 'not decidable without the job'}"
+                   + (f" - {r['reason']}" if r.get("reason") else "") + "; give the job "
+                   "(a run folder, --config FILE, or --model, --gpu, --gpus, --set ...) to compare "
+                   "with the plan")
         for a in r["advice"]:
             typer.echo(f"advice: {a}")
+        for c in r.get("changes", []):
+            typer.echo(f"change: {c['change']}")
         return
+    _render_run(r.get("run"))
     typer.echo(f"plan [{r['layout']}] per GPU, of {r['capacity_gib']:.2f} GiB, at its peak "
                f"({r['planned_peak']}):")
     for k, v in r["predicted"].items():
@@ -47,12 +52,28 @@ def render_oom(r: dict[str, Any]) -> None:
         typer.echo(f"advice: {a}")
     for w in r["warnings"]:
         typer.echo(f"warning: {w}")
-    typer.echo(("smallest changes that fit" if ms.get("oom", True) else "changes that add headroom")
-               + " (ranked by GPU-time per step):" if r["changes"]
+    typer.echo(("changes that fit" if ms.get("oom", True) else "changes that add headroom")
+               + " (free first, then the same arithmetic, other numerics, another training, more "
+               "GPUs; each by GPU-time per token):" if r["changes"]
                else "no single or paired change fits: more GPUs of a larger memory")
     for c in r["changes"]:
+        if "step_s" not in c:
+            typer.echo(f"  {c['change']}")
+            continue
         typer.echo(f"  {c['change']:<40} {c['memory_gib']:7.2f} GiB  step {c['step_s']:.3f} s "
-                   f"(x{c['slowdown']:.2f} time, x{c['gpu_time_factor']:.2f} GPU-time)")
+                   f"(x{c['slowdown']:.2f} time, x{c['gpu_time_factor']:.2f} GPU-time per token)")
+
+
+def _render_run(run: dict[str, Any] | None) -> None:
+    """What the run's own files gave, and what was assumed."""
+    if not run:
+        return
+    for k, v in run["settings"].items():
+        typer.echo(f"from the run: {k} = {v}  ({run['from'].get(k, '')})")
+    for a in run["assumed"]:
+        typer.echo(f"assumed: {a}")
+    for n in run["notes"]:
+        typer.echo(f"note: {n}")
 
 
 def render_trace(out: list[dict[str, Any]], strag: Any, vs: Any) -> None:
