@@ -31,7 +31,8 @@ def step_from_log(path: Path) -> tuple[float, str]:
     p = Path(path)
     if path_kind(p) == "dir":
         best: tuple[int, float, str] | None = None
-        files = sorted(f for f in p.iterdir() if f.suffix in LOG_SUFFIXES)[:MAX_CANDIDATES]
+        files = sorted(f for f in p.iterdir() if f.suffix in LOG_SUFFIXES
+                       or "tfevents" in f.name)[:MAX_CANDIDATES]
         for f in files:
             try:
                 s = summarize(read_log(f))

@@ -21,7 +21,6 @@ from __future__ import annotations
 import ast
 import math
 import re
-import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -284,6 +283,12 @@ def read_log(path: Path, user_regex: str | None = None) -> LogReport:
     from trainplan.io.structured import parse_json
     p = Path(path)
     rx = _user_regex(user_regex)
+    from trainplan.diagnose.logevents import read_export
+    if rx is None and (pairs := read_export(p)) is not None:
+        kind = "TensorBoard" if "tfevents" in p.name else "W&B CSV"
+        if not pairs:
+            raise InputError("log", str(p), f"a {kind} export with steps and times")
+        return LogReport(framework=kind, steps=[Step(step=n, t=t, fmt=kind) for n, t in pairs])
     if p.suffix == ".json":
         with open_stream("log", p, "log", text=True, errors="replace") as fh:
             golden = fh.read(1 << 12).lstrip().startswith("{")
