@@ -5,7 +5,8 @@
   ``tensorboard.compat.proto.event_pb2.Event`` messages (field 1 wall_time double, 2 step
   int64, 5 summary; tensorboard/compat/proto/event.proto). The few fields needed are decoded
   here from the protobuf wire format (protobuf.dev "Encoding"), so no package is needed; CRCs
-  are not checked. Each step's wall time is the earliest event written at that step.
+  are not checked. The series read is one scalar tag's (the one written at most steps);
+  each step's wall time is the earliest event written at that step.
 * W&B CSV (``run.history().to_csv()`` or the UI's "Export CSV"): a step column (``_step``,
   ``Step``, ``trainer/global_step``) and a time column (``_timestamp``, ``_runtime``,
   ``Relative Time (Process)``, ``Wall time``).
@@ -40,33 +41,54 @@ def _varint(b: bytes, i: int) -> tuple[int, int]:
         shift += 7
 
 
-def _event(b: bytes) -> tuple[float | None, int | None]:
-    """(wall_time, step) of one serialized Event."""
-    i, wall, step = 0, None, None
+def _fields(b: bytes):
+    """(field number, wire type, value) of one protobuf message: an int for varints, the
+    bytes for length-delimited fields, the 8 or 4 raw bytes otherwise."""
+    i = 0
     while i < len(b):
         key, i = _varint(b, i)
         field, wire = key >> 3, key & 7
         if wire == 0:
             v, i = _varint(b, i)
-            if field == 2:
-                step = v
-        elif wire == 1:
-            if field == 1:
-                wall = struct.unpack_from("<d", b, i)[0]
-            i += 8
+            yield field, wire, v
+        elif wire in (1, 5):
+            n = 8 if wire == 1 else 4
+            if i + n > len(b):
+                raise ValueError("truncated fixed-width field")
+            yield field, wire, b[i:i + n]
+            i += n
         elif wire == 2:
             n, i = _varint(b, i)
+            if i + n > len(b):
+                raise ValueError("truncated field")
+            yield field, wire, b[i:i + n]
             i += n
-        elif wire == 5:
-            i += 4
         else:
             raise ValueError(f"wire type {wire}")
-    return wall, step
+
+
+def _event(b: bytes) -> tuple[float | None, int, list[str]]:
+    """(wall_time, step, summary value tags) of one serialized Event (a missing step is 0,
+    protobuf's default)."""
+    wall, step, tags = None, 0, []
+    for field, wire, v in _fields(b):
+        if field == 1 and wire == 1:
+            wall = struct.unpack("<d", v)[0]
+        elif field == 2 and wire == 0:
+            step = v
+        elif field == 5 and wire == 2:          # Summary: repeated Value (1) with tag (1)
+            for f2, w2, value in _fields(v):
+                if f2 == 1 and w2 == 2:
+                    tags += [t.decode("utf-8", "replace") for f3, w3, t in _fields(value)
+                             if f3 == 1 and w3 == 2]
+    return wall, step, tags
 
 
 def tfevents_pairs(data: bytes, source: str) -> list[tuple[int, float]]:
-    """(step, earliest wall time) of an event file's records, by step."""
-    first: dict[int, float] = {}
+    """(step, wall time) of an event file's scalar series: the tag written at most steps
+    (then the one spanning most steps: iterations rather than epochs), earliest time per
+    step. A writer may log several step axes (Keras: epochs and iterations) in one file."""
+    series: dict[str, dict[int, float]] = {}
     i = 0
     try:
         while i + 12 <= len(data):
@@ -75,13 +97,17 @@ def tfevents_pairs(data: bytes, source: str) -> list[tuple[int, float]]:
             if len(rec) < n:
                 break                              # a file cut while being written
             i += 12 + n + 4
-            wall, step = _event(rec)
-            if wall is not None and step is not None:
-                first[step] = min(wall, first.get(step, wall))
+            wall, step, tags = _event(rec)
+            for tag in tags if wall is not None else []:
+                s = series.setdefault(tag, {})
+                s[step] = min(wall, s.get(step, wall))
     except (ValueError, struct.error) as e:
         raise InputError("log", source, f"a TensorBoard event file (TFRecord of Event "
                          f"messages; {e})") from None
-    return sorted(first.items())
+    if not series:
+        return []
+    best = max(series.values(), key=lambda s: (len(s), max(s) - min(s)))
+    return sorted(best.items())
 
 
 def wandb_pairs(text: str, source: str) -> list[tuple[int, float]]:

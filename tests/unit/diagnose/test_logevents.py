@@ -20,10 +20,15 @@ def _varint(v):
             return out
 
 
-def _record(wall, step):
+def _ld(field, payload):
+    return bytes([field << 3 | 2]) + _varint(len(payload)) + payload
+
+
+def _record(wall, step, tag="loss"):
     # Event: field 1 wall_time (double, wire 1), field 2 step (int64 varint), field 5 summary
-    # (length-delimited; skipped by the reader)
-    msg = b"\x09" + struct.pack("<d", wall) + b"\x10" + _varint(step) + b"\x2a\x02\x0a\x00"
+    # { field 1 value { field 1 tag } }
+    msg = (b"\x09" + struct.pack("<d", wall) + b"\x10" + _varint(step)
+           + _ld(5, _ld(1, _ld(1, tag.encode()))))
     return struct.pack("<Q", len(msg)) + b"\0" * 4 + msg + b"\0" * 4
 
 
@@ -59,3 +64,15 @@ def test_wandb_csv_without_time_column_names_what_it_needs(tmp_path):
     f.write_text("Step,run-1 - val/loss\n1,2.0\n")
     with pytest.raises(InputError, match="time column"):
         read_log(f)
+
+
+def test_tensorboard_iterations_axis_preferred_to_epochs(tmp_path):
+    # Keras writes epoch_loss at steps 0, 1, 2 ... and evaluation_loss_vs_iterations at the
+    # iteration count, both once an epoch: the iteration axis gives the time per step
+    f = tmp_path / "events.out.tfevents.2"
+    recs = []
+    for e in range(5):
+        recs.append(_record(100.0 + 30 * e, 1500 * (e + 1), "evaluation_loss_vs_iterations"))
+        recs.append(_record(100.1 + 30 * e, e, "epoch_loss"))
+    f.write_bytes(b"".join(recs))
+    assert summarize(read_log(f))["step_s_median"] == pytest.approx(0.02)
