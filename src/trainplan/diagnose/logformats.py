@@ -88,10 +88,18 @@ FORMATS: tuple[LineFormat, ...] = (
          "sec/step)'; cifar10_train.py 'step N, loss = L (E examples/sec; T sec/batch)'",
          rf"\bstep (?P<step>\d+)[,:] loss = (?P<loss>{LOSS}) \((?:{NUM} examples/sec; )?"
          rf"(?P<step_s>{NUM}) sec/(?:step|batch)\)"),
-    _fmt("tqdm", "tqdm/std.py format_meter '{n}/{total} [{elapsed}<{remaining}, {rate}]' "
-         "(HF Trainer, Lightning, accelerate, ms-swift progress bars)",
-         rf"\b(?P<step>\d+)/(?P<total>\d+) \[[\d:]+<[\d:?]+,\s*(?:(?P<rate_s>{NUM})s/it|"
-         rf"(?P<rate_hz>{NUM})it/s)",
+    _fmt("llama2.c", "karpathy/llama2.c train.py '{iter_num} | loss {lossf:.4f} | lr {lr:e} | "
+         "{dt*1000:.2f}ms | mfu {mfu*100:.2f}%'",
+         rf"^(?P<step>\d+) \| loss (?P<loss>{LOSS}) \| lr {NUM} \| (?P<step_ms>{NUM})ms",
+         mfu=rf"mfu (?P<mfu>{NUM})%"),
+    _fmt("tinygrad", "tinygrad examples/mlperf/model_train.py (llama) '{i} {t:.2f} s run, "
+         "{loss:.4f} loss, ...'",
+         rf"^\s*(?P<step>\d+) (?P<step_s>{NUM}) s run, (?P<loss>{LOSS}) loss"),
+    _fmt("tqdm", "tqdm/std.py format_meter '{n}/{total} [{elapsed}<{remaining}, {rate}]', the "
+         "unit 'it' or a trainer's own ('step': NeMo Automodel) (HF Trainer, Lightning, "
+         "accelerate, ms-swift progress bars)",
+         rf"\b(?P<step>\d+)/(?P<total>\d+) \[[\d:]+<[\d:?]+,\s*(?:(?P<rate_s>{NUM})s/"
+         rf"(?:it|step)|(?P<rate_hz>{NUM})(?:it|step)/s)",
          loss=rf"\bloss=(?P<loss>{LOSS})"),
 )
 

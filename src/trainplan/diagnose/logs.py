@@ -1,19 +1,21 @@
 """Step time, throughput, loss and loss scale from training logs.
 
-Line formats (each framework's own logging code):
+Line formats read without a user pattern are the table of :mod:`trainplan.diagnose.logformats`
+(Megatron-LM, torchtitan, nanoGPT, modded-nanogpt, llama2.c, lingua, NeMo 1 and 2, DeepSpeed's
+engine, throughput and pipeline lines, MLX-LM, TensorFlow, tinygrad, tqdm bars), each row naming
+the logging code it follows. Read here besides:
 
-* Megatron-LM ``megatron/training/training.py::training_log``: "iteration N/ M | ... elapsed time
-  per iteration (ms): T | throughput per GPU (TFLOP/s/GPU): F | ... lm loss: L | loss scale: S |
-  ... number of skipped iterations: K"; its CI golden-value JSON ("lm loss", "iteration-time").
-* torchtitan ``torchtitan/train.py`` metrics line: "step: N loss: L ... tps: X tflops: F mfu: M%".
-* NeMo / Lightning progress bar: "train_step_timing in s=T", "reduced_train_loss=L", "global_step=N".
-* DeepSpeed ``deepspeed/runtime/engine.py``: "step=N, skipped=K, lr=..."; the throughput timer
-  "SamplesPerSec=..."; fp16 "Overflow detected. Skipping step. Attempted loss scale: A, reducing
-  to B"; scripts' "Avg Iteration Time: Ts".
+* DeepSpeed fp16 "Overflow detected. Skipping step. Attempted loss scale: A, reducing to B" and
+  scripts' "Avg Iteration Time: Ts";
 * HF Trainer ``transformers/trainer.py::log``: "{'loss': L, 'grad_norm': ..., 'epoch': E}" and
-  the final "{'train_runtime': R, ..., 'train_steps_per_second': S}".
+  the final "{'train_runtime': R, ..., 'train_steps_per_second': S}" with the run's optimizer
+  steps ("TrainOutput(global_step=N", ms-swift's "'global_step/max_steps': 'N/M'");
+* Megatron-LM's CI golden-value JSON; TensorBoard event files and W&B CSV exports
+  (:mod:`trainplan.diagnose.logevents`);
 * any other: a user regular expression with named groups ``step``, ``step_s`` or ``step_ms``,
   ``loss``.
+
+The summary (warm-up, step-time source, warnings) is :mod:`trainplan.diagnose.logsummary`.
 """
 
 from __future__ import annotations
@@ -177,6 +179,21 @@ def _hf_line(rep: LogReport, text: str, hf_logged: int) -> int:
     return hf_logged
 
 
+def _add_step(rep: LogReport, seen: set[tuple[str, int]], fm: Any, t: float | None) -> None:
+    """The step of a format's match, once per step number (every rank prints each step); a
+    progress bar or throughput line names the framework only when nothing else did."""
+    fmt, g = fm
+    st = step_of(fmt.name, g, t)
+    if st.step is not None and fmt.dedupe:
+        if (fmt.name, st.step) in seen:
+            return
+        seen.add((fmt.name, st.step))
+    if rep.framework in ("unknown", "DeepSpeed throughput", "tqdm") or \
+            fmt.name not in ("DeepSpeed throughput", "tqdm"):
+        rep.framework = fmt.name
+    rep.steps.append(st)
+
+
 def parse_lines(lines: Iterable[str], rx: re.Pattern[str] | None = None,
                 source: str = "log") -> LogReport:
     """All step lines among ``lines`` (see :func:`parse_text`)."""
@@ -198,17 +215,10 @@ def parse_lines(lines: Iterable[str], rx: re.Pattern[str] | None = None,
             rep.scale_drops.append((_f(m.group(1)), _f(m.group(2))))
         elif (m := _HF.search(line)):
             hf_logged = _hf_line(rep, m.group(0), hf_logged)
+            if (fm := match(line[:m.start()])) is not None:     # a progress bar before it
+                _add_step(rep, seen, fm, timestamp(line))
         elif (fm := match(line)) is not None:
-            fmt, g = fm
-            st = step_of(fmt.name, g, timestamp(line))
-            if st.step is not None and fmt.dedupe:
-                if (fmt.name, st.step) in seen:   # the same step printed by every rank
-                    continue
-                seen.add((fmt.name, st.step))
-            if rep.framework in ("unknown", "DeepSpeed throughput", "tqdm") or \
-                    fmt.name not in ("DeepSpeed throughput", "tqdm"):
-                rep.framework = fmt.name
-            rep.steps.append(st)
+            _add_step(rep, seen, fm, timestamp(line))
         elif (m := _DS_AVG.search(line)):
             rep.framework = "DeepSpeed"
             rep.steps.append(Step(step_s=_f(m.group(1)), fmt="DeepSpeed"))

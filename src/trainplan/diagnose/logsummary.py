@@ -32,6 +32,10 @@ LONG_LOG = 10
 SLOW = 1.5
 #: share of skipped steps from which the run is reported as not having trained
 MOSTLY_SKIPPED = 0.5
+#: skipped steps a dynamic loss scale spends finding its level at the start: one halving per
+#: overflow from Megatron-LM's default --initial-loss-scale 2**32 (megatron/training/
+#: arguments.py) down to 1; DeepSpeed's default initial_scale_power 16 needs at most 16
+SCALE_SEARCH_STEPS = 32
 
 
 def _main_format(steps: list[Step]) -> list[Step]:
@@ -95,7 +99,7 @@ def health_warnings(rep: LogReport) -> tuple[int, list[str]]:
     meg = sum(s.skipped_iv for s in rep.steps if s.skipped_iv is not None)
     skipped = max(ds, meg, rep.overflows)
     out = []
-    if total and skipped >= MOSTLY_SKIPPED * total:
+    if total and skipped > SCALE_SEARCH_STEPS and skipped >= MOSTLY_SKIPPED * total:
         out.append(f"WARNING: {skipped} of {total} steps ({skipped / total:.0%}) were skipped on "
                    "fp16 overflow: the optimizer barely updated the weights and this run did "
                    "not train. Use bf16, or lower the learning rate and the initial loss scale")
