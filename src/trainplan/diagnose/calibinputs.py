@@ -67,6 +67,11 @@ def runs_rows(paths: list[Path], job: dict[str, Any]) -> list[dict[str, str]]:
                 row.pop("log", None)
                 rows.append(row)
             continue
+        from trainplan.io.files import path_kind
+        if path_kind(p) != "dir":           # a device, FIFO or missing file: the reader says so
+            from trainplan.io.reader import open_stream
+            with open_stream("runs", p, "log"):
+                pass
         missing = [k for k in JOB_COLUMNS if job.get(k) in (None, "")]
         if missing:
             raise InputError("calibrate " + str(p), ", ".join(missing), "the job of a log or "
