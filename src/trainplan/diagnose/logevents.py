@@ -98,7 +98,9 @@ def tfevents_pairs(data: bytes, source: str) -> list[tuple[int, float]]:
                 break                              # a file cut while being written
             i += 12 + n + 4
             wall, step, tags = _event(rec)
-            for tag in tags if wall is not None else []:
+            if wall is None:
+                continue
+            for tag in tags:
                 s = series.setdefault(tag, {})
                 s[step] = min(wall, s.get(step, wall))
     except (ValueError, struct.error) as e:
