@@ -145,6 +145,10 @@ def summarize(rep: LogReport, warmup: int | None = None) -> dict[str, Any]:
         "loss_scale_min": min(scales) if scales else None,
         "loss_scale_max": max(scales) if scales else None,
         "skipped_steps": skipped, "advice": warn + fp16_advice(rep, scales, skipped)}
+    if skipped and not any("skipped" in a for a in out["advice"]):
+        out["advice"].append(f"{skipped} steps skipped on fp16 overflow (a dynamic loss scale "
+                             f"spends up to {SCALE_SEARCH_STEPS} finding its level at the start; "
+                             "more, or skips later in the run, mean gradients overflow)")
     if len(used) >= 4:
         half = len(used) // 2
         a, b = statistics.median(used[:half]), statistics.median(used[half:])
