@@ -299,6 +299,8 @@ def read_runs_csv(path: Path) -> list[dict[str, str]]:
                              f"{len(row) - 1 + len(extra)} cells; a comma inside a value needs "
                              "quotes)")
     need = {"model", "gpu", "gpus", "seq_len", "global_batch", "step_s"}
+    if rows and "log" in rows[0]:        # the step time read from a log (calibinputs)
+        need = (need - {"step_s"}) | {"log"}
     if not rows or not need <= set(rows[0]):
         found = ", ".join(str(k) for k in (rows[0] if rows else {})) or "none"
         raise InputError("runs", str(p), f"a CSV with columns {', '.join(sorted(need))} "

@@ -64,10 +64,12 @@ def plan_of(job_file, model, gpu, gpus, seq_len, global_batch, sets) -> Any:
     return predict(cfg) if cfg is not None else None
 
 
-def calibrate_runs(runs_csv: Path, framework: str, boot: int, out: Optional[Path],
-                   force: bool = False) -> dict[str, Any]:
-    """Fit the step-time factors on the measured runs of a CSV (written to ``out`` if given;
-    a bad ``out`` fails before the fit, an existing one is replaced only with ``force``)."""
+def calibrate_runs(runs_csv: Path | list[dict[str, str]], framework: str, boot: int,
+                   out: Optional[Path], force: bool = False) -> dict[str, Any]:
+    """Fit the step-time factors on the measured runs of a CSV, or on rows already read
+    (:func:`trainplan.diagnose.calibinputs.runs_rows`: logs and run directories), written to
+    ``out`` if given; a bad ``out`` fails before the fit, an existing one is replaced only
+    with ``force``."""
     from trainplan.diagnose.calibrate import (
         Run,
         calibrate,
@@ -83,7 +85,8 @@ def calibrate_runs(runs_csv: Path, framework: str, boot: int, out: Optional[Path
         from trainplan.export.write import check_target
         check_target(out, force=force, what="--out")
     runs, bases, gpu_ids = [], set(), set()
-    for i, row in enumerate(read_runs_csv(runs_csv), start=2):
+    rows = runs_csv if isinstance(runs_csv, list) else read_runs_csv(runs_csv)
+    for i, row in enumerate(rows, start=2):
         try:
             step = float(_cell(row, i, "step_s"))
         except (TypeError, ValueError):
@@ -116,6 +119,8 @@ def calibrate_runs(runs_csv: Path, framework: str, boot: int, out: Optional[Path
         raise InputError("runs.framework", sorted(bases), "runs of one framework")
     cal = calibrate(runs, framework, boot, base_framework=next(iter(bases), None),
                     gpu_id=next(iter(gpu_ids), None))
+    from trainplan.diagnose.plausible import plausibility_warnings
+    cal["warnings"] = plausibility_warnings(runs, cal["factors"]) + cal["warnings"]
     if out:
         write(cal, out, force)
     return cal

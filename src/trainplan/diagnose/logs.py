@@ -1,19 +1,21 @@
 """Step time, throughput, loss and loss scale from training logs.
 
-Line formats (each framework's own logging code):
+Line formats read without a user pattern are the table of :mod:`trainplan.diagnose.logformats`
+(Megatron-LM, torchtitan, nanoGPT, modded-nanogpt, llama2.c, lingua, NeMo 1 and 2, DeepSpeed's
+engine, throughput and pipeline lines, MLX-LM, TensorFlow, tinygrad, tqdm bars), each row naming
+the logging code it follows. Read here besides:
 
-* Megatron-LM ``megatron/training/training.py::training_log``: "iteration N/ M | ... elapsed time
-  per iteration (ms): T | throughput per GPU (TFLOP/s/GPU): F | ... lm loss: L | loss scale: S |
-  ... number of skipped iterations: K"; its CI golden-value JSON ("lm loss", "iteration-time").
-* torchtitan ``torchtitan/train.py`` metrics line: "step: N loss: L ... tps: X tflops: F mfu: M%".
-* NeMo / Lightning progress bar: "train_step_timing in s=T", "reduced_train_loss=L", "global_step=N".
-* DeepSpeed ``deepspeed/runtime/engine.py``: "step=N, skipped=K, lr=..."; the throughput timer
-  "SamplesPerSec=..."; fp16 "Overflow detected. Skipping step. Attempted loss scale: A, reducing
-  to B"; scripts' "Avg Iteration Time: Ts".
+* DeepSpeed fp16 "Overflow detected. Skipping step. Attempted loss scale: A, reducing to B" and
+  scripts' "Avg Iteration Time: Ts";
 * HF Trainer ``transformers/trainer.py::log``: "{'loss': L, 'grad_norm': ..., 'epoch': E}" and
-  the final "{'train_runtime': R, ..., 'train_steps_per_second': S}".
+  the final "{'train_runtime': R, ..., 'train_steps_per_second': S}" with the run's optimizer
+  steps ("TrainOutput(global_step=N", ms-swift's "'global_step/max_steps': 'N/M'");
+* Megatron-LM's CI golden-value JSON; TensorBoard event files and W&B CSV exports
+  (:mod:`trainplan.diagnose.logevents`);
 * any other: a user regular expression with named groups ``step``, ``step_s`` or ``step_ms``,
   ``loss``.
+
+The summary (warm-up, step-time source, warnings) is :mod:`trainplan.diagnose.logsummary`.
 """
 
 from __future__ import annotations
@@ -21,11 +23,11 @@ from __future__ import annotations
 import ast
 import math
 import re
-import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from trainplan.diagnose.logsummary import fp16_advice, summarize  # noqa: F401  (re-exported)
 from trainplan.diagnose.text import strip_terminal
 from trainplan.errors import InputError
 
@@ -61,6 +63,13 @@ class Step:
     tflops_per_gpu: float | None = None
     tokens_per_s: float | None = None
     mfu: float | None = None
+    t: float | None = None              # the line's timestamp (POSIX seconds)
+    fmt: str = ""                        # the format that read it
+    cum_s: float | None = None          # cumulative training time (modded-nanogpt)
+    skipped_iv: int | None = None       # steps skipped in the logging interval (Megatron)
+    nan_iv: int | None = None           # NaN steps in the logging interval (Megatron)
+    loss_nonfinite: bool = False        # the loss was printed as nan or inf
+    total: int | None = None            # the run's planned steps, where the line says
 
 
 @dataclass
@@ -70,31 +79,16 @@ class LogReport:
     overflows: int = 0
     scale_drops: list[tuple[float, float]] = field(default_factory=list)
     train_runtime_s: float | None = None
+    train_steps: int | None = None       # HF Trainer's global steps, where the log says
 
 
-_MEG = re.compile(r"iteration\s+(\d+)\s*/\s*\d+\s*\|")
-_MEG_F = {"step_ms": rf"elapsed time per iteration \(ms\):\s*{NUM}", "loss": rf"lm loss:\s*{NUM}",
-          "loss_scale": rf"loss scale:\s*{NUM}", "skipped": rf"number of skipped iterations:\s*{NUM}",
-          "tflops": rf"\(TFLOP/s/GPU\):\s*{NUM}"}
-_TITAN = re.compile(rf"step:\s*(\d+)\s+loss:\s*{NUM}")
-_TITAN_F = {"tps": rf"tps:\s*{NUM}", "tflops": rf"tflops:\s*{NUM}", "mfu": rf"mfu:\s*{NUM}%"}
-_NEMO = re.compile(rf"train_step_timing in s\s*=\s*{NUM}")
-_NEMO_F = {"loss": rf"reduced_train_loss\s*=\s*{NUM}", "step": rf"global_step\s*=\s*{NUM}"}
-_DS_STEP = re.compile(r"\bstep=(\d+), skipped=(\d+)")
 _DS_OVF = re.compile(rf"Attempted loss scale:\s*{NUM},\s*reducing to\s*{NUM}")
 _DS_AVG = re.compile(rf"Avg Iteration Time:\s*{NUM}\s*s")
 # (no braces inside: HF Trainer's dicts are flat, and the scan stops at the next "{", so many
 # "{'loss'" without a closing brace cost linear, not quadratic, time)
 _HF = re.compile(r"\{['\"](?:loss|train_runtime)['\"][^{}]*\}")
-
-
-def _fields(line: str, pats: dict[str, str]) -> dict[str, float]:
-    out = {}
-    for k, p in pats.items():
-        m = re.search(p, line)
-        if m:
-            out[k] = _f(m.group(1))
-    return out
+_HF_STEPS = re.compile(r"TrainOutput\(global_step=(\d+)|'global_step/max_steps': '(\d+)/\d+'")
+_NONFINITE = re.compile(r"(?<![\w'\"])-?(?:nan|inf)(?![\w'\"])", re.I)
 
 
 def _user_regex(user_regex: str | None) -> re.Pattern[str] | None:
@@ -131,11 +125,81 @@ def _user_step(g: dict[str, str | None]) -> Step | None:
                 loss=_f(str(g["loss"]), "regex group loss") if g.get("loss") else None)
 
 
+def _opt(g: dict[str, str], k: str, scale: float = 1.0) -> float | None:
+    """The named group ``k`` as a finite number times ``scale``, else None (absent, or a
+    number that does not parse: a format's field is read, never trusted)."""
+    v = g.get(k)
+    if v is None:
+        return None
+    x = _num(v.replace(",", ""))
+    return None if x is None else x * scale
+
+
+def _int(g: dict[str, str], k: str) -> int | None:
+    x = _opt(g, k)
+    return int(x) if x is not None and x.is_integer() and 0 <= x <= 2**53 else None
+
+
+def step_of(name: str, g: dict[str, str], t: float | None) -> Step:
+    """A :class:`Step` from a format's named groups (:mod:`trainplan.diagnose.logformats`)."""
+    step_s = _opt(g, "step_s") or _opt(g, "step_ms", 1e-3) or _opt(g, "rate_s")
+    if step_s is None and (hz := _opt(g, "rate_hz")):
+        step_s = 1.0 / hz
+    loss_txt = g.get("loss")
+    bad = loss_txt is not None and _NONFINITE.fullmatch(loss_txt.strip()) is not None
+    mfu = _opt(g, "mfu", 0.01)
+    return Step(step=_int(g, "step"), step_s=step_s or None, loss=None if bad else _opt(g, "loss"),
+                loss_scale=_opt(g, "loss_scale"), skipped_total=_int(g, "skipped"),
+                tflops_per_gpu=_opt(g, "tflops"), tokens_per_s=_opt(g, "tps") or _opt(g, "wps"),
+                mfu=mfu, t=t, fmt=name, cum_s=_opt(g, "cum_ms", 1e-3),
+                skipped_iv=_int(g, "skipped_iv"), nan_iv=_int(g, "nan_iv"),
+                loss_nonfinite=bad, total=_int(g, "total"))
+
+
+def _hf_line(rep: LogReport, text: str, hf_logged: int) -> int:
+    """HF Trainer's logged dict (``{'loss': ...}`` or the final ``{'train_runtime': ...}``);
+    bare nan/inf (a diverged run logs ``'grad_norm': nan``) are read as not-a-number."""
+    try:
+        d = ast.literal_eval(_NONFINITE.sub("None", text))
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return hf_logged
+    if not isinstance(d, dict):
+        return hf_logged
+    rep.framework = "HF Trainer"
+    if "train_runtime" in d:
+        rep.train_runtime_s = _num(d["train_runtime"])
+        sps = _num(d.get("train_steps_per_second"))
+        if sps:
+            rep.steps.append(Step(step_s=1.0 / sps, fmt="HF Trainer"))
+    elif "loss" in d:
+        hf_logged += 1
+        loss = _num(d["loss"])
+        rep.steps.append(Step(step=hf_logged, loss=loss, fmt="HF Trainer",
+                              loss_nonfinite=d["loss"] is None))
+    return hf_logged
+
+
+def _add_step(rep: LogReport, seen: set[tuple[str, int]], fm: Any, t: float | None) -> None:
+    """The step of a format's match, once per step number (every rank prints each step); a
+    progress bar or throughput line names the framework only when nothing else did."""
+    fmt, g = fm
+    st = step_of(fmt.name, g, t)
+    if st.step is not None and fmt.dedupe:
+        if (fmt.name, st.step) in seen:
+            return
+        seen.add((fmt.name, st.step))
+    if rep.framework in ("unknown", "DeepSpeed throughput", "tqdm") or \
+            fmt.name not in ("DeepSpeed throughput", "tqdm"):
+        rep.framework = fmt.name
+    rep.steps.append(st)
+
+
 def parse_lines(lines: Iterable[str], rx: re.Pattern[str] | None = None,
                 source: str = "log") -> LogReport:
     """All step lines among ``lines`` (see :func:`parse_text`)."""
+    from trainplan.diagnose.logformats import match, timestamp
     rep = LogReport(framework="unknown")
-    seen_titan: set[int] = set()
+    seen: set[tuple[str, int]] = set()
     hf_logged = 0
     for line in lines:
         line = strip_terminal(line)  # torchtitan colours the fields of its metrics line
@@ -145,57 +209,26 @@ def parse_lines(lines: Iterable[str], rx: re.Pattern[str] | None = None,
                 rep.steps.append(st)
                 rep.framework = "user regex"
             continue
-        if (m := _MEG.search(line)) and "elapsed time per iteration" in line:
-            f = _fields(line, _MEG_F)
-            rep.framework = "Megatron-LM"
-            rep.steps.append(Step(step=int(m.group(1)), step_s=f.get("step_ms", 0) / 1000 or None,
-                                  loss=f.get("loss"), loss_scale=f.get("loss_scale"),
-                                  skipped_total=int(f["skipped"]) if "skipped" in f else None,
-                                  tflops_per_gpu=f.get("tflops")))
-        elif (m := _TITAN.search(line)):
-            n = int(m.group(1))
-            if n in seen_titan:  # the same step printed by every rank
-                continue
-            seen_titan.add(n)
-            f = _fields(line, _TITAN_F)
-            rep.framework = "torchtitan"
-            rep.steps.append(Step(step=n, loss=_f(m.group(2)), tokens_per_s=f.get("tps"),
-                                  tflops_per_gpu=f.get("tflops"),
-                                  mfu=f["mfu"] / 100 if "mfu" in f else None))
-        elif (m := _NEMO.search(line)):
-            f = _fields(line, _NEMO_F)
-            rep.framework = "NeMo"
-            rep.steps.append(Step(step=int(f["step"]) if "step" in f else None,
-                                  step_s=_f(m.group(1)), loss=f.get("loss")))
-        elif (m := _DS_OVF.search(line)):
+        if (m := _DS_OVF.search(line)):
             rep.framework = "DeepSpeed"
             rep.overflows += 1
             rep.scale_drops.append((_f(m.group(1)), _f(m.group(2))))
-        elif (m := _DS_STEP.search(line)):
-            rep.framework = "DeepSpeed"
-            rep.steps.append(Step(step=int(m.group(1)), skipped_total=int(m.group(2))))
+        elif (m := _HF.search(line)):
+            hf_logged = _hf_line(rep, m.group(0), hf_logged)
+            if (fm := match(line[:m.start()])) is not None:     # a progress bar before it
+                _add_step(rep, seen, fm, timestamp(line))
+        elif (fm := match(line)) is not None:
+            _add_step(rep, seen, fm, timestamp(line))
         elif (m := _DS_AVG.search(line)):
             rep.framework = "DeepSpeed"
-            rep.steps.append(Step(step_s=_f(m.group(1))))
-        elif (m := _HF.search(line)):
-            try:
-                d = ast.literal_eval(m.group(0))
-            except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-                continue
-            if not isinstance(d, dict):
-                continue
-            rep.framework = "HF Trainer"
-            if "train_runtime" in d:
-                rep.train_runtime_s = _num(d["train_runtime"])
-                sps = _num(d.get("train_steps_per_second"))
-                if sps:
-                    rep.steps.append(Step(step_s=1.0 / sps))
-            elif "loss" in d:
-                hf_logged += 1
-                rep.steps.append(Step(step=hf_logged, loss=_num(d["loss"])))
-    if not any(s.step_s or s.tokens_per_s or s.loss is not None for s in rep.steps):
-        raise InputError("log", source, "a training log with step lines of Megatron-LM, "
-                         "NeMo, torchtitan, DeepSpeed or HF Trainer (or give --regex)")
+            rep.steps.append(Step(step_s=_f(m.group(1)), fmt="DeepSpeed"))
+        if (m := _HF_STEPS.search(line)):
+            rep.train_steps = int(m.group(1) or m.group(2))
+    if not any(s.step_s or s.tokens_per_s or s.loss is not None or s.t is not None
+               or s.cum_s is not None or s.loss_nonfinite for s in rep.steps):
+        raise InputError("log", source, "a training log with step lines of Megatron-LM, NeMo, "
+                         "torchtitan, DeepSpeed, HF Trainer, nanoGPT, modded-nanogpt, lingua, "
+                         "MLX-LM, TensorFlow or a tqdm progress bar (or give --regex)")
     return rep
 
 
@@ -260,6 +293,12 @@ def read_log(path: Path, user_regex: str | None = None) -> LogReport:
     from trainplan.io.structured import parse_json
     p = Path(path)
     rx = _user_regex(user_regex)
+    from trainplan.diagnose.logevents import read_export
+    if rx is None and (pairs := read_export(p)) is not None:
+        kind = "TensorBoard" if "tfevents" in p.name else "W&B CSV"
+        if not pairs:
+            raise InputError("log", str(p), f"a {kind} export with steps and times")
+        return LogReport(framework=kind, steps=[Step(step=n, t=t, fmt=kind) for n, t in pairs])
     if p.suffix == ".json":
         with open_stream("log", p, "log", text=True, errors="replace") as fh:
             golden = fh.read(1 << 12).lstrip().startswith("{")
@@ -268,57 +307,3 @@ def read_log(path: Path, user_regex: str | None = None) -> LogReport:
             return parse_golden(parse_json("log", str(p), text), str(p))
     with open_stream("log", p, "log", text=True, errors="replace") as fh:
         return parse_lines(_lines(fh, [0]), rx, str(p))
-
-
-def summarize(rep: LogReport, warmup: int = 2) -> dict[str, Any]:
-    """Median step time after warm-up, loss trend, loss-scale history and fp16 advice."""
-    timed = [s.step_s for s in rep.steps if s.step_s]
-    timed_used = timed[warmup:] if len(timed) > warmup + 2 else timed
-    tps = [s.tokens_per_s for s in rep.steps if s.tokens_per_s]
-    tflops = [s.tflops_per_gpu for s in rep.steps if s.tflops_per_gpu]
-    mfus = [s.mfu for s in rep.steps if s.mfu]
-    losses = [s.loss for s in rep.steps if s.loss is not None]
-    scales = [s.loss_scale for s in rep.steps if s.loss_scale is not None]
-    skipped = max([s.skipped_total for s in rep.steps if s.skipped_total is not None], default=0)
-    out: dict[str, Any] = {
-        "framework": rep.framework, "step_lines": len(rep.steps),
-        "step_s_median": statistics.median(timed_used) if timed_used else None,
-        "step_s_first": timed[0] if timed else None, "step_s_last": timed[-1] if timed else None,
-        "tokens_per_s_median": statistics.median(tps[1:] or tps) if tps else None,
-        # what the framework itself logged (its own FLOPs convention)
-        "logged_tflops_per_gpu_median": statistics.median(tflops[1:] or tflops) if tflops else None,
-        "logged_mfu_median": statistics.median(mfus[1:] or mfus) if mfus else None,
-        "loss_first": losses[0] if losses else None, "loss_last": losses[-1] if losses else None,
-        "loss_scale_min": min(scales) if scales else None,
-        "loss_scale_max": max(scales) if scales else None,
-        "skipped_steps": max(skipped, rep.overflows), "advice": fp16_advice(rep, scales, skipped)}
-    if timed_used and len(timed_used) >= 4:
-        half = len(timed_used) // 2
-        a, b = statistics.median(timed_used[:half]), statistics.median(timed_used[half:])
-        if b > 1.2 * a:
-            out["advice"].append(f"step time grows during the run ({a:.2f} s -> {b:.2f} s): look "
-                                 "for memory growth, data-loader stalls or thermal throttling")
-    return out
-
-
-def fp16_advice(rep: LogReport, scales: list[float], skipped: int) -> list[str]:
-    """Mixed-precision advice from the loss-scale history (dynamic loss scaling: Micikevicius et
-    al. 2018, "Mixed Precision Training", section 3.2; PyTorch GradScaler init_scale 2**16)."""
-    adv = []
-    drops = list(rep.scale_drops)
-    drops += [(a, b) for a, b in zip(scales, scales[1:]) if b < a]
-    dynamic = any(s > 1 for s in scales) or bool(rep.scale_drops)
-    if not dynamic:
-        return adv
-    final = (rep.scale_drops[-1][1] if rep.scale_drops else None) or (scales[-1] if scales else None)
-    if skipped or rep.overflows:
-        adv.append(f"{max(skipped, rep.overflows)} steps skipped on fp16 overflow: a few at the start "
-                   "are the loss scale finding its level; many later mean gradients overflow")
-    if final is not None and final <= 1.0:
-        adv.append("the fp16 loss scale collapsed to <= 1: gradients underflow and training "
-                   "stalls. Use bf16 where the GPU has it (A100, H100 and later); otherwise keep "
-                   "softmax, norms and the loss in fp32 and lower the learning rate")
-    elif len(drops) >= 5:
-        adv.append(f"the loss scale dropped {len(drops)} times: start it lower (e.g. 2**12 instead "
-                   "of 2**16 or 2**32) and raise the growth interval, or switch to bf16")
-    return adv
