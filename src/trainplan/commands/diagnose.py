@@ -58,7 +58,8 @@ def oom(
         render_oom(r)
         return
     from trainplan.diagnose.oom import read_artifact
-    from trainplan.diagnose.oomplan import diagnose, measured_only
+    from trainplan.diagnose.oomplan import measured_only
+    from trainplan.diagnose.oomreport import diagnose
     from trainplan.diagnose.jobs import job_config
     meas = read_artifact(artifact)
     cfg = job_config(job_file, model, o.gpu_of(gpu, gpu_file), gpus, seq_len, global_batch, sets or [])

@@ -30,7 +30,7 @@ _EXPORTS: dict[str, str] = {
     "excess_over_plan": "oomplan",
     "fragmentation_cause": "oomplan",
     "measured_only": "oomplan",
-    "diagnose": "oomplan",
+    "diagnose": "oomreport",
     "LogReport": "logs",
     "parse_text": "logs",
     "parse_golden": "logs",

@@ -23,10 +23,10 @@ from __future__ import annotations
 import ast
 import math
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from trainplan.diagnose.logrecords import LogReport, Step
 from trainplan.diagnose.logsummary import fp16_advice, summarize  # noqa: F401  (re-exported)
 from trainplan.diagnose.text import strip_terminal
 from trainplan.errors import InputError
@@ -51,35 +51,6 @@ def _f(x: str, field: str = "log number") -> float:
 #: characters and HF Trainer's dict lines a few hundred; progress-bar redraws ("\r") are split
 #: into lines. Longer lines are skipped (counted), which also bounds every regex's work per line.
 MAX_LINE = 1 << 16
-
-
-@dataclass
-class Step:
-    step: int | None = None
-    step_s: float | None = None
-    loss: float | None = None
-    loss_scale: float | None = None
-    skipped_total: int | None = None
-    tflops_per_gpu: float | None = None
-    tokens_per_s: float | None = None
-    mfu: float | None = None
-    t: float | None = None              # the line's timestamp (POSIX seconds)
-    fmt: str = ""                        # the format that read it
-    cum_s: float | None = None          # cumulative training time (modded-nanogpt)
-    skipped_iv: int | None = None       # steps skipped in the logging interval (Megatron)
-    nan_iv: int | None = None           # NaN steps in the logging interval (Megatron)
-    loss_nonfinite: bool = False        # the loss was printed as nan or inf
-    total: int | None = None            # the run's planned steps, where the line says
-
-
-@dataclass
-class LogReport:
-    framework: str
-    steps: list[Step] = field(default_factory=list)
-    overflows: int = 0
-    scale_drops: list[tuple[float, float]] = field(default_factory=list)
-    train_runtime_s: float | None = None
-    train_steps: int | None = None       # HF Trainer's global steps, where the log says
 
 
 _DS_OVF = re.compile(rf"Attempted loss scale:\s*{NUM},\s*reducing to\s*{NUM}")

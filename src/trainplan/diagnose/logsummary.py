@@ -21,10 +21,9 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from trainplan.diagnose.logs import LogReport, Step
+from trainplan.diagnose.logrecords import LogReport, Step
 
 #: timed steps from which two, not one, leading steps are dropped as warm-up
 LONG_LOG = 10

@@ -195,7 +195,7 @@ def diagnose_run(paths: list[Path], model: Any = None, gpu: str | Path | None = 
                  sets: list[str] | None = None) -> dict[str, Any]:
     """The diagnosis of a run from its files (and the flags that fill what they lack)."""
     from trainplan.diagnose.oom import Measured, read_artifact
-    from trainplan.diagnose.oomplan import diagnose
+    from trainplan.diagnose.oomreport import diagnose
     run = collect(paths)
     meas = read_artifact(run["oom"]) if run["oom"] else Measured(source="no OOM paste", oom=False)
     if not (run["settings"] or run["model"] or model or seq_len or sets) and run["oom"]:

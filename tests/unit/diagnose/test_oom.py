@@ -7,7 +7,8 @@ from typer.testing import CliRunner
 
 from trainplan.cli import app
 from trainplan.diagnose.oom import parse_message, parse_snapshot, parse_summary, read_artifact, safe_load
-from trainplan.diagnose.oomplan import Config, diagnose
+from trainplan.diagnose.oomplan import Config
+from trainplan.diagnose.oomreport import diagnose
 from trainplan.errors import InputError
 
 from pathlib import Path

@@ -7,7 +7,8 @@ from trainplan.cli import app
 from trainplan.diagnose.oom import parse_message
 from trainplan.diagnose.oomcheck import weights_copy
 from trainplan.diagnose.oomfixes import smaller_model
-from trainplan.diagnose.oomplan import Config, diagnose, predict
+from trainplan.diagnose.oomplan import Config, predict
+from trainplan.diagnose.oomreport import diagnose
 
 MSG = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB. GPU 0 has a "
        "total capacity of 79.10 GiB of which 200.00 MiB is free. Including non-PyTorch memory, "
