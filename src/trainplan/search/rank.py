@@ -250,7 +250,8 @@ def margin_lines(sw: Sweep, feasible: np.ndarray, winner: Estimate, objective: s
     ratio is the same for every candidate (one framework and precision), so that layout is the
     objective's best among those meeting the limits divided by the ratio."""
     a = winner.accuracy
-    if a is None or (deadline_days is None and budget_usd is None) or a.step_ratio_high <= 1.0:
+    if a is None or (deadline_days is None and budget_usd is None) \
+            or a.step_ratio_high is None or a.step_ratio_high <= 1.0:
         return []
     hi, t = a.step_ratio_high, winner.totals
     over = []
