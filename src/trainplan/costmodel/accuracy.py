@@ -251,7 +251,7 @@ def _own(fw, step_s: float, wall_days: float | None, cost: float | None,
     n = int(own["runs"])
     k = iv.conformal_rank(len(scores), coverage)
     why = "" if k else (f"{n} leave-one-out runs: a finite {coverage:.0%} conformal interval "
-                        f"needs {math.ceil(coverage / (1 - coverage))}")
+                        f"needs {iv.min_runs(coverage)}")
     med = own.get("ratio_median", math.exp(statistics.median(scores)) if scores else 1.0)
     return Accuracy(kind="own", family=fw.id, precision="all", runs=n,
                     median_abs_error=own["median_abs"], max_abs_error=own["max_abs"],

@@ -53,6 +53,15 @@ def conformal_rank(n: int, level: float) -> int | None:
     return k if 1 <= k <= n else None
 
 
+def min_runs(level: float) -> int:
+    """The fewest runs with a finite conformal quantile at ``level`` (4 for 80%: (n + 1) 0.8
+    <= n)."""
+    n = 1
+    while conformal_rank(n, level) is None:
+        n += 1
+    return n
+
+
 def half_width(scores: Sequence[float], coverage: float) -> float:
     """``q`` of the symmetric interval ``predicted x exp(+-q)`` at ``coverage``: the conformal
     quantile of ``|s|``; ``inf`` where the runs are too few."""

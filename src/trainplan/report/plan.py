@@ -15,6 +15,33 @@ def _counts(counts: list[int]) -> str:
 _RIGHT = ("#", "n", "GiB (free)", "step s", "tok/s", "MFU", "days", "GPU-h", "cost $")
 
 
+def interval_cell(e) -> str:
+    """The estimate's interval as a table cell: wall-clock days when the run has totals, else
+    the step in seconds; an unvalidated regime is marked with '!'."""
+    a = e.accuracy
+    if a is None:
+        return "none"
+    mark = "" if a.validated else " !"
+    if a.step_ratio_low is None:
+        return "unbounded" + mark
+    if a.wall_clock_days_low is not None:
+        return f"{a.wall_clock_days_low:.1f}-{a.wall_clock_days_high:.1f} d{mark}"
+    return f"{a.step_s_low:.3g}-{a.step_s_high:.3g} s{mark}"
+
+
+def _quantile_column(result) -> tuple[str, str, str] | None:
+    """(header, top_quantile key, format) of the column the ranking quantile fills."""
+    q = result.uncertainty.quantile
+    if q is None:
+        return None
+    p = f"P{q * 100:g}"
+    if result.objective == "cheapest":
+        return f"{p} cost $", "cost_usd", ",.0f"
+    if result.top and result.top[0].totals.wall_clock_days is not None:
+        return f"{p} days", "wall_clock_days", ".1f"
+    return f"{p} step s", "step_s", ".3g"
+
+
 def render(result, console=None) -> None:
     """The plan's tables and lines on stdout, or on ``console`` (a rich Console; the files
     written are confirmed on stderr by the command: :func:`trainplan.report.echo.confirm`)."""
@@ -32,16 +59,29 @@ def render(result, console=None) -> None:
             + (f"  ({cons})" if cons else ""), highlight=False)
     many_gpus = len(result.gpu_ids) > 1
     many_counts = len(result.gpu_counts) > 1
+    unc = result.uncertainty
+    qcol = _quantile_column(result)
     cols = ["layout"] + (["GPU"] if many_gpus else []) + (["n"] if many_counts else []) \
-        + ["GiB (free)", "step s", "tok/s", "MFU", "days", "GPU-h", "cost $"]
+        + ["GiB (free)", "step s", "tok/s", "MFU", "days", f"{unc.coverage:.0%} interval",
+           "GPU-h", "cost $"] + ([qcol[0]] if qcol else [])
     rows = []
     for i, (e, gid) in enumerate(zip(result.top, result.top_gpu_ids), 1):
         rows.append([f"{i}. {e.layout}"] + ([gid] if many_gpus else []) + ([str(e.gpus)] if many_counts else [])
                     + [f"{e.memory.total_gib:.1f} ({e.memory.headroom_gib:.1f})", f"{e.time.step_s:.3g}",
                        num(e.tokens_per_s), f"{e.mfu:.1%}", num(e.totals.wall_clock_days, ".1f"),
-                       num(e.totals.gpu_hours), num(e.totals.cost_usd)])
-    print_rows(f"Top {len(result.top)} layouts", cols, rows, console=c, right=_RIGHT, simple=True)
-    c.print(f"[bold]Winner[/bold] [cyan]{w.layout}[/cyan] on {w.gpus}x {w.gpu} ({w.zero_name}); "
+                       interval_cell(e), num(e.totals.gpu_hours), num(e.totals.cost_usd)]
+                    + ([num(result.top_quantile[i - 1].get(qcol[1]), qcol[2])] if qcol else []))
+    print_rows(f"Top {len(result.top)} layouts", cols, rows, console=c,
+               right=(*_RIGHT, *([qcol[0]] if qcol else [])), simple=True)
+    if qcol:
+        c.print(f"ranked by {qcol[0].rsplit(' ', 1)[0]} (one-sided split conformal bound over the "
+                "validation runs of each layout's regime; an unvalidated regime ranks last; "
+                "docs/intervals.md)", markup=False, highlight=False)
+    if any(e.accuracy is not None and not e.accuracy.validated for e in result.top):
+        c.print("! interval from a regime with no validation run of this GPU architecture, "
+                "precision or model size (see the winner's validation line)", markup=False,
+                highlight=False)
+        c.print(f"[bold]Winner[/bold] [cyan]{w.layout}[/cyan] on {w.gpus}x {w.gpu} ({w.zero_name}); "
             f"[bold]binds:[/bold] {result.binding}", highlight=False)
     for line in result.explanation:
         c.print(f"  - {line}", markup=False)
