@@ -203,7 +203,15 @@ def published_accuracy(fw, precision: str, step_s: float, vision: bool = False,
     builds it from its leave-one-out residuals (``own_validation``), not the published runs,
     which validated the uncalibrated profile; None where neither exists."""
     if fw.step_factors:
-        return _own(fw, step_s, wall_days, cost, gpu_hours, coverage)
+        own = _own(fw, step_s, wall_days, cost, gpu_hours, coverage)
+        base = fw.calibrated_on.get("base")
+        if own is None or own.step_ratio_low is not None or not base:
+            return own
+        from trainplan.spec.framework import get_framework
+        pub = published_accuracy(get_framework(base), precision, step_s, vision, wall_days,
+                                 cost, gpu_hours, arch, params_b, coverage)
+        return own if pub is None else pub.model_copy(update={
+            "regime": f"{pub.regime} (published, kept)", "regime_reason": own.regime_reason})
     data = _data()
     fam = data["families"].get(fw.family) if fw.family else None
     if not fam:

@@ -65,9 +65,13 @@ def plan_of(job_file, model, gpu, gpus, seq_len, global_batch, sets) -> Any:
 
 
 def calibrate_runs(runs_csv: Path, framework: str, boot: int, out: Optional[Path],
-                   force: bool = False) -> dict[str, Any]:
+                   force: bool = False, coverage: float = 0.8) -> dict[str, Any]:
     """Fit the step-time factors on the measured runs of a CSV (written to ``out`` if given;
-    a bad ``out`` fails before the fit, an existing one is replaced only with ``force``)."""
+    a bad ``out`` fails before the fit, an existing one is replaced only with ``force``), with
+    the step-time prediction interval at ``coverage`` before and after (``interval``:
+    diagnose/calibrate_interval.py)."""
+    from trainplan.costmodel.intervals import check_level
+    coverage = check_level(coverage)
     from trainplan.diagnose.calibrate import (
         Run,
         calibrate,
@@ -82,7 +86,7 @@ def calibrate_runs(runs_csv: Path, framework: str, boot: int, out: Optional[Path
     if out:
         from trainplan.export.write import check_target
         check_target(out, force=force, what="--out")
-    runs, bases, gpu_ids = [], set(), set()
+    runs, bases, gpu_ids, regimes = [], set(), set(), set()
     for i, row in enumerate(read_runs_csv(runs_csv), start=2):
         try:
             step = float(_cell(row, i, "step_s"))
@@ -109,6 +113,7 @@ def calibrate_runs(runs_csv: Path, framework: str, boot: int, out: Optional[Path
         bases.add(est.framework)
         from trainplan.catalog.accelerators import resolve_gpu
         gpu_ids.add(resolve_gpu(cfg.gpu).id)
+        regimes.add((est.precision, resolve_gpu(cfg.gpu).arch))
         runs.append(Run(f"line {i}", est.gpu, features(est), step, float(est.time.step_s),
                         mfu_measured=float(est.mfu) * float(est.time.step_s) / step,
                         fits=bool(est.memory.fits)))
@@ -116,6 +121,12 @@ def calibrate_runs(runs_csv: Path, framework: str, boot: int, out: Optional[Path
         raise InputError("runs.framework", sorted(bases), "runs of one framework")
     cal = calibrate(runs, framework, boot, base_framework=next(iter(bases), None),
                     gpu_id=next(iter(gpu_ids), None))
+    if bases:
+        from trainplan.costmodel.accuracy import PRECISION_KEY
+        from trainplan.diagnose.calibrate_interval import before_after
+        prec, arch = sorted(regimes)[0]
+        cal["interval"] = before_after(next(iter(bases)), PRECISION_KEY.get(prec, prec), arch,
+                                       cal.get("loo_errors") or [], coverage)
     if out:
         write(cal, out, force)
     return cal
