@@ -132,8 +132,10 @@ class Accuracy(BaseModel):
         meas = (f", {self.measured_coverage:.0%} measured leaving each source out on "
                 f"{self.measured_runs} runs" if self.measured_coverage is not None else "")
         head = (f"{self.coverage:.0%} interval (split conformal{meas}) from "
-                f"{self.interval_runs} {self.whose}"
-                + (f" ({self.interval_sources} sources)" if self.kind == "published" else ""))
+                + (f"{self.interval_runs} {self.whose} ({self.interval_sources} sources)"
+                   if self.kind == "published" else
+                   f"the leave-one-out residuals of {self.interval_runs} of your calibration "
+                   "runs"))
         if self.step_ratio_low is None or self.step_ratio_high is None:
             body = (f": unbounded, too few runs for {self.coverage:.0%} "
                     f"({self.regime_reason or 'see docs/intervals.md'})")

@@ -264,9 +264,9 @@ def _distinct(sw: Sweep, order: np.ndarray, top: int) -> list[int]:
 
 def margin_lines(sw: Sweep, feasible: np.ndarray, winner: Estimate, objective: str,
                  deadline_days: float | None, budget_usd: float | None) -> list[str]:
-    """What the slow end of the validation (the winner's ``accuracy.step_ratio_high``: the
-    published runs of its framework family, or a calibrated profile's own runs, whose measured
-    step most exceeded the prediction) does to a deadline or budget, and the layout that meets
+    """What the slow end of the winner's prediction interval (``accuracy.step_ratio_high``:
+    split conformal over the published runs of its regime, or a calibrated profile's own runs)
+    does to a deadline or budget, and the layout that meets
     them even there. Wall-clock and cost scale with the step (costmodel/totals.py), and the
     ratio is the same for every candidate (one framework and precision), so that layout is the
     objective's best among those meeting the limits divided by the ratio."""
@@ -280,7 +280,8 @@ def margin_lines(sw: Sweep, feasible: np.ndarray, winner: Estimate, objective: s
         over.append(f"{t.wall_clock_days * hi:.1f} days against the {deadline_days:g}-day deadline")
     if budget_usd is not None and t.cost_usd * hi > budget_usd:
         over.append(f"${t.cost_usd * hi:,.0f} against the ${budget_usd:,.0f} budget")
-    at = f"at the slow end of {a.whose} ({hi:.2f}x the predicted step)"
+    at = (f"at the slow end of the {a.coverage:.0%} interval from {a.whose} ({hi:.2f}x the "
+          "predicted step)")
     if not over:
         return [f"meets the limits even {at}"]
     safe = feasible.copy()
