@@ -188,10 +188,10 @@ def plan_report(result: Any, job: Any = None, cluster: Any = None) -> Report:
         ("layouts evaluated (fit, feasible)", f"{result.candidates_evaluated:,} "
          f"({result.candidates_fit:,}, {result.candidates_feasible:,})")]
     r.inputs += [(f"skipped {k}", v) for k, v in getattr(result, "skipped_gpus", {}).items()]
-    from trainplan.report.plan import _quantile_column, interval_cell
-    unc, qcol = result.uncertainty, _quantile_column(result)
+    from trainplan.report.plan import _quantile_column, interval_cell, interval_header
+    qcol = _quantile_column(result)
     top = Table("Recommendation and runners-up", ["#", "GPU", "n", "layout", "GiB (free)", "step s",
-                                                  "MFU", "days", f"{unc.coverage:.0%} interval",
+                                                  "MFU", "days", interval_header(result),
                                                   "GPU-h", "cost $"]
                 + ([qcol[0]] if qcol else []), [])
     for i, (e, gid) in enumerate(zip(result.top, result.top_gpu_ids), 1):

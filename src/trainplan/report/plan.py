@@ -12,12 +12,13 @@ def _counts(counts: list[int]) -> str:
     return str(counts[0]) if len(counts) == 1 else f"{counts[0]}..{counts[-1]} ({len(counts)} counts)"
 
 
-_RIGHT = ("#", "n", "GiB (free)", "step s", "tok/s", "MFU", "days", "GPU-h", "cost $")
+_RIGHT = ("#", "n", "GiB (free)", "step s", "tok/s", "MFU", "days", "GPU-h", "cost $",
+          "days 80%", "step s 80%")
 
 
 def interval_cell(e) -> str:
     """The estimate's interval as a table cell: wall-clock days when the run has totals, else
-    the step in seconds; an unvalidated regime is marked with '!'."""
+    the step in seconds (the column header says which); an unvalidated regime is marked '!'."""
     a = e.accuracy
     if a is None:
         return "none"
@@ -25,8 +26,14 @@ def interval_cell(e) -> str:
     if a.step_ratio_low is None:
         return "unbounded" + mark
     if a.wall_clock_days_low is not None:
-        return f"{a.wall_clock_days_low:.1f}-{a.wall_clock_days_high:.1f} d{mark}"
-    return f"{a.step_s_low:.3g}-{a.step_s_high:.3g} s{mark}"
+        return f"{a.wall_clock_days_low:.3g}-{a.wall_clock_days_high:.3g}{mark}"
+    return f"{a.step_s_low:.3g}-{a.step_s_high:.3g}{mark}"
+
+
+def interval_header(result) -> str:
+    """'days 80%' (or 'step 80%' without totals): the column of :func:`interval_cell`."""
+    has_totals = bool(result.top) and result.top[0].totals.wall_clock_days is not None
+    return f"{'days' if has_totals else 'step s'} {result.uncertainty.coverage:.0%}"
 
 
 def _quantile_column(result) -> tuple[str, str, str] | None:
@@ -62,7 +69,7 @@ def render(result, console=None) -> None:
     unc = result.uncertainty
     qcol = _quantile_column(result)
     cols = ["layout"] + (["GPU"] if many_gpus else []) + (["n"] if many_counts else []) \
-        + ["GiB (free)", "step s", "tok/s", "MFU", "days", f"{unc.coverage:.0%} interval",
+        + ["GiB (free)", "step s", "tok/s", "MFU", "days", interval_header(result),
            "GPU-h", "cost $"] + ([qcol[0]] if qcol else [])
     rows = []
     for i, (e, gid) in enumerate(zip(result.top, result.top_gpu_ids), 1):
@@ -74,14 +81,16 @@ def render(result, console=None) -> None:
     print_rows(f"Top {len(result.top)} layouts", cols, rows, console=c,
                right=(*_RIGHT, *([qcol[0]] if qcol else [])), simple=True)
     if qcol:
-        c.print(f"ranked by {qcol[0].rsplit(' ', 1)[0]} (one-sided split conformal bound over the "
+        what = "cost" if qcol[1] == "cost_usd" else "wall-clock" if qcol[1] == "wall_clock_days" \
+            else "step time"
+        c.print(f"ranked by P{unc.quantile * 100:g} {what} (one-sided split conformal bound over the "
                 "validation runs of each layout's regime; an unvalidated regime ranks last; "
                 "docs/intervals.md)", markup=False, highlight=False)
     if any(e.accuracy is not None and not e.accuracy.validated for e in result.top):
         c.print("! interval from a regime with no validation run of this GPU architecture, "
                 "precision or model size (see the winner's validation line)", markup=False,
                 highlight=False)
-        c.print(f"[bold]Winner[/bold] [cyan]{w.layout}[/cyan] on {w.gpus}x {w.gpu} ({w.zero_name}); "
+    c.print(f"[bold]Winner[/bold] [cyan]{w.layout}[/cyan] on {w.gpus}x {w.gpu} ({w.zero_name}); "
             f"[bold]binds:[/bold] {result.binding}", highlight=False)
     for line in result.explanation:
         c.print(f"  - {line}", markup=False)

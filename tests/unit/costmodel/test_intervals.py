@@ -78,3 +78,16 @@ def test_a_too_narrow_interval_fails_the_coverage_check():
 def test_a_family_with_two_sources_cannot_be_measured_and_the_check_says_why():
     d = iv.loso(interval_runs(), "DDP/HF Trainer", 0.8)
     assert d["sources"] == 2 and d["unbounded"] > 0
+
+
+def test_json_schema_names_the_interval_fields():
+    from trainplan.commands.schema import job_file_schema
+    from trainplan.costmodel.estimate import Estimate
+    props = Estimate.model_json_schema()["$defs"]["Accuracy"]["properties"]
+    for key in ("coverage", "regime", "regime_reason", "validated", "unvalidated", "method",
+                "measured_coverage", "measured_runs", "log_ratios", "step_s", "step_s_low",
+                "step_s_high", "wall_clock_days_low", "wall_clock_days_high", "gpu_hours_low",
+                "gpu_hours_high", "cost_usd_low", "cost_usd_high"):
+        assert props[key].get("description"), key
+    search = job_file_schema()["properties"]["search"]["properties"]
+    assert {"quantile", "coverage"} <= set(search)
