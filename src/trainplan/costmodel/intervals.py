@@ -89,7 +89,7 @@ def group_for(runs: Sequence[dict[str, Any]], family: str, arch: str,
               [r for r in fam if r["arch"] == arch and r["precision"] == precision]),
              (f"{family}, {precision}", [r for r in fam if r["precision"] == precision]),
              (family, fam))
-    why = []
+    why: list[str] = []
     for label, g in tiers[:2]:
         if len(g) >= MIN_GROUP_RUNS and _sources(g) >= MIN_GROUP_SOURCES:
             return g, label, "; ".join(why)

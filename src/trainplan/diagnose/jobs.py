@@ -70,8 +70,7 @@ def calibrate_runs(runs_csv: Path, framework: str, boot: int, out: Optional[Path
     a bad ``out`` fails before the fit, an existing one is replaced only with ``force``), with
     the step-time prediction interval at ``coverage`` before and after (``interval``:
     diagnose/calibrate_interval.py)."""
-    from trainplan.costmodel.intervals import check_level
-    coverage = check_level(coverage)
+    coverage = _check_level(coverage)
     from trainplan.diagnose.calibrate import (
         Run,
         calibrate,
@@ -122,14 +121,26 @@ def calibrate_runs(runs_csv: Path, framework: str, boot: int, out: Optional[Path
     cal = calibrate(runs, framework, boot, base_framework=next(iter(bases), None),
                     gpu_id=next(iter(gpu_ids), None))
     if bases:
-        from trainplan.costmodel.accuracy import PRECISION_KEY
-        from trainplan.diagnose.calibrate_interval import before_after
-        prec, arch = sorted(regimes)[0]
-        cal["interval"] = before_after(next(iter(bases)), PRECISION_KEY.get(prec, prec), arch,
-                                       cal.get("loo_errors") or [], coverage)
+        cal["interval"] = _interval(cal, next(iter(bases)), sorted(regimes)[0], coverage)
     if out:
         write(cal, out, force)
     return cal
+
+
+def _check_level(coverage: float) -> float:
+    from trainplan.costmodel.intervals import check_level
+    return check_level(coverage)
+
+
+def _interval(cal: dict[str, Any], base: str, regime: tuple[str, str],
+              coverage: float) -> dict[str, Any]:
+    """The step-time interval before and after the calibration (diagnose/calibrate_interval.py)
+    for the runs' framework and (first) precision and GPU architecture."""
+    from trainplan.costmodel.accuracy import PRECISION_KEY
+    from trainplan.diagnose.calibrate_interval import before_after
+    prec, arch = regime
+    return before_after(base, PRECISION_KEY.get(prec, prec), arch, cal.get("loo_errors") or [],
+                        coverage)
 
 
 def _cell(row: dict[str, Any], line: int, key: str) -> Any:

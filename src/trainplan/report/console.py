@@ -53,11 +53,11 @@ def render_estimate(e: Estimate, console: Console | None = None) -> None:
         if v > 0 or k == "compute":
             tt.add_row(k, f"{v:.4g}", f"{v / t.step_s:.1%}")
     tt.add_row("[bold]step[/bold]", f"[bold]{t.step_s:.4g}[/bold]", "100%")
-    if e.accuracy is not None:
-        a = e.accuracy
-        tt.add_row(f"{a.coverage:.0%} interval" + ("" if a.validated else " (unvalidated)"),
-                   "unbounded" if a.step_s_low is None else
-                   f"{a.step_s_low:.4g}-{a.step_s_high:.4g}", a.range_text())
+    ac = e.accuracy
+    if ac is not None:
+        tt.add_row(f"{ac.coverage:.0%} interval" + ("" if ac.validated else " (unvalidated)"),
+                   "unbounded" if ac.step_s_low is None else
+                   f"{ac.step_s_low:.4g}-{ac.step_s_high:.4g}", ac.range_text())
     from rich.columns import Columns
     c.print(Columns([mt, tt]))
     if e.accuracy is not None:
