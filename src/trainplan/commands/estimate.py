@@ -125,7 +125,8 @@ def estimate_command(
     run = estimate_job(data)
     est = run.estimate
     if coverage is not None and est.accuracy is not None:
-        est = est.model_copy(update={"accuracy": est.accuracy.at(coverage)})
+        from trainplan.spec.base import evolve
+        est = evolve(est, accuracy=est.accuracy.at(coverage))
     written: list[str] = []
     if report is not None:
         from trainplan.report.content import estimate_report

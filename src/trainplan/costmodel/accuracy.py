@@ -114,11 +114,11 @@ class Accuracy(BaseModel):
         """The same interval rebuilt for another nominal ``coverage``."""
         c = iv.check_level(coverage)
         m = loso_of(self.family, c) if self.kind == "published" else {}
-        return self.model_copy(update={**_ends(self.log_ratios, c, self.step_s,
-                                               self.wall_clock_days, self.gpu_hours,
-                                               self.cost_usd),
-                                       "coverage": c, "measured_coverage": m.get("coverage"),
-                                       "measured_runs": m.get("n", 0) - m.get("unbounded", 0)})
+        from trainplan.spec.base import evolve
+        return evolve(self, **_ends(self.log_ratios, c, self.step_s, self.wall_clock_days,
+                                    self.gpu_hours, self.cost_usd),
+                      coverage=c, measured_coverage=m.get("coverage"),
+                      measured_runs=m.get("n", 0) - m.get("unbounded", 0))
 
     def range_text(self) -> str:
         """'0.90-1.11x' or 'unbounded'."""
@@ -212,8 +212,9 @@ def published_accuracy(fw, precision: str, step_s: float, vision: bool = False,
         from trainplan.spec.framework import get_framework
         pub = published_accuracy(get_framework(base), precision, step_s, vision, wall_days,
                                  cost, gpu_hours, arch, params_b, coverage)
-        return own if pub is None else pub.model_copy(update={
-            "regime": f"{pub.regime} (published, kept)", "regime_reason": own.regime_reason})
+        from trainplan.spec.base import evolve
+        return own if pub is None else evolve(pub, regime=f"{pub.regime} (published, kept)",
+                                              regime_reason=own.regime_reason)
     data = _data()
     fam = data["families"].get(fw.family) if fw.family else None
     if not fam:

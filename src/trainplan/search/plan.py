@@ -135,7 +135,7 @@ def _at_coverage(e: Any, coverage: float) -> Any:
     """The estimate with its interval at ``coverage`` (built at the default one)."""
     if e.accuracy is None or e.accuracy.coverage == coverage:
         return e
-    return e.model_copy(update={"accuracy": e.accuracy.at(coverage)})
+    return evolve(e, accuracy=e.accuracy.at(coverage))
 
 
 #: Most whole-node counts a "fewest" search adds between two sampled counts (evenly spread).
