@@ -91,3 +91,15 @@ def test_json_schema_names_the_interval_fields():
         assert props[key].get("description"), key
     search = job_file_schema()["properties"]["search"]["properties"]
     assert {"quantile", "coverage"} <= set(search)
+
+
+def test_reports_show_the_interval_table_and_an_unvalidated_regime():
+    from trainplan.report.content import estimate_report
+    from trainplan.services.estimate import estimate
+    e = estimate("llama-3.1-8b", gpu="mi300x", gpus=8, framework="deepspeed", tokens=1e10,
+                 seq_len=4096, global_batch=64)
+    (t,) = [t for t in estimate_report(e).tables if t.title.startswith("Prediction interval")]
+    assert [r[0] for r in t.rows] == ["step s", "wall-clock days", "GPU-hours", "cost $"][:len(t.rows)]
+    assert "UNVALIDATED" in t.rows[0][-1] and "cdna3" in t.rows[0][-1]
+    low, point, high = (float(x.replace(",", "")) for x in t.rows[0][1:4])
+    assert low < point < high
