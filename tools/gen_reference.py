@@ -34,6 +34,8 @@ SEARCH_KEYS = {
     "top": "layouts shown (a positive integer; default 5)",
     "uneven_stages": "allow pipeline stages with unequal layer counts (true/false)",
     "max_tp": "largest tensor-parallel degree tried (a positive integer)",
+    "quantile": "rank by this quantile of wall-clock (fastest) or cost (cheapest), e.g. 0.8 for P80 (one-sided split conformal bound, docs/intervals.md); unset: the point",
+    "coverage": "nominal coverage of the prediction intervals shown (between 0 and 1; default 0.8)",
     "emit": "launch files to write for the winner: deepspeed, megatron, torchtitan, torchrun, slurm, k8s (or a list)",
     "out": "folder for the emitted files (default .)",
 }

@@ -22,6 +22,8 @@ def calibrate_command(
     model: Optional[str] = o.MODEL, gpu: Optional[str] = o.GPU, gpus: Optional[int] = o.GPUS,
     seq_len: Optional[int] = o.SEQ_LEN, global_batch: Optional[int] = o.GLOBAL_BATCH,
     sets: Optional[list[str]] = o.SET,
+    coverage: float = typer.Option(0.8, "--coverage", help="nominal coverage of the step-time "
+                                   "prediction interval shown before and after"),
 ) -> None:
     """Fit the planner's step-time factors (robust loss, bootstrap intervals) on your own
     measured steps and report in-sample and leave-one-out error; warns when the fit is
@@ -33,4 +35,4 @@ def calibrate_command(
     job = {"model": model, "gpu": gpu, "gpus": gpus, "seq_len": seq_len,
            "global_batch": global_batch, "sets": sets or []}
     rows = runs_rows(runs_csv, job)
-    render_calibration(calibrate_runs(rows, framework, boot, out, force), out)
+    render_calibration(calibrate_runs(rows, framework, boot, out, force, coverage), out)

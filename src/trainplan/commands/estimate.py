@@ -76,6 +76,9 @@ def estimate_command(
     double_quant: Optional[bool] = o.DOUBLE_QUANT,
     frozen: Optional[list[str]] = o.FROZEN,
     train_in_full: Optional[list[str]] = o.TRAIN_IN_FULL,
+    coverage: Optional[float] = typer.Option(
+        None, "--coverage", help="nominal coverage of the step-time prediction interval "
+                                 "(default 0.8; split conformal, docs/intervals.md)"),
     as_json: bool = typer.Option(False, "--json", help="print the whole Estimate as JSON"),
     report: Optional[Path] = o.REPORT,
     force: bool = typer.Option(False, "--force", help="overwrite existing --report/--emit files"),
@@ -121,6 +124,9 @@ def estimate_command(
           trained_in_full=tuple(o.split_list(train_in_full)) or None)
     run = estimate_job(data)
     est = run.estimate
+    if coverage is not None and est.accuracy is not None:
+        from trainplan.spec.base import evolve
+        est = evolve(est, accuracy=est.accuracy.at(coverage))
     written: list[str] = []
     if report is not None:
         from trainplan.report.content import estimate_report

@@ -31,6 +31,12 @@ def plan_command(
     budget_usd: Optional[float] = typer.Option(None, "--budget-usd", help="cost limit"),
     headroom_gib: Optional[float] = typer.Option(None, "--headroom-gib", help="GiB per GPU to keep free"),
     top: Optional[int] = typer.Option(None, "--top", help="layouts to show (default 5)"),
+    quantile: Optional[float] = typer.Option(
+        None, "--quantile", help="rank by this quantile of wall-clock (fastest) or cost "
+                                 "(cheapest) instead of the point: 0.8 ranks by P80 (one-sided "
+                                 "split conformal bound over the validation runs, docs/intervals.md)"),
+    coverage: Optional[float] = typer.Option(
+        None, "--coverage", help="nominal coverage of the prediction intervals shown (default 0.8)"),
     uneven_stages: Optional[bool] = typer.Option(None, "--uneven-stages/--even-stages",
                                                  help="allow PP sizes that do not divide the layers"),
     as_json: bool = typer.Option(False, "--json", help="print the plan as JSON"),
@@ -97,7 +103,8 @@ def plan_command(
     gpu_types = [*(gpu or []), *([gpu_file] if gpu_file is not None else [])]  # searched together
     req = plan_request(data, gpu=gpu_types or None, gpus=gpus, objective=objective, deadline_days=deadline_days,
                        budget_usd=budget_usd, headroom_gib=headroom_gib, top=top,
-                       uneven_stages=uneven_stages, emit=None if emit is None else o.split_list(emit),
+                       uneven_stages=uneven_stages, quantile=quantile, coverage=coverage,
+                       emit=None if emit is None else o.split_list(emit),
                        out=o.as_path(out), prices=type_prices)
     bar = DelayedBar(enabled=not as_json)
     try:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
@@ -253,15 +254,18 @@ def framework_profile(cal: dict[str, Any], base: str, gpu_id: str) -> dict[str, 
                           is not None else "n/a")}).model_dump(mode="json")
 
 
-def own_validation(loo: list[float]) -> dict[str, float]:
+def own_validation(loo: list[float]) -> dict[str, float | list[float]]:
     """Leave-one-out figures of a calibration as the estimate quotes them: each error is
-    predicted / measured step - 1, so a measured step took 1 / (1 + error) of its prediction."""
+    predicted / measured step - 1, so a measured step took 1 / (1 + error) of its prediction;
+    ``log_ratios`` (log measured / predicted) are the conformal interval's data
+    (costmodel/accuracy.py)."""
     if not loo:
         return {}
     ratios = sorted(1.0 / (1.0 + e) for e in loo)
     return {"runs": float(len(loo)), "median_abs": statistics.median(abs(e) for e in loo),
             "max_abs": max(abs(e) for e in loo), "ratio_low": ratios[0],
-            "ratio_median": statistics.median(ratios), "ratio_high": ratios[-1]}
+            "ratio_median": statistics.median(ratios), "ratio_high": ratios[-1],
+            "log_ratios": [round(math.log(r), 6) for r in ratios]}
 
 
 def apply(cal: dict[str, Any], est: Any, framework: str | None = None) -> tuple[float, list[str]]:

@@ -65,11 +65,14 @@ def plan_of(job_file, model, gpu, gpus, seq_len, global_batch, sets) -> Any:
 
 
 def calibrate_runs(runs_csv: Path | list[dict[str, str]], framework: str, boot: int,
-                   out: Optional[Path], force: bool = False) -> dict[str, Any]:
+                   out: Optional[Path], force: bool = False,
+                   coverage: float = 0.8) -> dict[str, Any]:
     """Fit the step-time factors on the measured runs of a CSV, or on rows already read
     (:func:`trainplan.diagnose.calibinputs.runs_rows`: logs and run directories), written to
     ``out`` if given; a bad ``out`` fails before the fit, an existing one is replaced only
-    with ``force``."""
+    with ``force``; with the step-time prediction interval at ``coverage`` before and after
+    (``interval``: diagnose/calibrate_interval.py)."""
+    coverage = _check_level(coverage)
     from trainplan.diagnose.calibrate import (
         Run,
         calibrate,
@@ -84,7 +87,7 @@ def calibrate_runs(runs_csv: Path | list[dict[str, str]], framework: str, boot: 
     if out:
         from trainplan.export.write import check_target
         check_target(out, force=force, what="--out")
-    runs, bases, gpu_ids = [], set(), set()
+    runs, bases, gpu_ids, regimes = [], set(), set(), set()
     rows = runs_csv if isinstance(runs_csv, list) else read_runs_csv(runs_csv)
     for i, row in enumerate(rows, start=2):
         try:
@@ -112,6 +115,7 @@ def calibrate_runs(runs_csv: Path | list[dict[str, str]], framework: str, boot: 
         bases.add(est.framework)
         from trainplan.catalog.accelerators import resolve_gpu
         gpu_ids.add(resolve_gpu(cfg.gpu).id)
+        regimes.add((est.precision, resolve_gpu(cfg.gpu).arch))
         runs.append(Run(f"line {i}", est.gpu, features(est), step, float(est.time.step_s),
                         mfu_measured=float(est.mfu) * float(est.time.step_s) / step,
                         fits=bool(est.memory.fits)))
@@ -121,9 +125,27 @@ def calibrate_runs(runs_csv: Path | list[dict[str, str]], framework: str, boot: 
                     gpu_id=next(iter(gpu_ids), None))
     from trainplan.diagnose.plausible import plausibility_warnings
     cal["warnings"] = plausibility_warnings(runs, cal["factors"]) + cal["warnings"]
+    if bases:
+        cal["interval"] = _interval(cal, next(iter(bases)), sorted(regimes)[0], coverage)
     if out:
         write(cal, out, force)
     return cal
+
+
+def _check_level(coverage: float) -> float:
+    from trainplan.costmodel.intervals import check_level
+    return check_level(coverage)
+
+
+def _interval(cal: dict[str, Any], base: str, regime: tuple[str, str],
+              coverage: float) -> dict[str, Any]:
+    """The step-time interval before and after the calibration (diagnose/calibrate_interval.py)
+    for the runs' framework and (first) precision and GPU architecture."""
+    from trainplan.costmodel.accuracy import PRECISION_KEY
+    from trainplan.diagnose.calibrate_interval import before_after
+    prec, arch = regime
+    return before_after(base, PRECISION_KEY.get(prec, prec), arch, cal.get("loo_errors") or [],
+                        coverage)
 
 
 def _cell(row: dict[str, Any], line: int, key: str) -> Any:

@@ -53,6 +53,11 @@ def render_estimate(e: Estimate, console: Console | None = None) -> None:
         if v > 0 or k == "compute":
             tt.add_row(k, f"{v:.4g}", f"{v / t.step_s:.1%}")
     tt.add_row("[bold]step[/bold]", f"[bold]{t.step_s:.4g}[/bold]", "100%")
+    ac = e.accuracy
+    if ac is not None:
+        tt.add_row(f"{ac.coverage:.0%} interval" + ("" if ac.validated else " (unvalidated)"),
+                   "unbounded" if ac.step_s_low is None else
+                   f"{ac.step_s_low:.4g}-{ac.step_s_high:.4g}", ac.range_text())
     from rich.columns import Columns
     c.print(Columns([mt, tt]))
     if e.accuracy is not None:
@@ -83,10 +88,13 @@ def render_estimate(e: Estimate, console: Console | None = None) -> None:
         rt.add_row("energy", f"{tot.energy_mwh:,.1f} MWh")
         pa = e.accuracy
         if pa is not None and pa.wall_clock_days_low is not None:
-            cost = (f", ${pa.cost_usd_low:,.0f}-${pa.cost_usd_high:,.0f}"
-                    if pa.cost_usd_low is not None else "")
-            rt.add_row(f"range of {pa.whose}",
-                       f"{pa.wall_clock_days_low:.3g}-{pa.wall_clock_days_high:.3g} days{cost}")
+            cov = f"{pa.coverage:.0%} interval" + ("" if pa.validated else " (unvalidated)")
+            rt.add_row(f"wall-clock, {cov}",
+                       f"{pa.wall_clock_days_low:.3g}-{pa.wall_clock_days_high:.3g} days")
+            rt.add_row(f"GPU-hours, {cov}",
+                       f"{pa.gpu_hours_low:,.0f}-{pa.gpu_hours_high:,.0f}")
+            if pa.cost_usd_low is not None:
+                rt.add_row(f"cost, {cov}", f"${pa.cost_usd_low:,.0f}-${pa.cost_usd_high:,.0f}")
     c.print(rt)
     if tot.steps and tot.cost_usd is not None:
         c.print(f"price: {tot.price_source}; energy: {tot.energy_assumption}", style="dim", markup=False)

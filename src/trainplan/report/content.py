@@ -123,6 +123,30 @@ def _totals_line(e: Any) -> str:
             f"{_n(t.energy_mwh, ',.1f')} MWh ({t.energy_assumption})")
 
 
+def interval_table(e: Any) -> list[Table]:
+    """The step-time prediction interval and what it propagates to (low, point, high), with the
+    coverage it was built for and the regime it comes from (costmodel/accuracy.py)."""
+    a = e.accuracy
+    if a is None:
+        return []
+    regime = a.regime + ("" if a.validated else " (UNVALIDATED: " + "; ".join(a.unvalidated)
+                         + ")")
+    meas = (f"{a.measured_coverage:.0%} on {a.measured_runs} held-out runs"
+            if a.measured_coverage is not None else "not measured")
+    rows = [["step s", _n(a.step_s_low, ".4g"), f"{a.step_s:.4g}", _n(a.step_s_high, ".4g")]]
+    if a.wall_clock_days is not None:
+        rows += [["wall-clock days", _n(a.wall_clock_days_low, ".3g"),
+                  f"{a.wall_clock_days:.3g}", _n(a.wall_clock_days_high, ".3g")],
+                 ["GPU-hours", _n(a.gpu_hours_low), _n(a.gpu_hours), _n(a.gpu_hours_high)],
+                 ["cost $", _n(a.cost_usd_low), _n(a.cost_usd), _n(a.cost_usd_high)]]
+    for row in rows:
+        row += [f"{a.coverage:.0%}", meas, regime]
+    return [Table(f"Prediction interval: split conformal over {a.interval_runs} runs from "
+                  f"{a.interval_sources} sources (docs/intervals.md)",
+                  ["quantity", "low", "point", "high", "coverage", "measured (leave one source "
+                   "out)", "regime"], rows)]
+
+
 def estimate_report(e: Any, job: Any = None, cluster: Any = None) -> Report:
     """A report of one estimate: assumptions, fit, memory and time by component."""
     fit = "fits" if e.memory.fits else "DOES NOT FIT"
@@ -135,7 +159,7 @@ def estimate_report(e: Any, job: Any = None, cluster: Any = None) -> Report:
     if e.accuracy is not None:
         r.recommendation.append(f"validation: {e.accuracy.sentence()}")
     r.inputs = assumptions(e, job, cluster)
-    r.tables = _number_tables([e], [e.gpu])
+    r.tables = interval_table(e) + _number_tables([e], [e.gpu])
     r.figures = [Figure("fig-memory", "Memory per GPU by component", F.memory_figure([e]),
                         f"most loaded rank: {e.memory.stage} pipeline stage"),
                  Figure("fig-time", "Step time by component", F.time_figure([e]))]
@@ -164,13 +188,18 @@ def plan_report(result: Any, job: Any = None, cluster: Any = None) -> Report:
         ("layouts evaluated (fit, feasible)", f"{result.candidates_evaluated:,} "
          f"({result.candidates_fit:,}, {result.candidates_feasible:,})")]
     r.inputs += [(f"skipped {k}", v) for k, v in getattr(result, "skipped_gpus", {}).items()]
+    from trainplan.report.plan import _quantile_column, interval_cell, interval_header
+    qcol = _quantile_column(result)
     top = Table("Recommendation and runners-up", ["#", "GPU", "n", "layout", "GiB (free)", "step s",
-                                                  "MFU", "days", "GPU-h", "cost $"], [])
+                                                  "MFU", "days", interval_header(result),
+                                                  "GPU-h", "cost $"]
+                + ([qcol[0]] if qcol else []), [])
     for i, (e, gid) in enumerate(zip(result.top, result.top_gpu_ids), 1):
         top.rows.append([str(i), gid, str(e.gpus), e.layout,
                          f"{e.memory.total_gib:.1f} ({e.memory.headroom_gib:.1f})",
                          f"{e.time.step_s:.3g}", f"{e.mfu:.1%}", _n(e.totals.wall_clock_days, ".2f"),
-                         _si(e.totals.gpu_hours), _n(e.totals.cost_usd)])
+                         interval_cell(e), _si(e.totals.gpu_hours), _n(e.totals.cost_usd)]
+                        + ([_n(result.top_quantile[i - 1].get(qcol[1]), qcol[2])] if qcol else []))
     par = Table("Pareto front, time against cost (fastest layout per GPU type and count)",
                 ["GPU", "n", "layout", "step s", "MFU", "days", "GPU-h", "cost $", "meets"],
                 [[q.gpu_id, str(q.gpus), q.layout, f"{q.step_s:.3g}", f"{q.mfu:.1%}",
@@ -181,7 +210,7 @@ def plan_report(result: Any, job: Any = None, cluster: Any = None) -> Report:
                 [[q.gpu_id, str(q.gpus), q.layout, f"{q.step_s:.3g}", f"{q.mfu:.1%}",
                   _n(q.wall_clock_days, ".2f"), _si(q.gpu_hours), _n(q.cost_usd),
                   "yes" if q.meets_constraints else "no"] for q in per])
-    r.tables = [top, par] + ([typ] if per else []) + _number_tables(result.top, result.top_gpu_ids)
+    r.tables = [top, *interval_table(w), par] + ([typ] if per else []) + _number_tables(result.top, result.top_gpu_ids)
     r.figures = [Figure("fig-memory", "Memory per GPU by component", F.memory_figure(
                      result.top, result.top_gpu_ids), "recommended layout first, then runners-up"),
                  Figure("fig-time", "Step time by component",

@@ -137,8 +137,32 @@ def render_calibration(cal: dict[str, Any], out: Any) -> None:
                f"in-sample {cal['in_sample_abs_error_median']:.1%}; leave-one-out "
                + (f"{cal['loo_abs_error_median']:.1%}" if cal["loo_abs_error_median"] is not None
                   else "n/a (fewer than 3 distinct configurations)"))
+    for line in interval_lines(cal.get("interval")):
+        typer.echo(line)
     for w in cal.get("warnings", []):
         typer.echo(f"warning: {w}")
     if out:
         from trainplan.report.echo import confirm
         confirm(f"wrote {out}: use it with trainplan estimate/plan --profile {out}")
+
+
+def interval_lines(iv: dict[str, Any] | None) -> list[str]:
+    """The step-time interval before and after the calibration, one line each
+    (diagnose/calibrate_interval.py)."""
+    if not iv:
+        return []
+
+    def rng(d: dict[str, Any]) -> str:
+        if d.get("ratio_low") is None:
+            return "unbounded"
+        return f"{d['ratio_low']:.2f}-{d['ratio_high']:.2f}x the predicted step"
+
+    def meas(d: dict[str, Any]) -> str:
+        m = d.get("measured_coverage")
+        return "" if m is None else (f", {m:.0%} measured on {d.get('measured_runs', 0)} "
+                                     "held-out runs")
+    b, a = iv["before"], iv["after"]
+    return [f"{iv['coverage']:.0%} interval before: {rng(b)} ({b['regime']}, {b['runs']} runs"
+            f"{meas(b)}" + ("" if b.get("validated", True) else ", unvalidated regime") + ")",
+            f"{iv['coverage']:.0%} interval after:  {rng(a)} ({a['regime']}, {a['runs']} runs"
+            f"{meas(a)})"]

@@ -13,8 +13,9 @@ import numpy as np
 from trainplan.conventions import GiB
 from trainplan.errors import InputError
 from trainplan.search.infeasible import _nothing_feasible
-from trainplan.search.rank import (PlanResult, _distinct, _explain, _pareto, _per_type,
-                                   _rank_order, margin_lines)
+from trainplan.search.rank import (PlanResult, Uncertainty, _distinct, _explain, _pareto,
+                                   _per_type, _rank_order, at_quantile, margin_lines,
+                                   quantile_ratios)
 from trainplan.search.space import OBJECTIVES, SearchSpace
 from trainplan.search.sweep import Sweep, run_sweep
 from trainplan.spec.base import evolve
@@ -34,13 +35,17 @@ def plan_specs(model: Model, job: Job, template: Cluster, accelerators: Sequence
                deadline_days: float | None = None, budget_usd: float | None = None,
                headroom_gib: float | None = None, top: int = 5, space: SearchSpace | None = None,
                progress: Callable[[int, int], None] | None = None,
-               refine: bool = True) -> tuple[PlanResult, Sweep]:
+               refine: bool = True,
+               uncertainty: Uncertainty | None = None) -> tuple[PlanResult, Sweep]:
     """Search on validated specs; returns the PlanResult and the Sweep (all candidates).
 
     With the objective "fewest", the counts of a range are powers of two: the fewest GPUs that
     meet the constraints lie between the winner and the largest sampled count that failed, so
-    the search runs once more with the whole-node counts between them (:func:`between_counts`)."""
+    the search runs once more with the whole-node counts between them (:func:`between_counts`).
+    ``uncertainty``: the intervals' coverage, and a quantile to rank by (P80: 0.8) instead of
+    the point."""
     t0 = time.perf_counter()
+    unc = uncertainty or Uncertainty()
     if objective not in OBJECTIVES:
         raise InputError("objective", objective, " | ".join(OBJECTIVES))
     if headroom_gib is None:
@@ -90,17 +95,19 @@ def plan_specs(model: Model, job: Job, template: Cluster, accelerators: Sequence
     if not ok.any():
         raise _nothing_feasible(sw, fits, feasible, meets, deadline_days, budget_usd, headroom_gib,
                                 objective)
-    order = _rank_order(objective, sw, np.flatnonzero(ok))
+    ratio = None if unc.quantile is None else quantile_ratios(sw, unc.quantile)
+    order = _rank_order(objective, sw, np.flatnonzero(ok), ratio)
     if objective == "fewest" and refine:
         extra = between_counts(sw, int(order[0]), counts, template)
         if extra:
             return plan_specs(model, job, template, accelerators, [*counts, *extra],
                               objective=objective, deadline_days=deadline_days,
                               budget_usd=budget_usd, headroom_gib=asked, top=top,
-                              space=space, progress=progress, refine=False)
+                              space=space, progress=progress, refine=False,
+                              uncertainty=unc)
     chosen = _distinct(sw, order, top)
     rs = sw.evaluate_rows(chosen)
-    ests = [sw.estimate(i, r) for i, r in zip(chosen, rs)]
+    ests = [_at_coverage(sw.estimate(i, r), unc.coverage) for i, r in zip(chosen, rs)]
     binding, lines, runner = _explain(sw, order, feasible, ests, objective, headroom_gib)
     lines += _uneven_hint(model, job, template, sw, int(chosen[0]), ests[0], space, headroom_gib)
     lines += margin_lines(sw, feasible, ests[0], objective, deadline_days, budget_usd)
@@ -117,9 +124,18 @@ def plan_specs(model: Model, job: Job, template: Cluster, accelerators: Sequence
         candidates_evaluated=sw.size,
         candidates_fit=int(fits.sum()), candidates_feasible=int(ok.sum()), seconds=secs,
         candidates_per_s=sw.size / max(sw.seconds, 1e-9),
-        space=(space or SearchSpace()).model_dump(mode="json"), skipped_gpus=skipped)
+        space=(space or SearchSpace()).model_dump(mode="json"), skipped_gpus=skipped,
+        uncertainty=unc, top_quantile=([at_quantile(e, unc.quantile) for e in ests]
+                                       if unc.quantile is not None else []))
     return result, sw
 
+
+
+def _at_coverage(e: Any, coverage: float) -> Any:
+    """The estimate with its interval at ``coverage`` (built at the default one)."""
+    if e.accuracy is None or e.accuracy.coverage == coverage:
+        return e
+    return evolve(e, accuracy=e.accuracy.at(coverage))
 
 
 #: Most whole-node counts a "fewest" search adds between two sampled counts (evenly spread).

@@ -34,6 +34,17 @@ class ParetoPoint(_Out):
     price_source: str = ""
 
 
+class Uncertainty(_Out):
+    """How ``plan`` treats the step-time prediction interval (costmodel/accuracy.py): the
+    coverage of the intervals it shows, and the quantile it ranks by (None: the point)."""
+
+    quantile: float | None = Field(None, gt=0, lt=1, description="rank by this one-sided "
+                                   "conformal quantile of wall-clock (fastest) or cost "
+                                   "(cheapest): 0.8 ranks by P80; None ranks by the point")
+    coverage: float = Field(0.8, gt=0, lt=1, description="nominal coverage of the intervals "
+                            "shown")
+
+
 class PlanResult(Result):
     """What ``plan`` found: the ranked layouts, why the winner wins, and the Pareto front
     (read-only, hashable; in a notebook shown as ``trainplan plan`` prints it)."""
@@ -61,6 +72,12 @@ class PlanResult(Result):
     space: dict[str, Any]
     skipped_gpus: dict[str, str] = Field(
         default_factory=dict, description="GPU types left out (no math for the precision): why")
+    uncertainty: Uncertainty = Field(default_factory=Uncertainty, description="the intervals' "
+                                     "coverage and the quantile ranked by")
+    top_quantile: list[dict[str, float | None]] = Field(
+        default_factory=list, description="each top layout's step_s, wall_clock_days, "
+        "gpu_hours and cost_usd at the ranking quantile (uncertainty.quantile; None: unbounded, "
+        "too few validation runs); empty when ranked by the point")
 
     @property
     def winner(self) -> Estimate:
@@ -75,15 +92,19 @@ class PlanResult(Result):
                 f"{self.candidates_evaluated:,} layouts shown")
 
 
-def _rank_order(objective: str, sw: Sweep, rows: np.ndarray) -> np.ndarray:
+def _rank_order(objective: str, sw: Sweep, rows: np.ndarray,
+                ratio: np.ndarray | None = None) -> np.ndarray:
     """``rows`` sorted by the objective. "fastest": wall-clock including the time lost to
     failures and checkpoints when the job gives its tokens (else step time), ties by cost;
-    "cheapest": cost, ties by wall-clock; "fewest": GPUs, then time. Last ties: less memory."""
+    "cheapest": cost, ties by wall-clock; "fewest": GPUs, then time. Last ties: less memory.
+    ``ratio`` (per candidate, :func:`quantile_ratios`): rank time and cost at that quantile
+    (both scale with the step: costmodel/totals.py)."""
     col, cand = sw.cols, sw.cand
-    wall = _time_col(sw)[rows]
+    r = 1.0 if ratio is None else ratio[rows]
+    wall = _time_col(sw)[rows] * r
     g = cand["gpus"][rows]
     mem = col["mem_total"][rows]
-    cost = np.nan_to_num(_cost_col(sw)[rows], nan=np.inf)
+    cost = np.nan_to_num(_cost_col(sw)[rows], nan=np.inf) * r
     if objective == "fastest":
         keys = (mem, g, cost, wall)
     elif objective == "cheapest":
@@ -243,14 +264,15 @@ def _distinct(sw: Sweep, order: np.ndarray, top: int) -> list[int]:
 
 def margin_lines(sw: Sweep, feasible: np.ndarray, winner: Estimate, objective: str,
                  deadline_days: float | None, budget_usd: float | None) -> list[str]:
-    """What the slow end of the validation (the winner's ``accuracy.step_ratio_high``: the
-    published runs of its framework family, or a calibrated profile's own runs, whose measured
-    step most exceeded the prediction) does to a deadline or budget, and the layout that meets
+    """What the slow end of the winner's prediction interval (``accuracy.step_ratio_high``:
+    split conformal over the published runs of its regime, or a calibrated profile's own runs)
+    does to a deadline or budget, and the layout that meets
     them even there. Wall-clock and cost scale with the step (costmodel/totals.py), and the
     ratio is the same for every candidate (one framework and precision), so that layout is the
     objective's best among those meeting the limits divided by the ratio."""
     a = winner.accuracy
-    if a is None or (deadline_days is None and budget_usd is None) or a.step_ratio_high <= 1.0:
+    if a is None or (deadline_days is None and budget_usd is None) \
+            or a.step_ratio_high is None or a.step_ratio_high <= 1.0:
         return []
     hi, t = a.step_ratio_high, winner.totals
     over = []
@@ -258,7 +280,8 @@ def margin_lines(sw: Sweep, feasible: np.ndarray, winner: Estimate, objective: s
         over.append(f"{t.wall_clock_days * hi:.1f} days against the {deadline_days:g}-day deadline")
     if budget_usd is not None and t.cost_usd * hi > budget_usd:
         over.append(f"${t.cost_usd * hi:,.0f} against the ${budget_usd:,.0f} budget")
-    at = f"at the slow end of {a.whose} ({hi:.2f}x the predicted step)"
+    at = (f"at the slow end of the {a.coverage:.0%} interval from {a.whose} ({hi:.2f}x the "
+          "predicted step)")
     if not over:
         return [f"meets the limits even {at}"]
     safe = feasible.copy()
@@ -274,3 +297,39 @@ def margin_lines(sw: Sweep, feasible: np.ndarray, winner: Estimate, objective: s
     cost = f", ${e.totals.cost_usd:,.0f}" if e.totals.cost_usd is not None else ""
     return [line + f"; meeting them even there: {e.layout} on {e.gpus}x {e.gpu} "
             f"({e.totals.wall_clock_days:.1f} days{cost} predicted)"]
+
+
+def quantile_ratios(sw: Sweep, level: float) -> np.ndarray:
+    """Measured / predicted step at the one-sided conformal quantile ``level`` for every
+    candidate: its GPU architecture's regime of the job's framework and precision
+    (costmodel/accuracy.py); ``inf`` where unbounded or outside every validated regime (no
+    validation run of that architecture, precision or model size: no quantile is measured
+    there), so such a GPU type ranks last. InputError where no GPU type searched has one."""
+    from trainplan.costmodel.accuracy import published_accuracy
+    from trainplan.costmodel.params import model_params
+    from trainplan.errors import InputError
+    from trainplan.spec.framework import get_framework
+    fw = get_framework(sw.job.framework)
+    size = model_params(sw.model).total / 1e9
+    per_acc = []
+    for a in sw.accelerators:
+        acc = published_accuracy(fw, sw.job.precision, 1.0, arch=a.arch, params_b=size)
+        q = acc.quantile_ratio(level) if acc is not None and acc.validated else None
+        per_acc.append(np.inf if q is None else q)
+    if all(np.isinf(per_acc)):
+        raise InputError("--quantile", level, "a quantile the framework's validation runs bound "
+                         f"({sw.job.framework}: no validated regime with enough runs for P"
+                         f"{level * 100:g} on the GPU types searched; rank by the point "
+                         "without --quantile)")
+    return np.asarray(per_acc)[sw.cand["acc"]]
+
+
+def at_quantile(e: Estimate, level: float) -> dict[str, float | None]:
+    """A top layout's step and totals at the one-sided quantile ``level``."""
+    r = e.accuracy.quantile_ratio(level) if e.accuracy is not None else None
+    t = e.totals
+
+    def x(v: float | None) -> float | None:
+        return None if v is None or r is None else v * r
+    return dict(ratio=r, step_s=x(e.time.step_s), wall_clock_days=x(t.wall_clock_days),
+                gpu_hours=x(t.gpu_hours), cost_usd=x(t.cost_usd))

@@ -75,7 +75,8 @@ def plan_request(data: dict[str, Any], **flags: Any) -> PlanRequest:
     """The request from a job file's sections and the flags (a flag of None: not given).
 
     ``flags``: gpu (ids), gpus (count, list or "8..4096"), objective, deadline_days, budget_usd,
-    headroom_gib, top, uneven_stages, max_tp, emit, out, space (a SearchSpace or its mapping).
+    headroom_gib, top, uneven_stages, max_tp, quantile (rank by that quantile of wall-clock or
+    cost), coverage (of the intervals shown), emit, out, space (a SearchSpace or its mapping).
     """
     from trainplan.catalog.accelerators import resolve_gpu
     from trainplan.search import SearchSpace, gpu_counts
@@ -135,6 +136,7 @@ def plan_request(data: dict[str, Any], **flags: Any) -> PlanRequest:
         objective=opts.get("objective", "fastest"), deadline_days=opts.get("deadline_days"),
         budget_usd=opts.get("budget_usd"), headroom_gib=opts.get("headroom_gib"),
         top=opts.get("top", 5), space=space, emit=tuple(_as_list(opts.get("emit"))),
+        quantile=opts.get("quantile"), coverage=opts.get("coverage", 0.8),
         out=str(opts["out"]) if opts.get("out") is not None else None)
 
 
@@ -142,6 +144,7 @@ def run_plan(req: PlanRequest, progress: Callable[[int, int], None] | None = Non
     """Search the request: the PlanResult and the Sweep (all candidates)."""
     from trainplan.costmodel.validate import check_frozen, check_job
     from trainplan.search import plan_specs
+    from trainplan.search.rank import Uncertainty
 
     s = req.specs
     check_frozen(s.model, s.job)
@@ -150,7 +153,8 @@ def run_plan(req: PlanRequest, progress: Callable[[int, int], None] | None = Non
     return plan_specs(s.model, s.job, s.cluster, req.accelerators, req.gpu_counts,
                       objective=req.objective, deadline_days=req.deadline_days,
                       budget_usd=req.budget_usd, headroom_gib=req.headroom_gib, top=req.top,
-                      space=req.space, progress=progress)
+                      space=req.space, progress=progress,
+                      uncertainty=Uncertainty(quantile=req.quantile, coverage=req.coverage))
 
 
 def emit_winner(req: PlanRequest, result: Any, sweep: Any, out: Path | None, force: bool,

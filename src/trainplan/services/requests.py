@@ -76,6 +76,8 @@ class SearchOptions(Spec):
     top: Optional[int] = Field(None, ge=1, le=1000)
     uneven_stages: Optional[bool] = None
     max_tp: Optional[int] = Field(None, ge=1, le=1024)
+    quantile: Optional[float] = Field(None, gt=0, lt=1)
+    coverage: Optional[float] = Field(None, gt=0, lt=1)
     emit: Optional[_TEXT_OR_LIST] = None
     out: Optional[str] = None
 
@@ -92,6 +94,8 @@ class PlanRequest(Spec):
     budget_usd: Dollars = None
     headroom_gib: Optional[float] = Field(None, ge=0, le=1e5)   # none: job's, else the default
     top: int = Field(5, ge=1, le=1000)
+    quantile: Optional[float] = Field(None, gt=0, lt=1)   # rank by P(quantile); none: the point
+    coverage: float = Field(0.8, gt=0, lt=1)              # of the intervals shown
     space: Any = None                       # a trainplan.search.SearchSpace (validated there)
     emit: tuple[str, ...] = ()
     out: Optional[str] = None

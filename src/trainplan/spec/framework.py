@@ -255,9 +255,10 @@ class FrameworkProfile(Spec):
         default_factory=dict, description="a team's own calibration (trainplan calibrate): "
         "measured / planned time of the model compute (a_model), the recompute (b_recompute) "
         "and everything else (c_rest)")
-    own_validation: dict[str, float] = Field(default_factory=dict, description="a calibrated "
+    own_validation: dict[str, float | list[float]] = Field(default_factory=dict, description="a calibrated "
         "profile's leave-one-out figures on its own runs (trainplan calibrate): runs, median_abs, "
-        "max_abs, and measured / predicted step ratio_low, ratio_median, ratio_high")
+        "max_abs, measured / predicted step ratio_low, ratio_median, ratio_high, and log_ratios "
+        "(each run's log measured / predicted step: the prediction interval's data)")
     calibrated_on: dict[str, str] = Field(default_factory=dict, description="GPU, framework "
                                           "label and software versions the factors came from")
     validation_caveat: str = Field(default="", description="what the validation sets say about this "

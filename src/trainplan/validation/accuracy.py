@@ -44,7 +44,7 @@ def paper_rows() -> list[dict[str, Any]]:
                         reported=p["reported_tflops"], predicted=p["predicted_tflops"],
                         unit="TFLOP/s", error=p["error"], fits=p["fits"], mem_gib=p["mem_gib"],
                         fits_margin=p["fits_margin"], margin_gib=p["margin_gib"],
-                        trained=True, unmodelled=None))
+                        trained=True, unmodelled=None, estimate=p["estimate"]))
     return out
 
 
@@ -83,3 +83,23 @@ def summary(all_rows: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any
     for (fam, prec), es in sorted(errs.items()):
         out[fam][prec] = _figures(es, sets[(fam, prec)])
     return dict(out)
+
+
+def interval_runs(all_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The validation rows as the prediction intervals use them (costmodel/intervals.py): id,
+    source (the record's published set: one document at one revision), family, GPU
+    architecture, precision, model parameters (billions) and ``log_ratio`` = log(measured step /
+    predicted step) = -log(1 + error). Calibration rows are left out: they fitted the profile."""
+    import math
+
+    from trainplan.catalog.accelerators import get_accelerator
+    out = []
+    for r in all_rows:
+        if r["role"] != "validation" or r["error"] is None:
+            continue
+        est = r.get("estimate")
+        out.append(dict(id=r["id"], source=r["set"], family=family(r["framework"]),
+                        arch=get_accelerator(r["gpu"]).arch, precision=r["precision"],
+                        params_b=round(est.params_total / 1e9, 4) if est is not None else None,
+                        log_ratio=round(-math.log1p(r["error"]), 6)))
+    return sorted(out, key=lambda x: (x["family"], x["source"], x["id"]))

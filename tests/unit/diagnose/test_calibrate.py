@@ -138,3 +138,23 @@ def test_a_row_with_a_cell_too_many_is_named(tmp_path):
     flat = " ".join(res.output.split())
     assert res.exit_code == 2 and "None" not in flat, flat
     assert "runs line 2 = 'EXTRA'" in flat and "the row has 7 cells" in flat
+
+
+def test_calibrate_shows_the_interval_before_and_after(tmp_path):
+    """Runs the factors fit exactly leave residuals near zero: the interval from the team's own
+    leave-one-out residuals is narrower than the published one it replaces."""
+    csv = tmp_path / "runs.csv"
+    lines = ["model,gpu,gpus,seq_len,global_batch,step_s,micro_batch,recompute,implementation,zero"]
+    for seq, mb, rc in [(2048, 1, "none"), (2048, 2, "full"), (4096, 1, "full"), (1024, 4, "none"),
+                        (4096, 2, "none")]:
+        e = _est(seq, mb, rc)
+        lines.append(f"llama-2-7b,a100_sxm_80gb,8,{seq},64,{1.2 * e.time.step_s},{mb},{rc},fsdp,3")
+    csv.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "cal.json"
+    res = CliRunner().invoke(app, ["calibrate", str(csv), "--out", str(out), "--boot", "20"])
+    assert res.exit_code == 0, res.output
+    assert "80% interval before:" in res.output and "80% interval after:" in res.output
+    iv = json.loads(out.read_text())["interval"]
+    b, a = iv["before"], iv["after"]
+    assert a["ratio_high"] - a["ratio_low"] < b["ratio_high"] - b["ratio_low"]
+    assert a["runs"] == 5 and a["regime"] == "your runs' leave-one-out residuals"

@@ -65,11 +65,19 @@ def test_calibrate_writes_a_profile_estimate_and_plan_take(tmp_path):
     loo = cal_rec["loo_errors"]
     acc = c["accuracy"]
     assert acc["kind"] == "own" and acc["runs"] == len(loo) == n and acc["family"] == prof["id"]
-    ratios = sorted(1 / (1 + e) for e in loo)          # measured / predicted step
-    assert abs(acc["step_ratio_low"] - ratios[0]) < 1e-12
-    assert abs(acc["step_ratio_high"] - ratios[-1]) < 1e-12
+    # the interval: split conformal over the leave-one-out residuals log(measured / predicted),
+    # the ceil((n + 1) 0.8)-th smallest |residual| (Lei et al. 2018), stored to 6 decimals
+    import math
+    res = sorted(abs(math.log(1 / (1 + e))) for e in loo)
+    q = res[math.ceil((len(res) + 1) * 0.8) - 1]
+    assert abs(acc["step_ratio_low"] - math.exp(-q)) < 1e-5
+    assert abs(acc["step_ratio_high"] - math.exp(q)) < 1e-5
     assert abs(acc["median_abs_error"] - cal_rec["loo_abs_error_median"]) < 1e-12
-    assert abs(acc["step_s_high"] - c["time"]["step_s"] * ratios[-1]) < 1e-9
+    assert abs(acc["step_s_high"] - c["time"]["step_s"] * acc["step_ratio_high"]) < 1e-9
+    # calibrate wrote the interval before (published) and after (its own residuals)
+    iv = cal_rec["interval"]
+    assert iv["before"]["regime"] == "FSDP/torchtitan, ampere, bf16"
+    assert abs(iv["after"]["ratio_high"] - math.exp(q)) < 1e-5
     assert b["accuracy"]["kind"] == "published"
     # on these eight runs the fit predicts the runs it did not see worse than the built-in
     # profile does: calibrate says so

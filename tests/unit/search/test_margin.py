@@ -32,6 +32,7 @@ def test_deadline_missed_at_the_slow_end_names_a_layout_that_meets_it():
 
 def test_limits_met_even_at_the_slow_end_say_so_and_no_limits_say_nothing():
     r = plan("llama-3.1-8b", deadline_days=30.0, **{**KW, "objective": "fastest"})
-    assert _line(r) == [f"meets the limits even at the slow end of published Megatron/NeMo runs "
+    assert _line(r) == [f"meets the limits even at the slow end of the 80% interval from "
+                        f"published Megatron/NeMo, bf16 runs "
                         f"({r.top[0].accuracy.step_ratio_high:.2f}x the predicted step)"]
     assert _line(plan("llama-3.1-8b", **KW)) == []

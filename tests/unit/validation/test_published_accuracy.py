@@ -155,3 +155,22 @@ def test_megatron_deepspeed_bert_row_runs_without_flash_attention():
     padding): the record is built with eager (core) attention."""
     rec = [r for r in fr.load() if r["id"] == "megads-bert-1.3b-a100-64gpu-zero1"][0]
     assert fr.build(rec)[3].flash_attention is False
+
+
+def test_stored_interval_runs_are_up_to_date():
+    """catalog/data/accuracy.json's interval_runs (the prediction intervals' data) equal a fresh
+    run of every validation record, and hold no calibration row."""
+    from trainplan.costmodel.accuracy import _data
+    from trainplan.validation import accuracy as va
+    from trainplan.validation import framework_runs as fr
+    rows, _ = va.rows()
+    fresh = va.interval_runs(rows)
+    stored = _data()["interval_runs"]
+    assert [r["id"] for r in stored] == [r["id"] for r in fresh]
+    for old, new in zip(stored, fresh):
+        assert {k: v for k, v in old.items() if k != "log_ratio"} == \
+            {k: v for k, v in new.items() if k != "log_ratio"}
+        assert old["log_ratio"] == pytest.approx(new["log_ratio"], abs=1e-5), \
+            f"{old['id']}: run tools/gen_accuracy.py"
+    assert not {r["source"] for r in stored} & fr.CALIBRATION_SETS
+    assert not any(r["id"].startswith("megatron2021") for r in stored)
