@@ -40,6 +40,10 @@ def resilience_command(
     min_nodes: Optional[int] = typer.Option(None, "--min-nodes", help="elastic minimum: every count from it to the plan's "
                                            "runs the layout (default: the lowest such count, at least half)"),
     max_restarts: int = typer.Option(3, "--max-restarts"),
+    image: Optional[str] = typer.Option(
+        None, "--image", help="container image of the elastic PyTorchJob (with --emit); its "
+        "torchrun must take --signals_to_handle and --shutdown_timeout (torch >= 2.12; default "
+        "pytorch/pytorch:2.12.0-cuda12.6-cudnn9-runtime on NVIDIA GPUs)"),
     force: bool = o.FORCE,
     as_json: bool = o.JSON,
 ) -> None:
@@ -50,7 +54,7 @@ def resilience_command(
     out = purchase_options(job_file, gpu, gpus, provider, interruptions, on_demand_price,
                            reserved_price, spot_price, failures, restart_minutes,
                            spot_wait_minutes, simulate_runs, seed,
-                           (emit, min_nodes, max_restarts, force))
+                           (emit, min_nodes, max_restarts, force, image))
     if as_json:
         from trainplan.report.echo import print_json
         print_json(out)

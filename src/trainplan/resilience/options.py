@@ -8,7 +8,7 @@ from typing import Any
 
 
 def purchase_options(job_file, gpu, gpus, provider, interruptions, od, rs, sp, failures, restart_minutes,
-         spot_wait_minutes, runs, seed, emit=(None, None, 3, False)) -> dict:
+         spot_wait_minutes, runs, seed, emit=(None, None, 3, False, None)) -> dict:
     from importlib import resources
 
     from trainplan.costmodel.estimate import build_estimate
@@ -100,9 +100,16 @@ def purchase_options(job_file, gpu, gpus, provider, interruptions, od, rs, sp, f
                 row["sim_days"], row["sim_mean_goodput"] = None, None
                 sim_gave_up.append(f"--simulate, {r.option.name}: {s.gave_up}")
         rows.append(row)
-    out_dir, min_nodes, max_restarts, force = emit
+    out_dir, min_nodes, max_restarts, force, *rest = emit
+    image = rest[0] if rest else None
+    if image is not None and (not str(image).strip() or any(c.isspace() for c in str(image))):
+        raise InputError("--image", image, "a container image reference without spaces "
+                         "(e.g. pytorch/pytorch:2.12.0-cuda12.6-cudnn9-runtime)")
+    if out_dir is None and image is not None:
+        raise InputError("--image", image, "given with --emit DIR (the elastic PyTorchJob's "
+                         "image; without --emit nothing is written)")
     written = emit_elastic(inp, st, ck, work_h, out_dir, min_nodes, max_restarts, force,
-                           step_s=est.time.step_s) if out_dir is not None else []
+                           step_s=est.time.step_s, image=image) if out_dir is not None else []
     by = {r.option.name: r for r in res}
     lead = by["on-demand"].lead_s           # the same for every option: one plan, one save
     warnings = [notice_warning(r, provider, ck.write_s, est.time.step_s)
@@ -140,12 +147,13 @@ def notice_warning(r, provider: str, write_s: float, step_s: float) -> str:
             "pre-emption loses the work since the last checkpoint, counted as a failure")
 
 
-def emit_elastic(inp, st, ck, work_h, out_dir, min_nodes, max_restarts, force, step_s=0.0):
+def emit_elastic(inp, st, ck, work_h, out_dir, min_nodes, max_restarts, force, step_s=0.0,
+                 image=None):
     from trainplan.export import LaunchSpec, check_spec
     from trainplan.export.elastic import default_min_nodes, render_elastic
     from trainplan.export.write import write_files
     spec = LaunchSpec(model=inp.model, job=inp.job, cluster=inp.cluster, strategy=st,
-                      script_args=("--checkpoint-dir", "$CHECKPOINT_DIR"))
+                      script_args=("--checkpoint-dir", "$CHECKPOINT_DIR"), image=image)
     check_spec(spec)
     files = render_elastic(spec, default_min_nodes(spec, spec.nodes) if min_nodes is None else min_nodes,
                            spec.nodes, max_restarts,
