@@ -177,6 +177,7 @@ def render_torchrun_elastic(spec: LaunchSpec, min_nodes: int, max_nodes: int,
         f"# elastic torchrun written by trainplan: {min_nodes} to {max_nodes} node(s) of "
         f"{spec.procs_per_node}, c10d rendezvous, {max_restarts} restarts",
         "# Run the same line on every node; nodes may join or leave between MIN and MAX.",
+        "# Needs torch >= 2.12 (--shutdown_timeout; --signals_to_handle since 2.9).",
         f"# The layout {spec.strategy.layout()} runs at every count in the range; it runs at "
         + ", ".join(map(str, runnable_nodes(spec, 1, max_nodes)))
         + " node(s) up to MAX; a wider range needs another TP/PP/CP or global batch.",
