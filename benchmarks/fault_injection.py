@@ -2,7 +2,10 @@
 is SIGKILLed at a random moment (a third of the runs during a save), or sent a notice (SIGTERM
 through torchrun, or the local metadata endpoint), then resumed; half the runs write to a local
 S3 server (moto). Checks: no corrupt or lost checkpoint, every resumed run ends bitwise equal
-to an uninterrupted run, work lost per kill; prints the notice-to-committed time.
+to an uninterrupted run, work lost per kill, one save per interval in async and blocking modes
+(each save the loop started, in the interrupted life and the resumed one, no earlier than the
+guard's due step and no later than its deadline: ``harness.save_spacing``; issue #41's async
+pairs at steps 9, 10, 19, 20 fail it); prints the notice-to-committed time.
 
 Then the checkpoint faults (issue #45): committed checkpoints at steps 5, 10, 15, 20 are
 damaged on disk (a flipped byte in ``.metadata``, in either rank's shard or per-rank file, a
@@ -140,13 +143,14 @@ def main() -> int:
                 with lock:
                     print(f"{i:3d} {r['kind']:>12} harness error: {e!r}", flush=True)
                 return dict(kind=r["kind"], sync=r["sync"], resume_rc=-1, complete=[],
-                            stopped_at=-1)
+                            stopped_at=-1, saves=0, off=[("harness error", None, None)])
             with lock:
                 print(f"{i:3d} {res['kind']:>12} {'s3' if use_s3 else 'local':>5} "
                       f"{'blocking' if r['sync'] else 'async':>8} stopped@{res['stopped_at']:<3} "
                       f"committed {res['complete']} partial {res['incomplete']} -> resumed@"
                       f"{res.get('resumed_from')} lost {res.get('lost_steps')} steps, "
-                      f"same weights {res.get('same_weights')}"
+                      f"same weights {res.get('same_weights')}, {res['saves']} saves"
+                      + (f" NOT one per interval at {res['off']}" if res["off"] else "")
                       + (f", notice->commit {res['notice_to_commit_s']:.2f} s"
                          if res.get("notice_to_commit_s") is not None else ""), flush=True)
             return res
@@ -174,6 +178,9 @@ def main() -> int:
     asyn = [r["lost_steps"] for r in kills if not r["sync"] and "lost_steps" in r]
     n2c = [r["notice_to_commit_s"] for r in rows if r.get("notice_to_commit_s") is not None]
     notice_lost = [r for r in rows if not r["kind"].startswith("kill") and r.get("lost_steps") != 0]
+    spacing = {mode: (sum(r["saves"] for r in rows if r["sync"] == sync),
+                      sum(len(r["off"]) for r in rows if r["sync"] == sync))
+               for mode, sync in (("async", False), ("blocking", True))}
     print(f"\n{len(rows)} runs in {time.time() - t0:.0f} s: {same} resumed bitwise equal to the "
           f"uninterrupted run; {len(failed)} corrupt (resume failed); {len(lost_ck)} lost "
           f"(resumed from other than the newest committed checkpoint)")
@@ -183,8 +190,13 @@ def main() -> int:
     if n2c:
         print(f"notices: {len(n2c)}, {len(notice_lost)} lost any step; notice -> committed: median "
               f"{statistics.median(n2c):.2f} s, max {max(n2c):.2f} s")
+    for mode, (n, bad) in spacing.items():
+        print(f"saves started by the loop, {mode}: {n} in {sum(r['sync'] == (mode == 'blocking') for r in rows)} "
+              f"runs (both lives of each), {bad} not one per interval (each no earlier than the "
+              f"previous save + {a.every} steps less the guard's lead, no later than + {a.every})")
     ok = (not failed and not lost_ck and same == len(rows) and not notice_lost
-          and max(blocking + asyn, default=0) <= a.every and faults_ok)
+          and max(blocking + asyn, default=0) <= a.every and faults_ok
+          and all(bad == 0 and n > 0 for n, bad in spacing.values()))
     print("PASS" if ok else "FAIL")
     return 0 if ok else 1
 

@@ -280,6 +280,7 @@ def build_estimate(model: Model, job: Job, cluster: Cluster, st: Strategy,
         energy_assumption=f"GPU TDP {acc.tdp_w:.0f} W x {cluster.utilisation_power:.0%} average "
                           f"draw x PUE {cluster.pue} (GPU power only, host excluded)")
     warnings, named = estimate_warnings(model, job, cluster, st, r, mem, time, nb)
+    warnings += [w for w in [_reliability_warning(totals, ck, cluster)] if w]
     alternatives = [Alternative(change=f.label, strategy=dict(f.update), why=why, memory_gib=f.gib,
                                 step_s=f.step_s) for why, f in named]
     n = cluster.gpus
@@ -423,3 +424,10 @@ def _finite(x):
     has no mean time between interruptions and needs no checkpoint interval)."""
     import math
     return None if x is None or not math.isfinite(float(x)) else float(x)
+
+
+def _reliability_warning(totals, ck, cluster) -> str | None:
+    """``reliability.breakdown_warning`` for the Estimate's totals (issue #41)."""
+    from trainplan.costmodel.reliability import breakdown_warning, restart_hours
+    return breakdown_warning(totals.goodput, totals.mtbf_hours, ck.write_s,
+                             float(restart_hours(cluster.restart_minutes, ck.load_s)))

@@ -206,3 +206,21 @@ def best_goodput(write_hours, restart_hours, failure_rate_per_hour, preempt_rate
     tau = np.where(none, np.inf, tau)
     inv = np.asarray(inv).ravel()
     return good[inv].reshape(shape), tau[inv].reshape(shape)
+
+
+def breakdown_warning(goodput_, mtbf_h, write_s, restart_h) -> str | None:
+    """A warning where Young/Daly's closed forms do not hold, or None: they assume a write d and
+    a restart R much shorter than the mean time between interruptions M (Young 1974; Daly 2006
+    sec. 3, the interval series needs d < 2M). Here d or R is over a tenth of M, or goodput is
+    under 50%. The goodput printed is the complete model's (:func:`best_goodput`, Daly 2006 sec.
+    4); ``trainplan resilience`` simulates the run as well (``resilience.simulate``)."""
+    if goodput_ is None or mtbf_h is None or not np.isfinite(mtbf_h) or mtbf_h <= 0:
+        return None
+    d_h, r_h = float(write_s) / 3600.0, float(restart_h)
+    if max(d_h, r_h) <= 0.1 * mtbf_h and goodput_ >= 0.5:
+        return None
+    return (f"interruptions every {mtbf_h * 60:.3g} min against a checkpoint write of "
+            f"{write_s:.3g} s and a restart of {r_h * 60:.3g} min (goodput {goodput_:.1%}): "
+            "Young/Daly's interval assumes both much shorter; the goodput is the complete "
+            "model's (Daly 2006 sec. 4), and `trainplan resilience --simulate N` draws the run "
+            "event by event; fewer GPUs, faster storage or a faster restart help")

@@ -45,6 +45,58 @@ from trainplan.export.launch import _env_defaults, _k8s_args, _k8s_env, _k8s_nam
 _SIGNALS = "SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1"   # torchrun's default list plus SIGUSR1
 REQUEUE_EXIT_CODE = 75   # EX_TEMPFAIL (sysexits.h): "try again later"; trainplan.guard exits with it
 
+#: The first torch release whose torchrun takes each flag the launch files pass.
+#: ``--signals_to_handle``: pytorch/pytorch PR #160690 (Aug 2025), in 2.9 (branch cut Sept 2025).
+#: ``--shutdown_timeout``: PR #172596 ("Makes worker shutdown timeout configurable in
+#: torchrun"), merged 2026-03-03, after the 2.11 branch cut (2.11 RC1 2026-02-17, pytorch
+#: issue #175426), so first in 2.12; before it torchrun SIGKILLs the workers 30 s after SIGTERM.
+TORCHRUN_FLAG_SINCE: dict[str, tuple[int, int]] = {"--signals_to_handle": (2, 9),
+                                                    "--shutdown_timeout": (2, 12)}
+
+#: The elastic PyTorchJob's image when none is given (``--image``): PyTorch's own CUDA image of
+#: torch 2.12.0 (Docker Hub pytorch/pytorch, tag <version>-cuda<cuda>-cudnn9-runtime; CUDA 12.6
+#: for drivers >= 560), whose torchrun takes every flag of :data:`TORCHRUN_FLAG_SINCE`. The
+#: vendor image of the fixed-size launch files (``export.spec.VENDOR_CONTAINER``, NGC 25.01:
+#: torch 2.6.0a0 per NVIDIA's 25.01 release notes) predates both flags.
+ELASTIC_IMAGE = "pytorch/pytorch:2.12.0-cuda12.6-cudnn9-runtime"
+
+#: torch versions of images trainplan names (NGC PyTorch release notes: "PyTorch container
+#: image version 25.01 is based on 2.6.0a0"; Intel Gaudi 1.16.2's installer names 2.2.2).
+KNOWN_IMAGE_TORCH: dict[str, tuple[int, int]] = {
+    "nvcr.io/nvidia/pytorch:25.01-py3": (2, 6),
+    "vault.habana.ai/gaudi-docker/1.16.2/ubuntu22.04/habanalabs/pytorch-installer-2.2.2:latest":
+        (2, 2),
+}
+
+
+def image_torch(image: str) -> tuple[int, int] | None:
+    """The torch (major, minor) an image ships, where trainplan knows it: the images it names
+    (:data:`KNOWN_IMAGE_TORCH`) and PyTorch's own ``pytorch/pytorch:X.Y...`` tags; else None."""
+    import re
+    if image in KNOWN_IMAGE_TORCH:
+        return KNOWN_IMAGE_TORCH[image]
+    m = re.fullmatch(r"(?:docker\.io/)?pytorch/pytorch:(\d+)\.(\d+)[.\w-]*", image)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def elastic_image(spec: LaunchSpec) -> str:
+    """The elastic PyTorchJob's image: the one given, else :data:`ELASTIC_IMAGE` for NVIDIA GPUs,
+    else the vendor's (``LaunchSpec.container_image``)."""
+    if spec.image:
+        return spec.image
+    return ELASTIC_IMAGE if spec.cluster.accelerator.vendor.upper() == "NVIDIA" else spec.container_image
+
+
+def torchrun_signal_flags(grace_s: int, image: str | None = None) -> list[str]:
+    """``--signals_to_handle`` (SIGUSR1 added) and ``--shutdown_timeout`` (``grace_s``), each only
+    where the image's torchrun takes it (:data:`TORCHRUN_FLAG_SINCE`; an image whose torch is
+    unknown, or none, gets both: it must be torch >= 2.12). An older torchrun rejects an
+    unknown flag and the pod never starts."""
+    have = image_torch(image) if image else None
+    flags = {"--signals_to_handle": f"--signals_to_handle={_SIGNALS}",
+             "--shutdown_timeout": f"--shutdown_timeout={grace_s}"}
+    return [f for k, f in flags.items() if have is None or have >= TORCHRUN_FLAG_SINCE[k]]
+
 
 def signal_seconds(write_s: float, step_s: float = 0.0, margin_s: float = NOTICE_MARGIN_S) -> int:
     """Lead time for SLURM's ``--signal``, torchrun's ``--shutdown_timeout`` and the pod's
@@ -125,6 +177,7 @@ def render_torchrun_elastic(spec: LaunchSpec, min_nodes: int, max_nodes: int,
         f"# elastic torchrun written by trainplan: {min_nodes} to {max_nodes} node(s) of "
         f"{spec.procs_per_node}, c10d rendezvous, {max_restarts} restarts",
         "# Run the same line on every node; nodes may join or leave between MIN and MAX.",
+        "# Needs torch >= 2.12 (--shutdown_timeout; --signals_to_handle since 2.9).",
         f"# The layout {spec.strategy.layout()} runs at every count in the range; it runs at "
         + ", ".join(map(str, runnable_nodes(spec, 1, max_nodes)))
         + " node(s) up to MAX; a wider range needs another TP/PP/CP or global batch.",
@@ -211,14 +264,16 @@ def pytorchjob_elastic_manifest(spec: LaunchSpec, min_nodes: int, max_nodes: int
     ``torch/distributed/elastic/agent/server/api.py`` ``SimpleElasticAgent.run`` calls
     ``_shutdown(e.sigval, timeout=self._shutdown_timeout)`` on a death signal), so the command
     sets it to the grace period less 10 s, as the SLURM script does, and adds SIGUSR1 to
-    ``--signals_to_handle``."""
+    ``--signals_to_handle``. The image (:func:`elastic_image`) must have a torchrun that takes
+    both (torch >= 2.12); a flag an image's torch is known to lack is left out
+    (:func:`torchrun_signal_flags`)."""
     _check(spec, min_nodes, max_nodes, max_restarts)
     if grace_s < 11:
         raise InputError("grace seconds", grace_s, "an integer >= 11 (torchrun's shutdown "
                          "timeout is 10 s less)")
-    cmd = ["torchrun", f"--signals_to_handle={_SIGNALS}", f"--shutdown_timeout={grace_s - 10}",
-           *spec.program()]
-    container = {"name": "pytorch", "image": spec.container_image,
+    image = elastic_image(spec)
+    cmd = ["torchrun", *torchrun_signal_flags(grace_s - 10, image), *spec.program()]
+    container = {"name": "pytorch", "image": image,
                  "command": _k8s_args(cmd), "env": _k8s_env(spec),
                  "resources": {"limits": {spec.gpu_resource: spec.procs_per_node}},
                  "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}]}
@@ -235,6 +290,19 @@ def pytorchjob_elastic_manifest(spec: LaunchSpec, min_nodes: int, max_nodes: int
                              "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]}}}}}}
 
 
+def _image_comment(spec: LaunchSpec, grace_s: int) -> str:
+    """The YAML's note on its image: what torchrun it needs, or what a known older one lacks."""
+    image = elastic_image(spec)
+    left = [k for k in TORCHRUN_FLAG_SINCE
+            if not any(f.startswith(k) for f in torchrun_signal_flags(grace_s, image))]
+    if not left:
+        return (f"# image {image}: its torchrun must take --signals_to_handle (torch >= 2.9) and "
+                "--shutdown_timeout (torch >= 2.12); set another with --image\n")
+    return (f"# image {image} (torch {'.'.join(map(str, image_torch(image) or ()))}) lacks "
+            f"{', '.join(left)}: left out, so torchrun SIGKILLs the workers 30 s after SIGTERM "
+            f"(the save needs {grace_s} s); pass --image with torch >= 2.12\n")
+
+
 def render_elastic(spec: LaunchSpec, min_nodes: int, max_nodes: int, max_restarts: int,
                    write_s: float, time_hours: float | None = None,
                    step_s: float = 0.0) -> dict[str, str]:
@@ -245,7 +313,8 @@ def render_elastic(spec: LaunchSpec, min_nodes: int, max_nodes: int, max_restart
         "torchrun_elastic.sh": render_torchrun_elastic(spec, min_nodes, max_nodes, max_restarts,
                                                        grace_s=sig),
         "train_requeue.sbatch": render_slurm_requeue(spec, sig, time_hours),
-        "pytorchjob_elastic.yaml": "# elastic PyTorchJob written by trainplan\n" + yaml.safe_dump(
+        "pytorchjob_elastic.yaml": "# elastic PyTorchJob written by trainplan\n"
+        + _image_comment(spec, sig) + yaml.safe_dump(
             pytorchjob_elastic_manifest(spec, min_nodes, max_nodes, max_restarts, grace_s=sig),
             sort_keys=False),
     }

@@ -78,7 +78,7 @@ def render_estimate(e: Estimate, console: Console | None = None) -> None:
                    f"of steps; goodput {tot.goodput:.1%})")
         ck = e.checkpoint
         rt.add_row("failures / checkpoints",
-                   (f"MTBF {tot.mtbf_hours:,.0f} h; checkpoint every "
+                   (f"MTBF {tot.mtbf_hours:,.3g} h; checkpoint every "
                     f"{tot.checkpoint_interval_hours:.2g} h" if tot.mtbf_hours is not None
                     else "no interruptions assumed (failure rate 0)")
                    + f"; {ck.gib:,.0f} GiB written in {ck.write_s:.0f} s")

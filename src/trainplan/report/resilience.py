@@ -44,6 +44,7 @@ def render_options(out: dict) -> None:
             ts.add_row(r["option"], f"{d['p10']:.3f}", f"{d['p50']:.3f}", f"{d['p90']:.3f}",
                        f"{r['sim_mean_goodput']:.4f}")
         con.print(ts)
+    _sensitivity(con, out.get("sensitivity") or [])
     con.print(f"break-even spot discount: {out['break_even_spot_discount']:.2%} off on-demand "
               "(spot is cheaper when its discount is larger)", highlight=False)
     if out["spot_savings"] is not None:
@@ -55,6 +56,24 @@ def render_options(out: dict) -> None:
         con.print(escape(f"  {r['option']}: {r['price_source']}"), highlight=False)
         for n in r["notes"]:
             con.print(escape(f"    {n}"), highlight=False)
+
+
+def _sensitivity(con, rows: list) -> None:
+    """Which default moves goodput most: each at its measured range's ends, the others held."""
+    from rich.markup import escape
+    from rich.table import Table
+    if not rows:
+        return
+    t = Table(title="Sensitivity: goodput with each default at the ends of its measured range "
+                    "(largest swing first; sources: trainplan/resilience/data/defaults.json)")
+    for col in ("default", "value", "measured range", "option", "goodput", "at low", "at high",
+                "swing"):
+        t.add_column(col)
+    for r in rows:
+        t.add_row(escape(r["name"]), f"{r['value']:.3g} {r['unit']}",
+                  f"{r['low']:.3g}-{r['high']:.3g}", r["option"], f"{r['goodput']:.2%}",
+                  f"{r['goodput_low']:.2%}", f"{r['goodput_high']:.2%}", f"{r['swing']:.2%}")
+    con.print(t)
 
 
 def render_schedule(out: dict) -> None:

@@ -161,8 +161,8 @@ def billed_gpu_hours(wall_h: Numbers, gpus: Numbers, preempt_per_hour: Numbers, 
     for the seconds it ran; GCP and Azure Spot VMs are assumed billed the same way, per second
     of running). The job's other nodes stay allocated, idle, while it waits for the missing
     one: they are paid. Pre-emptions over the run: ``preempt_per_hour`` x ``wall_h`` (Poisson
-    arrivals over the wall clock), one instance (``instance_gpus``) each (the independence
-    assumption of ``preempt_rate_per_hour``); a second pre-emption during a wait is neglected
+    arrivals over the wall clock), ``instance_gpus`` each (the nodes one reclaim event takes:
+    ``defaults.nodes_per_reclaim``); a second pre-emption during a wait is neglected
     (first order in rate x wait; the waits never add up to more than the wall time).
     Broadcasts."""
     wall = np.asarray(wall_h, dtype=float)
@@ -189,9 +189,18 @@ STALE_MONTHS = 12
 
 def catalog_options(gpu_id: str, provider_name: str, gpus_per_node: int, nodes: int,
                     band: float | None, spot_wait_h: float,
-                    overrides: dict[str, float | None]) -> list[Option]:
+                    overrides: dict[str, float | None], *,
+                    per_instance_hour: float | None = None, overcount: float = 1.0,
+                    given: str = "") -> list[Option]:
     """On-demand, reserved and spot options for a GPU from the price catalog (the provider's
-    rows; user prices in ``overrides`` win) and the provider's notice and pre-emption band."""
+    rows; user prices in ``overrides`` win) and the provider's notice and pre-emption band.
+
+    The spot rate: ``per_instance_hour`` (pre-emptions per instance-hour, ``given`` says how
+    it was given) where set, else the fraction ``band`` of instances interrupted a month (else
+    the provider's lowest band), converted per instance-hour (:func:`preempt_rate_per_hour`);
+    the job sees reclaim events at ``defaults.job_preempt_rate`` (correlated reclaims:
+    ``overcount``, 1 for independent nodes), each taking ``defaults.nodes_per_reclaim`` nodes."""
+    from trainplan.resilience.defaults import job_preempt_rate, nodes_per_reclaim
     from trainplan.catalog.accelerators import prices_for
 
     prov = provider(provider_name)
@@ -224,11 +233,16 @@ def catalog_options(gpu_id: str, provider_name: str, gpus_per_node: int, nodes: 
             out.append(Option(name, price, src))
             continue
         frac = band if band is not None else _band_default(prov)
-        rate = float(preempt_rate_per_hour(frac, nodes)) if frac is not None else 0.0
-        note = (f"{frac:.0%} of instances interrupted per month x {nodes} nodes"
-                if frac is not None else "no pre-emption rate: pass --interruptions")
+        lam = per_instance_hour
+        if lam is None and frac is not None:
+            lam, given = float(preempt_rate_per_hour(frac, 1)), f"{frac:.0%} of instances a month"
+        rate = job_preempt_rate(lam, nodes, overcount) if lam is not None else 0.0
+        k = nodes_per_reclaim(nodes, overcount)
+        note = (f"{given} ({lam:.3g} per instance-hour) x {nodes} nodes / {k:.3g} nodes per "
+                "reclaim event (correlated reclaims)" if lam is not None
+                else "no pre-emption rate: pass --interruptions")
         out.append(Option("spot", price, src, rate, float(prov["notice_s"]), spot_wait_h,
-                          gpus_per_node,
+                          round(gpus_per_node * k),
                           (note, f"notice {prov['notice_s']} s: {prov['notice_source']}")))
     return out
 

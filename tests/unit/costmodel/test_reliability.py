@@ -41,3 +41,23 @@ def test_spot_lowers_goodput_and_raises_cost():
     assert spot.totals.wall_clock_days > base.totals.wall_clock_days
     assert spot.totals.ideal_wall_clock_days == pytest.approx(base.totals.ideal_wall_clock_days)
     assert spot.totals.mtbf_hours < 4
+
+
+def test_breakdown_warning_where_restarts_near_the_time_between_failures():
+    """Issue #41: goodput 2-9% and "MTBF 0 h" were printed without a word. Saves and restarts
+    over a tenth of the MTBF (or goodput under 50%) now warn; a healthy run does not."""
+    from trainplan.costmodel.reliability import breakdown_warning
+    assert breakdown_warning(0.99, 100.0, 10.0, 0.2) is None
+    w = breakdown_warning(0.587, 0.61, 9.65, 16 / 60)
+    assert w and "Young/Daly" in w and "36.6 min" in w
+    assert breakdown_warning(0.3, 100.0, 1.0, 0.1)              # low goodput alone
+    assert breakdown_warning(0.9, float("inf"), 1.0, 0.1) is None
+    import trainplan
+    est = trainplan.estimate("llama-3-70b", gpu="h100", gpus=16384, seq_len=8192,
+                             global_batch=2048, tokens=1e13, strategy={"tp": 8, "pp": 8},
+                             cluster={"failure_rate_per_gpu_hour": 1e-4,
+                                      "storage_GBps_per_node": 0.05})
+    assert est.totals.mtbf_hours < 1 and any("Young/Daly" in x for x in est.warnings)
+    calm = trainplan.estimate("llama-3-8b", gpu="h100", gpus=8, seq_len=4096, global_batch=64,
+                              tokens=1e9)
+    assert not any("Young/Daly" in x for x in calm.warnings)

@@ -262,3 +262,49 @@ def test_requeue_allocation_applies_the_margin_once(files):
     d, hms = t.split("-")
     hours = int(d) * 24 + int(hms.split(":")[0]) + int(hms.split(":")[1]) / 60
     assert hours <= REQUEUE_CHUNK_HOURS
+
+
+def _pod(path):
+    doc = yaml.safe_load(path.read_text())
+    return doc["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+
+
+def test_pytorchjob_default_image_has_a_torchrun_that_takes_its_flags(files):
+    """Issue #41: the elastic PyTorchJob ran nvcr.io/nvidia/pytorch:25.01-py3 (torch 2.6.0a0)
+    with --signals_to_handle (torch >= 2.9) and --shutdown_timeout (torch >= 2.12): its torchrun
+    rejects both and the pod never starts. The default image's torch must take every flag the
+    command passes."""
+    from trainplan.export.elastic import TORCHRUN_FLAG_SINCE, image_torch
+    pod = _pod(files / "pytorchjob_elastic.yaml")
+    have = image_torch(pod["image"])
+    assert have is not None and pod["image"] != "nvcr.io/nvidia/pytorch:25.01-py3"
+    passed = [a.split("=")[0] for a in pod["command"] if a.startswith("--")]
+    assert {"--signals_to_handle", "--shutdown_timeout"} <= set(passed)
+    assert all(have >= TORCHRUN_FLAG_SINCE[f] for f in passed if f in TORCHRUN_FLAG_SINCE)
+
+
+@pytest.mark.parametrize("image,kept", [
+    ("nvcr.io/nvidia/pytorch:25.01-py3", set()),
+    ("pytorch/pytorch:2.10.0-cuda12.6-cudnn9-runtime", {"--signals_to_handle"}),
+    ("registry.example.com/team/train:7", {"--signals_to_handle", "--shutdown_timeout"}),
+])
+def test_pytorchjob_image_option_drops_only_flags_its_torch_lacks(tmp_path, image, kept):
+    """--image: the pod runs it; a flag its known torch lacks is left out (and the YAML says
+    so); an image of unknown torch gets both (the help says it needs torch >= 2.12)."""
+    from torch.distributed.run import get_args_parser
+    res = CliRunner().invoke(app, ["resilience", "--gpus", "16", "--emit", str(tmp_path),
+                                   "--image", image])
+    assert res.exit_code == 0, res.output
+    pod = _pod(tmp_path / "pytorchjob_elastic.yaml")
+    assert pod["image"] == image
+    passed = {a.split("=")[0] for a in pod["command"] if a.startswith("--")}
+    assert passed & {"--signals_to_handle", "--shutdown_timeout"} == kept
+    get_args_parser().parse_args(pod["command"][1:])      # still a valid torchrun line
+    head = (tmp_path / "pytorchjob_elastic.yaml").read_text().splitlines()[1]
+    assert ("lacks" in head) == (len(kept) < 2), head
+
+
+def test_image_needs_emit_and_no_spaces(tmp_path):
+    for args in (["--image", "x:1"], ["--emit", str(tmp_path), "--image", "a b"]):
+        res = CliRunner().invoke(app, ["resilience", "--gpus", "16", *args])
+        assert res.exit_code == 2 and "--image" in res.output, res.output

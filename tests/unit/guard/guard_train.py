@@ -78,6 +78,12 @@ def main() -> None:
             os.makedirs(a.snapshots, exist_ok=True)
             torch.save(model.state_dict(), os.path.join(a.snapshots, f"{start}.pt"))
     progress = open(a.out + f".progress{rank}", "a")
+    # every save the loop's guard.step started: "start step lead" (rank 0), one line each, so
+    # the fault injection can count saves per interval (issue #41: pairs at 9, 10, 19, 20, ...)
+    saves = open(a.out + ".saves", "a") if rank == 0 else None
+    if saves is not None:
+        saves.write(f"resume {start} {guard.every_steps}\n")
+        saves.flush()
     try:
         for step in range(start, a.steps):
             x, y = loader.next()
@@ -90,7 +96,9 @@ def main() -> None:
             progress.write(f"{step + 1}\n")
             progress.flush()
             time.sleep(a.sleep)
-            guard.step(step + 1)
+            if guard.step(step + 1) and saves is not None:
+                saves.write(f"{step + 1} {guard._lead}\n")
+                saves.flush()
         guard.close()
     except SystemExit:
         if rank == 0:

@@ -206,12 +206,45 @@ def run_case(kind: str, work: Path, ref_digest: str, at: float, steps: int = 40,
     res["resume_rc"] = rc
     if rc != 0:            # the assertion message shows it: a CI failure says why the resume failed
         res["resume_log"] = tail(resume_log)
+    res.update(saves_of(out))       # both lives of the run: the interrupted one and its resume
     if rc == 0:
         final = json.loads(out.read_text())
         res["resumed_from"] = final["start"]
         res["lost_steps"] = at_stop - final["start"]
         res["same_weights"] = final["digest"] == ref_digest
     return res
+
+
+def save_spacing(lines: list[str]) -> dict:
+    """Saves the loop started (``guard_train.py``'s ``.saves`` file: a "resume START EVERY"
+    line per process, then "STEP LEAD" per save) checked for one save per interval: each save
+    comes no earlier than its interval allows (the previous save, or the step resumed from,
+    plus ``every`` less the guard's lead then: ``Guard.step``'s due rule) and no later than the
+    deadline (``every`` steps after it). Returns {saves, async_saves, off: [(prev, step, lead)]}."""
+    prev = every = None
+    n = 0
+    off = []
+    for ln in lines:
+        parts = ln.split()
+        if not parts:
+            continue
+        if parts[0] == "resume":
+            prev, every = int(parts[1]), int(parts[2])
+            continue
+        step, lead = int(parts[0]), int(parts[1])
+        n += 1
+        if prev is None or every is None or not every - lead <= step - prev <= every:
+            off.append((prev, step, lead))
+        prev = step
+    return dict(saves=n, off=off)
+
+
+def saves_of(out: Path) -> dict:
+    """:func:`save_spacing` of a run's ``.saves`` file (none: no save)."""
+    try:
+        return save_spacing(Path(str(out) + ".saves").read_text().splitlines())
+    except FileNotFoundError:
+        return dict(saves=0, off=[])
 
 
 def tail(log: Path, n: int = 4000) -> str:

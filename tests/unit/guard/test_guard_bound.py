@@ -98,3 +98,18 @@ def test_one_save_per_interval(tmp_path, monkeypatch, mode, steps_per_save):
     period = EVERY - steps_per_save
     first = EVERY if mode == "blocking" else EVERY - 1
     assert saved == list(range(first, STEPS + 1, period)), saved
+
+
+def test_the_fault_injection_counts_saves_per_interval():
+    """benchmarks/fault_injection.py's check (harness.save_spacing) on the save steps of issue
+    #41 (async pairs at 9, 10, 19, 20 with every 10 and lead 1) and on the fixed spacing."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).parent))
+    from harness import save_spacing
+    pairs = save_spacing(["resume 0 10", "9 1", "10 1", "19 1", "20 1"])
+    assert pairs["saves"] == 4 and [o[1] for o in pairs["off"]] == [10, 20]
+    fixed = save_spacing(["resume 0 10", "9 1", "18 1", "27 1", "resume 27 10", "36 1"])
+    assert fixed == dict(saves=4, off=[])
+    blocking = save_spacing(["resume 0 5", "5 0", "10 0", "resume 10 5", "15 0", "16 0"])
+    assert [o[1] for o in blocking["off"]] == [16]
