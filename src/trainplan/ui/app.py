@@ -116,7 +116,7 @@ def _plan_routes(app: FastAPI, page: Any, checked_state: Any) -> None:
         err = None if search is not None else f"search {sid!r} is not kept any more: run it again"
         return page(request, "plan.html", state, sid=sid, search=search, error=err)
 
-    @app.get("/plan/{sid}.json")
+    @app.get("/plan/{sid}/status.json")
     async def plan_json(sid: str) -> JSONResponse:
         search = plans.get(sid)
         if search is None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trainplan.ui.state import State, cli_args, job_data, scratch
+from trainplan.ui.state import PASTED, State, cli_args, job_data, scratch
 
 #: The timestamp of every zip entry: the zip format has no "none", and a fixed one makes the
 #: archive of the same state the same bytes (the files' contents are --emit's own).
@@ -53,9 +53,16 @@ def error_text(exc: BaseException) -> str | None:
 
 def command_line(state: State, what: str = "estimate") -> str:
     """The equivalent ``trainplan`` command, quoted for a POSIX shell (a pasted config.json is
-    shown as config.json)."""
+    shown as the file the page writes, pasted-config/config.json)."""
     import shlex
-    args = cli_args(state, "config.json" if state.config.strip() else None)
+
+    from trainplan.errors import InputError
+    from trainplan.ui.state import FIELDS
+    try:
+        args = cli_args(state, PASTED if state.config.strip() else None)
+    except InputError:                   # a malformed number: the flags as typed
+        args = [a for name, flag, _ in FIELDS if getattr(state, name)
+                for a in (flag, getattr(state, name))]
     return "trainplan " + what + " " + shlex.join(args) + " --json"
 
 
@@ -67,13 +74,20 @@ def estimate_state(state: State) -> Outcome:
     try:
         with scratch() as tmp:
             run = _run(state, tmp)
-        text = dumps(run.estimate.model_dump(), indent=2) + "\n"     # print_json + typer.echo
+        text = relative(dumps(run.estimate.model_dump(), indent=2) + "\n", tmp)  # print_json
     except Exception as exc:  # noqa: BLE001 -- only trainplan's own errors are shown
         msg = error_text(exc)
         if msg is None:
             raise
         return Outcome(state, error=msg, command=cmd)
     return Outcome(state, json_text=text, data=json.loads(text), command=cmd)
+
+
+def relative(text: str, tmp: str) -> str:
+    """``text`` with the scratch folder's path left out: a pasted config.json's path reads
+    pasted-config/config.json, as in the CLI run beside that file (the model's source names it)."""
+    import os
+    return text.replace(os.path.join(tmp, ""), "")
 
 
 def _run(state: State, tmp: str) -> Any:
@@ -106,7 +120,8 @@ def report_html(state: State) -> str:
 
     with scratch() as tmp:
         run = _run(state, tmp)
-    return render_html(estimate_report(run.estimate, run.inputs.job, run.inputs.cluster))
+        return relative(render_html(estimate_report(run.estimate, run.inputs.job,
+                                                    run.inputs.cluster)), tmp)
 
 
 def default_formats(framework: str) -> list[str]:

@@ -43,9 +43,9 @@ _GUARD = threading.Lock()
 
 def plan_args(state: State) -> list[str]:
     """The ``trainplan plan`` flags of the state (the command the benchmark and tests time)."""
-    from trainplan.ui.state import cli_args
+    from trainplan.ui.state import PASTED, cli_args
     args = cli_args(State(**{**_plain(state), "gpus": "", **{k: "" for k in _knobs()}}),
-                    "config.json" if state.config.strip() else None)
+                    PASTED if state.config.strip() else None)
     return args + ["--gpus", state.plan_gpus, "--objective", state.objective, "--top", str(TOP)]
 
 

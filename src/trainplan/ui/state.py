@@ -175,11 +175,18 @@ def job_data(state: State, workdir: str) -> dict[str, Any]:
     return data
 
 
+#: where a pasted config.json is written inside the request's scratch folder: the model is named
+#: after the folder (catalog/hf_config.py), so the page and ``--model pasted-config/config.json``
+#: give the same name
+PASTED = os.path.join("pasted-config", "config.json")
+
+
 def config_file(state: State, workdir: str) -> str | None:
-    """The pasted config.json written to ``workdir``/config.json (None without one)."""
+    """The pasted config.json written to ``workdir``/:data:`PASTED` (None without one)."""
     if not state.config.strip():
         return None
-    path = os.path.join(workdir, "config.json")
+    path = os.path.join(workdir, PASTED)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
     from trainplan.io.files import atomic_write
     atomic_write(path, state.config)
     return path
