@@ -26,9 +26,10 @@ def check_port(port: int) -> int:
     return port
 
 
-def serve(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, log_level: str = "warning",
-          ready: Any = None) -> None:
-    """Run the app until interrupted; ``ready(url)`` is called once it listens."""
+def make_server(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, log_level: str = "warning",
+                ready: Any = None) -> Any:
+    """A uvicorn server of the app (not started: ``.run()``; ``.should_exit = True`` stops it);
+    ``ready(url)`` is called once it listens."""
     check_extra()
     check_port(port)
     import uvicorn
@@ -39,7 +40,13 @@ def serve(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, log_level: str = "
     server = uvicorn.Server(config)
     if ready is not None:
         _on_start(server, ready, host)
-    server.run()
+    return server
+
+
+def serve(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, log_level: str = "warning",
+          ready: Any = None) -> None:
+    """Run the app until interrupted (Ctrl+C); ``ready(url)`` is called once it listens."""
+    make_server(host, port, log_level, ready).run()
 
 
 def _on_start(server: Any, ready: Any, host: str) -> None:
