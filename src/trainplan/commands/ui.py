@@ -11,7 +11,7 @@ def ui_command(
     port: int = typer.Option(8765, "--port", help="TCP port (0: any free port)"),
 ) -> None:
     """Serve the planner in the browser: estimate, search, launch files, report and diagnosis,
-    the numbers of the CLI (needs pip install 'trainplan[ui]'; docs/ui.md)."""
+    the numbers of the CLI (needs the ui extra; docs/ui.md)."""
     from trainplan.report.echo import confirm
     from trainplan.ui.server import serve
 

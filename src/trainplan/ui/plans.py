@@ -51,7 +51,7 @@ def plan_args(state: State) -> list[str]:
 
 def _plain(state: State) -> dict[str, Any]:
     from dataclasses import fields
-    return {f.name: getattr(state, f.name) for f in fields(state) if f.name != "extra"}
+    return {f.name: getattr(state, f.name) for f in fields(state)}
 
 
 def _knobs() -> tuple[str, ...]:

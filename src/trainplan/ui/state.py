@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any, Mapping
 from urllib.parse import urlencode
 
@@ -70,13 +70,12 @@ class State:
     config: str = ""               # a pasted or uploaded config.json (overrides the preset)
     plan_gpus: str = "8..64"
     objective: str = "fastest"
-    extra: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     def query(self) -> str:
         """The query string of the share link: the fields that differ from the defaults."""
         base = State()
-        pairs = [(f.name, getattr(self, f.name)) for f in fields(self) if f.name != "extra"
-                 and getattr(self, f.name) != getattr(base, f.name)]
+        pairs = [(f.name, getattr(self, f.name)) for f in fields(self)
+                 if getattr(self, f.name) != getattr(base, f.name)]
         return urlencode(pairs)
 
     def with_layout(self, **knobs: Any) -> "State":
@@ -95,7 +94,7 @@ def _text(v: Any) -> str:
 def from_mapping(values: Mapping[str, Any]) -> State:
     """A State from a query string's or a form's values; unknown keys are ignored (the page's
     own buttons post some), over-long values refused."""
-    names = {f.name for f in fields(State)} - {"extra"}
+    names = {f.name for f in fields(State)}
     given: dict[str, str] = {}
     for k in names:
         if k in values:
