@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trainplan.ui.state import PASTED, State, cli_args, job_data, scratch
+from trainplan.ui.state import PASTED, State, cli_args, job_data, scratch, workdir
 
 #: The timestamp of every zip entry: the zip format has no "none", and a fixed one makes the
 #: archive of the same state the same bytes (the files' contents are --emit's own).
@@ -72,7 +72,7 @@ def estimate_state(state: State) -> Outcome:
 
     cmd = command_line(state)
     try:
-        with scratch() as tmp:
+        with workdir(state) as tmp:
             run = _run(state, tmp)
         text = relative(dumps(run.estimate.model_dump(), indent=2) + "\n", tmp)  # print_json
     except Exception as exc:  # noqa: BLE001 -- only trainplan's own errors are shown
@@ -87,7 +87,7 @@ def relative(text: str, tmp: str) -> str:
     """``text`` with the scratch folder's path left out: a pasted config.json's path reads
     pasted-config/config.json, as in the CLI run beside that file (the model's source names it)."""
     import os
-    return text.replace(os.path.join(tmp, ""), "")
+    return text.replace(os.path.join(tmp, ""), "") if tmp else text
 
 
 def _run(state: State, tmp: str) -> Any:

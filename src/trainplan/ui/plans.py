@@ -14,7 +14,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from trainplan.ui.state import State, job_data, scratch
+from trainplan.ui.state import State, job_data, workdir
 
 KEEP = 16            # searches kept (the oldest finished one is dropped first)
 TOP = 10             # layouts in the ranking table
@@ -66,7 +66,7 @@ def run_search(state: State, search: Search) -> None:
     from trainplan.services.plan import plan_request, run_plan
     from trainplan.ui.compute import error_text
     try:
-        with scratch() as tmp:
+        with workdir(state) as tmp:
             data = job_data(State(**{**_plain(state), **{k: "" for k in _knobs()}}), tmp)
             data.get("cluster", {}).pop("gpus", None)
             drop_strategy(data)

@@ -194,3 +194,10 @@ def config_file(state: State, workdir: str) -> str | None:
 def scratch() -> tempfile.TemporaryDirectory[str]:
     """A private folder for one request's files (pasted config, launch files, report)."""
     return tempfile.TemporaryDirectory(prefix="trainplan-ui-")
+
+
+def workdir(state: State) -> Any:
+    """:func:`scratch` when the state has a pasted config.json to write, else a context of ""
+    (no folder: a knob change makes and removes none)."""
+    import contextlib
+    return scratch() if state.config.strip() else contextlib.nullcontext("")
