@@ -24,13 +24,12 @@ TIME = (("compute_s", "compute"), ("tp_comm_s", "TP comm"), ("cp_comm_s", "CP co
 
 def stacked_bar(parts: Sequence[tuple[str, float]], limit: float | None, unit: str,
                 width: int = 640) -> str:
-    """One horizontal bar of ``parts`` (label, value) with a legend; ``limit`` (the capacity)
-    as a vertical line."""
+    """One horizontal bar of ``parts`` (label, value) with a legend (wrapped in rows);
+    ``limit`` (the capacity) as a dashed vertical line."""
     total = sum(max(v, 0.0) for _, v in parts)
     scale_max = max(total, limit or 0.0) or 1.0
-    x0, bar_w, y = 10, width - 20, 10
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="84" role="img" '
-           f'class="bar">']
+    x0, bar_w, y = 10, width - 20, 16
+    out: list[str] = []
     x = float(x0)
     legend = []
     for i, (label, v) in enumerate(parts):
@@ -44,28 +43,51 @@ def stacked_bar(parts: Sequence[tuple[str, float]], limit: float | None, unit: s
         x += w
     if limit:
         lx = x0 + bar_w * limit / scale_max
-        out.append(f'<line x1="{lx:.1f}" x2="{lx:.1f}" y1="4" y2="42" stroke="#000" '
-                   f'stroke-width="2" stroke-dasharray="4 2"><title>capacity {limit:.4g} '
-                   f'{escape(unit)}</title></line>')
-    lx = float(x0)
+        out.append(f'<line x1="{lx:.1f}" x2="{lx:.1f}" y1="12" y2="46" stroke="#000" '
+                   f'stroke-width="2" stroke-dasharray="4 2"/><text x="{lx:.1f}" y="10" '
+                   f'font-size="11" text-anchor="end">capacity {limit:.4g} {escape(unit)}</text>')
+    rows = _legend(legend, x0, width, 62)
+    height = 62 + 16 * rows
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+            f'viewBox="0 0 {width} {height}" role="img" class="bar">' + "".join(out) + _legend_svg(legend, x0, width, 62) + "</svg>")
+
+
+def _legend_items(legend: Sequence[tuple[str, str, float]], x0: int, width: int,
+                  top: int) -> list[tuple[float, float, str, str]]:
+    """(x, y, colour, text) of each legend entry, wrapped into rows of ``width``."""
+    out, lx, ly = [], float(x0), float(top)
     for label, colour, v in legend:
         text = f"{label} {v:.3g}"
-        out.append(f'<rect x="{lx:.0f}" y="56" width="10" height="10" fill="{colour}"/>'
-                   f'<text x="{lx + 14:.0f}" y="65" font-size="11">{escape(text)}</text>')
-        lx += 20 + 6.2 * len(text)
-    out.append("</svg>")
-    return "".join(out)
+        w = 20 + 6.4 * len(text)
+        if lx + w > width and lx > x0:
+            lx, ly = float(x0), ly + 16
+        out.append((lx, ly, colour, text))
+        lx += w
+    return out
+
+
+def _legend(legend: Sequence[tuple[str, str, float]], x0: int, width: int, top: int) -> int:
+    """Rows the legend takes."""
+    items = _legend_items(legend, x0, width, top)
+    return 1 + int((items[-1][1] - top) // 16) if items else 0
+
+
+def _legend_svg(legend: Sequence[tuple[str, str, float]], x0: int, width: int, top: int) -> str:
+    return "".join(f'<rect x="{x:.0f}" y="{y - 9:.0f}" width="10" height="10" fill="{c}"/>'
+                   f'<text x="{x + 14:.0f}" y="{y:.0f}" font-size="11">{escape(t)}</text>'
+                   for x, y, c, t in _legend_items(legend, x0, width, top))
 
 
 def memory_bar(memory: dict[str, Any]) -> str:
     """The estimate JSON's memory block: components against the capacity (GiB)."""
     return stacked_bar([(label, float(memory.get(k) or 0.0)) for k, label in MEMORY],
-                       float(memory.get("capacity_gib") or 0.0) or None, "GiB")
+                       float(memory.get("capacity_gib") or 0.0) or None, "GiB", width=900)
 
 
 def time_bar(time: dict[str, Any]) -> str:
     """The estimate JSON's time block: seconds per step by component."""
-    return stacked_bar([(label, float(time.get(k) or 0.0)) for k, label in TIME], None, "s")
+    return stacked_bar([(label, float(time.get(k) or 0.0)) for k, label in TIME], None, "s",
+                       width=900)
 
 
 def _axis(values: Sequence[float]) -> tuple[bool, float, float]:
@@ -97,7 +119,7 @@ def pareto_chart(points: Sequence[dict[str, Any]], labels: tuple[str, str] = ("c
     def xy(p: dict[str, Any]) -> tuple[float, float]:
         return m + _place(p["x"], ax, w), 10 + h - _place(p["y"], ay, h)
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-           f'role="img" class="pareto"><rect x="{m}" y="10" width="{w}" height="{h}" '
+           f'viewBox="0 0 {width} {height}" role="img" class="pareto"><rect x="{m}" y="10" width="{w}" height="{h}" '
            f'fill="none" stroke="#999"/>']
     front = sorted((p for p in pts if p.get("front")), key=lambda p: p["x"])
     if len(front) > 1:

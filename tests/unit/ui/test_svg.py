@@ -9,10 +9,20 @@ from trainplan.ui.svg import pareto_chart, stacked_bar
 
 def test_bar_widths_are_proportional_and_capacity_drawn():
     svg = stacked_bar([("a", 30.0), ("b", 10.0)], 80.0, "GiB", width=420)
-    widths = [float(w) for w in re.findall(r'<rect x="[\d.]+" y="10" width="([\d.]+)"', svg)]
+    widths = [float(w) for w in re.findall(r'<rect x="[\d.]+" y="16" width="([\d.]+)"', svg)]
     assert widths == [400 * 30 / 80, 400 * 10 / 80]
     line = float(re.search(r'<line x1="([\d.]+)"', svg).group(1))
     assert line == 10 + 400
+    assert "capacity 80 GiB" in svg
+
+
+def test_legend_wraps_into_rows():
+    one = stacked_bar([("a", 1.0)], None, "s", width=300)
+    many = stacked_bar([(f"component number {i}", 1.0) for i in range(8)], None, "s", width=300)
+    height = lambda svg: int(re.search(r'height="(\d+)"', svg).group(1))  # noqa: E731
+    assert height(many) > height(one)
+    xs = [float(x) for x in re.findall(r'<text x="([\d.]+)" y="[\d.]+" font-size="11">comp', many)]
+    assert max(xs) < 300
 
 
 def test_bar_over_capacity_scales_to_the_total():
