@@ -113,7 +113,7 @@ def search(url: str) -> float:
     import json
     import re
     t0 = time.perf_counter()
-    sid = re.search(r'hx-get="/plan/([0-9a-f]+)"', post(url, "/plan", vars(SEARCH))).group(1)
+    sid = re.search(r'data-sid="([0-9a-f]+)"', post(url, "/plan", vars(SEARCH))).group(1)
     last = None
     while True:
         with urllib.request.urlopen(f"{url}plan/{sid}/status.json") as r:

@@ -85,7 +85,9 @@ def create_app() -> FastAPI:
         state, err, _ = await checked_state(request)
         st = state or State()
         out = compute.estimate_state(st) if err is None else compute.Outcome(st, error=err)
-        return page(request, "workspace.html", st, out=out)
+        return page(request, "workspace.html", st, out=out,     # a row or a framework: a step
+                    headers={"HX-Push-Url": "/?" + st.query()})   # back returns to the last
+
 
     @app.get("/estimate.json")
     async def estimate_json(request: Request) -> Response:

@@ -46,7 +46,10 @@ def plan_args(state: State) -> list[str]:
     from trainplan.ui.state import PASTED, cli_args
     args = cli_args(State(**{**_plain(state), "gpus": "", **{k: "" for k in _knobs()}}),
                     PASTED if state.config.strip() else None)
-    return args + ["--gpus", state.plan_gpus, "--objective", state.objective, "--top", str(TOP)]
+    limits = [a for flag, v in (("--deadline-days", state.deadline_days),
+                                ("--budget-usd", state.budget_usd)) if v for a in (flag, v)]
+    return args + ["--gpus", state.plan_gpus, "--objective", state.objective, "--top", str(TOP),
+                   *limits]
 
 
 def _plain(state: State) -> dict[str, Any]:
@@ -70,14 +73,25 @@ def run_search(state: State, search: Search) -> None:
             data = job_data(State(**{**_plain(state), **{k: "" for k in _knobs()}}), tmp)
             data.get("cluster", {}).pop("gpus", None)
             drop_strategy(data)
-            req = plan_request(data, gpu=[state.gpu] if state.gpu else None, gpus=state.plan_gpus or None,
-                               objective=state.objective or None, top=TOP)
+            req = plan_request(data, gpu=[state.gpu] if state.gpu else None,
+                               gpus=state.plan_gpus or None, objective=state.objective or None,
+                               top=TOP, **limits(state))
             result, _ = run_plan(req, search.progress)
         search.result = result
     except Exception as exc:  # noqa: BLE001 -- trainplan's own errors are shown, others kept
         search.error = error_text(exc) or f"internal error: {type(exc).__name__}: {exc}"
     finally:
         search.finished = True
+
+
+def limits(state: State) -> dict[str, float | None]:
+    """The search's deadline and budget (None where blank; a malformed one: InputError)."""
+    from trainplan.ui.state import parse_value
+    out: dict[str, float | None] = {}
+    for k in ("deadline_days", "budget_usd"):
+        text = getattr(state, k)
+        out[k] = parse_value("--" + k.replace("_", "-"), "float", text) if text else None
+    return out
 
 
 def start(state: State, wait: bool = False) -> str:

@@ -21,6 +21,7 @@ from trainplan.errors import InputError
 #: so the framework's default or the completion of ``complete_strategy`` applies, as in the CLI.
 FIELDS: tuple[tuple[str, str, str], ...] = (
     ("model", "--model", "str"), ("gpu", "--gpu", "str"), ("gpus", "--gpus", "int"),
+    ("gpus_per_node", "--gpus-per-node", "int"),
     ("framework", "--framework", "str"), ("precision", "--precision", "str"),
     ("tokens", "--tokens", "float"), ("seq_len", "--seq-len", "int"),
     ("global_batch", "--global-batch", "int"), ("price", "--price", "float"),
@@ -37,7 +38,7 @@ _OFF = {"--sp": "--no-sp", "--offload-optimizer": "--no-offload-optimizer",
 KNOBS = ("tp", "pp", "vp", "cp", "ep", "zero", "micro_batch", "recompute", "recompute_layers",
          "sp", "offload_optimizer", "offload_activations", "uneven_stages")
 #: the inputs of the search and diagnosis panels (kept in the share link too)
-EXTRA = ("config", "plan_gpus", "objective")
+EXTRA = ("config", "plan_gpus", "objective", "deadline_days", "budget_usd")
 MAX_FIELD = 1_000_000          # characters of one field (a pasted config.json is a few KB)
 
 
@@ -48,6 +49,7 @@ class State:
     model: str = "llama-3-8b"
     gpu: str = "h100_sxm"
     gpus: str = "8"
+    gpus_per_node: str = ""
     framework: str = "megatron"
     precision: str = "bf16_mixed"
     tokens: str = "1e12"
@@ -70,6 +72,8 @@ class State:
     config: str = ""               # a pasted or uploaded config.json (overrides the preset)
     plan_gpus: str = "8..64"
     objective: str = "fastest"
+    deadline_days: str = ""        # the search's limits (plan --deadline-days, --budget-usd)
+    budget_usd: str = ""
 
     def query(self) -> str:
         """The query string of the share link: the fields that differ from the defaults."""
@@ -112,11 +116,12 @@ def parsed(state: State) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, flag, kind in FIELDS:
         text = getattr(state, name)
-        out[name] = None if text == "" else _parse(flag, kind, text)
+        out[name] = None if text == "" else parse_value(flag, kind, text)
     return out
 
 
-def _parse(flag: str, kind: str, text: str) -> Any:
+def parse_value(flag: str, kind: str, text: str) -> Any:
+    """``text`` as the ``kind`` of :data:`FIELDS` (an InputError naming ``flag`` otherwise)."""
     if kind == "int":
         try:
             return int(text)
@@ -162,7 +167,8 @@ def job_data(state: State, workdir: str) -> dict[str, Any]:
     v = parsed(state)
     model = config_file(state, workdir) or v["model"]
     data = start(None, model, use_example=not model)
-    merge(data, "cluster", gpu=v["gpu"], gpus=v["gpus"], usd_per_gpu_hour=v["price"])
+    merge(data, "cluster", gpu=v["gpu"], gpus=v["gpus"], gpus_per_node=v["gpus_per_node"],
+          usd_per_gpu_hour=v["price"])
     merge(data, "strategy", tp=v["tp"], pp=v["pp"], vp=v["vp"], uneven_stages=v["uneven_stages"],
           cp=v["cp"], ep=v["ep"], zero=v["zero"], micro_batch=v["micro_batch"],
           recompute=v["recompute"], recompute_layers=v["recompute_layers"],

@@ -37,3 +37,11 @@ def test_serves_on_loopback_by_default(monkeypatch):
     r = invoke("ui")
     assert r.exit_code == 0, r.output
     assert seen == {"host": "127.0.0.1", "port": 8765, "ran": True}
+
+
+def test_without_the_extra_names_it(monkeypatch):
+    import importlib.util
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "uvicorn" else real(name, *a))
+    assert_exits_2(invoke("ui"), "trainplan[ui]", "uvicorn")

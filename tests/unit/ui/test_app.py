@@ -184,7 +184,7 @@ def test_report_equals_cli_report(client, tmp_path):
 def test_plan_progress_ranking_and_row_load(client):
     state = State(plan_gpus="8..16")
     r = client.post("/plan", data=vars(state))
-    sid = re.search(r'hx-get="/plan/([0-9a-f]+)"', r.text).group(1)
+    sid = re.search(r'data-sid="([0-9a-f]+)"', r.text).group(1)
     for _ in range(600):                    # a hang guard, not a timing
         status = client.get(f"/plan/{sid}/status.json").json()
         if status["finished"]:
@@ -206,9 +206,22 @@ def test_plan_progress_ranking_and_row_load(client):
     assert f'id="tp" name="tp" inputmode="numeric" value="{loaded.tp}"' in ws
 
 
+def test_plan_winner_is_the_clis(client):
+    state = State(plan_gpus="8..16", budget_usd="2e5", objective="cheapest")
+    sid = plans.start(state, wait=True)
+    search = plans.get(sid)
+    assert search.error is None, search.error
+    res = invoke("plan", *plans.plan_args(state), "--json")
+    assert res.exit_code == 0, res.output
+    cli = json.loads(res.stdout)
+    assert [e.layout for e in search.result.top] == [e["layout"] for e in cli["top"]]
+    assert search.result.winner.totals.cost_usd == cli["top"][0]["totals"]["cost_usd"]
+    assert search.result.constraints == cli["constraints"]
+
+
 def test_plan_error_is_the_clis_message(client):
     r = client.post("/plan", data={"plan_gpus": "8..4"})
-    sid = re.search(r'hx-get="/plan/([0-9a-f]+)"', r.text).group(1)
+    sid = re.search(r'data-sid="([0-9a-f]+)"', r.text).group(1)
     for _ in range(300):
         if plans.get(sid).finished:
             break

@@ -129,6 +129,10 @@ def test_knob_change_updates_to_the_clis_numbers(driver, url):
     type_into(driver, "tp", "2")
     state = wait_state(driver, gpus="16", zero="3", tp="2")
     assert_numbers_are_the_clis(driver, state)
+    choose(driver, "framework", "torchtitan")          # the controls follow its limits
+    state = wait_state(driver, framework="torchtitan", tp="2")
+    assert "torchtitan" in by_id(driver, "limits").text.lower()
+    assert_numbers_are_the_clis(driver, state)
     assert console_errors(driver) == []
 
 
