@@ -107,7 +107,8 @@ def _place(v: float, axis: tuple[bool, float, float], size: float) -> float:
 
 def pareto_chart(points: Sequence[dict[str, Any]], labels: tuple[str, str] = ("cost (USD)", "wall-clock (days)"),
                  width: int = 640, height: int = 320) -> str:
-    """Time against cost: one dot per point (dict: x, y, label, front, href); the front joined.
+    """Time against cost: one dot per point (dict: x, y, label, front; tag: a short text
+    beside it); the front joined.
     Axes are log where the values span more than 10x."""
     pts = [p for p in points if p["x"] and p["y"] and p["x"] > 0 and p["y"] > 0]
     if not pts:
@@ -130,6 +131,9 @@ def pareto_chart(points: Sequence[dict[str, Any]], labels: tuple[str, str] = ("c
         colour = "#4e79a7" if p.get("front") else "#f28e2b"
         out.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="5" fill="{colour}">'
                    f'<title>{escape(p["label"])}</title></circle>')
+        if p.get("tag"):
+            out.append(f'<text x="{x + 7:.1f}" y="{y - 6:.1f}" font-size="11">'
+                       f'{escape(p["tag"])}</text>')
     out.append(_labels(ax, ay, m, w, h, pts, labels))
     out.append("</svg>")
     return "".join(out)

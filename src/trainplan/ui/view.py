@@ -88,8 +88,10 @@ def pareto_svg(result: Any) -> str:
     from trainplan.ui.svg import pareto_chart
     totals = all(p.cost_usd and p.wall_clock_days for p in result.pareto)
     xk, yk = ("cost_usd", "wall_clock_days") if totals else ("gpus", "step_s")
+    many = len({p.gpu_id for p in result.pareto}) > 1
     pts = [{"x": getattr(p, xk), "y": getattr(p, yk), "front": True,
-            "label": f"{p.gpu_id} x{p.gpus} {p.layout}"} for p in result.pareto]
+            "label": f"{p.gpu_id} x{p.gpus} {p.layout}",
+            "tag": (f"{p.gpu_id} " if many else "") + f"{p.gpus} GPUs"} for p in result.pareto]
     for e, gid in zip(result.top, result.top_gpu_ids):
         x = e.totals.cost_usd if totals else e.gpus
         y = e.totals.wall_clock_days if totals else e.time.step_s

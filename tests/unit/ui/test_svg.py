@@ -34,9 +34,10 @@ def test_bar_over_capacity_scales_to_the_total():
 def test_labels_are_escaped():
     svg = stacked_bar([("<script>x</script>", 1.0)], None, "<b>")
     assert "<script>" not in svg and "&lt;script&gt;" in svg
-    p = pareto_chart([{"x": 1.0, "y": 2.0, "front": True, "label": "<img src=x onerror=alert(1)>"},
+    p = pareto_chart([{"x": 1.0, "y": 2.0, "front": True, "label": "<img src=x onerror=alert(1)>",
+                       "tag": "<b>"},
                       {"x": 3.0, "y": 1.0, "front": True, "label": "b"}])
-    assert "<img" not in p and "&lt;img" in p
+    assert "<img" not in p and "&lt;img" in p and "&lt;b&gt;" in p
 
 
 def test_pareto_front_is_joined_in_cost_order_and_log_axes_for_wide_spans():
