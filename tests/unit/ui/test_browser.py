@@ -201,3 +201,28 @@ def test_bad_value_shows_the_clis_message(driver, url):
     assert r.returncode == 2
     assert by_id(driver, "error").text == r.stderr.strip().removeprefix("error: ")
     assert console_errors(driver) == []
+
+
+def test_uploaded_config_json_is_estimated(driver, url, tmp_path):
+    cfg = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 2048,
+           "intermediate_size": 8192, "num_attention_heads": 16, "num_key_value_heads": 8,
+           "num_hidden_layers": 8, "vocab_size": 32000, "max_position_embeddings": 4096,
+           "rms_norm_eps": 1e-5, "tie_word_embeddings": False}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    driver.get(url)
+    by_id(driver, "config_file").send_keys(str(path))       # the file chooser's upload
+    state = wait_state(driver, config=json.dumps(cfg))
+    assert by_id(driver, "est-model").text == "pasted-config"
+    folder = tmp_path / "beside" / "pasted-config"
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text(state.config)
+    r = cli("estimate", *cli_args(state, "pasted-config/config.json"), "--json", cwd=folder.parent)
+    assert r.returncode == 0, r.stderr
+    expected = json.loads(r.stdout)
+    for key, value in page_numbers(driver).items():
+        ref = expected
+        for part in key.split("."):
+            ref = ref[part]
+        assert value == ref, key
+    assert console_errors(driver) == []
