@@ -118,10 +118,10 @@ def search(url: str) -> float:
     while True:
         with urllib.request.urlopen(f"{url}plan/{sid}/status.json") as r:
             st = json.loads(r.read())
-        if (st["done"], st["total"]) != last:
-            print(f"  progress {st['done']:>9,} / {st['total']:,} layouts at "
+        if (st["done"], st["total"], st["phase"]) != last:
+            print(f"  progress {st['done']:>9,} / {st['total']:,} layouts, {st['phase']}, at "
                   f"{time.perf_counter() - t0:5.2f} s")
-            last = (st["done"], st["total"])
+            last = (st["done"], st["total"], st["phase"])
         if st["finished"]:
             break
         time.sleep(0.1)
@@ -129,7 +129,7 @@ def search(url: str) -> float:
     with urllib.request.urlopen(f"{url}plan/{sid}") as r:
         assert 'id="ranking"' in r.read().decode(), st
     print(f"ui search {SEARCH.model} on {SEARCH.plan_gpus} GPUs: {dt:.2f} s to the ranking "
-          f"(winner {st['winner']}; error {st['error']})")
+          f"(the search itself {st['seconds']:.2f} s; winner {st['winner']}; error {st['error']})")
     return dt
 
 
@@ -143,6 +143,8 @@ def cli(*args: str) -> float:
 
 def main() -> None:
     n = int(next((a for a in sys.argv[1:] if a.isdigit()), "60"))
+    load = os.getloadavg()
+    print(f"machine: {os.cpu_count()} CPUs, load average {load[0]:.1f} (timings scale with it)")
     url, server = start_server()
     print(f"trainplan ui on {url}; {BASE.model} on {BASE.gpus} x {BASE.gpu}, {n} knob changes "
           f"(tp, micro-batch, recompute)")

@@ -123,7 +123,8 @@ def _plan_routes(app: FastAPI, page: Any, checked_state: Any) -> None:
         search = plans.get(sid)
         if search is None:
             return JSONResponse({"error": "unknown search"}, status_code=404)
-        return JSONResponse({"done": search.done, "total": search.total,
+        return JSONResponse({"done": search.done, "total": search.total, "phase": search.phase,
+                             "seconds": search.elapsed,
                              "finished": search.finished, "error": search.error,
                              "winner": search.result.winner.layout if search.result else None})
 

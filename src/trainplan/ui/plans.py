@@ -10,6 +10,7 @@ memory (one process, one user or a small team); nothing is written to disk.
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,7 +31,23 @@ class Search:
     result: Any = None
     error: str | None = None
     finished: bool = False
+    started: float = field(default_factory=time.monotonic)
+    seconds: float | None = None            # the search's wall-clock once finished
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @property
+    def elapsed(self) -> float:
+        return self.seconds if self.seconds is not None else time.monotonic() - self.started
+
+    @property
+    def phase(self) -> str:
+        """What the search is doing: the sweep reports after each chunk of candidates
+        (search/sweep.py), so enumerating and the final ranking show as phases."""
+        if self.finished:
+            return "finished"
+        if not self.total:
+            return "enumerating layouts"
+        return "evaluating layouts" if self.done < self.total else "ranking and refining"
 
     def progress(self, done: int, total: int) -> None:
         with self.lock:
@@ -81,6 +98,7 @@ def run_search(state: State, search: Search) -> None:
     except Exception as exc:  # noqa: BLE001 -- trainplan's own errors are shown, others kept
         search.error = error_text(exc) or f"internal error: {type(exc).__name__}: {exc}"
     finally:
+        search.seconds = time.monotonic() - search.started
         search.finished = True
 
 
