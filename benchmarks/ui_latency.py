@@ -82,7 +82,11 @@ const t0 = performance.now();
 document.body.addEventListener('htmx:afterSwap', function h(ev) {
   if (ev.target.id !== 'results') return;
   document.body.removeEventListener('htmx:afterSwap', h);
-  done(performance.now() - t0);
+  const total = performance.now() - t0;
+  const req = performance.getEntriesByType('resource').filter(e => e.name.endsWith('/estimate')).pop();
+  const server = req ? req.serverTiming.reduce((a, e) => a + e.duration, 0) : null;
+  performance.clearResourceTimings();
+  done([total, req ? req.responseEnd - req.startTime : null, server]);
 });
 let last = null;
 for (const [id, v] of Object.entries(values)) { const el = document.getElementById(id); el.value = v; last = el; }
@@ -90,7 +94,7 @@ last.dispatchEvent(new Event('change', {bubbles: true}));
 """
 
 
-def browser_changes(url: str, n: int) -> list[float] | None:
+def browser_changes(url: str, n: int) -> list[list[float]] | None:
     import tempfile
 
     import ui_browser
@@ -107,6 +111,16 @@ def browser_changes(url: str, n: int) -> list[float] | None:
                     for k in itertools.islice(itertools.cycle(KNOBS), n)]
         finally:
             d.quit()
+
+
+def browser_report(rows: list[list[float]]) -> None:
+    report("knob change in chromium (change event -> numbers swapped in)", [r[0] for r in rows])
+    parts = [("  of which the request (browser's resource timing)", 1),
+             ("  of which the server (Server-Timing: estimate + render)", 2)]
+    for name, i in parts:
+        ms = [r[i] for r in rows if r[i] is not None]
+        if ms:
+            print(f"{name}: p50 {pct(ms, 0.5):.1f} ms  p95 {pct(ms, 0.95):.1f} ms")
 
 
 def search(url: str) -> float:
@@ -150,9 +164,9 @@ def main() -> None:
           f"(tp, micro-batch, recompute)")
     report("knob change over HTTP (POST /estimate -> HTML)", http_changes(url, n))
     if "--no-browser" not in sys.argv:
-        ms = browser_changes(url, n)
-        if ms:
-            report("knob change in chromium (change event -> numbers swapped in)", ms)
+        rows = browser_changes(url, n)
+        if rows:
+            browser_report(rows)
     from trainplan.ui.compute import estimate_state
     t0 = time.perf_counter()
     for knobs in KNOBS:

@@ -10,6 +10,7 @@ page loads nothing from the network.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -74,11 +75,17 @@ def create_app() -> FastAPI:
 
     @app.api_route("/estimate", methods=["GET", "POST"], response_class=HTMLResponse)
     async def estimate(request: Request) -> HTMLResponse:
+        t0 = time.perf_counter()
         state, err, _ = await checked_state(request)
         st = state or State()
         out = compute.estimate_state(st) if err is None else compute.Outcome(st, error=err)
-        return page(request, "results.html", st, out=out, oob=True,
+        t1 = time.perf_counter()
+        resp = page(request, "results.html", st, out=out, oob=True,
                     headers={"HX-Replace-Url": "/?" + st.query()})
+        t2 = time.perf_counter()           # Server-Timing: the browser's DevTools show it
+        resp.headers["Server-Timing"] = (f"estimate;dur={(t1 - t0) * 1e3:.2f}, "
+                                         f"render;dur={(t2 - t1) * 1e3:.2f}")
+        return resp
 
     @app.get("/workspace", response_class=HTMLResponse)
     async def workspace(request: Request) -> HTMLResponse:
