@@ -45,3 +45,12 @@ def test_without_the_extra_names_it(monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *a: None if name == "uvicorn" else real(name, *a))
     assert_exits_2(invoke("ui"), "trainplan[ui]", "uvicorn")
+
+
+def test_the_command_line_does_not_load_the_web_stack():
+    import subprocess
+    import sys
+    code = "import sys, trainplan.cli; print(sorted(m for m in ('fastapi', 'uvicorn', 'jinja2', " \
+           "'starlette') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

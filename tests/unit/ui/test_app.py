@@ -269,3 +269,21 @@ def test_diagnose_uploaded_log(client):
 def test_diagnose_empty_is_a_message(client):
     r = client.post("/diagnose", data={"artifact": ""})
     assert 'id="diagnose-error"' in r.text
+
+
+def test_page_loads_nothing_from_another_host(client):
+    html = client.get("/").text
+    refs = re.findall(r'(?:src|href)="([^"]*)"', html)
+    assert refs and all(r.startswith(("/", "data:", "#")) for r in refs), refs
+    for path in ("/static/htmx.min.js", "/static/app.js", "/static/app.css"):
+        assert client.get(path).status_code == 200
+
+
+def test_vendored_htmx_is_the_noted_release(client):
+    import hashlib
+    from trainplan.ui.app import HERE
+    note = (HERE / "static" / "htmx.VERSION.txt").read_text()
+    body = client.get("/static/htmx.min.js").content
+    assert hashlib.sha256(body).hexdigest() in note
+    assert "htmx.org@2.0.11" in note and b'version:"2.0.11"' in body.replace(b" ", b"")
+    assert "Zero-Clause BSD" in (HERE / "static" / "htmx.LICENSE.txt").read_text()
