@@ -115,7 +115,13 @@ def _plan_routes(app: FastAPI, page: Any, checked_state: Any) -> None:
         state, err, _ = await checked_state(request)
         if state is None:
             return page(request, "plan.html", State(), search=None, error=err)
-        sid = plans.start(state)
+        try:
+            sid = plans.start(state)
+        except Exception as exc:  # noqa: BLE001 -- too many searches: the InputError's text
+            msg = compute.error_text(exc)
+            if msg is None:
+                raise
+            return page(request, "plan.html", state, search=None, error=msg)
         return page(request, "plan.html", state, sid=sid, search=plans.get(sid))
 
     @app.get("/plan/{sid}", response_class=HTMLResponse)

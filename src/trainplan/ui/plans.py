@@ -18,6 +18,7 @@ from typing import Any
 from trainplan.ui.state import State, job_data, workdir
 
 KEEP = 16            # searches kept (the oldest finished one is dropped first)
+RUNNING = 2          # searches running at once (each is a CPU-bound thread)
 TOP = 10             # layouts in the ranking table
 
 
@@ -113,10 +114,16 @@ def limits(state: State) -> dict[str, float | None]:
 
 
 def start(state: State, wait: bool = False) -> str:
-    """Start a search of ``state`` in a thread; its id (``wait``: run it in this thread)."""
+    """Start a search of ``state`` in a thread; its id (``wait``: run it in this thread). More
+    than :data:`RUNNING` at once: an InputError (the page shows it; the others go on)."""
+    from trainplan.errors import InputError
     sid = uuid.uuid4().hex[:12]
     search = Search(state)
     with _GUARD:
+        running = sum(not s.finished for s in _SEARCHES.values())
+        if running >= RUNNING:
+            raise InputError("search", state.plan_gpus, f"started when fewer than {RUNNING} "
+                             "searches are running: wait for one to finish")
         finished = [k for k, s in _SEARCHES.items() if s.finished]
         while len(_SEARCHES) >= KEEP and finished:
             _SEARCHES.pop(finished.pop(0), None)

@@ -37,8 +37,6 @@ _OFF = {"--sp": "--no-sp", "--offload-optimizer": "--no-offload-optimizer",
 #: the layout knobs (a plan's row sets them; a change of model or GPUs keeps them)
 KNOBS = ("tp", "pp", "vp", "cp", "ep", "zero", "micro_batch", "recompute", "recompute_layers",
          "sp", "offload_optimizer", "offload_activations", "uneven_stages")
-#: the inputs of the search and diagnosis panels (kept in the share link too)
-EXTRA = ("config", "plan_gpus", "objective", "deadline_days", "budget_usd")
 MAX_FIELD = 1_000_000          # characters of one field (a pasted config.json is a few KB)
 
 

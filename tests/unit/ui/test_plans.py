@@ -23,3 +23,18 @@ def test_a_finished_search_reports_its_time_and_the_oldest_are_dropped():
     assert s.finished and s.error and s.seconds is not None and s.elapsed == s.seconds
     ids = [start(State(plan_gpus="8..4"), wait=True) for _ in range(KEEP)]
     assert get(first) is None and all(get(i) is not None for i in ids)
+
+
+def test_more_searches_than_allowed_are_refused(monkeypatch):
+    import pytest
+
+    from trainplan.errors import InputError
+    from trainplan.ui import plans
+    busy = {f"busy{i}": Search(State()) for i in range(plans.RUNNING)}    # running, not finished
+    monkeypatch.setattr(plans, "_SEARCHES", dict(busy))
+    with pytest.raises(InputError, match="searches are running"):
+        start(State())
+    busy["busy0"].finished = True
+    plans._SEARCHES["busy0"] = busy["busy0"]
+    sid = start(State(plan_gpus="8..4"), wait=True)
+    assert get(sid).finished
