@@ -26,12 +26,35 @@ def check_port(port: int) -> int:
     return port
 
 
+def check_bind(host: str, port: int) -> None:
+    """That ``host`` names an address of this machine and ``port`` is free there (bound and
+    released at once), else an InputError naming the flag: uvicorn itself would log the error
+    and exit with status 1."""
+    import errno
+    import socket
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (OSError, UnicodeError) as e:
+        raise InputError("--host", host, f"an address of this machine, e.g. 127.0.0.1 or "
+                         f"0.0.0.0 ({getattr(e, 'strerror', None) or e})") from None
+    family, kind, proto, _, addr = infos[0]
+    with socket.socket(family, kind, proto) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(addr)
+        except OSError as e:
+            field, value = ("--port", port) if e.errno == errno.EADDRINUSE else ("--host", host)
+            raise InputError(field, value, f"a free port on an address of this machine "
+                             f"({e.strerror or e})") from None
+
+
 def make_server(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, log_level: str = "warning",
                 ready: Any = None) -> Any:
     """A uvicorn server of the app (not started: ``.run()``; ``.should_exit = True`` stops it);
     ``ready(url)`` is called once it listens."""
     check_extra()
     check_port(port)
+    check_bind(host, port)
     import uvicorn
 
     from trainplan.ui.app import create_app

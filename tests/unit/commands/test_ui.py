@@ -54,3 +54,19 @@ def test_the_command_line_does_not_load_the_web_stack():
            "'starlette') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_port_in_use_is_refused():
+    pytest.importorskip("uvicorn")
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        assert_exits_2(invoke("ui", "--port", str(port)), "--port", "a free port")
+
+
+def test_unknown_host_is_refused():
+    pytest.importorskip("uvicorn")
+    assert_exits_2(invoke("ui", "--host", "no such host..invalid"), "--host",
+                   "an address of this machine")
