@@ -68,8 +68,14 @@ class Command:
     params: list[Param] = field(default_factory=list)
 
 
+#: commands that serve until interrupted (``trainplan ui``): a drawn valid case would never return;
+#: their options are checked by their own tests (tests/unit/commands/test_ui.py)
+SERVERS = {("ui",)}
+
+
 def commands() -> list[Command]:
-    """Every command (and group with options of its own, as ``scale``) of ``trainplan``."""
+    """Every command (and group with options of its own, as ``scale``) of ``trainplan``, but
+    the :data:`SERVERS`."""
     import typer
     from trainplan.cli import app
     root = typer.main.get_command(app)
@@ -78,6 +84,8 @@ def commands() -> list[Command]:
 
     def walk(cmd: Any, path: tuple[str, ...]) -> None:
         group = hasattr(cmd, "list_commands")
+        if path in SERVERS:
+            return
         if path and cmd.callback is not None and (not group or cmd.params):
             out.append(_command(cmd, path))         # a command, or a group with options (scale)
         if group:

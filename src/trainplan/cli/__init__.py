@@ -35,6 +35,7 @@ COMMANDS: tuple[tuple[str, str, str, str], ...] = (
     ("frameworks", "trainplan.commands.frameworks", "frameworks_command", "command"),
     ("conventions", "trainplan.commands.conventions", "conventions_command", "command"),
     ("schema", "trainplan.commands.schema", "schema_command", "command"),
+    ("ui", "trainplan.commands.ui", "ui_command", "command"),
 )
 
 app = typer.Typer(
