@@ -86,7 +86,8 @@ def _oom(path: str, cfg: Any) -> dict[str, Any]:
     from pathlib import Path
 
     from trainplan.diagnose.oom import read_artifact
-    from trainplan.diagnose.oomplan import diagnose, measured_only
+    from trainplan.diagnose.oomplan import measured_only
+    from trainplan.diagnose.oomreport import diagnose
     meas = read_artifact(Path(path))
     return {"kind": "oom", **(diagnose(meas, cfg) if cfg is not None else measured_only(meas))}
 
