@@ -152,15 +152,17 @@ def test_without_the_torch_extra_the_refusal_says_to_install_it(monkeypatch):
 
 
 @torch_only
-def test_cli_estimate_falls_back_to_the_general_path(tmp_path):
+def test_a_config_file_falls_back_to_the_general_path_and_the_cli_refuses_with_exit_2(tmp_path):
     pytest.importorskip("transformers")
+    from trainplan.catalog import get_model
     ok, bad = tmp_path / "olmoe.json", tmp_path / "mamba.json"
     ok.write_text(json.dumps(_cfg("olmoe", MOE)))
     bad.write_text(json.dumps(_cfg("mamba", dict(hidden_size=64, num_hidden_layers=2,
                                                  vocab_size=512))))
-    run = [sys.executable, "-m", "trainplan", "estimate", "--gpu", "h100", "--gpus", "8", "--model"]
-    r = subprocess.run(run + [str(ok)], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    r = subprocess.run(run + [str(bad)], capture_output=True, text=True)
+    m = get_model(str(ok))                      # what `estimate --model` and the services call
+    assert m.decoder.moe is not None and model_params(m).total == _reference(
+        _cfg("olmoe", MOE), m.decoder.moe)[0]
+    r = subprocess.run([sys.executable, "-m", "trainplan", "estimate", "--gpu", "h100", "--gpus",
+                        "8", "--model", str(bad)], capture_output=True, text=True)
     assert r.returncode == 2 and "MambaMixer at backbone.layers.0.mixer" in r.stdout + r.stderr
     assert "Traceback" not in r.stderr
