@@ -106,7 +106,7 @@ def check(mt, auto, seq, layers, torch):
     try:
         model = model_from_module(built, conf, mt)
     except InputError as e:
-        return "refused", str(e.value) + _hand_written(mt, conf, built)
+        return "refused", f"{e.value} (wanted: {e.valid[:90]})" + _hand_written(mt, conf, built)
     except Exception as e:  # noqa: BLE001 - a defect of the general path: shown, counted
         return "ERROR", f"{type(e).__name__}: {str(e)[:100]}"
     p = model_params(model)
