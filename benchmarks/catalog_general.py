@@ -149,7 +149,6 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=1, help="worker processes (fork)")
     a = ap.parse_args()
     warnings.filterwarnings("ignore")
-    import torch
     import transformers as tf
     from transformers.models.auto import modeling_auto as ma
     tf.logging.set_verbosity_error()
