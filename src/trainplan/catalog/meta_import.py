@@ -59,8 +59,12 @@ def supported_model_types() -> frozenset[str]:
 def hf_config_object(cfg: dict[str, Any]) -> Any:
     """A transformers config object from a config.json dict."""
     import transformers as tf
+    from transformers import CONFIG_MAPPING
     d = copy.deepcopy(cfg)
     mt = str(d.get("model_type"))
+    if mt not in CONFIG_MAPPING:
+        raise InputError("config.model_type", mt, "a model_type with a hand-written importer or "
+                         "one transformers knows (see transformers' CONFIG_MAPPING)")
     for k in _NOT_CONFIG:
         d.pop(k, None)
     try:

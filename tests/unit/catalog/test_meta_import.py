@@ -166,3 +166,11 @@ def test_a_config_file_falls_back_to_the_general_path_and_the_cli_refuses_with_e
                         "8", "--model", str(bad)], capture_output=True, text=True)
     assert r.returncode == 2 and "MambaMixer at backbone.layers.0.mixer" in r.stdout + r.stderr
     assert "Traceback" not in r.stderr
+
+
+@torch_only
+def test_a_type_transformers_does_not_know_is_refused_naming_model_type():
+    pytest.importorskip("transformers")
+    with pytest.raises(InputError) as e:
+        model_from_hf_config({"model_type": "no_such_family", **TINY})
+    assert (e.value.field, e.value.value) == ("config.model_type", "no_such_family")
