@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainplan.catalog.hf_text import TEXT_READERS, rope_decoder
+from trainplan.catalog.hf_text import TEXT_READERS
 from trainplan.errors import InputError
 from trainplan.spec.model import Stack
 
@@ -20,8 +20,9 @@ TEXT_TYPES = tuple(TEXT_READERS)
 
 def decoder_from_hf(cfg: dict[str, Any], name: str = "decoder") -> Stack:
     """The decoder stack of a text config dict (any ``model_type`` of :data:`TEXT_TYPES`; a
-    ``text_config`` without top-level ``hidden_size`` is read instead; an unknown type is read
-    as Llama, which the vision importers rely on for their text configs)."""
+    ``text_config`` without top-level ``hidden_size`` is read instead). A type without a reader
+    is refused naming it (a vision-language config's decoder included: it is never read as
+    Llama)."""
     if not isinstance(cfg, dict):
         raise InputError("config", type(cfg).__name__, "a JSON object (a config.json)")
     mt = cfg.get("model_type", "llama")
@@ -36,4 +37,7 @@ def decoder_from_hf(cfg: dict[str, Any], name: str = "decoder") -> Stack:
     if not isinstance(mt, str):
         raise InputError("config.model_type", mt, "a string such as 'llama'")
     reader = TEXT_READERS.get(mt)
-    return reader(cfg, mt, name) if reader else rope_decoder(cfg, "llama", name)
+    if reader is None:      # never read as another family: a wrong count is worse than none
+        raise InputError("config.text_config.model_type", mt,
+                         f"a text decoder type with an importer ({', '.join(sorted(TEXT_READERS))})")
+    return reader(cfg, mt, name)

@@ -1,5 +1,7 @@
 """A Hugging Face ``config.json`` as a :class:`~trainplan.spec.model.Model`: text decoders
-(:mod:`.hf`) and vision-language models (:mod:`.vision`)."""
+(:mod:`.hf`) and vision-language models (:mod:`.vision`), the hand-written importers; a
+``model_type`` none of them takes goes to the general path (:mod:`.meta_import`: the model
+transformers builds, read on the meta device) when the torch extra is installed."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from trainplan.catalog import meta_import
 from trainplan.catalog.hf import TEXT_TYPES, decoder_from_hf
 from trainplan.catalog.vision import VISION_IMPORTERS
 from trainplan.errors import InputError, from_validation_error
@@ -27,8 +30,13 @@ def model_from_hf_config(cfg: dict[str, Any], name: str | None = None, source: s
         if mt in VISION_IMPORTERS:
             return VISION_IMPORTERS[mt](cfg, name)
         if mt not in TEXT_TYPES:
+            if isinstance(mt, str) and meta_import.available():
+                # no hand-written importer: the general path reads the model transformers builds
+                return meta_import.model_from_transformers(cfg, name, source)
             known = sorted(set(TEXT_TYPES) | set(VISION_IMPORTERS))
-            raise InputError("config.model_type", mt, f"one of {', '.join(known)}")
+            raise InputError("config.model_type", mt, f"one of {', '.join(known)}",
+                             hint="or install the torch extra (pip install 'trainplan[torch]') to "
+                                  "import any model_type transformers builds (the general path)")
         return Model(name=name, stacks=(decoder_from_hf(cfg),), source=source)
     except KeyError as e:
         raise InputError(f"config.{e.args[0]}", None,

@@ -272,11 +272,13 @@ def gpt2_decoder(cfg: dict[str, Any], mt: str, name: str) -> Stack:
 
 
 def neox_decoder(cfg: dict[str, Any], mt: str, name: str) -> Stack:
-    """GPT-NeoX (``modeling_gpt_neox.py``: fused query_key_value and dense with biases, LayerNorm,
-    GeLU MLP with biases, untied ``embed_out``)."""
+    """GPT-NeoX (``modeling_gpt_neox.py``: fused query_key_value and dense, both with a bias when
+    ``attention_bias`` (default True, configuration_gpt_neox.py), LayerNorm, GeLU MLP with
+    biases, untied ``embed_out``)."""
     return Stack(name=name, layers=_int(cfg, "num_hidden_layers"), hidden=_int(cfg, "hidden_size"),
                  heads=_int(cfg, "num_attention_heads"), ffn_hidden=_int(cfg, "intermediate_size"),
-                 mlp="gelu", attn_bias=True, attn_out_bias=True, mlp_bias=True,
+                 mlp="gelu", attn_bias=_flag(cfg, "attention_bias", True),
+                 attn_out_bias=_flag(cfg, "attention_bias", True), mlp_bias=True,
                  norm="layernorm", vocab=_int(cfg, "vocab_size"),
                  tied_embeddings=_flag(cfg, "tie_word_embeddings", False), position="rope",
                  context_length=_int(cfg, "max_position_embeddings", 0, minimum=0))

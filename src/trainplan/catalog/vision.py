@@ -59,12 +59,26 @@ def _read_layer(vis: Stack, layer: Any, field: str) -> Stack:
     return evolve(vis, forward_only_layers=min(unused, vis.layers - 1))
 
 
+def _read_layers(vis: Stack, layer: Any, field: str) -> tuple[Stack, int]:
+    """The tower read at one hidden state or at several (``vision_feature_layer`` a list: LLaVA
+    concatenates them on the feature axis, so ``multi_modal_projector.linear_1`` takes
+    ``len(list)`` x the tower width; modeling_llava.py ``LlavaMultiModalProjector``): the layers
+    after the deepest one read run forward only. Returns (tower, hidden states read)."""
+    if not isinstance(layer, list):
+        return _read_layer(vis, layer, field), 1
+    if not layer:
+        raise InputError(field, layer, "a hidden-state index or a non-empty list of them")
+    read = [_read_layer(vis, k, f"{field}[{i}]") for i, k in enumerate(layer)]
+    return min(read, key=lambda s: s.forward_only_layers), len(layer)
+
+
 def _llava_decoder(cfg: dict[str, Any]) -> Stack:
     text = dict(LLAMA_CONFIG_DEFAULTS)
     text.update({k: v for k, v in (cfg.get("text_config") or {}).items() if v is not None})
     if "vocab_size" not in (cfg.get("text_config") or {}) and cfg.get("vocab_size"):
         text["vocab_size"] = cfg["vocab_size"]
-    text.setdefault("tie_word_embeddings", cfg.get("tie_word_embeddings", False))
+    # the tie flag at any level (LlavaConfig forwards a True one from text_config)
+    text["tie_word_embeddings"] = vlm_hf._tie(cfg, False, True)
     return decoder_from_hf(text)
 
 
@@ -84,8 +98,9 @@ def llava_from_hf(cfg: dict[str, Any], name: str) -> Model:
     dec = _llava_decoder(cfg)
     vis = vision_tower_from_hf({"vision_config": cfg.get("vision_config") or {},
                                 "model_type": "clip"}, "vision")
-    vis = _read_layer(vis, cfg.get("vision_feature_layer", -2), "config.vision_feature_layer")
-    proj = _mlp_projector("mlp2", vis.hidden, dec.hidden, bool(cfg.get("multimodal_projector_bias", True)))
+    vis, n_read = _read_layers(vis, cfg.get("vision_feature_layer", -2), "config.vision_feature_layer")
+    proj = _mlp_projector("mlp2", vis.hidden * n_read, dec.hidden,
+                          bool(cfg.get("multimodal_projector_bias", True)))
     return Model(name=name, stacks=(vis, dec), projectors=(proj,),
                  source="Hugging Face llava config")
 
@@ -113,6 +128,9 @@ def qwen2_vl_from_hf(cfg: dict[str, Any], name: str) -> Model:
     """
     text = dict(cfg.get("text_config") or {k: v for k, v in cfg.items() if k != "vision_config"})
     text["model_type"] = "qwen2"
+    # the tie flag at any level: transformers 5 saves it at the top only, older saves in
+    # text_config; Qwen2VLConfig forwards a True one from text_config (configuration_qwen2_vl.py)
+    text["tie_word_embeddings"] = vlm_hf._tie(cfg, False, True)
     dec = decoder_from_hf(text)
     vc = dict(QWEN2VL_VISION_DEFAULTS)
     vc.update({k: v for k, v in (cfg.get("vision_config") or {}).items() if v is not None})

@@ -14,7 +14,8 @@
   SigLIP without the head.
 * InternViT (``models/internvl/modeling_internvl.py``, ``InternVLVisionModel``): conv with bias,
   class token, positions patches + 1, q/k/v bias per ``attention_bias``, output projection with
-  bias, layer scale (lambda_1, lambda_2), no final norm with ``use_mean_pooling``.
+  bias, layer scale (lambda_1, lambda_2), no final norm with ``use_mean_pooling``; with
+  ``use_qk_norm`` (InternViT-6B) an RMSNorm over all heads on q and on k (``q_norm``, ``k_norm``).
 * Qwen2.5-VL ViT (``models/qwen2_5_vl/modeling_qwen2_5_vl.py``): Conv3d (2, 14, 14) without bias,
   2-D RoPE, RMSNorm, qkv and proj with bias, SwiGLU MLP with biases, windowed attention except at
   ``fullatt_block_indexes``, no final norm; its 2x2 ``merger`` is the projector.
@@ -85,9 +86,6 @@ def internvit_tower(cfg: dict[str, Any] | None, prefix: str = "config.vision_con
                     name: str = "vision") -> Stack:
     """InternViT (InternVL 2.5/3 ``internvl_vision``; see the module docstring)."""
     f = Fields(cfg, prefix, INTERNVIT_DEFAULTS)
-    if f.bool("use_qk_norm", False):
-        raise InputError(prefix + "use_qk_norm", True, "false (InternViT-300M); the QK-norm of "
-                         "InternViT-6B is not modelled in a vision stack yet")
     if f.bool("use_mask_token", False):
         raise InputError(prefix + "use_mask_token", True, "false (a VLM does not use it)")
     norm = f.choice("norm_type", "layer_norm", ("layer_norm", "rms_norm"))
@@ -99,7 +97,9 @@ def internvit_tower(cfg: dict[str, Any] | None, prefix: str = "config.vision_con
                   position="learned" if learned else "none",
                   final_norm=not f.bool("use_mean_pooling", True), image_size=f.int("image_size"),
                   patch_size=f.int("patch_size"), channels=f.int("num_channels"),
-                  class_token=True, patch_bias=True, layer_scale=True)
+                  class_token=True, patch_bias=True, layer_scale=True,
+                  # InternViT-6B's q_norm / k_norm: RMSNorm over all heads (embed_dim each)
+                  qk_norm="full" if f.bool("use_qk_norm", False) else "none")
 
 
 def qwen25vl_tower(cfg: dict[str, Any] | None, prefix: str = "config.vision_config.",

@@ -22,10 +22,27 @@ from __future__ import annotations
 
 import numpy as np
 
+from trainplan.errors import InputError
+
 # Qwen2-VL processor defaults: preprocessor_config.json of Qwen/Qwen2-VL-7B-Instruct
 # ("min_pixels": 3136, "max_pixels": 12845056).
 QWEN2VL_MIN_PIXELS = 56 * 56
 QWEN2VL_MAX_PIXELS = 12845056
+
+
+def qwen2vl_pixel_bounds(min_pixels: int | None, max_pixels: int | None) -> tuple[int, int]:
+    """(min_pixels, max_pixels) of a job's processor settings, each defaulting to the
+    checkpoints' values; within [QWEN2VL_MIN_PIXELS, QWEN2VL_MAX_PIXELS], the range the tower
+    functions' own resize keeps unchanged (a size already resized within it is a fixed point)."""
+    lo = QWEN2VL_MIN_PIXELS if min_pixels is None else int(min_pixels)
+    hi = QWEN2VL_MAX_PIXELS if max_pixels is None else int(max_pixels)
+    for field, v in (("job.min_pixels", lo), ("job.max_pixels", hi)):
+        if not QWEN2VL_MIN_PIXELS <= v <= QWEN2VL_MAX_PIXELS:
+            raise InputError(field, v, f"an area in pixels in [{QWEN2VL_MIN_PIXELS:,}, "
+                             f"{QWEN2VL_MAX_PIXELS:,}]")
+    if lo > hi:
+        raise InputError("job.min_pixels", lo, f"at most job.max_pixels ({hi:,})")
+    return lo, hi
 
 
 def vit_patches(height, width, patch: int):

@@ -118,7 +118,8 @@ def llm_tokens_for_images(model: Model, heights, widths, run_size: int | None = 
 
 def image_sizes(job, stack: Stack):
     """(heights, widths, weights) of the job's input images: its resolution distribution, or
-    one side. A fixed-resolution tower (no spatial merge, no tiling) sees every image resized
+    one side; a dynamic-resolution tower's after its processor's resize with the job's pixel
+    bounds (:func:`_processor_resize`). A fixed-resolution tower (no spatial merge, no tiling) sees every image resized
     to its side (``job.image_size`` or the tower's: LLaVA's processor resizes to 336 px, Gemma
     3's to 896), whatever the distribution."""
     dist = getattr(job, "image_resolutions", None)
@@ -126,8 +127,23 @@ def image_sizes(job, stack: Stack):
     if dist and (stack.spatial_merge > 1 or stack.tiling != "none"):
         arr = np.asarray(dist, dtype=float).reshape(len(dist), -1)
         w = arr[:, 2] if arr.shape[1] > 2 else np.ones(len(arr))
-        return arr[:, 0].astype(int), arr[:, 1].astype(int), w / w.sum()
-    return np.array([side]), np.array([side]), np.array([1.0])
+        h, wd, share = arr[:, 0].astype(int), arr[:, 1].astype(int), w / w.sum()
+    else:
+        h, wd, share = np.array([side]), np.array([side]), np.array([1.0])
+    return _processor_resize(job, stack, h, wd) + (share,)
+
+
+def _processor_resize(job, stack: Stack, h, w):
+    """A dynamic-resolution tower's images as its processor resizes them with the job's
+    ``min_pixels`` / ``max_pixels`` (``smart_resize``; unchanged by the tower functions' own
+    resize with the checkpoint bounds, :func:`~.image_tokens.qwen2vl_pixel_bounds`); other
+    towers' sizes as they are."""
+    lo, hi = getattr(job, "min_pixels", None), getattr(job, "max_pixels", None)
+    if stack.spatial_merge <= 1 or (lo is None and hi is None):
+        return h, w
+    from trainplan.costmodel.image_tokens import qwen2vl_pixel_bounds, qwen2vl_smart_resize
+    lo, hi = qwen2vl_pixel_bounds(lo, hi)
+    return qwen2vl_smart_resize(h, w, stack.patch_size * stack.spatial_merge, lo, hi)
 
 
 def tower_inputs(job, stack: Stack):

@@ -127,6 +127,15 @@ class Job(Spec):
         default=None, ge=0, description="images per sample; none: 1 for a model with a vision tower, "
         "else 0")
     image_size: int | None = Field(default=None, gt=0, description="image side in pixels (default: tower's)")
+    min_pixels: int | None = Field(
+        default=None, gt=0, description="dynamic-resolution towers (Qwen2-VL, Qwen2.5-VL): the "
+        "processor's min_pixels, the least area smart_resize scales an image up to; none: "
+        "3,136 (56 x 56, the checkpoints' preprocessor_config.json)")
+    max_pixels: int | None = Field(
+        default=None, gt=0, description="dynamic-resolution towers: the processor's max_pixels, "
+        "the most area smart_resize keeps; none: 12,845,056 (the checkpoints' "
+        "preprocessor_config.json; transformers' Qwen2VLImageProcessor class default is "
+        "1,003,520 = 28 x 28 x 1280)")
     text_tokens: float | None = Field(default=None, gt=0, description="text tokens per sample")
     image_resolutions: tuple[tuple[float, float, float], ...] = Field(
         default=(), description="the dataset's image sizes: (height, width, weight) rows in pixels, "

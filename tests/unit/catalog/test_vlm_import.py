@@ -140,7 +140,7 @@ def test_bad_vision_fields_name_the_field(pid, path, value):
     ("qwen2.5-vl-7b", ("vision_config", "fullatt_block_indexes"), [7, -1]),
     ("qwen2.5-vl-7b", ("vision_config", "fullatt_block_indexes"), "7"),
     ("internvl3-8b", ("downsample_ratio",), 0.3),
-    ("internvl3-8b", ("vision_config", "use_qk_norm"), True),
+    ("internvl3-8b", ("vision_config", "use_qk_norm"), "yes"),     # counted since issue 40; a flag
     ("idefics3-8b", ("scale_factor",), 5),                             # 26 % 5
     ("gemma-3-4b", ("mm_tokens_per_image",), 200),
     ("gemma-3-4b", ("vision_config", "vision_use_head"), "no"),
