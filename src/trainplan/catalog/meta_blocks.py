@@ -198,7 +198,7 @@ def mlp(mod: Any, path: str, h: int) -> Mlp:
     """A dense FFN: up (h -> f) and down (f -> h), gated with a gate (h -> f) or fused gate+up
     (h -> 2f); all matrices with bias or all without."""
     mats = []
-    for name, sub_path, m in leaves(mod, path):
+    for _name, sub_path, m in leaves(mod, path):
         shp = linear_shape(m)
         if shp is None:
             raise refuse(m, sub_path, "a linear layer of a dense MLP (only matrices, no norm or "

@@ -186,7 +186,7 @@ def test_hostile_model_name_is_escaped(driver, url):
     error = by_id(driver, "error").text
     assert HOSTILE in error                      # shown as text, not run
     with pytest.raises(NoAlertPresentException):
-        driver.switch_to.alert.text
+        _ = driver.switch_to.alert.text    # raises when no alert() ran
     r = cli("estimate", "--model", HOSTILE, "--json")
     assert r.returncode == 2
     assert error == r.stderr.strip().removeprefix("error: ")
