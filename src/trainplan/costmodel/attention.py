@@ -158,7 +158,7 @@ def mean_keys_per_layer(stack: Stack, seq, causal=True, window=True):
     n_ch = stack.chunked_layers if window else 0
     if not (n_sw or n_ch):
         return full
-    n_att = stack.attention_layers
+    n_att = max(stack.attention_layers, 1)
     sw = ch = 0.0
     if n_sw:
         w = float(stack.sliding_window)
