@@ -12,13 +12,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from trainplan.catalog.hf_attention import ATTENTION_READERS
 from trainplan.catalog.hf_families import FAMILY_READERS
 from trainplan.catalog.hf_text import TEXT_READERS as _CORE_READERS
 from trainplan.catalog.hf_text import rope_decoder
 from trainplan.errors import InputError
 from trainplan.spec.model import Stack
 
-TEXT_READERS = {**_CORE_READERS, **FAMILY_READERS}
+TEXT_READERS = {**_CORE_READERS, **FAMILY_READERS, **ATTENTION_READERS}
 TEXT_TYPES = tuple(TEXT_READERS)
 
 

@@ -167,6 +167,11 @@ def layer_ops(stack: Stack, moe_layer: bool = False) -> tuple[Op, ...]:
     post_norm = Op("post_norm", "elementwise", "norm", weights=norm_w, keep=2.0 * h, io=2.0 * h,
                    io_eager=norm_io_eager, split=False)
     ops = _token_mixing(stack, ops)
+    if stack.norms_per_layer == 1:  # parallel attention and FFN read one norm (Cohere, Falcon)
+        ops = [o for o in ops if o.name != "norm2"]
+    if stack.act_params:            # Apertus xIELU's scalars, with the activation
+        ops.append(Op("act_params", "elementwise", "", weights=float(stack.act_params),
+                      split=False))
     if stack.norms_per_layer == 4:  # Gemma 2/3 post-attention norm (before the residual add)
         ops.insert(-2, post_norm)
     # the MLP input (2h, replicated) is kept once for the up/gate GEMM(s)

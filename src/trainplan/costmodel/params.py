@@ -71,9 +71,12 @@ def expert_params(stack: Stack) -> int:
 
 
 def router_params(stack: Stack) -> int:
-    """MoE router: one h x E linear (Mixtral ``gate``), plus a bias if present."""
+    """MoE router: one h x E linear (Mixtral ``gate``), plus a bias if present, plus ERNIE
+    4.5's score-correction bias where it is a parameter (``score_bias_param``)."""
     assert stack.moe is not None
-    return stack.hidden * stack.moe.num_experts + (stack.moe.num_experts if stack.moe.router_bias else 0)
+    m = stack.moe
+    return stack.hidden * m.num_experts + m.num_experts * (int(m.router_bias)
+                                                          + int(m.score_bias_param))
 
 
 def shared_expert_params(stack: Stack) -> int:
@@ -200,7 +203,7 @@ def stack_params(stack: Stack) -> StackParams:
         lm_head=lm_head,
         attention_per_layer=attention_params(stack),
         dense_mlp_per_layer=mlp_params(stack),
-        norms_per_layer=stack.norms_per_layer * norm_params(stack)
+        norms_per_layer=stack.norms_per_layer * norm_params(stack) + stack.act_params
         + (layer_scale_params(stack) if stack.role == "vision" else 0),
         final=(norm_params(stack) if stack.final_norm else 0)
         + (pool_head_params(stack) if stack.role == "vision" else 0),

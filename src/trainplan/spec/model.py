@@ -37,6 +37,7 @@ class MoE(Spec):
     router_aux_loss_coef: float | None = Field(default=None, ge=0, description="load-balancing loss coefficient the config records (router_aux_loss_coef; DeepSeek-V2 aux_loss_alpha); none: not recorded")
     router_seq_aux: bool = Field(default=False, description="the balancing loss is computed per sequence (DeepSeek-V2 seq_aux)")
     expert_bias: bool = Field(default=False, description="biases on every expert's matrices (gpt-oss GptOssExperts gate_up_proj_bias, down_proj_bias)")
+    score_bias_param: bool = Field(default=False, description="the per-expert score-correction bias is a parameter of E (ERNIE 4.5 moe_statics.e_score_correction_bias), not a buffer")
 
     @model_validator(mode="after")
     def _check(self) -> "MoE":
@@ -126,7 +127,8 @@ class Stack(Spec):
     moe: MoE | None = Field(default=None, description="mixture-of-experts FFN (table `moe`); none: dense")
     mla: MLA | None = Field(default=None, description="multi-head latent attention (table `mla`, DeepSeek-V2/V3); none: MHA/GQA/MQA")
     qk_norm: Literal["none", "head", "full"] = Field(default="none", description="RMSNorm on queries and keys: per head_dim (Qwen3, Gemma 3) or over all heads (OLMo 2)")
-    norms_per_layer: Literal[2, 4] = Field(default=2, description="norms per block: 2, or 4 with Gemma 2/3's extra post-attention and post-FFN norms")
+    norms_per_layer: Literal[1, 2, 4] = Field(default=2, description="norms per block: 2, 4 with Gemma 2/3's extra post-attention and post-FFN norms, or 1 where attention and FFN run in parallel from one norm (Cohere, Falcon-7B)")
+    act_params: int = Field(default=0, ge=0, description="learned scalars of each layer's activation (Apertus xIELU alpha_p, alpha_n: 2)")
     sliding_window: int = Field(default=0, ge=0, description="keys a sliding-window layer attends to (0: none)")
     sliding_layers: int = Field(default=0, ge=0, description="layers that use the sliding window (Mistral: all; Gemma 2: every other; Gemma 3: 5 of 6)")
     final_logit_softcap: float = Field(default=0.0, ge=0, description="tanh soft-capping of the LM logits (Gemma 2; 0: none); keeps one more logits tensor")
