@@ -155,13 +155,18 @@ def ernie4_5_moe(cfg: dict[str, Any], mt: str, name: str) -> Stack:
     """ERNIE 4.5 MoE (``modeling_ernie4_5_moe.py``): MoE in layers i with (i + 1) %
     ``moe_layer_interval`` == 0 between ``moe_layer_start_index`` and ``moe_layer_end_index``;
     ``moe_num_shared_experts`` x ``moe_intermediate_size`` shared; the score-correction bias is
-    a parameter (moe_statics); biases everywhere with ``use_bias``; tied by default."""
+    a parameter (moe_statics); tied by default. ``use_bias`` is refused (it also biases the LM
+    head)."""
     layers = _int(cfg, "num_hidden_layers")
     step = _int(cfg, "moe_layer_interval", 1)
     lo = _int(cfg, "moe_layer_start_index", 0, minimum=0)
     hi = _int(cfg, "moe_layer_end_index", layers - 1, minimum=0)
     n_moe = sum(1 for i in range(layers) if (i + 1) % step == 0 and lo <= i <= hi)
-    bias = _flag(cfg, "use_bias", False)
+    if _flag(cfg, "use_bias", False):
+        raise InputError("config.use_bias", True, "false (with use_bias transformers also puts "
+                         "a bias on the LM head and none on the routed experts; trainplan "
+                         "counts neither)")
+    bias = False
     moe = MoE(num_experts=_int(cfg, "moe_num_experts"), top_k=_int(cfg, "moe_k"),
               expert_ffn_hidden=_int(cfg, "moe_intermediate_size"),
               shared_experts=_int(cfg, "moe_num_shared_experts", 0, minimum=0),

@@ -113,7 +113,8 @@ def qwen3_next(cfg: dict[str, Any], mt: str, name: str) -> Stack:
                   conv_kernel=_int(cfg, "linear_conv_kernel_dim", 4), chunk=64)
     only, step = _int_list(cfg, "mlp_only_layers"), _int(cfg, "decoder_sparse_step", 1)
     dense = sum(1 for i in range(layers) if i in only or (i + 1) % step)
-    shared = _int(cfg, "shared_expert_intermediate_size", 0, minimum=0)
+    shared = _int(cfg, "shared_expert_intermediate_size")   # transformers builds the
+    # shared expert and its gate whatever the size: a 0-wide one keeps its h x 1 gate
     moe = MoE(num_experts=_int(cfg, "num_experts"), top_k=_int(cfg, "num_experts_per_tok"),
               expert_ffn_hidden=_int(cfg, "moe_intermediate_size"),
               shared_experts=1 if shared else 0, shared_expert_ffn_hidden=shared,

@@ -101,6 +101,24 @@ def state_elems(stack: Stack) -> int:
     return m.heads * m.head_dim * m.state + conv_state
 
 
+def sequence_state_elems(stack: Stack, seq) -> float:
+    """Elements one sequence of ``seq`` tokens holds across a stack's layers for generation:
+    the attention layers' KV cache (:func:`~.attention.kv_cache_elems_per_token` per cached
+    token; a sliding layer caches at most its window, a chunked layer at most its chunk, as
+    transformers' ``SlidingWindowLayer`` / ``ChunkedSlidingLayer`` caches do) plus the mixer
+    layers' fixed state (:func:`state_elems`), independent of ``seq``."""
+    import numpy as np
+
+    from trainplan.costmodel import attention as att
+    s = np.asarray(seq, dtype=float)
+    n_sw, n_ch = stack.sliding_layers, stack.chunked_layers
+    n_full = stack.attention_layers - n_sw - n_ch
+    tokens = n_full * s + n_sw * np.minimum(s, float(stack.sliding_window or 0)) \
+        + n_ch * np.minimum(s, float(stack.chunk_size or 0))
+    kv = att.kv_cache_elems_per_token(stack) * tokens
+    return kv + (stack.mixer.layers * state_elems(stack) if stack.mixer else 0.0)
+
+
 def kept_per_token(stack: Stack) -> float:
     """Elements per token one mixer layer keeps for its backward (2-byte activations): the
     in_proj input (h) and output, the conv1d output, the scan output and the gated norm's
