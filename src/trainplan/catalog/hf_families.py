@@ -184,6 +184,14 @@ REFUSED: dict[str, str] = {
               "express (its hybrids Bamba and Falcon-H1 are counted)",
     "nemotron_h": "Nemotron-H's blocks of one kind each (Mamba-2, attention or MLP alone, "
                   "hybrid_override_pattern) are not expressible in trainplan's stack",
+    "qwen3_vl": "its vision tower (Qwen3VLVisionModel: interpolated learned positions, "
+                "DeepStack mergers) has no counted part in trainplan yet",
+    "qwen3_vl_moe": "its vision tower (Qwen3VLMoeVisionModel: interpolated learned positions, "
+                    "DeepStack mergers) has no counted part in trainplan yet",
+    "llama4": "its vision tower (Llama4VisionModel, pixel-shuffle projector) has no counted "
+              "part in trainplan; its text_config (model_type llama4_text) imports alone",
+    "mistral3": "its Pixtral vision tower (PixtralVisionModel, 2-D RoPE, patch merger) has no "
+                "counted part in trainplan; ministral / mistral text configs import",
     "minicpm3": "MiniCPM3's MLA-like attention (with its scale_emb/scale_depth) is not "
                 "checked against transformers in trainplan",
 }
