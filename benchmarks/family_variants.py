@@ -38,7 +38,9 @@ VARIANTS: list[tuple[str, str, dict[str, Any]]] = [
                                                   moe_intermediate_size=128,
                                                   shared_expert_intermediate_size=64,
                                                   mlp_only_layers=[0], linear_num_key_heads=4,
-                                                  linear_num_value_heads=4)),
+                                                  linear_num_value_heads=4,
+                                                  linear_key_head_dim=32,
+                                                  linear_value_head_dim=32)),
     ("bamba attn 1,3", "bamba", dict(attn_layer_indices=[1, 3], mamba_n_heads=8,
                                      mamba_d_state=32, mamba_n_groups=2)),
     ("bamba all-mamba bias", "bamba", dict(mamba_n_heads=16, mamba_d_head=32, mamba_d_state=16,
@@ -93,7 +95,7 @@ VARIANTS: list[tuple[str, str, dict[str, Any]]] = [
     ("falcon 40b-like", "falcon", dict(new_decoder_architecture=True, num_kv_heads=2,
                                        ffn_hidden_size=1024)),
     ("falcon sequential bias", "falcon", dict(parallel_attn=False, multi_query=False, bias=True,
-                                              alibi=True)),
+                                              num_kv_heads=4, ffn_hidden_size=1024)),
 ]
 
 

@@ -29,7 +29,7 @@ from typing import Any
 
 from trainplan.errors import MissingExtraError
 
-ATTENTION_MODULES = ("self_attn", "attn", "attention")
+ATTENTION_MODULES = ("self_attn", "attn", "attention", "self_attention")
 #: families whose transformers MoE block runs every expert on every token, weighted by its
 #: router score (modeling_llama4.py Llama4TextMoe.forward: ``hidden_states.repeat(E, 1)`` into
 #: one bmm per expert): the FLOP check counts E experts per token for them, as the reference
