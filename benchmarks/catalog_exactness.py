@@ -50,10 +50,8 @@ def _row(label: str, mt: str, c) -> str:
 def _compare(cfg: dict, label: str, seq: int):
     """compare_config on the exercised copy of ``cfg`` (windows shrunk, sequence >= 2x the
     longest window or chunk, and at least ``seq``)."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from family_variants import exercised
-    small, need = exercised(cfg)
-    return ref.compare_config(small, label, seq=max(seq, need))
+    small, need = ref.exercised(cfg, seq)
+    return ref.compare_config(small, label, seq=need)
 
 
 def _variants(a, tally) -> tuple[int, int, int]:

@@ -1,7 +1,8 @@
 """Config variants for ``catalog_exactness.py``: each newer family's transformers default config
 shrunk (width, layers, vocabulary, experts: so the meta build and trace take seconds) and varied
-in the switches its importer reads (biases, tying, layer patterns, MoE layouts), plus
-``exercised``: windows and chunks shrunk so the traced sequence is at least twice the longest.
+in the switches its importer reads (biases, tying, layer patterns, MoE layouts); the traced
+copies go through ``trainplan.measure.reference.exercised`` (windows and chunks shrunk, the
+sequence at least twice the longest).
 
 The shapes are test shapes, not published models: they check the importers' reading of each
 switch against what transformers builds from it.
@@ -10,6 +11,8 @@ switch against what transformers builds from it.
 from __future__ import annotations
 
 from typing import Any
+
+from trainplan.measure.reference import exercised  # noqa: F401  (re-exported for the benchmark)
 
 SMALL = dict(hidden_size=256, num_attention_heads=4, num_key_value_heads=2, head_dim=64,
              intermediate_size=512, vocab_size=1024, num_hidden_layers=4)
@@ -97,22 +100,6 @@ VARIANTS: list[tuple[str, str, dict[str, Any]]] = [
     ("falcon sequential bias", "falcon", dict(parallel_attn=False, multi_query=False, bias=True,
                                               num_kv_heads=4, ffn_hidden_size=1024)),
 ]
-
-
-def exercised(cfg: dict[str, Any]) -> tuple[dict[str, Any], int]:
-    """``cfg`` with its windows and chunks shrunk to 32 tokens (no parameter changes) and the
-    traced sequence: at least twice the longest window or chunk (the Gated DeltaNet reference
-    scans fixed chunks of 64), so every windowed, chunked and scanned pattern runs over more
-    than one window."""
-    d = dict(cfg)
-    for k in ("sliding_window", "attention_chunk_size", "mamba_chunk_size"):
-        if isinstance(d.get(k), int) and d[k] > 32:
-            d[k] = 32
-    longest = max([32] + [d[k] for k in ("sliding_window", "attention_chunk_size",
-                                         "mamba_chunk_size") if isinstance(d.get(k), int)])
-    if d.get("model_type") == "qwen3_next":
-        longest = max(longest, 64)
-    return d, 2 * longest
 
 
 def variant_config(defaults: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:

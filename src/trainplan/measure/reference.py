@@ -231,6 +231,22 @@ def compare_config(cfg: dict[str, Any], name: str, seq: int = 64, batch: int = 1
                       step=matmul + attn_k, step_ref=float(tr["total"]))
 
 
+def exercised(cfg: dict[str, Any], seq: int = 0) -> tuple[dict[str, Any], int]:
+    """``cfg`` with its windows and chunks shrunk to 32 tokens (no parameter changes) and a
+    traced sequence of at least ``seq`` and at least twice the longest window or chunk (the
+    Gated DeltaNet reference scans fixed chunks of 64), so every windowed, chunked and scanned
+    pattern runs over more than one window."""
+    d = dict(cfg)
+    keys = ("sliding_window", "attention_chunk_size", "mamba_chunk_size")
+    for k in keys:
+        if isinstance(d.get(k), int) and not isinstance(d[k], bool) and d[k] > 32:
+            d[k] = 32
+    longest = max([32] + [d[k] for k in keys if isinstance(d.get(k), int)])
+    if d.get("model_type") == "qwen3_next":
+        longest = max(longest, 64)
+    return d, max(seq, 2 * longest)
+
+
 def default_config(model_type: str) -> dict[str, Any]:
     """transformers' default config of a ``model_type`` as a config.json dict (the family's
     reference shapes: ``configuration_*.py`` defaults)."""
