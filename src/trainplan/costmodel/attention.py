@@ -189,7 +189,9 @@ def attention_kind(stack: Stack) -> str:
         kind += f", chunks of {stack.chunk_size} on {stack.chunked_layers}/{stack.layers}"
     if stack.attn_sinks:
         kind += ", sinks"
-    if stack.mixer:
-        from trainplan.costmodel.mixers import describe
-        kind += f"; {describe(stack)}"
+    m = stack.mixer
+    if m:
+        name = {"gated_deltanet": "Gated DeltaNet", "mamba2": "Mamba-2 SSD"}[m.kind]
+        kind += f"; {name} " + ("beside attention in every layer" if m.parallel
+                                else f"on {m.layers}/{stack.layers} layers")
     return kind

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from trainplan.costmodel import attention as att
 from trainplan.costmodel import flops as fl
-from trainplan.costmodel.ops import Op
+from trainplan.costmodel.op import Op
 from trainplan.spec.model import Stack
 
 _ATTENTION_OPS = frozenset({"qkv", "mla_latent", "qk_norm", "rope", "attention", "out_proj"})

@@ -129,14 +129,3 @@ def kept_per_token(stack: Stack) -> float:
     assert m is not None
     w_in, conv, w_out = mixer_widths(m)
     return float(stack.hidden + w_in + conv + 2 * w_out)
-
-
-def describe(stack: Stack) -> str:
-    """A short label of the mixer pattern."""
-    m = stack.mixer
-    if m is None:
-        return ""
-    name = {"gated_deltanet": "Gated DeltaNet", "mamba2": "Mamba-2 SSD"}[m.kind]
-    if m.parallel:
-        return f"{name} beside attention in every layer"
-    return f"{name} on {m.layers}/{stack.layers} layers"
