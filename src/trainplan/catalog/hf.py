@@ -2,7 +2,8 @@
 
 Supported ``model_type`` values (readers in :mod:`trainplan.catalog.hf_text`): llama, granite,
 mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, deepseek_v2, deepseek_v3, gemma, gemma2,
-gemma3_text, phi3, olmo2, gpt2, gpt_neox. Whole config files, vision-language ones included,
+gemma3_text, phi3, olmo2, gpt2, gpt_neox; and in :mod:`trainplan.catalog.hf_families` the newer
+families (gpt_oss, llama4_text, qwen3_next, bamba, falcon_h1, ...). Whole config files, vision-language ones included,
 are read by :mod:`trainplan.catalog.hf_config`. Field names follow each family's ``configuration_*.py`` in transformers; newer
 serialisations (``text_config`` nesting, ``rope_parameters``) are read too.
 """
@@ -11,10 +12,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainplan.catalog.hf_text import TEXT_READERS
+from trainplan.catalog.hf_attention import ATTENTION_READERS
+from trainplan.catalog.hf_families import FAMILY_READERS
+from trainplan.catalog.hf_text import TEXT_READERS as _CORE_READERS
 from trainplan.errors import InputError
 from trainplan.spec.model import Stack
 
+TEXT_READERS = {**_CORE_READERS, **FAMILY_READERS, **ATTENTION_READERS}
 TEXT_TYPES = tuple(TEXT_READERS)
 
 

@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from trainplan.catalog import meta_import
 from trainplan.catalog.hf import TEXT_TYPES, decoder_from_hf
+from trainplan.catalog.hf_families import REFUSED, refuse
 from trainplan.catalog.vision import VISION_IMPORTERS
 from trainplan.errors import InputError, from_validation_error
 from trainplan.spec.model import Model
@@ -27,6 +28,8 @@ def model_from_hf_config(cfg: dict[str, Any], name: str | None = None, source: s
         raise InputError("config.model_type", mt, "a string such as 'llama'")
     name = name or cfg.get("_name_or_path") or str(mt)
     try:
+        if mt in REFUSED:
+            refuse(mt)
         if mt in VISION_IMPORTERS:
             return VISION_IMPORTERS[mt](cfg, name)
         if mt not in TEXT_TYPES:

@@ -95,6 +95,23 @@ def qk_norm_params(stack: Stack) -> int:
     return 0
 
 
+def gate_and_sink_params(stack: Stack) -> int:
+    """Qwen3-Next's attention output gate (``attn_output_gate``: q_proj is twice as wide, the
+    second half a sigmoid gate on the attention output, ``modeling_qwen3_next.py``
+    ``Qwen3NextAttention``): h x a d more weights (and a d biases with ``attn_bias``); gpt-oss's
+    attention sinks: one learned logit per head (``GptOssAttention.sinks``, shape [heads])."""
+    n = 0
+    if stack.attn_gate:
+        n += stack.hidden * q_width(stack) + (q_width(stack) if stack.attn_bias else 0)
+    return n + (stack.heads if stack.attn_sinks else 0)
+
+
+def attention_share(stack: Stack) -> float:
+    """Share of the layers that run softmax attention (1 without a mixer or with a parallel
+    one)."""
+    return stack.attention_layers / stack.layers
+
+
 def kv_cache_elems_per_token(stack: Stack) -> int:
     """Elements one layer caches per token for generation: K and V, 2*kv*d (GQA/MQA), or MLA's
     compressed latent and shared RoPE key, r_kv + d_rope (DeepSeek-V2 sec. 2.1.2, Table 1:
@@ -118,21 +135,41 @@ def mean_keys_causal(seq, window=0):
     return np.where(s > w, windowed, full)
 
 
+def mean_keys_chunked(seq, chunk):
+    """Mean keys a query attends to under causal chunked attention (Llama 4: key j visible to
+    query i when j <= i and j // c == i // c, transformers ``masking_utils``
+    ``chunked_causal_mask_function``): a full chunk of c gives (c + 1)/2 on average, a last
+    partial chunk of r = s mod c gives (r + 1)/2: (n c (c + 1)/2 + r (r + 1)/2) / s."""
+    s = np.asarray(seq, dtype=float)
+    c = float(chunk)
+    n = np.floor(s / c)
+    r = s - n * c
+    return (n * c * (c + 1.0) / 2.0 + r * (r + 1.0) / 2.0) / np.maximum(s, 1.0)
+
+
 def mean_keys_per_layer(stack: Stack, seq, causal=True, window=True):
-    """Keys per query averaged over the layers: full layers (s+1)/2 (causal) or s; the
-    ``sliding_layers`` attend to at most ``sliding_window`` keys (``window=False``: the kernel
-    computes the full score matrix and masks it, as eager attention does)."""
+    """Keys per query averaged over the attention layers: full layers (s+1)/2 (causal) or s;
+    the ``sliding_layers`` attend to at most ``sliding_window`` keys, the ``chunked_layers`` to
+    the keys of their chunk (:func:`mean_keys_chunked`) (``window=False``: the kernel computes
+    the full score matrix and masks it, as eager attention does)."""
     s = np.asarray(seq, dtype=float)
     full = np.where(causal, (s + 1.0) / 2.0, s)
     n_sw = stack.sliding_layers if window else 0
-    if not n_sw:
+    n_ch = stack.chunked_layers if window else 0
+    if not (n_sw or n_ch):
         return full
-    w = float(stack.sliding_window)
-    if causal:
-        sw = mean_keys_causal(s, stack.sliding_window)
-    else:   # bidirectional window: |i - j| < w, about min(s, 2w - 1) keys
-        sw = np.minimum(s, 2.0 * w - 1.0)
-    return ((stack.layers - n_sw) * full + n_sw * sw) / stack.layers
+    n_att = max(stack.attention_layers, 1)
+    sw = ch = 0.0
+    if n_sw:
+        w = float(stack.sliding_window)
+        if causal:
+            sw = mean_keys_causal(s, stack.sliding_window)
+        else:   # bidirectional window: |i - j| < w, about min(s, 2w - 1) keys
+            sw = np.minimum(s, 2.0 * w - 1.0)
+    if n_ch:    # bidirectional chunks see their whole chunk
+        ch = mean_keys_chunked(s, stack.chunk_size) if causal else \
+            np.minimum(s, float(stack.chunk_size))
+    return ((n_att - n_sw - n_ch) * full + n_sw * sw + n_ch * ch) / n_att
 
 
 def attention_kind(stack: Stack) -> str:
@@ -148,4 +185,13 @@ def attention_kind(stack: Stack) -> str:
         kind = f"GQA {stack.heads}/{stack.n_kv}"
     if stack.sliding_layers:
         kind += f", window {stack.sliding_window} on {stack.sliding_layers}/{stack.layers}"
+    if stack.chunked_layers:
+        kind += f", chunks of {stack.chunk_size} on {stack.chunked_layers}/{stack.layers}"
+    if stack.attn_sinks:
+        kind += ", sinks"
+    m = stack.mixer
+    if m:
+        name = {"gated_deltanet": "Gated DeltaNet", "mamba2": "Mamba-2 SSD"}[m.kind]
+        kind += f"; {name} " + ("beside attention in every layer" if m.parallel
+                                else f"on {m.layers}/{stack.layers} layers")
     return kind

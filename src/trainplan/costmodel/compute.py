@@ -169,9 +169,11 @@ class KernelModel:
         # and heads, one cuBLAS strided-batched call), plus the score traffic (ops.py); eager
         # attention computes the full masked score matrix even for sliding-window layers and
         # across the documents of a document mask
-        scores = opinv.eager_score_bytes(seqs * (stack.heads / tp) * queries * keys,
+        scores = opinv.eager_score_bytes(seqs * (stack.heads * att.attention_share(stack) / tp)
+                                         * queries * keys,
                                          "softmax" in self.fused, self.act_b, dropout)
-        a_full = a_f if not stack.sliding_layers and np.all(span == keys) else \
+        a_full = a_f if not (stack.sliding_layers or stack.chunked_layers) \
+            and np.all(span == keys) else \
             T * fl.attention_core_flops_per_token(stack, keys, causal, window=False) / tp
         t_eager = self.gemm(a_full, 2.0) + memory_time(scores, self.hbm, self.eta_hbm)
         t_attn = np.where(flash, t_flash, t_eager)

@@ -25,22 +25,37 @@ from trainplan.costmodel.layout import by_recompute
 
 
 def linear_flops_per_token(stack: Stack) -> dict[str, float]:
-    """Forward matmul FLOPs per token of one layer, by GEMM (2 FLOPs per multiply-add).
+    """Forward matmul FLOPs per token of the mean layer, by GEMM (2 FLOPs per multiply-add).
 
-    qkv: 2*h*(a + 2*kv)*d; out: 2*a*d*h; mlp: 2*h*f per matrix (3 for SwiGLU, 2 for GeLU).
-    For MoE layers the FFN is top_k routed + shared experts (plus the router) per token.
+    qkv: 2*h*(a + 2*kv)*d (plus 2*h*a*d for Qwen3-Next's output gate); out: 2*a*d*h -- both
+    times the share of layers with attention; mixer: the linear-attention / SSM projections
+    times the share of mixer layers (:func:`~trainplan.costmodel.mixers.mixer_linear_flops`),
+    mixer_core their chunked scans and conv1d (:func:`~.mixers.mixer_core_flops`); mlp: 2*h*f
+    per matrix (3 for SwiGLU, 2 for GeLU). For MoE layers the FFN is top_k routed + shared
+    experts (plus the router) per token.
     """
     from trainplan.costmodel.params import mlp_matrices
     h, d, a, kv = stack.hidden, stack.d_head, stack.heads, stack.n_kv
     n_mlp = mlp_matrices(stack)
+    share = att.attention_share(stack)
     out = {
         "qkv": 2.0 * h * (a + 2 * kv) * d,
         "attn_out": 2.0 * a * d * h,
         "mlp": 2.0 * n_mlp * h * stack.ffn_hidden,
+        "mixer": 0.0, "mixer_core": 0.0,
     }
     if stack.mla:
         out["qkv"] = att.mla_projection_flops(stack)
         out["attn_out"] = 2.0 * att.o_width(stack) * h
+    if stack.attn_gate:
+        out["qkv"] += 2.0 * h * att.q_width(stack)
+    out["qkv"] *= share
+    out["attn_out"] *= share
+    if stack.mixer:
+        from trainplan.costmodel import mixers
+        frac = stack.mixer.layers / stack.layers
+        out["mixer"] = frac * mixers.mixer_linear_flops(stack)
+        out["mixer_core"] = frac * mixers.mixer_core_flops(stack)
     if stack.moe:
         m = stack.moe
         out["moe_mlp"] = moe_mlp_flops_per_token(stack)
@@ -67,24 +82,30 @@ def attention_core_flops_per_token(stack: Stack, seq, causal=True, window=True):
     s_eff = (s + 1) / 2 under a causal mask (token i attends to i + 1 keys), s otherwise.
     Kaplan et al. 2020 Table 1 counts 2*n_ctx*d_attn per token for each of the two products.
     MLA: 2*a*(d_qk + d_v)*s_eff (scores over d_nope + d_rope, values over d_v). Sliding-window
-    layers attend to at most ``sliding_window`` keys, averaged over the layers
+    layers attend to at most ``sliding_window`` keys and chunked layers (Llama 4) to their
+    chunk's, averaged over the attention layers
     (:func:`~trainplan.costmodel.attention.mean_keys_per_layer`); ``window=False`` counts the
-    full masked score matrix, as eager attention computes it.
+    full masked score matrix, as eager attention computes it. The mean layer's: times the share
+    of layers with attention (a hybrid's mixer layers have none; their scans are
+    ``linear_flops_per_token()["mixer_core"]``).
     """
-    if stack.mla or (stack.sliding_layers and window):
+    share = att.attention_share(stack)
+    if stack.mla or ((stack.sliding_layers or stack.chunked_layers) and window):
         s_eff = att.mean_keys_per_layer(stack, seq, causal, window)
-        return 2.0 * stack.heads * (att.qk_head_dim(stack) + att.v_head_dim(stack)) * s_eff
+        return share * 2.0 * stack.heads * (att.qk_head_dim(stack) + att.v_head_dim(stack)) \
+            * s_eff
     s_eff = np.where(causal, (np.asarray(seq, dtype=float) + 1.0) / 2.0, seq)
-    return 4.0 * stack.heads * stack.d_head * s_eff
+    return share * 4.0 * stack.heads * stack.d_head * s_eff
 
 
 def matmul_forward_flops_per_token(stack: Stack) -> float:
     """Forward FLOPs per token of a stack's weight matmuls (every layer's linear layers, router
     and LM head; no attention scores): what a FLOP counter attributes to ``mm``/``addmm`` and
-    the experts' batched GEMMs."""
+    the experts' batched GEMMs; plus a hybrid's mixer scans and conv1d (``bmm`` and
+    ``convolution`` outside the attention modules)."""
     lin = linear_flops_per_token(stack)
     moe = stack.layers - stack.moe.dense_layers if stack.moe else 0
-    per_attn = lin["qkv"] + lin["attn_out"]
+    per_attn = lin["qkv"] + lin["attn_out"] + lin["mixer"] + lin["mixer_core"]
     f = stack.layers * per_attn + (stack.layers - moe) * lin["mlp"]
     if moe:
         f += moe * (lin["moe_mlp"] + lin["router"])
@@ -100,7 +121,8 @@ def layer_forward_flops_per_token(stack: Stack, seq, causal=True, moe_layer=Fals
     """All forward matmul FLOPs of one layer per token (dense or MoE FFN)."""
     lin = linear_flops_per_token(stack)
     ffn = lin["moe_mlp"] + lin["router"] if moe_layer else lin["mlp"]
-    return lin["qkv"] + lin["attn_out"] + ffn + attention_core_flops_per_token(stack, seq, causal)
+    return lin["qkv"] + lin["attn_out"] + lin["mixer"] + lin["mixer_core"] + ffn \
+        + attention_core_flops_per_token(stack, seq, causal)
 
 
 def stack_forward_flops_per_token(stack: Stack, seq, causal=None):

@@ -29,7 +29,6 @@ dropout masks. Sources:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
@@ -38,6 +37,7 @@ from trainplan.costmodel import attention as att
 from trainplan.costmodel import flops as fl
 from trainplan.costmodel import moe_permute as mp
 from trainplan.costmodel import params as pm
+from trainplan.costmodel.op import Op
 from trainplan.spec.model import Stack
 
 # Elements moved per element of the tensor by the eager kernels vs fused (module docstring).
@@ -58,35 +58,6 @@ EAGER_RELU2_PASSES = 4.0 / 2.0
 # in 4.x: divide by sqrt(d), torch.where with the causal mask, softmax), 4 more passes.
 EAGER_SCORE_PASSES_FUSED = 4.0
 EAGER_SCORE_PASSES_UNFUSED = 8.0
-
-
-@dataclass(frozen=True)
-class Op:
-    """One operation of a layer (per token; TP splits ``split`` ops always, the rest only with
-    sequence parallelism)."""
-
-    name: str
-    kind: str                  # "gemm" | "attention" | "elementwise"
-    group: str = ""            # fusion group of an elementwise op (spec.framework)
-    flops: float = 0.0         # forward matmul FLOPs per token (before TP)
-    gemms: float = 0.0         # how many GEMMs make up ``flops`` (the saturation curve)
-    weights: float = 0.0       # parameters
-    keep: float = 0.0          # elements kept for backward per token (activation dtype)
-    keep_mask: float = 0.0     # 1-byte elements kept (dropout masks) per token, if dropout
-    io: float = 0.0            # elements read + written per token, fused
-    io_eager: float = 0.0      # elements read + written per token, as eager kernels
-    io_mask: float = 0.0       # 1-byte mask elements written per token, if dropout
-    split: bool = True         # work split by TP (heads/FFN columns); else replicated unless SP
-    keep_split: bool | None = None   # kept tensor split by TP (None: as ``split``)
-    keep_fp8: float | None = None    # elements kept (activation-dtype units) when the linear
-    #                                  layers run in FP8 (None: as ``keep``)
-    keep_gathered: float = 0.0       # elements kept per token of the TP group's sequence, whole
-    #                                  on every TP rank (neither TP nor SP divides them)
-    fp8: bool = False          # a linear layer that FP8 recipes run in FP8
-    d_in: float = 0.0          # input features (FP8 casts)
-    d_out: float = 0.0         # output features (FP8 casts)
-    norm_in: bool = False      # input written by the layer's norm (Transformer Engine
-    #                            LayerNormLinear: the norm kernel quantizes or takes the amax)
 
 
 def _mlp_ops(stack: Stack, f: float, gemm_flops: float, gemm_weights: float, tag: str,
@@ -166,6 +137,13 @@ def layer_ops(stack: Stack, moe_layer: bool = False) -> tuple[Op, ...]:
     ]
     post_norm = Op("post_norm", "elementwise", "norm", weights=norm_w, keep=2.0 * h, io=2.0 * h,
                    io_eager=norm_io_eager, split=False)
+    from trainplan.costmodel.mixer_ops import token_mixing
+    ops = token_mixing(stack, ops)
+    if stack.norms_per_layer == 1:  # parallel attention and FFN read one norm (Cohere, Falcon)
+        ops = [o for o in ops if o.name != "norm2"]
+    if stack.act_params:            # Apertus xIELU's scalars, with the activation
+        ops.append(Op("act_params", "elementwise", "", weights=float(stack.act_params),
+                      split=False))
     if stack.norms_per_layer == 4:  # Gemma 2/3 post-attention norm (before the residual add)
         ops.insert(-2, post_norm)
     # the MLP input (2h, replicated) is kept once for the up/gate GEMM(s)
@@ -205,7 +183,7 @@ def attention_kept_bytes(stack: Stack, s, flash, rc, dropout, act_bytes):
     """Bytes per token the attention core keeps beyond Q, K, V: eager softmax output 2as (+ its
     dropout mask as and output 2as with dropout), or FlashAttention's fp32 log-sum-exp 4a;
     nothing under selective recompute (Korthikanti et al. 2022 sec. 5)."""
-    a = stack.heads
+    a = stack.heads * att.attention_share(stack)    # the mean layer's (hybrids: fewer)
     sc = act_bytes / 2.0
     s = np.asarray(s, dtype=float)
     eager = (2.0 + 3.0 * (1.0 if dropout else 0.0)) * a * s * sc

@@ -15,6 +15,7 @@ from functools import lru_cache
 import numpy as np
 
 from trainplan.costmodel import attention as att
+from trainplan.costmodel.mixers import mixer_params
 from trainplan.costmodel.vision_params import (
     layer_scale_params,
     newline_params,
@@ -42,7 +43,7 @@ def attention_params(stack: Stack) -> int:
             n += a * d + 2 * kv * d
     if stack.attn_out_bias:
         n += h
-    return n + att.qk_norm_params(stack)
+    return n + att.qk_norm_params(stack) + att.gate_and_sink_params(stack)
 
 
 def mlp_matrices(stack: Stack) -> int:
@@ -58,10 +59,24 @@ def mlp_params(stack: Stack, ffn: int | None = None) -> int:
     return n * h * f + (((n - 1) * f + h) if stack.mlp_bias else 0)
 
 
+def expert_params(stack: Stack) -> int:
+    """One routed expert: an FFN of ``expert_ffn_hidden``, plus its biases when
+    ``moe.expert_bias`` (gpt-oss ``GptOssExperts``: gate_up_proj_bias 2f, down_proj_bias h)."""
+    m = stack.moe
+    assert m is not None
+    n = mlp_params(stack, m.expert_ffn_hidden)
+    if m.expert_bias and not stack.mlp_bias:
+        n += (mlp_matrices(stack) - 1) * m.expert_ffn_hidden + stack.hidden
+    return n
+
+
 def router_params(stack: Stack) -> int:
-    """MoE router: one h x E linear (Mixtral ``gate``), plus a bias if present."""
+    """MoE router: one h x E linear (Mixtral ``gate``), plus a bias if present, plus ERNIE
+    4.5's score-correction bias where it is a parameter (``score_bias_param``)."""
     assert stack.moe is not None
-    return stack.hidden * stack.moe.num_experts + (stack.moe.num_experts if stack.moe.router_bias else 0)
+    m = stack.moe
+    return stack.hidden * m.num_experts + m.num_experts * (int(m.router_bias)
+                                                          + int(m.score_bias_param))
 
 
 def shared_expert_params(stack: Stack) -> int:
@@ -93,24 +108,47 @@ class StackParams:
     router: int
     num_experts: int
     top_k: int
+    mixer_per_layer: int = 0    # one linear-attention / SSM mixer (costmodel/mixers.py)
+    attention_layers: int = -1  # layers with attention (-1: all)
+    mixer_layers: int = 0       # layers with a mixer
+
+    @property
+    def token_mixers(self) -> int:
+        """All layers' attention and mixer parameters."""
+        n_att = self.attention_layers if self.attention_layers >= 0 else (
+            self.dense_layers + self.moe_layers)
+        return n_att * self.attention_per_layer + self.mixer_layers * self.mixer_per_layer
+
+    @property
+    def mixing_per_layer(self) -> float:
+        """Attention and mixer parameters of the mean layer (== attention_per_layer when every
+        layer has attention and none a mixer)."""
+        n = self.dense_layers + self.moe_layers
+        if self.attention_layers < 0 and not self.mixer_layers:
+            return self.attention_per_layer
+        return self.token_mixers / n
 
     @property
     def per_dense_layer(self) -> int:
-        return self.attention_per_layer + self.dense_mlp_per_layer + self.norms_per_layer
+        return self.mixing_per_layer + self.dense_mlp_per_layer + self.norms_per_layer
 
     @property
     def per_moe_layer(self) -> int:
-        return (self.attention_per_layer + self.norms_per_layer + self.router
+        return (self.mixing_per_layer + self.norms_per_layer + self.router
                 + self.shared_experts + self.num_experts * self.expert)
 
     @property
     def per_moe_layer_active(self) -> int:
-        return (self.attention_per_layer + self.norms_per_layer + self.router
+        return (self.mixing_per_layer + self.norms_per_layer + self.router
                 + self.shared_experts + self.top_k * self.expert)
 
     @property
     def layers_total(self) -> int:
-        return self.dense_layers * self.per_dense_layer + self.moe_layers * self.per_moe_layer
+        n = self.dense_layers + self.moe_layers
+        return (self.token_mixers + n * self.norms_per_layer
+                + self.dense_layers * self.dense_mlp_per_layer
+                + self.moe_layers * (self.router + self.shared_experts
+                                     + self.num_experts * self.expert))
 
     @property
     def total(self) -> int:
@@ -119,9 +157,7 @@ class StackParams:
     @property
     def active(self) -> int:
         """Parameters one token passes through (MoE: top-k + shared experts only)."""
-        return (self.embedding + self.lm_head + self.final
-                + self.dense_layers * self.per_dense_layer
-                + self.moe_layers * self.per_moe_layer_active)
+        return self.total - self.moe_layers * (self.num_experts - self.top_k) * self.expert
 
     @property
     def non_embedding(self) -> int:
@@ -167,17 +203,20 @@ def stack_params(stack: Stack) -> StackParams:
         lm_head=lm_head,
         attention_per_layer=attention_params(stack),
         dense_mlp_per_layer=mlp_params(stack),
-        norms_per_layer=stack.norms_per_layer * norm_params(stack)
+        norms_per_layer=stack.norms_per_layer * norm_params(stack) + stack.act_params
         + (layer_scale_params(stack) if stack.role == "vision" else 0),
         final=(norm_params(stack) if stack.final_norm else 0)
         + (pool_head_params(stack) if stack.role == "vision" else 0),
         dense_layers=stack.layers - moe_layers,
         moe_layers=moe_layers,
-        expert=mlp_params(stack, moe.expert_ffn_hidden) if moe else 0,
+        expert=expert_params(stack) if moe else 0,
         shared_experts=shared_expert_params(stack) if moe else 0,
         router=router_params(stack) if moe else 0,
         num_experts=moe.num_experts if moe else 0,
         top_k=moe.top_k if moe else 0,
+        mixer_per_layer=mixer_params(stack) if stack.mixer else 0,
+        attention_layers=stack.attention_layers if stack.mixer else -1,
+        mixer_layers=stack.mixer.layers if stack.mixer else 0,
     )
 
 

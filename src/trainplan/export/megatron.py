@@ -160,6 +160,8 @@ def router_notes(moe: MoE) -> list[str]:
 
 def megatron_args(spec: LaunchSpec) -> list[str]:  # noqa: C901 - one flag group a branch
     """The pretrain_gpt.py arguments for the layout, the model shape and the job."""
+    from trainplan.export.spec import check_shape_for
+    check_shape_for(spec, "Megatron-LM")
     st, job, dec = spec.strategy, spec.job, spec.model.decoder
     a: list[str] = ["--use-mcore-models", "--transformer-impl", "transformer_engine"]
     # -- model shape

@@ -159,6 +159,22 @@ class LaunchSpec(Specs):
         return head + list(self.script_args)
 
 
+def check_shape_for(spec: "LaunchSpec", framework: str) -> None:
+    """Refuse a launch whose model shape the framework's arguments written here cannot state
+    (a linear-attention / SSM mixer, attention sinks or output gates, chunked attention): a
+    file describing a plain GPT instead would train another model."""
+    from trainplan.errors import InputError
+    dec = spec.model.decoder
+    parts = [name for name, has in (
+        ("a linear-attention / SSM mixer", dec.mixer is not None),
+        ("attention sinks", dec.attn_sinks), ("a gated attention output", dec.attn_gate),
+        ("chunked attention", bool(dec.chunked_layers))) if has]
+    if parts:
+        raise InputError("model", spec.model.name, f"a model whose shape a {framework} launch "
+                         f"file written by trainplan states (this one has {', '.join(parts)})",
+                         hint="estimate and plan still run; write the launch by hand")
+
+
 def check_ep_for(spec: "LaunchSpec", framework: str) -> None:
     """The layout's expert parallelism as the emitted framework draws it (the same rule as the
     plan's, :func:`trainplan.costmodel.layout.ep_ranks_ok`, under that framework's profile): a

@@ -93,6 +93,8 @@ def expert_degrees(spec: LaunchSpec, dp_shard: int) -> dict[str, int]:
 
 def torchtitan_config(spec: LaunchSpec) -> dict[str, dict]:
     """The [model], [training], [parallelism], [activation_checkpoint] tables."""
+    from trainplan.export.spec import check_shape_for
+    check_shape_for(spec, "torchtitan")
     st, job, dec = spec.strategy, spec.job, spec.model.decoder
     dp = spec.dp
     par = {

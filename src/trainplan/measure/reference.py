@@ -29,7 +29,12 @@ from typing import Any
 
 from trainplan.errors import MissingExtraError
 
-ATTENTION_MODULES = ("self_attn", "attn", "attention")
+ATTENTION_MODULES = ("self_attn", "attn", "attention", "self_attention")
+#: families whose transformers MoE block runs every expert on every token, weighted by its
+#: router score (modeling_llama4.py Llama4TextMoe.forward: ``hidden_states.repeat(E, 1)`` into
+#: one bmm per expert): the FLOP check counts E experts per token for them, as the reference
+#: runs; trainplan's model FLOPs count the top-k a token is routed to
+DENSE_EXPERT_TYPES = frozenset({"llama4_text", "llama4"})
 _EXPERTS = re.compile(r"(^|\.)experts\.")
 
 
@@ -42,19 +47,27 @@ def _torch():
     return torch, transformers
 
 
+def shrink_layers(cfg: dict[str, Any], layers: int) -> dict[str, Any]:
+    """A copy of ``cfg`` with ``layers`` layers: per-layer lists (``layer_types``,
+    ``no_rope_layers``) truncated, layer-index lists (``mlp_only_layers``, ``moe_layers``,
+    ``attn_layer_indices``) filtered."""
+    d = copy.deepcopy(cfg)
+    n = d.get("num_hidden_layers")
+    d["num_hidden_layers" if "n_layer" not in d else "n_layer"] = layers
+    for k in ("layer_types", "no_rope_layers"):
+        if isinstance(d.get(k), list) and len(d[k]) == n:
+            d[k] = d[k][:layers]
+    for k in ("mlp_only_layers", "moe_layers", "attn_layer_indices"):
+        if isinstance(d.get(k), list):
+            d[k] = [i for i in d[k] if isinstance(i, int) and i < layers]
+    return d
+
+
 def hf_config(cfg: dict[str, Any], layers: int | None = None):
     """A transformers config object from a config dict (``layers``: scale num_hidden_layers,
-    truncating per-layer lists)."""
+    :func:`shrink_layers`)."""
     _, tf = _torch()
-    d = copy.deepcopy(cfg)
-    if layers is not None:
-        d["num_hidden_layers"] = layers
-        if isinstance(d.get("layer_types"), list):
-            d["layer_types"] = d["layer_types"][:layers]
-        if isinstance(d.get("mlp_only_layers"), list):
-            d["mlp_only_layers"] = [i for i in d["mlp_only_layers"] if i < layers]
-        if "n_layer" in d:
-            d["n_layer"] = layers
+    d = shrink_layers(cfg, layers) if layers is not None else copy.deepcopy(cfg)
     mt = d.pop("model_type")
     for k in ("architectures", "transformers_version", "_name_or_path", "torch_dtype", "dtype",
               "auto_map", "quantization_config"):
@@ -97,6 +110,14 @@ def traced_layers(cfg: dict[str, Any]) -> int:
         k = max(k, int(cfg["decoder_sparse_step"]))
     if cfg.get("model_type") == "gemma3_text":
         k = int(cfg.get("sliding_window_pattern") or 6)
+    types = cfg.get("layer_types")
+    if isinstance(types, list) and types:     # a prefix holding every kind of layer
+        k = max(k, max(types.index(t) for t in set(types)) + 1)
+    for key in ("attn_layer_indices", "moe_layers"):
+        if isinstance(cfg.get(key), list) and cfg[key] and len(cfg[key]) < n:
+            k = max(k, min(cfg[key]) + 1)
+    if cfg.get("first_k_dense_replace") or cfg.get("moe_layer_start_index"):
+        k = max(k, int(cfg.get("first_k_dense_replace") or cfg.get("moe_layer_start_index")) + 1)
     return min(n, k)
 
 
@@ -124,6 +145,14 @@ def traced_flops(cfg: dict[str, Any], layers: int, seq: int = 64, batch: int = 1
         if mod.rsplit(".", 1)[-1] in ATTENTION_MODULES:
             attn += sum(v for op, v in ops.items() if "bmm" in str(op))
     back = bwd.get_total_flops()
+    # torch's conv_backward_flop ignores ``groups`` (torch/utils/flop_counter.py 2.13: the
+    # ``_groups`` argument is unused), so a depthwise conv1d's backward (the mixers' of Qwen3-Next,
+    # Bamba, Falcon-H1) is counted as a dense conv over all channels; its input and weight
+    # gradients are two convolutions of the forward's size, counted so here
+    conv_b = sum(v for op, v in bwd.get_flop_counts()["Global"].items()
+                 if "convolution_backward" in str(op))
+    conv_f = sum(v for op, v in counts["Global"].items() if str(op).endswith("convolution"))
+    back = back - conv_b + (2 * conv_f if conv_b else 0)
     return {"total": total_f + back, "backward": back, "attention": attn,
             "matmul": total_f - attn}
 
@@ -182,11 +211,10 @@ def compare_config(cfg: dict[str, Any], name: str, seq: int = 64, batch: int = 1
                                          moe.num_experts if moe else 0)
     del ref
     k = traced_layers(cfg)
-    small = dict(copy.deepcopy(cfg))
-    small["num_hidden_layers" if "num_hidden_layers" in cfg else "n_layer"] = k
-    if isinstance(small.get("layer_types"), list):
-        small["layer_types"] = small["layer_types"][:k]
-    sdec = model_from_hf_config(small, name=name).decoder
+    sdec = model_from_hf_config(shrink_layers(cfg, k), name=name).decoder
+    if sdec.moe and cfg.get("model_type") in DENSE_EXPERT_TYPES:
+        sdec = sdec.model_copy(update={"moe": sdec.moe.model_copy(
+            update={"top_k": sdec.moe.num_experts})})
     tokens = float(seq * batch)
     matmul = 3.0 * tokens * fl.matmul_forward_flops_per_token(sdec)
     attn_k = 3.0 * tokens * sdec.layers * float(
@@ -201,6 +229,22 @@ def compare_config(cfg: dict[str, Any], name: str, seq: int = 64, batch: int = 1
                       matmul=matmul, matmul_ref=3.0 * tr["matmul"], attention_kernel=attn_k,
                       attention_ref=3.0 * tr["attention"], attention_model=attn_m,
                       step=matmul + attn_k, step_ref=float(tr["total"]))
+
+
+def exercised(cfg: dict[str, Any], seq: int = 0) -> tuple[dict[str, Any], int]:
+    """``cfg`` with its windows and chunks shrunk to 32 tokens (no parameter changes) and a
+    traced sequence of at least ``seq`` and at least twice the longest window or chunk (the
+    Gated DeltaNet reference scans fixed chunks of 64), so every windowed, chunked and scanned
+    pattern runs over more than one window."""
+    d = dict(cfg)
+    keys = ("sliding_window", "attention_chunk_size", "mamba_chunk_size")
+    for k in keys:
+        if isinstance(d.get(k), int) and not isinstance(d[k], bool) and d[k] > 32:
+            d[k] = 32
+    longest = max([32] + [d[k] for k in keys if isinstance(d.get(k), int)])
+    if d.get("model_type") == "qwen3_next":
+        longest = max(longest, 64)
+    return d, max(seq, 2 * longest)
 
 
 def default_config(model_type: str) -> dict[str, Any]:

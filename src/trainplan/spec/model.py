@@ -36,6 +36,8 @@ class MoE(Spec):
     router_group_topk: int = Field(default=0, ge=0, description="groups a token may pick its experts from (DeepSeek topk_group; 0: no group-limited routing)")
     router_aux_loss_coef: float | None = Field(default=None, ge=0, description="load-balancing loss coefficient the config records (router_aux_loss_coef; DeepSeek-V2 aux_loss_alpha); none: not recorded")
     router_seq_aux: bool = Field(default=False, description="the balancing loss is computed per sequence (DeepSeek-V2 seq_aux)")
+    expert_bias: bool = Field(default=False, description="biases on every expert's matrices (gpt-oss GptOssExperts gate_up_proj_bias, down_proj_bias)")
+    score_bias_param: bool = Field(default=False, description="the per-expert score-correction bias is a parameter of E (ERNIE 4.5 moe_statics.e_score_correction_bias), not a buffer")
 
     @model_validator(mode="after")
     def _check(self) -> "MoE":
@@ -59,6 +61,43 @@ class MLA(Spec):
     qk_rope_head_dim: PositiveInt = Field(description="per-head query / shared key dims carrying RoPE")
     qk_nope_head_dim: PositiveInt = Field(description="per-head query/key dims without RoPE")
     v_head_dim: PositiveInt = Field(description="per-head value dims")
+
+
+class Mixer(Spec):
+    """A token mixer that replaces attention in ``layers`` of a stack's layers (or runs beside it
+    in every layer with ``parallel``): a linear-attention or state-space layer with a fixed-size
+    recurrent state instead of a KV cache (:mod:`trainplan.costmodel.mixers` counts it).
+
+    kinds: ``gated_deltanet`` (Yang, Kautz, Hatamizadeh 2024, arXiv:2412.06464; transformers
+    ``modeling_qwen3_next.py`` ``Qwen3NextGatedDeltaNet``) and ``mamba2`` (Mamba-2's SSD layer,
+    Dao & Gu 2024, arXiv:2405.21060; transformers ``modeling_mamba2.py`` ``Mamba2Mixer``, the same
+    layer in Bamba and Falcon-H1)."""
+
+    kind: Literal["gated_deltanet", "mamba2"] = Field(description="gated_deltanet or mamba2")
+    layers: int = Field(ge=0, description="layers whose token mixer this is (the rest use attention)")
+    parallel: bool = Field(default=False, description="runs beside attention in every layer, outputs summed (Falcon-H1); then layers must equal the stack's")
+    heads: PositiveInt = Field(description="value heads (gated_deltanet linear_num_value_heads; mamba2 num_heads)")
+    head_dim: PositiveInt = Field(description="value head width (gated_deltanet linear_value_head_dim; mamba2 head_dim)")
+    key_heads: int = Field(default=0, ge=0, description="gated_deltanet query/key heads (linear_num_key_heads)")
+    key_head_dim: int = Field(default=0, ge=0, description="gated_deltanet query/key head width (linear_key_head_dim)")
+    state: int = Field(default=0, ge=0, description="mamba2 state size N per group (state_size)")
+    groups: int = Field(default=1, ge=1, description="mamba2 B/C groups (n_groups)")
+    conv_kernel: PositiveInt = Field(default=4, description="causal depthwise conv1d width")
+    conv_bias: bool = Field(default=False, description="bias on the conv1d (mamba2 use_conv_bias)")
+    proj_bias: bool = Field(default=False, description="biases on in_proj and out_proj (mamba2 use_bias)")
+    gated_norm: bool = Field(default=True, description="the gated RMSNorm before out_proj (Falcon-H1 mamba_rms_norm)")
+    chunk: PositiveInt = Field(default=64, description="chunk length of the chunked scan (gated_deltanet 64; mamba2 chunk_size)")
+
+    @model_validator(mode="after")
+    def _check(self) -> "Mixer":
+        if self.kind == "gated_deltanet" and not (self.key_heads and self.key_head_dim):
+            raise ValueError("a gated_deltanet mixer needs key_heads and key_head_dim > 0")
+        if self.kind == "gated_deltanet" and self.heads % self.key_heads:
+            raise ValueError(f"heads ({self.heads}) must be a multiple of key_heads "
+                             f"({self.key_heads})")
+        if self.kind == "mamba2" and (not self.state or self.heads % self.groups):
+            raise ValueError("a mamba2 mixer needs state > 0 and groups dividing heads")
+        return self
 
 
 class Stack(Spec):
@@ -88,11 +127,18 @@ class Stack(Spec):
     moe: MoE | None = Field(default=None, description="mixture-of-experts FFN (table `moe`); none: dense")
     mla: MLA | None = Field(default=None, description="multi-head latent attention (table `mla`, DeepSeek-V2/V3); none: MHA/GQA/MQA")
     qk_norm: Literal["none", "head", "full"] = Field(default="none", description="RMSNorm on queries and keys: per head_dim (Qwen3, Gemma 3) or over all heads (OLMo 2)")
-    norms_per_layer: Literal[2, 4] = Field(default=2, description="norms per block: 2, or 4 with Gemma 2/3's extra post-attention and post-FFN norms")
+    norms_per_layer: Literal[1, 2, 4] = Field(default=2, description="norms per block: 2, 4 with Gemma 2/3's extra post-attention and post-FFN norms, or 1 where attention and FFN run in parallel from one norm (Cohere, Falcon-7B)")
+    act_params: int = Field(default=0, ge=0, description="learned scalars of each layer's activation (Apertus xIELU alpha_p, alpha_n: 2)")
     sliding_window: int = Field(default=0, ge=0, description="keys a sliding-window layer attends to (0: none)")
     sliding_layers: int = Field(default=0, ge=0, description="layers that use the sliding window (Mistral: all; Gemma 2: every other; Gemma 3: 5 of 6)")
     final_logit_softcap: float = Field(default=0.0, ge=0, description="tanh soft-capping of the LM logits (Gemma 2; 0: none); keeps one more logits tensor")
     attn_logit_softcap: float = Field(default=0.0, ge=0, description="tanh soft-capping of the attention scores (Gemma 2; 0: none); no FLOP or parameter change")
+    attn_sinks: bool = Field(default=False, description="a learned sink logit per head joins each softmax (gpt-oss GptOssAttention.sinks; Xiao et al. 2023 arXiv:2309.17453)")
+    attn_gate: bool = Field(default=False, description="a sigmoid output gate per query feature, from a q_proj twice as wide (Qwen3-Next attn_output_gate)")
+    chunk_size: int = Field(default=0, ge=0, description="chunked local attention: a query attends to the keys of its own chunk only (Llama 4 attention_chunk_size; 0: none)")
+    chunked_layers: int = Field(default=0, ge=0, description="layers using chunked attention (Llama 4: 3 of 4)")
+    nope_layers: int = Field(default=0, ge=0, description="attention layers without RoPE (Llama 4 no_rope_layers, SmolLM3, Cohere 2 global layers); changes no parameter or FLOP")
+    mixer: Mixer | None = Field(default=None, description="linear-attention / state-space token mixer of some layers (table `mixer`)")
     mtp_layers: int = Field(default=0, ge=0, description="multi-token-prediction modules in the checkpoint (DeepSeek-V3: 1); NOT counted in params or FLOPs (transformers does not build them)")
     # Vision-encoder fields (role == "vision"); ignored for decoders.
     image_size: int = Field(default=0, ge=0, description="input image side in pixels (vision)")
@@ -139,6 +185,12 @@ class Stack(Spec):
     def d_head(self) -> int:
         return self.head_dim or self.hidden // self.heads
 
+    @property
+    def attention_layers(self) -> int:
+        """Layers with softmax attention (all but a non-parallel mixer's)."""
+        m = self.mixer
+        return self.layers - (m.layers if m and not m.parallel else 0)
+
     @model_validator(mode="after")
     def _check(self) -> "Stack":
         if self.kv_heads is not None and self.heads % self.kv_heads:
@@ -155,6 +207,15 @@ class Stack(Spec):
             raise ValueError(f"sliding_layers ({self.sliding_layers}) > layers ({self.layers})")
         if self.sliding_layers and not self.sliding_window:
             raise ValueError("sliding_layers > 0 needs sliding_window > 0")
+        if self.chunked_layers and not self.chunk_size:
+            raise ValueError("chunked_layers > 0 needs chunk_size > 0")
+        if self.chunked_layers + self.sliding_layers > self.attention_layers:
+            raise ValueError(f"chunked_layers ({self.chunked_layers}) + sliding_layers "
+                             f"({self.sliding_layers}) > attention layers ({self.attention_layers})")
+        if self.mixer and (self.mixer.layers > self.layers or (
+                self.mixer.parallel and self.mixer.layers != self.layers)):
+            raise ValueError(f"mixer.layers ({self.mixer.layers}) must be <= layers "
+                             f"({self.layers}), and equal to it when parallel")
         if self.moe and self.moe.dense_layers > self.layers:
             raise ValueError(f"moe.dense_layers ({self.moe.dense_layers}) > layers ({self.layers})")
         return self

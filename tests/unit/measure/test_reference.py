@@ -24,7 +24,12 @@ from trainplan.catalog.models import _index, get_model
 
 TEXT_PRESETS = sorted(k for k, r in _index().items()
                       if r.get("format", "hf") == "hf" and not get_model(k).vision)
-DEFAULT_TYPES = [mt for mt in TEXT_TYPES if mt != "deepseek_v2"]
+#: default configs transformers 5.25 cannot run: deepseek_v2's is not a model (null
+#: num_experts_per_tok), bamba's has no attention layer (its cache then refuses the mask
+#: query), ministral's has a null head_dim; benchmarks/family_variants.py checks the last two
+#: on shrunk variants
+NOT_RUNNABLE = {"deepseek_v2", "bamba", "ministral"}
+DEFAULT_TYPES = [mt for mt in TEXT_TYPES if mt not in NOT_RUNNABLE]
 
 
 def _check(c):
@@ -40,13 +45,16 @@ def _check(c):
 @pytest.mark.parametrize("preset", TEXT_PRESETS)
 def test_preset_exact(preset):
     from trainplan.measure.reference import compare_config
-    _check(compare_config(_index()[preset]["config"], preset, seq=32))
+    from trainplan.measure.reference import exercised
+    cfg, seq = exercised(_index()[preset]["config"], 32)
+    _check(compare_config(cfg, preset, seq=seq))
 
 
 @pytest.mark.parametrize("model_type", DEFAULT_TYPES)
 def test_model_type_default_exact(model_type):
-    from trainplan.measure.reference import compare_config, default_config
-    _check(compare_config(default_config(model_type), f"default:{model_type}", seq=32))
+    from trainplan.measure.reference import compare_config, default_config, exercised
+    cfg, seq = exercised(default_config(model_type), 32)
+    _check(compare_config(cfg, f"default:{model_type}", seq=seq))
 
 
 def test_catalog_has_the_new_families():
