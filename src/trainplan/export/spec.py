@@ -11,6 +11,7 @@ from pydantic import model_validator
 from trainplan.costmodel.estimate import run_tokens
 from trainplan.costmodel.totals import whole_steps
 from trainplan.costmodel.validate import complete_strategy
+from trainplan.errors import InputError
 from trainplan.spec.cluster import Cluster
 from trainplan.spec.job import Job
 from trainplan.spec.model import Model
@@ -178,6 +179,41 @@ def check_ep_for(spec: "LaunchSpec", framework: str) -> None:
     if not bool(ep_ranks_ok(L, ctx)):
         raise InputError("strategy.ep", st.ep, f"{ep_ranks_valid(L, ctx)} to launch it with "
                          f"{framework} (the plan priced it under {spec.job.framework})")
+
+
+#: Export format -> the framework profile (catalog frameworks.json) whose layout rules it must
+#: meet: the program it writes runs exactly what that framework runs. Accelerate + TRL runs
+#: PyTorch FSDP (the ``fsdp`` profile, alias ``accelerate``). The generic launchers (torchrun,
+#: SLURM, Kubernetes) start whatever program the set holds and have no rules of their own.
+FORMAT_FRAMEWORK = {"deepspeed": "deepspeed", "megatron": "megatron", "torchtitan": "torchtitan",
+                    "accelerate": "fsdp", "torchtune": "torchtune"}
+
+
+def check_layout_for(spec: "LaunchSpec", fmt: str) -> None:
+    """Refuse a layout the target framework does not run exactly: the layout rules
+    (:data:`trainplan.costmodel.layout.RULES`, the ones the plan's search applies) under the
+    target's framework profile. A Megatron layout with ZeRO-1 (its distributed optimizer) is not
+    a torchtitan one (FSDP2 has stages 0, 2, 3), interleaved stages are not DeepSpeed's pipeline,
+    activation offload is not in a framework that has none. Raises InputError naming the knob,
+    the value and what the target runs."""
+    from trainplan.costmodel.layout import Layout, context, first_broken
+    from trainplan.spec.framework import get_framework
+
+    target = FORMAT_FRAMEWORK.get(fmt)
+    if target is None:
+        return
+    fw = get_framework(target)
+    st = spec.strategy
+    L = Layout.of(st, spec.dp)
+    ctx = context(spec.model, spec.job, spec.gpus, fw)._replace(uneven=st.uneven_stages)
+    rule = first_broken(L, ctx)
+    if rule is not None:
+        from trainplan.costmodel.validate import _value
+        raise InputError(rule.field, _value(rule.field, st, spec.job, spec.dp),
+                         f"{rule.valid(L, ctx)}, to emit --emit {fmt} (the plan's layout "
+                         f"{st.layout()} was priced under {spec.job.framework}; {fmt} would run "
+                         "something else)",
+                         hint=f"plan with --framework {target} to get a layout it runs")
 
 
 def checkpoint_comment(spec: "LaunchSpec") -> str:
