@@ -17,7 +17,7 @@ from pathlib import Path
 
 from trainplan.costmodel.validate import complete_strategy
 from trainplan.errors import InputError
-from trainplan.export.spec import LaunchSpec, check_ep_for, shell_join
+from trainplan.export.spec import LaunchSpec, check_ep_for, check_layout_for, shell_join
 from trainplan.spec.base import evolve
 
 __all__ = ["DEFAULT_OUT", "FORMATS", "LaunchSpec", "check_spec", "emit_files", "render", "shell_join",
@@ -39,6 +39,7 @@ def check_spec(spec: LaunchSpec) -> None:
 def render(fmt: str, spec: LaunchSpec) -> dict[str, str]:
     """The files of one format as ``{file name: text}``."""
     check_spec(spec)
+    check_layout_for(spec, fmt)         # the layout rules of the framework that runs it
     if fmt in ("deepspeed", "megatron", "torchtitan"):     # format id = framework profile id
         check_ep_for(spec, fmt)
     if fmt in ("megatron", "torchtitan") and spec.job.trainable == "lora":
@@ -69,12 +70,26 @@ def with_program(spec: LaunchSpec, formats: list[str]) -> LaunchSpec:
         return evolve(spec, script="pretrain_gpt.py", script_args=tuple(megatron_args(spec)),
                        python_module=False)
     if "torchtitan" in formats:
+        from trainplan.export.torchtitan import torchtitan_program_args
         return evolve(spec, script="torchtitan.train", python_module=True,
-                       script_args=("--job.config_file", "torchtitan.toml"))
+                       script_args=tuple(torchtitan_program_args(spec)))
     if "deepspeed" in formats:            # the script reads the emitted DeepSpeed config
         return evolve(spec, script_args=(*spec.script_args, "--deepspeed",
                                           "--deepspeed_config", "ds_config.json"))
     return spec
+
+
+#: export format -> the packages (export.versions.PINNED) its files are written for
+FORMAT_PACKAGES = {"deepspeed": ("deepspeed",), "megatron": ("megatron",),
+                   "torchtitan": ("torchtitan",), "accelerate": ("accelerate", "trl", "peft"),
+                   "torchtune": ("torchtune",)}
+
+
+def placeholders_file(spec: LaunchSpec, formats: list[str]) -> str:
+    """PLACEHOLDERS.md of a set: the versions, what was filled in, what must still be set."""
+    from trainplan.export.facts import common_placeholders, filled_lines, placeholders_markdown
+    versions = {name: spec.version(name) for f in formats for name in FORMAT_PACKAGES.get(f, ())}
+    return placeholders_markdown(spec, common_placeholders(spec), versions, filled_lines(spec))
 
 
 def emit_files(formats: list[str], out_dir: Path, spec: LaunchSpec, *, force: bool = False,
@@ -94,6 +109,7 @@ def emit_files(formats: list[str], out_dir: Path, spec: LaunchSpec, *, force: bo
     files: dict[str, str] = {}
     for fmt in dict.fromkeys(formats):
         files.update(render(fmt, launched if fmt in ("torchrun", "slurm", "k8s") else spec))
+    files["PLACEHOLDERS.md"] = placeholders_file(spec, list(dict.fromkeys(formats)))
     for name, text in (extra or {}).items():
         if name in files:
             raise InputError("--report", name, "a file name other than the launch files' "

@@ -119,8 +119,10 @@ def common_placeholders(spec: LaunchSpec) -> list[Placeholder]:
     out.append(Placeholder("CHECKPOINT_DIR", "where checkpoints go (default ./checkpoints)",
                            "all launch scripts (environment variable)"))
     if lr_schedule(spec).peak is None:
-        out.append(Placeholder("REPLACE_ME_LR", "the peak learning rate: "
-                               + lr_schedule(spec).source, "the training config"))
+        out.append(Placeholder("LR", "the peak learning rate, "
+                               + lr_schedule(spec).source + "; configs carry the framework's "
+                               "default, marked PLACEHOLDER", "Megatron: environment variables "
+                               "LR and MIN_LR; configs: the value marked PLACEHOLDER"))
     if spec.nodes > 1:
         out.append(Placeholder("MASTER_ADDR / NODE_RANK", "the first node's address and this "
                                "node's rank", "torchrun launch scripts"))

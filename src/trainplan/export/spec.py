@@ -54,6 +54,8 @@ class LaunchSpec(Specs):
     image: str | None = None               # None: the vendor's PyTorch image (container_image)
     master_port: int = 29500
     notes: tuple[str, ...] = ()
+    #: (framework, version) chosen where not the default (export.versions.PINNED)
+    versions: tuple[tuple[str, str], ...] = ()
     wall_clock_hours: float | None = None   # predicted, with failures and checkpoints
     #: steps between checkpoints: the interval the wall-clock was predicted with (the goodput
     #: optimum, costmodel.reliability.best_goodput) over the step time; None: not planned
@@ -123,6 +125,11 @@ class LaunchSpec(Specs):
         """The image the pods run: the given one, else the GPU vendor's PyTorch container
         (:data:`VENDOR_CONTAINER`)."""
         return self.image or self._vendor[0]
+
+    def version(self, framework: str) -> str:
+        """The version of ``framework`` the files are written for (export.versions)."""
+        from trainplan.export.versions import version_of
+        return version_of(self.versions, framework)
 
     @property
     def gpu_resource(self) -> str:
@@ -223,6 +230,15 @@ def checkpoint_comment(spec: "LaunchSpec") -> str:
                 "maximises goodput, which the predicted wall-clock and cost assume.")
     return ("# Checkpoint every 1000 steps: a placeholder (the plan has no token count or failure "
             "rate to choose one from).")
+
+
+def env_checks(args: list[str]) -> list[str]:
+    """``: "${VAR:?set VAR}"`` for each placeholder variable the arguments use (PLACEHOLDERS.md
+    lists them); CHECKPOINT_DIR defaults to ./checkpoints."""
+    import re
+    names = sorted({m for a in args for m in re.findall(r"\$(\w+)", a)})
+    return [': "${CHECKPOINT_DIR:=./checkpoints}"' if n == "CHECKPOINT_DIR" else
+            f': "${{{n}:?set {n} (see PLACEHOLDERS.md)}}"' for n in names]
 
 
 def shell_join(args: list[str]) -> str:
