@@ -138,6 +138,11 @@ def placeholders_markdown(spec: LaunchSpec, items: list[Placeholder], versions: 
     lines += ["", "## Filled in from what trainplan knows", ""]
     lines += [f"- {line}" for line in facts_lines]
     lines += ["", "## PLACEHOLDERS: set these before launching", ""]
+    notes = spec.training_notes()
+    if notes:
+        from trainplan.io.formats import comment
+        lines += ["", "## What the training script must do (no launcher flag says it)", ""]
+        lines += [comment(n, prefix="- ") for n in notes]
     seen: set[str] = set()
     for p in items:
         if p.token in seen:
