@@ -132,11 +132,13 @@ def common_placeholders(spec: LaunchSpec) -> list[Placeholder]:
 def placeholders_markdown(spec: LaunchSpec, items: list[Placeholder], versions: dict[str, str],
                           facts_lines: list[str]) -> str:
     """PLACEHOLDERS.md: what was filled in (and from where), what must still be set."""
-    lines = [f"# Launch files for {spec.model.name}: {spec.strategy.layout()} on {spec.gpus} GPUs",
+    from trainplan.io.formats import one_line
+    lines = [f"# Launch files for {one_line(spec.model.name)}: {spec.strategy.layout()} on "
+             f"{spec.gpus} GPUs",
              "", "Written by trainplan. Framework versions these files were checked against:", ""]
     lines += [f"- {name} {ver}" for name, ver in sorted(versions.items())]
     lines += ["", "## Filled in from what trainplan knows", ""]
-    lines += [f"- {line}" for line in facts_lines]
+    lines += [one_line(f"- {line}") for line in facts_lines]
     lines += ["", "## PLACEHOLDERS: set these before launching", ""]
     notes = spec.training_notes()
     if notes:
@@ -148,7 +150,7 @@ def placeholders_markdown(spec: LaunchSpec, items: list[Placeholder], versions: 
         if p.token in seen:
             continue
         seen.add(p.token)
-        lines.append(f"- `{p.token}`: {p.what} ({p.files})")
+        lines.append(one_line(f"- `{p.token}`: {p.what} ({p.files})"))
     return "\n".join(lines) + "\n"
 
 
