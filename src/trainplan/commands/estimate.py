@@ -22,6 +22,11 @@ def estimate_command(
     intra_node_gbps: Optional[float] = o.INTRA_NODE_GBPS,
     price: Optional[float] = o.PRICE,
     profile: Optional[Path] = o.PROFILE,
+    layout: Optional[str] = typer.Option(
+        None, "--layout", help="a layout as plan prints it, e.g. 'TP8 PP4x2 DP16 Z1 mb1 sel': "
+        "TP<n> [CP<n>] PP<n>[x<virtual>] DP<n> [EP<n>] Z<stage> mb<micro-batch> "
+        "[sel|full|opsac|rc<k> recompute] [offopt] [offparam] [offact<layers>]; flags given "
+        "beside it (--tp, --zero...) override its tokens (docs/plan.md, 'Layout shorthand')"),
     tp: Optional[int] = typer.Option(None, help="tensor-parallel degree (default: completed "
                                      "from the others)"),
     pp: Optional[int] = typer.Option(None, help="pipeline-parallel stages"),
@@ -101,6 +106,9 @@ def estimate_command(
     merge(data, "cluster", gpu=o.gpu_of(gpu, gpu_file), gpus=gpus, gpus_per_node=gpus_per_node, usd_per_gpu_hour=price,
           inter_node_Gbps=inter_node_gbps, intra_node_GBps=intra_node_gbps,
           profile=o.as_path(profile))
+    if layout is not None:
+        from trainplan.spec.strategy import parse_layout
+        merge(data, "strategy", **parse_layout(layout))
     merge(data, "strategy", tp=tp, pp=pp, vp=vp, uneven_stages=uneven_stages, cp=cp, ep=ep,
           zero=zero, micro_batch=micro_batch, recompute=recompute,
           recompute_layers=recompute_layers, sequence_parallel=sequence_parallel,
