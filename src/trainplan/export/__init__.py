@@ -27,7 +27,8 @@ __all__ = ["DEFAULT_OUT", "FORMATS", "LaunchSpec", "check_spec", "emit_files", "
 #: (:func:`trainplan.io.files.write_set`) and the current folder cannot be replaced.
 DEFAULT_OUT = Path("launch")
 
-FORMATS: tuple[str, ...] = ("deepspeed", "megatron", "torchtitan", "torchrun", "slurm", "k8s")
+FORMATS: tuple[str, ...] = ("deepspeed", "megatron", "torchtitan", "accelerate", "torchrun",
+                             "slurm", "k8s")
 
 
 def check_spec(spec: LaunchSpec) -> None:
@@ -56,6 +57,9 @@ def render(fmt: str, spec: LaunchSpec) -> dict[str, str]:
     if fmt == "torchtitan":
         from trainplan.export.torchtitan import render_torchtitan
         return render_torchtitan(spec)
+    if fmt == "accelerate":
+        from trainplan.export.accelerate import render_accelerate
+        return render_accelerate(spec)
     if fmt in ("torchrun", "slurm", "k8s"):
         from trainplan.export import launch
         return {"torchrun": launch.render_torchrun, "slurm": launch.render_slurm,

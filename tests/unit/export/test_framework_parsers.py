@@ -229,3 +229,56 @@ def test_deepspeed_refuses_interleaved_stages_and_plans_never_pick_them():
     L = Layout.of(evolve(spec.strategy, vp=2), spec.dp)
     rule = first_broken(L, context(spec.model, spec.job, spec.gpus, get_framework("deepspeed")))
     assert rule is not None and rule.field == "strategy.vp"     # the search's mask
+
+
+# ------------------------------------------------------------------ Accelerate + TRL + PEFT
+
+
+ACCELERATE_LAYOUTS = {
+    "lora-8b-ddp": dict(model="llama-3.1-8b", gpus=8, gb=64, seq=4096, zero=0, recompute="full",
+                        lora=True),
+    "full-8b-fsdp": dict(model="llama-3.1-8b", gpus=16, gb=128, seq=4096, zero=3,
+                         recompute="full"),
+    "qwen3-fsdp2-offload": dict(model="qwen3-8b", gpus=8, gb=64, seq=4096, zero=3,
+                                recompute="full", offload_optimizer=True, offload_params=True),
+}
+
+
+@pytest.mark.parametrize("name", list(ACCELERATE_LAYOUTS))
+def test_accelerate_set_loaded_by_accelerate_trl_and_peft(name, tmp_path):
+    config_args = pytest.importorskip("accelerate.commands.config.config_args",
+                                      reason="accelerate is not installed (test extra)")
+    trl = pytest.importorskip("trl", reason="TRL is not installed (test extra)")
+    kw = dict(ACCELERATE_LAYOUTS[name])
+    lora = kw.pop("lora", False)
+    spec = spec_of(framework="fsdp", **kw)
+    if lora:
+        spec = evolve(spec, job=evolve(spec.job, trainable="lora", lora_rank=16))
+    paths = emit_files(["accelerate"], tmp_path / "o", spec)
+    files = {p.name: p for p in paths}
+    cfg = config_args.load_config_from_file(str(files["accelerate_config.yaml"]))
+    st = spec.strategy
+    assert cfg.num_processes == spec.gpus and cfg.num_machines == spec.nodes
+    assert str(cfg.distributed_type).endswith("FSDP" if st.zero >= 2 else "MULTI_GPU")
+    if st.zero >= 2:
+        assert cfg.fsdp_config["fsdp_reshard_after_forward"] == (st.zero == 3)
+        assert cfg.fsdp_config["fsdp_offload_params"] == st.offload_params
+    args = json.loads(files["sft_args.json"].read_text())
+    args["bf16"] = args["fp16"] = False           # no bf16-capable device on a CPU test machine
+    sft = trl.SFTConfig(**{**args, "output_dir": str(tmp_path / "ckpt")})
+    assert sft.per_device_train_batch_size * sft.gradient_accumulation_steps * spec.dp \
+        == spec.job.batch_sequences
+    assert sft.max_length == spec.job.seq_len and sft.max_steps == spec.train_steps
+    assert ("lora_args.json" in files) == lora
+    if lora:
+        peft = pytest.importorskip("peft")
+        lc = peft.LoraConfig(**json.loads(files["lora_args.json"].read_text()))
+        assert lc.r == 16
+    compile(files["sft_train.py"].read_text(), "sft_train.py", "exec")
+
+
+def test_accelerate_refuses_megatron_layouts():
+    with pytest.raises(InputError) as e:            # PyTorch FSDP has no pipeline parallelism
+        render("accelerate", spec_of(framework="megatron", tp=1, pp=2, zero=1,
+                                     recompute="full", gpus=16, gb=64))
+    assert e.value.field.startswith("strategy.")
