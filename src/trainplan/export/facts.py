@@ -56,8 +56,9 @@ def model_facts(spec: LaunchSpec) -> ModelFacts:
     """RoPE, norm epsilon, vocabulary and tokenizer of the model, from its config.json."""
     from trainplan.catalog.models import hf_config_of, hf_repo_of
 
-    cfg = hf_config_of(spec.model) or {}
-    text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg
+    cfg: dict[str, Any] = hf_config_of(spec.model) or {}
+    sub = cfg.get("text_config")
+    text: dict[str, Any] = sub if isinstance(sub, dict) else cfg
     rope = text.get("rope_parameters") if isinstance(text.get("rope_parameters"), dict) else None
     theta = text.get("rope_theta", (rope or {}).get("rope_theta"))
     scaling = text.get("rope_scaling") or (rope if rope and rope.get("rope_type") not in
@@ -86,24 +87,31 @@ def deepseek_flops(spec: LaunchSpec, tokens: float) -> float:
 
 
 def lr_schedule(spec: LaunchSpec) -> LRSchedule:
-    """Peak learning rate from ``scale batch``'s advice for the run's compute (DeepSeek LLM's
-    eta_opt = 0.3118 C^-0.125), warm-up :data:`WARMUP_STEPS` (at most a tenth of the run), a
-    cosine decay to :data:`MIN_LR_FRACTION` of the peak. Fine-tunes (LoRA, frozen parts) and
-    runs without a token count get no peak: the fit is for pre-training from scratch."""
-    from trainplan.costmodel.estimate import run_tokens
-    from trainplan.scaling.batch_size import deepseek_learning_rate
-
+    """Peak learning rate from ``scale batch``'s advice for the run's compute
+    (``LaunchSpec.peak_lr``, set by the services from DeepSeek LLM's eta_opt = 0.3118 C^-0.125
+    with C of :func:`deepseek_flops`), warm-up :data:`WARMUP_STEPS` (at most a tenth of the run),
+    a cosine decay to :data:`MIN_LR_FRACTION` of the peak. Without advice (a fine-tune, no token
+    count, a spec built without the services) the peak is a placeholder."""
     steps = spec.train_steps
     warmup = max(1, min(WARMUP_STEPS, steps // 10))
-    tokens = run_tokens(spec.model, spec.job)
-    if not tokens or spec.job.trainable == "lora" or spec.job.frozen:
-        why = ("a fine-tune: DeepSeek's fit is for pre-training" if tokens else
-               "the job has no token count to size the compute from")
+    if spec.peak_lr is None:
+        why = ("a fine-tune or a job without a token count: DeepSeek's fit sizes pre-training "
+               "from its compute")
         return LRSchedule(None, None, warmup, steps, f"placeholder ({why})")
-    peak = float(deepseek_learning_rate(deepseek_flops(spec, tokens)))
-    peak = float(f"{peak:.3g}")
+    peak = float(f"{spec.peak_lr:.3g}")
     return LRSchedule(peak, float(f"{peak * MIN_LR_FRACTION:.3g}"), warmup, steps,
                       "DeepSeek LLM 2024 eta_opt = 0.3118 C^-0.125 (trainplan scale batch)")
+
+
+def advice_applies(spec: LaunchSpec) -> float | None:
+    """The run's tokens where DeepSeek's learning-rate fit applies (pre-training from scratch
+    with a token count), else None."""
+    from trainplan.costmodel.estimate import run_tokens
+
+    tokens = run_tokens(spec.model, spec.job)
+    if not tokens or spec.job.trainable == "lora" or spec.job.frozen:
+        return None
+    return float(tokens)
 
 
 def common_placeholders(spec: LaunchSpec) -> list[Placeholder]:

@@ -54,6 +54,9 @@ class LaunchSpec(Specs):
     image: str | None = None               # None: the vendor's PyTorch image (container_image)
     master_port: int = 29500
     notes: tuple[str, ...] = ()
+    #: peak learning rate of ``scale batch``'s advice for this run (services.estimate.
+    #: with_lr_advice); None: a placeholder in the files
+    peak_lr: float | None = None
     #: (framework, version) chosen where not the default (export.versions.PINNED)
     versions: tuple[tuple[str, str], ...] = ()
     wall_clock_hours: float | None = None   # predicted, with failures and checkpoints

@@ -33,12 +33,13 @@ FRAMEWORKS = Path(os.environ.get("TRAINPLAN_FRAMEWORKS", Path(sys.prefix) / "fra
 
 def spec_of(model="llama-3-70b", gpus=64, gb=512, seq=8192, framework="torchtitan",
             precision="bf16_mixed", tokens=1e12, versions=(), **st) -> LaunchSpec:
+    from trainplan.services.estimate import with_lr_advice
     s = Strategy(**st)
-    return LaunchSpec(model=get_model(model),
-                      job=Job(seq_len=seq, global_batch=gb, tokens=tokens, precision=precision,
-                              framework=framework),
-                      cluster=Cluster(accelerator=get_accelerator("h100"), gpus=gpus),
-                      strategy=s, versions=versions)
+    return with_lr_advice(LaunchSpec(
+        model=get_model(model), job=Job(seq_len=seq, global_batch=gb, tokens=tokens,
+                                        precision=precision, framework=framework),
+        cluster=Cluster(accelerator=get_accelerator("h100"), gpus=gpus), strategy=s,
+        versions=versions))
 
 
 def bash_array(script: str, name: str = "ARGS") -> list[str]:
@@ -253,7 +254,7 @@ def test_accelerate_set_loaded_by_accelerate_trl_and_peft(name, tmp_path):
     lora = kw.pop("lora", False)
     spec = spec_of(framework="fsdp", **kw)
     if lora:
-        spec = evolve(spec, job=evolve(spec.job, trainable="lora", lora_rank=16))
+        spec = evolve(spec, job=evolve(spec.job, trainable="lora", lora_rank=16), peak_lr=None)
     paths = emit_files(["accelerate"], tmp_path / "o", spec)
     files = {p.name: p for p in paths}
     cfg = config_args.load_config_from_file(str(files["accelerate_config.yaml"]))

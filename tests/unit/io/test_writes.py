@@ -3,7 +3,6 @@ not at all, and never where a job file alone says (issue 10, item 6)."""
 
 from __future__ import annotations
 
-import json
 import os
 import tomllib
 from pathlib import Path
