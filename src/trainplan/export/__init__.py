@@ -112,7 +112,13 @@ def emit_files(formats: list[str], out_dir: Path, spec: LaunchSpec, *, force: bo
     launched = with_program(spec, formats)
     files: dict[str, str] = {}
     for fmt in dict.fromkeys(formats):
-        files.update(render(fmt, launched if fmt in ("torchrun", "slurm", "k8s") else spec))
+        if fmt != "k8s":
+            files.update(render(fmt, launched if fmt in ("torchrun", "slurm") else spec))
+    if "k8s" in formats:           # the pods mount the configs the program reads (a ConfigMap)
+        from trainplan.export.launch import render_k8s
+        check_spec(launched)
+        files.update(render_k8s(launched, {n: t for n, t in files.items() if n.endswith(
+            (".toml", ".json", ".py")) or n == "accelerate_config.yaml"}))
     files["PLACEHOLDERS.md"] = placeholders_file(spec, list(dict.fromkeys(formats)))
     for name, text in (extra or {}).items():
         if name in files:

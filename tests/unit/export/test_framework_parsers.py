@@ -283,3 +283,28 @@ def test_accelerate_refuses_megatron_layouts():
         render("accelerate", spec_of(framework="megatron", tp=1, pp=2, zero=1,
                                      recompute="full", gpus=16, gb=64))
     assert e.value.field.startswith("strategy.")
+
+
+# ------------------------------------------------------------------ Kubernetes mounts
+
+
+@pytest.mark.parametrize("version", PINNED["torchtitan"])
+def test_k8s_mounts_the_config_the_program_reads(version, tmp_path):
+    import yaml
+    spec = spec_of(versions=(("torchtitan", version),), tp=8, pp=2, zero=3)
+    paths = emit_files(["torchtitan", "k8s"], tmp_path / "o", spec)
+    files = {p.name: p.read_text() for p in paths}
+    pj = yaml.safe_load(files["pytorchjob.yaml"])
+    pod = pj["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
+    cmd = pod["containers"][0]["command"]
+    assert cmd[:4] == ["torchrun", "-m", "torchtitan.train", cmd[3]]
+    if version == "0.2.2":                 # the TOML it names is in the ConfigMap, mounted there
+        cm = yaml.safe_load(files["configmap.yaml"])
+        assert cm["kind"] == "ConfigMap" and cm["data"]["torchtitan.toml"] == files["torchtitan.toml"]
+        assert pod["containers"][0]["workingDir"] == "/workspace/launch"
+        assert {"name": "launch", "configMap": {"name": cm["metadata"]["name"]}} in pod["volumes"]
+        tj = yaml.safe_load(files["trainjob.yaml"])
+        over = tj["spec"]["podTemplateOverrides"][0]["spec"]
+        assert over["volumes"][0]["configMap"]["name"] == cm["metadata"]["name"]
+    else:                                  # 0.3.0: everything is on the command line
+        assert "configmap.yaml" not in files and "--parallelism.tensor_parallel_degree" in cmd
