@@ -86,6 +86,13 @@ def estimate_command(
     force: bool = typer.Option(False, "--force", help="overwrite existing --report/--emit files"),
     emit: Optional[list[str]] = o.EMIT,
     out: Optional[Path] = o.OUT,
+    image: Optional[str] = typer.Option(
+        None, "--image", help="container image the Kubernetes files run (default: the set's "
+        "Dockerfile, the GPU vendor's PyTorch image with the framework at its pinned version)"),
+    framework_version: Optional[list[str]] = typer.Option(
+        None, "--framework-version", help="NAME=VERSION of a framework the files are written "
+        "for, e.g. torchtitan=0.2.2 (default: torchtitan 0.3.0, Megatron-LM core_v0.16.1, "
+        "DeepSpeed 0.19.8, accelerate/TRL 1.16.0, PEFT 0.22.0)"),
     fail_if_no_fit: bool = typer.Option(False, "--fail-if-no-fit",
                                         help="exit with status 1 when the layout does not fit"),
 ) -> None:
@@ -137,8 +144,12 @@ def estimate_command(
         written.append(f"report written to {done}")
     if emit:
         from trainplan.export import DEFAULT_OUT, emit_files
+        from trainplan.export.versions import parse_versions
+        from trainplan.spec.base import evolve
+        spec = evolve(run.launch_spec(), image=image or None,
+                      versions=parse_versions(o.split_list(framework_version)))
         written += [f"wrote {p}" for p in emit_files(o.split_list(emit), Path(out or DEFAULT_OUT),
-                                                     run.launch_spec(), force=force)]
+                                                     spec, force=force)]
     if as_json:
         from trainplan.report.echo import print_json
         print_json(est.model_dump())

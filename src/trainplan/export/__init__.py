@@ -91,9 +91,15 @@ FORMAT_PACKAGES = {"deepspeed": ("deepspeed",), "megatron": ("megatron",),
 
 def placeholders_file(spec: LaunchSpec, formats: list[str]) -> str:
     """PLACEHOLDERS.md of a set: the versions, what was filled in, what must still be set."""
-    from trainplan.export.facts import common_placeholders, filled_lines, placeholders_markdown
+    from trainplan.export.facts import (Placeholder, common_placeholders, filled_lines,
+                                        placeholders_markdown)
     versions = {name: spec.version(name) for f in formats for name in FORMAT_PACKAGES.get(f, ())}
-    return placeholders_markdown(spec, common_placeholders(spec), versions, filled_lines(spec))
+    items = common_placeholders(spec)
+    if "torchtitan" in formats:
+        items.append(Placeholder("dataset c4", "torchtitan's registered C4 loader stands in for "
+                                 "your data: register your dataset and name it", "torchtitan "
+                                 "files (--dataloader.dataset / [training] dataset)"))
+    return placeholders_markdown(spec, items, versions, filled_lines(spec))
 
 
 def emit_files(formats: list[str], out_dir: Path, spec: LaunchSpec, *, force: bool = False,
@@ -109,6 +115,14 @@ def emit_files(formats: list[str], out_dir: Path, spec: LaunchSpec, *, force: bo
     bad = [f for f in formats if f not in FORMATS]
     if bad:
         raise InputError("--emit", bad[0], " | ".join(FORMATS))
+    packages = {name: spec.version(name) for f in dict.fromkeys(formats)
+                for name in FORMAT_PACKAGES.get(f, ())}
+    dockerfile_text = None
+    if "k8s" in formats and packages and spec.image is None:
+        # the vendor's PyTorch image has no framework: the set builds one that does
+        from trainplan.export.versions import dockerfile, image_tag
+        dockerfile_text = dockerfile(spec.container_image, packages)
+        spec = evolve(spec, image=image_tag(packages))
     launched = with_program(spec, formats)
     files: dict[str, str] = {}
     for fmt in dict.fromkeys(formats):
@@ -119,6 +133,8 @@ def emit_files(formats: list[str], out_dir: Path, spec: LaunchSpec, *, force: bo
         check_spec(launched)
         files.update(render_k8s(launched, {n: t for n, t in files.items() if n.endswith(
             (".toml", ".json", ".py")) or n == "accelerate_config.yaml"}))
+    if dockerfile_text is not None:
+        files["Dockerfile"] = dockerfile_text
     files["PLACEHOLDERS.md"] = placeholders_file(spec, list(dict.fromkeys(formats)))
     for name, text in (extra or {}).items():
         if name in files:

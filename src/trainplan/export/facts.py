@@ -131,6 +131,10 @@ def common_placeholders(spec: LaunchSpec) -> list[Placeholder]:
                                + lr_schedule(spec).source + "; configs carry the framework's "
                                "default, marked PLACEHOLDER", "Megatron: environment variables "
                                "LR and MIN_LR; configs: the value marked PLACEHOLDER"))
+    if spec.image and spec.image.startswith("trainplan-launch:"):
+        out.append(Placeholder(spec.image, "the image the Kubernetes manifests run: build it "
+                               "from the set's Dockerfile, push it to your registry and use that "
+                               "name (or emit with --image)", "trainjob.yaml, pytorchjob.yaml"))
     if spec.nodes > 1:
         out.append(Placeholder("MASTER_ADDR / NODE_RANK", "the first node's address and this "
                                "node's rank", "torchrun launch scripts"))

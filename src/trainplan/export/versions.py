@@ -60,3 +60,20 @@ def parse_versions(items: list[str] | tuple[str, ...] | None) -> tuple[tuple[str
 def version_of(versions: tuple[tuple[str, str], ...], name: str) -> str:
     """The chosen version of a framework, else its default (the first pinned)."""
     return dict(versions).get(name, PINNED[name][0])
+
+
+def image_tag(packages: dict[str, str]) -> str:
+    """The tag of the image the set's Dockerfile builds: ``trainplan-launch:<name>-<version>...``
+    (push it to your registry and pass ``--image``; PLACEHOLDERS.md says so)."""
+    body = "-".join(f"{n}{v}".replace("core_v", "") for n, v in sorted(packages.items()))
+    return f"trainplan-launch:{body}"[:128]
+
+
+def dockerfile(base: str, packages: dict[str, str]) -> str:
+    """A Dockerfile on the GPU vendor's PyTorch image that installs each framework at the
+    version the files are written for (:data:`INSTALL`)."""
+    lines = ["# written by trainplan --emit: the image the Kubernetes manifests run",
+             f"# build: docker build -t {image_tag(packages)} .", f"FROM {base}"]
+    lines += [f"RUN {INSTALL[n].format(v=v)}" for n, v in sorted(packages.items())]
+    lines.append("WORKDIR /workspace/launch")
+    return "\n".join(lines) + "\n"

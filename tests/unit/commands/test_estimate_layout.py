@@ -50,3 +50,19 @@ def test_the_grammar_is_documented_where_users_look():
         assert token in doc and token in LAYOUT_GRAMMAR
     help_text = " ".join(invoke("estimate", "--help").output.replace("│", " ").split())
     assert "TP8 PP4x2 DP16 Z1 mb1 sel" in help_text
+
+
+def test_estimate_emits_the_chosen_framework_version_and_image(tmp_path):
+    args = ["estimate", "--model", "llama-3-70b", "--gpus", "64", "--framework", "torchtitan",
+            "--layout", "TP8 PP2 DP4 Z3 mb1 sel", "--tokens", "1e12", "--emit", "torchtitan,k8s"]
+    r = invoke(*args, "--framework-version", "torchtitan=0.2.2", "--image", "reg/me/tt:1",
+               "--out", str(tmp_path / "a"))
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "a" / "torchtitan.toml").is_file()
+    assert "reg/me/tt:1" in (tmp_path / "a" / "pytorchjob.yaml").read_text()
+    assert "dataset c4" in (tmp_path / "a" / "PLACEHOLDERS.md").read_text()
+    assert_exits_2(invoke(*args, "--framework-version", "torchtitan=9", "--out",
+                          str(tmp_path / "b")), "--framework-version", "0.3.0, 0.2.2")
+    assert_exits_2(invoke("estimate", "--model", "llama-3-70b", "--gpus", "64", "--layout",
+                          "TP8 PP4x2 DP2 Z1 mb1 full", "--emit", "deepspeed", "--out",
+                          str(tmp_path / "c")), "strategy.vp", "interleaved")

@@ -479,7 +479,7 @@ def test_a_note_with_a_newline_stays_a_comment_in_every_launcher(tmp_path, monke
     paths = emit_files(["torchrun", "deepspeed", "slurm", "k8s"], tmp_path / "out", spec)
     for p in paths:
         text = p.read_text()
-        assert p.suffix == ".json" or "frozen: vis touch pwned #" in text, p.name
+        assert p.suffix == ".json" or p.name == "Dockerfile" or "frozen: vis touch pwned #" in text, p.name
         assert not any(line.startswith("touch") for line in text.splitlines()), p.name
         if p.suffix == ".yaml":
             list(yaml.safe_load_all(text))

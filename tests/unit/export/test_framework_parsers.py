@@ -308,3 +308,18 @@ def test_k8s_mounts_the_config_the_program_reads(version, tmp_path):
         assert over["volumes"][0]["configMap"]["name"] == cm["metadata"]["name"]
     else:                                  # 0.3.0: everything is on the command line
         assert "configmap.yaml" not in files and "--parallelism.tensor_parallel_degree" in cmd
+
+
+def test_k8s_image_is_built_with_the_pinned_framework(tmp_path):
+    import yaml
+    spec = spec_of(versions=(("torchtitan", "0.2.2"),), tp=8, pp=2, zero=3)
+    files = {p.name: p.read_text() for p in emit_files(["torchtitan", "k8s"], tmp_path / "a",
+                                                       spec)}
+    assert "RUN pip install --no-cache-dir torchtitan==0.2.2" in files["Dockerfile"]
+    assert files["Dockerfile"].splitlines()[2] == "FROM nvcr.io/nvidia/pytorch:25.01-py3"
+    pod = yaml.safe_load(files["pytorchjob.yaml"])["spec"]["pytorchReplicaSpecs"]["Master"]
+    image = pod["template"]["spec"]["containers"][0]["image"]
+    assert f"docker build -t {image} ." in files["Dockerfile"] and image in files["PLACEHOLDERS.md"]
+    own = evolve(spec, image="registry.example/me/titan:1")      # --image: used as given
+    files = {p.name: p.read_text() for p in emit_files(["torchtitan", "k8s"], tmp_path / "b", own)}
+    assert "Dockerfile" not in files and "registry.example/me/titan:1" in files["trainjob.yaml"]
