@@ -2,7 +2,8 @@
 
 Flag names are the ones Megatron-LM's ``megatron/training/arguments.py`` defines (many are
 generated from ``ModelParallelConfig``/``TransformerConfig`` fields by ``ArgumentGroupFactory``);
-``tests/unit/export/megatron_flags.txt`` lists those emitted here, with the commit they were read at.
+``tests/unit/export/data/megatron_core_v0.16.1_args.json`` holds the parser's options at the
+pinned release (core_v0.16.1), which the tests parse every emitted argument list with.
 Notable current names: virtual stages are ``--num-virtual-stages-per-pipeline-rank``
 (``--virtual-pipeline-model-parallel-size`` is not a CLI flag); uneven stages use
 ``--decoder-first-pipeline-num-layers``/``--decoder-last-pipeline-num-layers``; ZeRO-1 is
