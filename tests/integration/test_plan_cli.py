@@ -65,11 +65,11 @@ def test_plan_nothing_fits_names_change():
 
 
 def test_plan_emit_and_force(tmp_path):
-    args = ["plan", "--model", "llama-2-7b", "--gpus", "16", "--emit", "deepspeed,megatron",
+    args = ["plan", "--model", "llama-2-7b", "--gpus", "16", "--emit", "megatron",
             "--emit", "slurm", "--out", str(tmp_path)]
     r = runner.invoke(app, args)
     assert r.exit_code == 0, r.output
-    assert {"ds_config.json", "megatron_pretrain.sh", "train.sbatch"} <= {p.name for p in tmp_path.iterdir()}
+    assert {"megatron_pretrain.sh", "train.sbatch", "PLACEHOLDERS.md"} <= {p.name for p in tmp_path.iterdir()}
     r = runner.invoke(app, args)
     assert r.exit_code == 2 and "--force" in r.output
     r = runner.invoke(app, args + ["--force"])

@@ -114,3 +114,30 @@ def clear_cache() -> None:
     _hf_ids.cache_clear()
     _index.cache_clear()
     _preset.cache_clear()
+
+
+def hf_config_of(model: Model) -> dict[str, Any] | None:
+    """The Hugging Face ``config.json`` a model was built from, where trainplan has it: the
+    preset record of that display name (``format: hf``), else the file its source names
+    (``Hugging Face config <path>``, :func:`trainplan.catalog.hf_config.load_hf_config`).
+    None for presets given as trainplan stacks (paper shapes) and for models built in code."""
+    for rec in _index().values():
+        if rec.get("name") == model.name and rec.get("format", "hf") == "hf" and "config" in rec:
+            return dict(rec["config"])
+    prefix = "Hugging Face config "
+    if model.source.startswith(prefix):
+        from trainplan.io.structured import read_json
+        try:
+            doc = read_json("model", Path(model.source[len(prefix):]))
+        except InputError:
+            return None
+        return dict(doc) if isinstance(doc, dict) else None
+    return None
+
+
+def hf_repo_of(model: Model) -> str | None:
+    """The Hugging Face repo id whose config.json the model's preset reproduces (its source
+    names it first: ``meta-llama/Meta-Llama-3-70B config.json; ...``), else None."""
+    import re
+    m = re.match(r"([\w.-]+/[\w.-]+) config\.json", model.source)
+    return m.group(1) if m else None

@@ -157,6 +157,8 @@ JSON: Any = typer.Option(False, "--json", help="print machine-readable JSON")
 FORCE: Any = typer.Option(False, "--force", help="overwrite existing files")
 REPORT: Any = path_option(None, "--report", help="write a report: FILE.html or FILE.md")
 EMIT: Any = typer.Option(None, "--emit", help="launch files: deepspeed, megatron, torchtitan, "
-                                              "torchrun, slurm, k8s (repeat or comma list)")
+                                              "accelerate, torchrun, slurm, k8s (repeat or "
+                                              "comma list); a layout the framework does not "
+                                              "run is refused (exit 2)")
 OUT: Any = path_option(None, "--out", help="folder for --emit files (default ./launch); an "
                        "existing one is replaced whole, with --force")

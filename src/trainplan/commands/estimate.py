@@ -22,6 +22,11 @@ def estimate_command(
     intra_node_gbps: Optional[float] = o.INTRA_NODE_GBPS,
     price: Optional[float] = o.PRICE,
     profile: Optional[Path] = o.PROFILE,
+    layout: Optional[str] = typer.Option(
+        None, "--layout", help="a layout as plan prints it, e.g. 'TP8 PP4x2 DP16 Z1 mb1 sel': "
+        "TP<n> [CP<n>] PP<n>[x<virtual>] DP<n> [EP<n>] Z<stage> mb<micro-batch> "
+        "[sel|full|opsac|rc<k> recompute] [offopt] [offparam] [offact<layers>]; flags given "
+        "beside it (--tp, --zero...) override its tokens (docs/plan.md, 'Layout shorthand')"),
     tp: Optional[int] = typer.Option(None, help="tensor-parallel degree (default: completed "
                                      "from the others)"),
     pp: Optional[int] = typer.Option(None, help="pipeline-parallel stages"),
@@ -84,6 +89,13 @@ def estimate_command(
     force: bool = typer.Option(False, "--force", help="overwrite existing --report/--emit files"),
     emit: Optional[list[str]] = o.EMIT,
     out: Optional[Path] = o.OUT,
+    image: Optional[str] = typer.Option(
+        None, "--image", help="container image the Kubernetes files run (default: the set's "
+        "Dockerfile, the GPU vendor's PyTorch image with the framework at its pinned version)"),
+    framework_version: Optional[list[str]] = typer.Option(
+        None, "--framework-version", help="NAME=VERSION of a framework the files are written "
+        "for, e.g. torchtitan=0.2.2 (default: torchtitan 0.3.0, Megatron-LM core_v0.16.1, "
+        "DeepSpeed 0.19.8, accelerate/TRL 1.16.0, PEFT 0.22.0)"),
     fail_if_no_fit: bool = typer.Option(False, "--fail-if-no-fit",
                                         help="exit with status 1 when the layout does not fit"),
 ) -> None:
@@ -104,6 +116,9 @@ def estimate_command(
     merge(data, "cluster", gpu=o.gpu_of(gpu, gpu_file), gpus=gpus, gpus_per_node=gpus_per_node, usd_per_gpu_hour=price,
           inter_node_Gbps=inter_node_gbps, intra_node_GBps=intra_node_gbps,
           profile=o.as_path(profile))
+    if layout is not None:
+        from trainplan.spec.strategy import parse_layout
+        merge(data, "strategy", **parse_layout(layout))
     merge(data, "strategy", tp=tp, pp=pp, vp=vp, uneven_stages=uneven_stages, cp=cp, ep=ep,
           zero=zero, micro_batch=micro_batch, recompute=recompute,
           recompute_layers=recompute_layers, sequence_parallel=sequence_parallel,
@@ -135,8 +150,12 @@ def estimate_command(
         written.append(f"report written to {done}")
     if emit:
         from trainplan.export import DEFAULT_OUT, emit_files
+        from trainplan.export.versions import parse_versions
+        from trainplan.spec.base import evolve
+        spec = evolve(run.launch_spec(), image=image or None,
+                      versions=parse_versions(o.split_list(framework_version)))
         written += [f"wrote {p}" for p in emit_files(o.split_list(emit), Path(out or DEFAULT_OUT),
-                                                     run.launch_spec(), force=force)]
+                                                     spec, force=force)]
     if as_json:
         from trainplan.report.echo import print_json
         print_json(est.model_dump())

@@ -142,6 +142,7 @@ class Context(NamedTuple):
     vision_heads: tuple[int, ...] = ()     # attention heads of each vision tower (TP splits them)
     moe_tp_sp: bool = False                # FrameworkProfile.moe_tp_needs_sp
     ep_from_cp: str = "none"               # FrameworkProfile.ep_from_cp
+    max_vp: int | None = None              # FrameworkProfile.max_vp
 
 
 class Rule(NamedTuple):
@@ -242,6 +243,9 @@ RULES: tuple[Rule, ...] = (
                       "parallelism (choose framework megatron, torchtitan or deepspeed for PP)"),
     Rule("strategy.vp", ("pp", "vp"), lambda L, c: (L.vp == 1) | (L.pp > 1),
          lambda L, c: "1 unless pp > 1 (virtual stages need a pipeline)"),
+    Rule("strategy.vp", ("vp",), lambda L, c: (L.vp <= c.max_vp) if c.max_vp else True,
+         lambda L, c: f"at most {c.max_vp}: the {c.framework} framework's pipeline has no "
+                      "interleaved (virtual) stages (choose framework megatron or torchtitan)"),
     # with uneven stages the embedding and the loss may take a virtual stage each (Megatron
     # --pipeline-model-parallel-layout), so pp x vp may reach layers + 2
     Rule("strategy.pp*vp", ("pp", "vp"),
@@ -367,7 +371,7 @@ def context(model, job, gpus, fw) -> Context:
         cp_heads=fw.cp_all_to_all_heads if fw.cp_kind(job.cp_comm_type) == "all_to_all" else "",
         mb_ge_pp=fw.pp_microbatches_at_least_stages,
         vision_heads=tuple(v.heads for v in model.vision), moe_tp_sp=fw.moe_tp_needs_sp,
-        ep_from_cp=fw.ep_from_cp)
+        ep_from_cp=fw.ep_from_cp, max_vp=fw.max_vp)
 
 
 def rules_mask(L: Layout, ctx: Context, have: set[str] | None = None):

@@ -94,9 +94,35 @@ def _k8s_args(args: list[str]) -> list[str]:
     return [re.sub(r"\$(\w+)", r"$(\1)", a) for a in args]
 
 
-def trainjob_manifest(spec: LaunchSpec) -> dict:
-    """Kubeflow Trainer v2 TrainJob (trainer.kubeflow.org/v1alpha1)."""
+#: where the set's config files (a ConfigMap) are mounted in the pods, and their working folder
+MOUNT = "/workspace/launch"
+
+
+def configmap_manifest(spec: LaunchSpec, mounted: dict[str, str]) -> dict:
+    """A ConfigMap of the files the program reads (torchtitan.toml, ds_config.json, the SFT
+    arguments and script...), mounted at :data:`MOUNT`, the pods' working folder."""
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": _k8s_name(spec.job_name) + "-launch"},
+            "data": dict(sorted(mounted.items()))}
+
+
+def _mount(spec: LaunchSpec, mounted: dict[str, str] | None) -> tuple[list[dict], list[dict]]:
+    """(volumeMounts, volumes) for the set's ConfigMap, none without mounted files."""
+    if not mounted:
+        return [], []
+    name = _k8s_name(spec.job_name) + "-launch"
+    return ([{"name": "launch", "mountPath": MOUNT, "readOnly": True}],
+            [{"name": "launch", "configMap": {"name": name}}])
+
+
+def trainjob_manifest(spec: LaunchSpec, mounted: dict[str, str] | None = None) -> dict:
+    """Kubeflow Trainer v2 TrainJob (trainer.kubeflow.org/v1alpha1); the set's config files
+    reach the node through a pod-template override of the runtime's ``node`` job
+    (``spec.podTemplateOverrides``: volumes on the pod, volumeMounts on the ``node`` container)."""
     cmd = _k8s_args(["torchrun", *spec.program()])
+    mounts, volumes = _mount(spec, mounted)
+    if mounts:
+        cmd = ["bash", "-c", f"cd {MOUNT} && exec " + shell_join(cmd)]
     return {
         "apiVersion": "trainer.kubeflow.org/v1alpha1",
         "kind": "TrainJob",
@@ -112,21 +138,28 @@ def trainjob_manifest(spec: LaunchSpec) -> dict:
                 "env": _k8s_env(spec),
                 "resourcesPerNode": {"limits": {spec.gpu_resource: spec.procs_per_node}},
             },
+            **({"podTemplateOverrides": [{
+                "targetJobs": [{"name": "node"}],
+                "spec": {"volumes": volumes,
+                         "containers": [{"name": "node", "volumeMounts": mounts}]}}]}
+               if mounts else {}),
         },
     }
 
 
-def pytorchjob_manifest(spec: LaunchSpec) -> dict:
+def pytorchjob_manifest(spec: LaunchSpec, mounted: dict[str, str] | None = None) -> dict:
     """Legacy Kubeflow Training Operator v1 PyTorchJob (kubeflow.org/v1)."""
     cmd = _k8s_args(["torchrun", *spec.program()])
+    mounts, volumes = _mount(spec, mounted)
 
     def replica(n: int) -> dict:
         return {"replicas": n, "restartPolicy": "OnFailure", "template": {"spec": {
             "containers": [{"name": "pytorch", "image": spec.container_image, "command": cmd,
                             "env": _k8s_env(spec),
                             "resources": {"limits": {spec.gpu_resource: spec.procs_per_node}},
-                            "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}]}],
-            "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]}}}
+                            **({"workingDir": MOUNT} if mounts else {}),
+                            "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}, *mounts]}],
+            "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory"}}, *volumes]}}}
 
     replicas = {"Master": replica(1)}
     if spec.nodes > 1:
@@ -148,12 +181,19 @@ def _k8s_name(name: str) -> str:
     return (s or "trainplan")[:63]
 
 
-def render_k8s(spec: LaunchSpec) -> dict[str, str]:
-    """trainjob.yaml (Kubeflow Trainer v2) and pytorchjob.yaml (Training Operator v1)."""
+def render_k8s(spec: LaunchSpec, mounted: dict[str, str] | None = None) -> dict[str, str]:
+    """trainjob.yaml (Kubeflow Trainer v2) and pytorchjob.yaml (Training Operator v1), and with
+    ``mounted`` files (the set's configs) configmap.yaml, mounted where the program runs."""
     import yaml
 
     head = "\n".join(_header(spec, "Kubernetes manifest")) + "\n"
-    return {
-        "trainjob.yaml": head + yaml.safe_dump(trainjob_manifest(spec), sort_keys=False),
-        "pytorchjob.yaml": head + yaml.safe_dump(pytorchjob_manifest(spec), sort_keys=False),
+    head += f"# image {spec.container_image}: it must contain the program the command runs\n"
+    out = {
+        "trainjob.yaml": head + yaml.safe_dump(trainjob_manifest(spec, mounted), sort_keys=False),
+        "pytorchjob.yaml": head + yaml.safe_dump(pytorchjob_manifest(spec, mounted),
+                                                 sort_keys=False),
     }
+    if mounted:
+        out["configmap.yaml"] = head + yaml.safe_dump(configmap_manifest(spec, mounted),
+                                                      sort_keys=False)
+    return out

@@ -2,7 +2,8 @@
 
 Flag names are the ones Megatron-LM's ``megatron/training/arguments.py`` defines (many are
 generated from ``ModelParallelConfig``/``TransformerConfig`` fields by ``ArgumentGroupFactory``);
-``tests/unit/export/megatron_flags.txt`` lists those emitted here, with the commit they were read at.
+``tests/unit/export/data/megatron_core_v0.16.1_args.json`` holds the parser's options at the
+pinned release (core_v0.16.1), which the tests parse every emitted argument list with.
 Notable current names: virtual stages are ``--num-virtual-stages-per-pipeline-rank``
 (``--virtual-pipeline-model-parallel-size`` is not a CLI flag); uneven stages use
 ``--decoder-first-pipeline-num-layers``/``--decoder-last-pipeline-num-layers``; ZeRO-1 is
@@ -16,10 +17,16 @@ from __future__ import annotations
 import math
 
 from trainplan.errors import InputError
-from trainplan.export.spec import LaunchSpec, checkpoint_comment, shell_join
+from trainplan.export.facts import lr_schedule, model_facts
+from trainplan.export.spec import LaunchSpec, checkpoint_comment, env_checks, shell_join
 from trainplan.io.formats import comment
 from trainplan.spec.framework import fused_groups, get_framework
 from trainplan.spec.model import MoE
+
+#: The Megatron-LM release the arguments are checked against (tests/unit/export/data/
+#: megatron_core_v0.16.1_args.json, read from megatron/training/arguments.py at that tag,
+#: commit 55ac708; megatron-core 0.16.1 on PyPI is its megatron/core).
+MEGATRON_RELEASE = "core_v0.16.1"
 
 # trainplan's FP8 recipe -> Megatron-Core TransformerConfig.fp8_recipe / --fp8-recipe
 MEGATRON_FP8_RECIPE = {"delayed": "delayed", "current": "tensorwise", "mxfp8": "mxfp8"}
@@ -49,11 +56,10 @@ def attention_args(spec: LaunchSpec) -> list[str]:
         raise InputError("job.attention_kernel", kernel,
                          "fa2, fa3, cudnn or none for a Megatron-LM launch: its "
                          "--flash-attention-version offers FlashAttention 2, 3 and 4 only")
-    backend, version = ATTENTION_BACKEND[kernel]
-    out = ["--attention-backend", backend]
-    if version:
-        out += ["--flash-attention-version", str(version)]
-    return out
+    backend, _version = ATTENTION_BACKEND[kernel]
+    # core_v0.16.1 has no --flash-attention-version (added later, d98e8a6): Transformer Engine
+    # picks the newest FlashAttention installed in the image
+    return ["--attention-backend", backend]
 
 
 def uneven_split(layers: int, pp: int, vp: int = 1) -> tuple[int, int, int]:
@@ -158,6 +164,37 @@ def router_notes(moe: MoE) -> list[str]:
     return out
 
 
+def rope_norm_args(spec: LaunchSpec) -> list[str]:
+    """RoPE base and scaling and the norm epsilon from the model's config.json
+    (:func:`trainplan.export.facts.model_facts`); Megatron's defaults are 10000 and 1e-5
+    (arguments.py at core_v0.16.1). Llama 3.1/3.2 scaling (rope_type llama3) is Megatron's
+    --use-rope-scaling with --rope-scaling-factor, whose low/high frequency factors 1 and 4 and
+    original context 8192 are fixed in code (rotary_pos_embedding.py _apply_scaling); YaRN
+    (DeepSeek) is --rope-type yarn with --rotary-scaling-factor, --mscale, --mscale-all-dim.
+    Other scalings (longrope) have no flag: refused."""
+    f = model_facts(spec)
+    a: list[str] = []
+    if spec.model.decoder.position == "rope" and f.rope_theta is not None:
+        a += ["--rotary-base", str(int(f.rope_theta))]
+    sc = f.rope_scaling
+    if sc and spec.model.decoder.position == "rope":
+        kind = sc.get("rope_type", sc.get("type"))
+        if kind == "llama3" and (sc.get("low_freq_factor"), sc.get("high_freq_factor"),
+                                 sc.get("original_max_position_embeddings")) == (1.0, 4.0, 8192):
+            a += ["--use-rope-scaling", "--rope-scaling-factor", f"{float(sc['factor']):g}"]
+        elif kind == "yarn" and spec.model.decoder.mla:
+            a += ["--rope-type", "yarn", "--rotary-scaling-factor", f"{float(sc['factor']):g}",
+                  "--mscale", f"{float(sc.get('mscale', 1.0)):g}",
+                  "--mscale-all-dim", f"{float(sc.get('mscale_all_dim', 0.0)):g}"]
+        else:
+            raise InputError("model.rope_scaling", str(kind),
+                             "none, llama3 (factors 1/4, 8192) or yarn with MLA for a Megatron-LM "
+                             "launch: core_v0.16.1 has no flags for this RoPE scaling")
+    if f.norm_eps is not None:
+        a += ["--norm-epsilon", f"{f.norm_eps:g}"]
+    return a
+
+
 def megatron_args(spec: LaunchSpec) -> list[str]:  # noqa: C901 - one flag group a branch
     """The pretrain_gpt.py arguments for the layout, the model shape and the job."""
     from trainplan.export.spec import check_shape_for
@@ -194,6 +231,7 @@ def megatron_args(spec: LaunchSpec) -> list[str]:  # noqa: C901 - one flag group
     elif dec.mlp == "relu2":     # megatron/training/arguments.py: --squared-relu
         a.append("--squared-relu")
     a += ["--normalization", "RMSNorm" if dec.norm == "rmsnorm" else "LayerNorm"]
+    a += rope_norm_args(spec)
     if not dec.tied_embeddings:
         a.append("--untie-embeddings-and-output-weights")
     if not (dec.attn_out_bias or dec.mlp_bias):
@@ -288,11 +326,16 @@ def megatron_args(spec: LaunchSpec) -> list[str]:  # noqa: C901 - one flag group
         if recipe == "delayed":
             a += ["--fp8-amax-history-len", "1024", "--fp8-amax-compute-algo", "max"]
     # -- training loop (placeholders where trainplan has no opinion)
-    a += ["--train-iters", str(spec.train_steps), "--lr", "3.0e-4", "--min-lr", "3.0e-5",
-          "--lr-decay-style", "cosine", "--lr-warmup-iters", str(min(2000, spec.train_steps // 10 + 1)),
+    lr = lr_schedule(spec)
+    tokenizer = model_facts(spec).tokenizer
+    a += ["--train-iters", str(spec.train_steps),
+          "--lr", f"{lr.peak:g}" if lr.peak else "$LR", "--min-lr",
+          f"{lr.min_lr:g}" if lr.min_lr else "$MIN_LR",
+          "--lr-decay-style", "cosine", "--lr-warmup-iters", str(lr.warmup_steps),
           "--weight-decay", "0.1", "--clip-grad", f"{float(job.grad_clip or 0.0):g}",
           "--data-path", "$DATA_PATH", "--split", "99,1,0",
-          "--tokenizer-type", "HuggingFaceTokenizer", "--tokenizer-model", "$TOKENIZER_MODEL",
+          "--tokenizer-type", "HuggingFaceTokenizer",
+          "--tokenizer-model", tokenizer or "$TOKENIZER_MODEL",
           "--save", "$CHECKPOINT_DIR", "--load", "$CHECKPOINT_DIR", "--save-interval", str(spec.save_interval),
           "--log-interval", "10", "--eval-interval", "1000", "--eval-iters", "10"]
     return a
@@ -311,16 +354,15 @@ def render_megatron(spec: LaunchSpec) -> dict[str, str]:
     args = megatron_args(spec)
     lines = ["#!/bin/bash",
              "# Megatron-LM pretrain_gpt.py launch written by trainplan (plan or estimate) --emit megatron",
+             f"# for Megatron-LM {MEGATRON_RELEASE} (pretrain_gpt.py and megatron/training of that tag)",
              f"# layout {st.layout()} on {spec.gpus} GPUs; DP = {spec.dp}, "
              f"{spec.grad_accum} micro-batches per step",
              "# Run on every node with NODE_RANK set (0..nodes-1) and MASTER_ADDR = node 0.",
-             "# Set --rotary-base to the model's rope theta (e.g. 500000 for Llama 3).",
              checkpoint_comment(spec),
              *[comment(n) for n in spec.document_mask_note()],
              "set -euo pipefail",
              ': "${NODE_RANK:=0}" "${MASTER_ADDR:=localhost}"',
-             ': "${DATA_PATH:?set DATA_PATH}" "${TOKENIZER_MODEL:?set TOKENIZER_MODEL}"',
-             ': "${CHECKPOINT_DIR:=./checkpoints}"']
+             *env_checks(args)]
     if st.offload_params:
         lines.append("# NOTE: parameter offload has no Megatron-LM flag; use DeepSpeed ZeRO-Infinity")
     if spec.model.decoder.moe:

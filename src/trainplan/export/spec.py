@@ -11,6 +11,7 @@ from pydantic import model_validator
 from trainplan.costmodel.estimate import run_tokens
 from trainplan.costmodel.totals import whole_steps
 from trainplan.costmodel.validate import complete_strategy
+from trainplan.errors import InputError
 from trainplan.spec.cluster import Cluster
 from trainplan.spec.job import Job
 from trainplan.spec.model import Model
@@ -53,6 +54,11 @@ class LaunchSpec(Specs):
     image: str | None = None               # None: the vendor's PyTorch image (container_image)
     master_port: int = 29500
     notes: tuple[str, ...] = ()
+    #: peak learning rate of ``scale batch``'s advice for this run (services.estimate.
+    #: with_lr_advice); None: a placeholder in the files
+    peak_lr: float | None = None
+    #: (framework, version) chosen where not the default (export.versions.PINNED)
+    versions: tuple[tuple[str, str], ...] = ()
     wall_clock_hours: float | None = None   # predicted, with failures and checkpoints
     #: steps between checkpoints: the interval the wall-clock was predicted with (the goodput
     #: optimum, costmodel.reliability.best_goodput) over the step time; None: not planned
@@ -122,6 +128,11 @@ class LaunchSpec(Specs):
         """The image the pods run: the given one, else the GPU vendor's PyTorch container
         (:data:`VENDOR_CONTAINER`)."""
         return self.image or self._vendor[0]
+
+    def version(self, framework: str) -> str:
+        """The version of ``framework`` the files are written for (export.versions)."""
+        from trainplan.export.versions import version_of
+        return version_of(self.versions, framework)
 
     @property
     def gpu_resource(self) -> str:
@@ -196,6 +207,41 @@ def check_ep_for(spec: "LaunchSpec", framework: str) -> None:
                          f"{framework} (the plan priced it under {spec.job.framework})")
 
 
+#: Export format -> the framework profile (catalog frameworks.json) whose layout rules it must
+#: meet: the program it writes runs exactly what that framework runs. Accelerate + TRL runs
+#: PyTorch FSDP (the ``fsdp`` profile, alias ``accelerate``). The generic launchers (torchrun,
+#: SLURM, Kubernetes) start whatever program the set holds and have no rules of their own.
+FORMAT_FRAMEWORK = {"deepspeed": "deepspeed", "megatron": "megatron", "torchtitan": "torchtitan",
+                    "accelerate": "fsdp", "torchtune": "torchtune"}
+
+
+def check_layout_for(spec: "LaunchSpec", fmt: str) -> None:
+    """Refuse a layout the target framework does not run exactly: the layout rules
+    (:data:`trainplan.costmodel.layout.RULES`, the ones the plan's search applies) under the
+    target's framework profile. A Megatron layout with ZeRO-1 (its distributed optimizer) is not
+    a torchtitan one (FSDP2 has stages 0, 2, 3), interleaved stages are not DeepSpeed's pipeline,
+    activation offload is not in a framework that has none. Raises InputError naming the knob,
+    the value and what the target runs."""
+    from trainplan.costmodel.layout import Layout, context, first_broken
+    from trainplan.spec.framework import get_framework
+
+    target = FORMAT_FRAMEWORK.get(fmt)
+    if target is None:
+        return
+    fw = get_framework(target)
+    st = spec.strategy
+    L = Layout.of(st, spec.dp)
+    ctx = context(spec.model, spec.job, spec.gpus, fw)._replace(uneven=st.uneven_stages)
+    rule = first_broken(L, ctx)
+    if rule is not None:
+        from trainplan.costmodel.validate import _value
+        raise InputError(rule.field, _value(rule.field, st, spec.job, spec.dp),
+                         f"{rule.valid(L, ctx)}, to emit --emit {fmt} (the plan's layout "
+                         f"{st.layout()} was priced under {spec.job.framework}; {fmt} would run "
+                         "something else)",
+                         hint=f"plan with --framework {target} to get a layout it runs")
+
+
 def checkpoint_comment(spec: "LaunchSpec") -> str:
     """One comment line on the checkpoint interval the files carry."""
     if spec.checkpoint_interval_steps:
@@ -203,6 +249,15 @@ def checkpoint_comment(spec: "LaunchSpec") -> str:
                 "maximises goodput, which the predicted wall-clock and cost assume.")
     return ("# Checkpoint every 1000 steps: a placeholder (the plan has no token count or failure "
             "rate to choose one from).")
+
+
+def env_checks(args: list[str]) -> list[str]:
+    """``: "${VAR:?set VAR}"`` for each placeholder variable the arguments use (PLACEHOLDERS.md
+    lists them); CHECKPOINT_DIR defaults to ./checkpoints."""
+    import re
+    names = sorted({m for a in args for m in re.findall(r"\$(\w+)", a)})
+    return [': "${CHECKPOINT_DIR:=./checkpoints}"' if n == "CHECKPOINT_DIR" else
+            f': "${{{n}:?set {n} (see PLACEHOLDERS.md)}}"' for n in names]
 
 
 def shell_join(args: list[str]) -> str:

@@ -97,9 +97,24 @@ class EstimateRun:
         from trainplan.export.spec import checkpoint_steps
 
         wall = self.estimate.totals.wall_clock_days
-        return LaunchSpec(model=self.inputs.model, job=self.inputs.job, cluster=self.inputs.cluster,
-                          strategy=self.strategy, wall_clock_hours=wall * 24.0 if wall else None,
-                          checkpoint_interval_steps=checkpoint_steps(self.estimate))
+        return with_lr_advice(LaunchSpec(
+            model=self.inputs.model, job=self.inputs.job, cluster=self.inputs.cluster,
+            strategy=self.strategy, wall_clock_hours=wall * 24.0 if wall else None,
+            checkpoint_interval_steps=checkpoint_steps(self.estimate)))
+
+
+def with_lr_advice(spec: Any) -> Any:
+    """The launch spec with ``scale batch``'s peak learning rate for its run (DeepSeek LLM
+    2024's eta_opt = 0.3118 C^-0.125, :func:`trainplan.scaling.batch_size.deepseek_learning_rate`,
+    C from :func:`trainplan.export.facts.deepseek_flops`) where that fit applies."""
+    from trainplan.export.facts import advice_applies, deepseek_flops
+    from trainplan.scaling.batch_size import deepseek_learning_rate
+    from trainplan.spec.base import evolve
+
+    tokens = advice_applies(spec)
+    if tokens is None:
+        return spec
+    return evolve(spec, peak_lr=float(deepseek_learning_rate(deepseek_flops(spec, tokens))))
 
 
 def estimate_job(data: dict[str, Any]) -> EstimateRun:

@@ -174,7 +174,9 @@ def emit_winner(req: PlanRequest, result: Any, sweep: Any, out: Path | None, for
     spec = LaunchSpec(model=req.specs.model, job=req.specs.job, cluster=cluster,
                       strategy=Strategy(**w.strategy), wall_clock_hours=wall * 24.0 if wall else None,
                       checkpoint_interval_steps=checkpoint_steps(w))
-    return emit_files(list(req.emit), Path(out or req.out or DEFAULT_OUT), spec, force=force, extra=extra)
+    from trainplan.services.estimate import with_lr_advice
+    return emit_files(list(req.emit), Path(out or req.out or DEFAULT_OUT), with_lr_advice(spec),
+                      force=force, extra=extra)
 
 
 def plan(model: str | os.PathLike[str] | Model | Mapping[str, Any] = "llama-3-8b",

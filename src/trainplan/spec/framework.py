@@ -239,6 +239,9 @@ class FrameworkProfile(Spec):
     max_tp: int | None = Field(default=None, ge=1)
     max_pp: int | None = Field(default=None, ge=1, description="largest pipeline-parallel degree the "
                                "framework runs (1: no pipeline parallelism); none: no limit")
+    max_vp: int | None = Field(default=None, ge=1, description="most virtual pipeline stages per "
+                               "rank (interleaved schedule) the framework runs (1: no interleaving); "
+                               "none: no limit")
     max_cp: int | None = Field(default=None, ge=1, description="largest context-parallel degree the "
                                "framework runs (1: none); none: no limit")
     max_ep: int | None = Field(default=None, ge=1, description="largest expert-parallel degree the "

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, PositiveInt, model_validator
 
@@ -60,6 +60,8 @@ class Strategy(Spec):
         return self
 
     def layout(self) -> str:
+        """The layout shorthand plan and estimate print, read back by :func:`parse_layout`
+        (grammar: :data:`LAYOUT_GRAMMAR`)."""
         parts = [f"TP{self.tp}"]
         if self.cp > 1:
             parts.append(f"CP{self.cp}")
@@ -80,3 +82,70 @@ class Strategy(Spec):
         if self.offload_activations:
             parts.append(f"offact{self.offload_activations}")
         return " ".join(parts)
+
+
+#: The layout shorthand (``Strategy.layout``, ``parse_layout``): space-separated tokens, in
+#: this order, those in brackets only when not the default.
+LAYOUT_GRAMMAR = """\
+TP<n>          tensor-parallel degree
+[CP<n>]        context-parallel degree (when > 1)
+PP<n>[x<v>]    pipeline stages, x virtual stages per rank (interleaved; when > 1)
+DP<n> | DP?    data-parallel degree (DP?: derived from the GPU count)
+[EP<n>]        expert-parallel degree (when > 1)
+Z<n>           ZeRO / FSDP stage 0-3
+mb<n>          micro-batch (sequences)
+[sel | full | opsac | rc<k>]   recompute: selective, full, per-op selective, the first k
+               layers of each stage in full; none when absent
+[offopt] [offparam] [offact<n>]   optimizer / parameter offload, activations of n layers
+               per stage offloaded to host memory
+e.g. "TP8 PP4x2 DP16 Z1 mb1 sel" or "TP1 PP1 DP64 Z3 mb2 full offopt offparam"
+"""
+
+_LAYOUT_TOKENS = (
+    (r"TP(\d+)", lambda m: {"tp": int(m[1])}),
+    (r"CP(\d+)", lambda m: {"cp": int(m[1])}),
+    (r"PP(\d+)(?:x(\d+))?", lambda m: {"pp": int(m[1]), "vp": int(m[2] or 1)}),
+    (r"DP(\d+|\?)", lambda m: {"dp": None if m[1] == "?" else int(m[1])}),
+    (r"EP(\d+)", lambda m: {"ep": int(m[1])}),
+    (r"Z([0-3])", lambda m: {"zero": int(m[1])}),
+    (r"mb(\d+)", lambda m: {"micro_batch": int(m[1])}),
+    (r"sel", lambda m: {"recompute": "selective"}),
+    (r"full", lambda m: {"recompute": "full"}),
+    (r"opsac", lambda m: {"recompute": "op_selective"}),
+    (r"rc(\d+)", lambda m: {"recompute": "layers", "recompute_layers": int(m[1])}),
+    (r"offopt", lambda m: {"offload_optimizer": True}),
+    (r"offparam", lambda m: {"offload_params": True}),
+    (r"offact(\d+)", lambda m: {"offload_activations": int(m[1])}),
+)
+
+
+def parse_layout(text: str) -> dict[str, Any]:
+    """The strategy fields of a layout shorthand as :meth:`Strategy.layout` prints it (the one
+    grammar, :data:`LAYOUT_GRAMMAR`); what it leaves out is the default it stands for
+    (no CP, EP, virtual stages, recompute or offload). Raises InputError naming the token."""
+    import re
+    from trainplan.errors import InputError
+
+    out: dict[str, Any] = {"cp": 1, "ep": 1, "vp": 1, "recompute": "none",
+                           "offload_optimizer": False, "offload_params": False,
+                           "offload_activations": 0}
+    seen: set[str] = set()
+    for token in str(text).split():
+        for pattern, fields in _LAYOUT_TOKENS:
+            m = re.fullmatch(pattern, token)
+            if m:
+                if pattern in seen:
+                    raise InputError("--layout", token, "each token once (" + text + ")")
+                seen.add(pattern)
+                out.update(fields(m))
+                break
+        else:
+            raise InputError("--layout", token, "one of the layout tokens TP<n>, CP<n>, "
+                             "PP<n>[x<v>], DP<n>, EP<n>, Z<0-3>, mb<n>, sel, full, opsac, rc<k>, "
+                             "offopt, offparam, offact<n> (docs/plan.md, 'Layout shorthand')")
+    for need, what in (("TP", "TP<n>"), ("PP", "PP<n>"), ("Z", "Z<n>"), ("mb", "mb<n>")):
+        if not any(p.startswith(need) for p in seen):
+            raise InputError("--layout", text, f"a layout with {what} (e.g. 'TP8 PP4x2 DP16 Z1 "
+                             "mb1 sel', as plan prints it)")
+    return out
+

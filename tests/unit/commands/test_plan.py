@@ -11,7 +11,8 @@ from trainplan.io import files as F
 
 
 def _plan(out, report, gpus, *extra):
-    return invoke("plan", "--model", "llama-2-7b", "--gpus", str(gpus), "--emit", "deepspeed,slurm",
+    return invoke("plan", "--model", "llama-2-7b", "--gpus", str(gpus), "--framework", "deepspeed",
+                  "--emit", "deepspeed,slurm",
                   "--out", str(out), "--report", str(report), *extra)
 
 
@@ -24,7 +25,8 @@ def test_a_report_inside_out_is_written_with_the_launch_files_as_one_set(tmp_pat
     monkeypatch.setattr(W, "write_set", F.write_set)
     r = _plan(out, out / "report.md", 8)                     # a new folder: the report's too
     assert r.exit_code == 0, r.output
-    assert sets == [sorted(["ds_config.json", "deepspeed_launch.sh", "train.sbatch", "report.md"])]
+    assert sets == [sorted(["ds_config.json", "deepspeed_launch.sh", "train.sbatch", "report.md",
+                            "PLACEHOLDERS.md"])]
     first = {n: (out / n).read_text() for n in os.listdir(out)}
     r = _plan(out, out / "report.md", 16, "--force")
     assert r.exit_code == 0, r.output
@@ -49,7 +51,8 @@ def test_emit_without_out_writes_a_folder_of_its_own(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     first = invoke("plan", "--model", "llama-2-7b", "--gpus", "8", "--emit", "torchrun")
     assert first.exit_code == 0, first.output
-    assert sorted(p.name for p in (tmp_path / DEFAULT_OUT).iterdir()) == ["torchrun_launch.sh"]
+    assert sorted(p.name for p in (tmp_path / DEFAULT_OUT).iterdir()) == ["PLACEHOLDERS.md",
+                                                                          "torchrun_launch.sh"]
     again = invoke("plan", "--model", "llama-2-7b", "--gpus", "16", "--emit", "torchrun", "--force")
     assert again.exit_code == 0, again.output
     assert "--nnodes 2" in (tmp_path / DEFAULT_OUT / "torchrun_launch.sh").read_text()

@@ -3,7 +3,6 @@ not at all, and never where a job file alone says (issue 10, item 6)."""
 
 from __future__ import annotations
 
-import json
 import os
 import tomllib
 from pathlib import Path
@@ -40,14 +39,16 @@ def _temporaries(folder: Path) -> list[str]:
 
 def test_model_name_cannot_inject_structure(tmp_path):
     out = tmp_path / "launch"
-    r = _run(["plan", _job(tmp_path), "--gpus", "8", "--emit", "torchtitan,k8s,slurm,torchrun,megatron,deepspeed",
+    # torchtitan and DeepSpeed are not emitted: torchtitan has no model of this name and a
+    # Megatron layout (selective recompute) is not a DeepSpeed one (both refused, exit 2)
+    r = _run(["plan", _job(tmp_path), "--gpus", "8", "--emit", "k8s,slurm,torchrun,megatron",
               "--out", out])
     assert r.exit_code == 0, r.output
-    cfg = tomllib.loads((out / "torchtitan.toml").read_text())
-    assert "evil" not in cfg and cfg["model"]["flavor"] == EVIL
+    head = (out / "PLACEHOLDERS.md").read_text().splitlines()
+    assert not any(line.startswith("[evil]") or "touch pwned" in line and line.startswith("$")
+                   for line in head)
     for name in ("trainjob.yaml", "pytorchjob.yaml"):
         yaml.safe_load((out / name).read_text())
-    json.loads((out / "ds_config.json").read_text())
     for sh in out.glob("*.sh"):
         assert "pwned" not in sh.read_text()
     assert not (tmp_path / "pwned").exists() and not _temporaries(tmp_path)
@@ -90,17 +91,17 @@ def test_special_targets_are_refused_even_with_force(tmp_path):
 
 def test_job_file_cannot_choose_a_folder_outside_out(tmp_path):
     for bad in ('"/tmp/elsewhere"', '"../up"', '"a/../../b"'):
-        job = _job(tmp_path, "m", f'\n[search]\nemit = "deepspeed"\nout = {bad}\n')
+        job = _job(tmp_path, "m", f'\n[search]\nemit = "torchrun"\nout = {bad}\n')
         r = _run(["plan", job, "--gpus", "8"])
         assert r.exit_code == 2 and "search.out" in r.output, r.output
-    job = _job(tmp_path, "m", '\n[search]\nemit = "deepspeed"\nout = "sub"\n')
+    job = _job(tmp_path, "m", '\n[search]\nemit = "torchrun"\nout = "sub"\n')
     cwd = os.getcwd()
     os.chdir(tmp_path)
     try:
         r = _run(["plan", job, "--gpus", "8"])
     finally:
         os.chdir(cwd)
-    assert r.exit_code == 0 and (tmp_path / "sub" / "ds_config.json").is_file(), r.output
+    assert r.exit_code == 0 and (tmp_path / "sub" / "torchrun_launch.sh").is_file(), r.output
 
 
 def test_a_set_folder_is_a_target_too_no_link_and_no_missing_parents(tmp_path):
