@@ -55,7 +55,7 @@ def test_emit_into_unusable_folders(tmp_path):
     f.write_text("x")
     _bad(PLAN + ["--emit", "megatron", "--out", f / "sub"], "--out", "nothing was written")
     (tmp_path / "o" / "ds_config.json").mkdir(parents=True)
-    _bad(PLAN + ["--emit", "deepspeed", "--out", tmp_path / "o", "--force"], "ds_config.json",
+    _bad(PLAN + ["--framework", "deepspeed", "--emit", "deepspeed", "--out", tmp_path / "o", "--force"], "ds_config.json",
          "folder")
 
 

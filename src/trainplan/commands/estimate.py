@@ -24,8 +24,8 @@ def estimate_command(
     profile: Optional[Path] = o.PROFILE,
     layout: Optional[str] = typer.Option(
         None, "--layout", help="a layout as plan prints it, e.g. 'TP8 PP4x2 DP16 Z1 mb1 sel': "
-        "TP<n> [CP<n>] PP<n>[x<virtual>] DP<n> [EP<n>] Z<stage> mb<micro-batch> "
-        "[sel|full|opsac|rc<k> recompute] [offopt] [offparam] [offact<layers>]; flags given "
+        "TP<n> \\[CP<n>] PP<n>\\[x<virtual>] DP<n> \\[EP<n>] Z<stage> mb<micro-batch> "
+        "\\[sel|full|opsac|rc<k> recompute] \\[offopt] \\[offparam] \\[offact<layers>]; flags given "
         "beside it (--tp, --zero...) override its tokens (docs/plan.md, 'Layout shorthand')"),
     tp: Optional[int] = typer.Option(None, help="tensor-parallel degree (default: completed "
                                      "from the others)"),

@@ -213,8 +213,8 @@ def compare_config(cfg: dict[str, Any], name: str, seq: int = 64, batch: int = 1
     k = traced_layers(cfg)
     sdec = model_from_hf_config(shrink_layers(cfg, k), name=name).decoder
     if sdec.moe and cfg.get("model_type") in DENSE_EXPERT_TYPES:
-        sdec = sdec.model_copy(update={"moe": sdec.moe.model_copy(
-            update={"top_k": sdec.moe.num_experts})})
+        from trainplan.spec.base import evolve
+        sdec = evolve(sdec, moe=evolve(sdec.moe, top_k=sdec.moe.num_experts))
     tokens = float(seq * batch)
     matmul = 3.0 * tokens * fl.matmul_forward_flops_per_token(sdec)
     attn_k = 3.0 * tokens * sdec.layers * float(

@@ -41,10 +41,19 @@ def test_a_value_that_never_ends_is_refused_at_the_value_limit(tmp_path, monkeyp
 
 
 def test_deeply_nested_event(tmp_path):
+    """The fast path relies on json's C decoder raising RecursionError at the interpreter's
+    limit: the test runs at CPython's default limit (1000), which the CLI has; another test's
+    import (torch, sympy) may have raised it in this worker, and the decode would then pass."""
+    import sys
     p = tmp_path / "t.json"
     p.write_text('{"traceEvents": [{"args": ' + "[" * 5000 + "]" * 5000 + "}]}")
-    with pytest.raises(InputError, match="nested at most"):
-        list(stream_trace(p))
+    before = sys.getrecursionlimit()
+    sys.setrecursionlimit(1000)
+    try:
+        with pytest.raises(InputError, match="nested at most"):
+            list(stream_trace(p))
+    finally:
+        sys.setrecursionlimit(before)
 
 
 def test_blanks_are_skipped(tmp_path):

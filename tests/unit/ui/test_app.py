@@ -168,7 +168,7 @@ def test_launch_zip_bad_format_is_the_clis_message(client):
     r = client.get("/download/launch.zip?formats=nope")
     assert r.status_code == 400
     assert r.text.strip() == "--emit = 'nope' is not valid: " + \
-        "deepspeed | megatron | torchtitan | torchrun | slurm | k8s"
+        "deepspeed | megatron | torchtitan | accelerate | torchrun | slurm | k8s"
 
 
 def test_report_equals_cli_report(client, tmp_path):
