@@ -133,7 +133,9 @@ def run_hostile(a: argparse.Namespace, totals: dict, groups: collections.Counter
     import concurrent.futures as cf
     import shutil
     sys.path.insert(0, str(ROOT / "tests" / "fuzz"))
+    sys.path.insert(0, str(ROOT / "benchmarks"))
     import cli_hostile
+    import fuzz_child
     base = Path(tempfile.mkdtemp(prefix="trainplan-hostile-"))
     try:
         hostile = cli_hostile.hostile_files(base / "hostile", bomb_gib=a.bomb_gib)
@@ -147,10 +149,10 @@ def run_hostile(a: argparse.Namespace, totals: dict, groups: collections.Counter
             label, argv = item
             work = Path(tempfile.mkdtemp(dir=base))
             try:
-                r = cli_hostile.run_limited(argv, work, a.hostile_timeout)
+                r = fuzz_child.run_limited(argv, work, a.hostile_timeout)
             finally:
                 shutil.rmtree(work, ignore_errors=True)
-            return label, r, cli_hostile.judge_hostile(label, argv, r)
+            return label, r, fuzz_child.judge_hostile(label, argv, r)
         c = totals["hostile"]
         with cf.ThreadPoolExecutor(a.hostile_jobs) as ex:
             for i, (label, r, (res, detail)) in enumerate(ex.map(one, runs), 1):
@@ -216,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
             bad = sum(out["counts"][k] for k in PROBLEMS)
             print(f"[{time.perf_counter() - t0:7.0f} s] chunk {i}/{len(tasks)} {task[0]}: "
                   f"{out['counts']['cases']} cases, {bad} problems", flush=True)
-            for sig, (n, e) in list(out["groups"].items())[:3]:   # as found, not only at the end
+            for sig, (_n, e) in list(out["groups"].items())[:3]:   # as found, not only at the end
                 print(f"    {sig}: {e[:200]}", flush=True)
     if hostile is not None:
         hostile.join()
