@@ -44,6 +44,23 @@ async def _state(request: Request) -> tuple[State, dict[str, Any]]:
     return from_mapping(values), values
 
 
+def _attempt(fn: Any, *args: Any) -> tuple[Any, str | None]:
+    """``(fn(*args), None)``, or ``(None, message)`` where it raised one of trainplan's errors
+    (the CLI's text for it, :func:`compute.error_text`); anything else propagates."""
+    try:
+        return fn(*args), None
+    except Exception as exc:  # noqa: BLE001 -- trainplan's own errors: the CLI's text
+        msg = compute.error_text(exc)
+        if msg is None:
+            raise
+        return None, msg
+
+
+def _outcome(st: State, err: str | None) -> Any:
+    """The estimate of ``st``, or the error that stopped reading it."""
+    return compute.estimate_state(st) if err is None else compute.Outcome(st, error=err)
+
+
 def create_app() -> FastAPI:
     """The application (one per server; searches are kept in :mod:`trainplan.ui.plans`)."""
     app = FastAPI(title="trainplan", docs_url=None, redoc_url=None, openapi_url=None)
@@ -70,7 +87,7 @@ def create_app() -> FastAPI:
     async def index(request: Request) -> HTMLResponse:
         state, err, _ = await checked_state(request)
         st = state or State()
-        out = compute.estimate_state(st) if err is None else compute.Outcome(st, error=err)
+        out = _outcome(st, err)
         return page(request, "index.html", st, out=out)
 
     @app.api_route("/estimate", methods=["GET", "POST"], response_class=HTMLResponse)
@@ -78,7 +95,7 @@ def create_app() -> FastAPI:
         t0 = time.perf_counter()
         state, err, _ = await checked_state(request)
         st = state or State()
-        out = compute.estimate_state(st) if err is None else compute.Outcome(st, error=err)
+        out = _outcome(st, err)
         t1 = time.perf_counter()
         resp = page(request, "results.html", st, out=out, oob=True,
                     headers={"HX-Replace-Url": "/?" + st.query()})
@@ -91,18 +108,9 @@ def create_app() -> FastAPI:
     async def workspace(request: Request) -> HTMLResponse:
         state, err, _ = await checked_state(request)
         st = state or State()
-        out = compute.estimate_state(st) if err is None else compute.Outcome(st, error=err)
+        out = _outcome(st, err)
         return page(request, "workspace.html", st, out=out,     # a row or a framework: a step
                     headers={"HX-Push-Url": "/?" + st.query()})   # back returns to the last
-
-
-    @app.get("/estimate.json")
-    async def estimate_json(request: Request) -> Response:
-        state, err, _ = await checked_state(request)
-        out = compute.estimate_state(state) if state is not None else None
-        if out is None or out.error is not None:
-            return JSONResponse({"error": err if out is None else out.error}, status_code=400)
-        return Response(out.json_text, media_type="application/json")
 
     _plan_routes(app, page, checked_state)
     _file_routes(app, checked_state)
@@ -115,12 +123,8 @@ def _plan_routes(app: FastAPI, page: Any, checked_state: Any) -> None:
         state, err, _ = await checked_state(request)
         if state is None:
             return page(request, "plan.html", State(), search=None, error=err)
-        try:
-            sid = plans.start(state)
-        except Exception as exc:  # noqa: BLE001 -- too many searches: the InputError's text
-            msg = compute.error_text(exc)
-            if msg is None:
-                raise
+        sid, msg = _attempt(plans.start, state)     # too many searches: the InputError's text
+        if msg is not None:
             return page(request, "plan.html", state, search=None, error=msg)
         return page(request, "plan.html", state, sid=sid, search=plans.get(sid))
 
@@ -156,6 +160,14 @@ def _file_routes(app: FastAPI, checked_state: Any) -> None:
     def failed(msg: str) -> Response:
         return Response(msg + "\n", status_code=400, media_type="text/plain; charset=utf-8")
 
+    @app.get("/estimate.json")
+    async def estimate_json(request: Request) -> Response:
+        state, err, _ = await checked_state(request)
+        out = compute.estimate_state(state) if state is not None else None
+        if out is None or out.error is not None:
+            return JSONResponse({"error": err if out is None else out.error}, status_code=400)
+        return Response(out.json_text, media_type="application/json")
+
     @app.get("/download/launch.zip")
     async def launch(request: Request) -> Response:
         state, err, values = await checked_state(request)
@@ -163,12 +175,8 @@ def _file_routes(app: FastAPI, checked_state: Any) -> None:
             return failed(err or "")
         formats = [f for f in str(values.get("formats") or "").split(",") if f] \
             or compute.default_formats(state.framework)
-        try:
-            data = compute.launch_zip(state, formats)
-        except Exception as exc:  # noqa: BLE001 -- trainplan's own errors: the CLI's text
-            msg = compute.error_text(exc)
-            if msg is None:
-                raise
+        data, msg = _attempt(compute.launch_zip, state, formats)
+        if msg is not None:
             return failed(msg)
         return Response(data, media_type="application/zip",
                         headers={"Content-Disposition": 'attachment; filename="launch.zip"'})
@@ -178,12 +186,8 @@ def _file_routes(app: FastAPI, checked_state: Any) -> None:
         state, err, _ = await checked_state(request)
         if state is None:
             return failed(err or "")
-        try:
-            text = compute.report_html(state)
-        except Exception as exc:  # noqa: BLE001
-            msg = compute.error_text(exc)
-            if msg is None:
-                raise
+        text, msg = _attempt(compute.report_html, state)
+        if msg is not None:
             return failed(msg)
         return Response(text, media_type="text/html; charset=utf-8",
                         headers={"Content-Disposition": 'attachment; filename="trainplan-report.html"'})
